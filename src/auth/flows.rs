@@ -1,0 +1,190 @@
+//! Registration, login, passphrase change and bearer-token checks, shared by both services
+//! (each with its own accounts, rate limiter and token audience).
+
+use super::{passwords, Account, Claims, LoginLimiter, Permissions, TokenKeys};
+use crate::config::Settings;
+use crate::http::{ApiError, Reply, Request};
+use crate::store::{AccountStore, Registration, Store};
+use crate::wire::{self, Timestamp};
+use serde::Deserialize;
+use std::sync::Arc;
+use uuid::Uuid;
+use warp::http::header::{HeaderValue, AUTHORIZATION, SET_COOKIE};
+
+#[derive(Deserialize)]
+struct RegisterIn {
+    name: String,
+    password: String,
+}
+
+#[derive(Deserialize)]
+struct LoginIn {
+    username: String,
+    password: String,
+}
+
+#[derive(Deserialize)]
+struct ChangePassphraseIn {
+    #[serde(rename = "old-passphrase")]
+    old: String,
+    #[serde(rename = "new-passphrase")]
+    new: String,
+}
+
+/// What a successful login grants.
+pub struct Grant {
+    pub permissions: Permissions,
+    pub key: Option<Uuid>,
+}
+
+/// The account flows of one service.
+pub struct AccountFlows {
+    /// Token audience: "inbox" or "scheduler".
+    pub service: &'static str,
+    pub settings: Arc<Settings>,
+    pub tokens: Arc<TokenKeys>,
+    pub store: Arc<Store>,
+    limiter: LoginLimiter,
+    /// A password hash of the configured cost, verified for unknown usernames so that they
+    /// cost as much as a wrong password.
+    decoy: Arc<String>,
+}
+
+impl AccountFlows {
+    pub fn new(
+        service: &'static str,
+        settings: Arc<Settings>,
+        tokens: Arc<TokenKeys>,
+        store: Arc<Store>,
+    ) -> Result<AccountFlows, String> {
+        let decoy = passwords::hash("decoy password", settings.password_iterations).map_err(|e| e.0)?;
+        Ok(AccountFlows {
+            service,
+            settings,
+            tokens,
+            store,
+            limiter: LoginLimiter::default(),
+            decoy: Arc::new(decoy),
+        })
+    }
+
+    /// `POST /register`.
+    pub async fn register(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
+        if !self.settings.registration_open {
+            return Err(ApiError::forbidden("registration is closed on this server"));
+        }
+        let body: RegisterIn = request.json()?;
+        if !wire::is_valid_username(&body.name) {
+            return Err(ApiError::bad_request("invalid username"));
+        }
+        let hash = passwords::hash_off_runtime(body.password, self.settings.password_iterations)
+            .await
+            .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
+        match accounts.register(&body.name, hash, Timestamp::now())? {
+            Registration::Created(_) => {
+                self.store.durable().await?;
+                Ok(Reply::empty())
+            }
+            Registration::Taken => Err(ApiError::new(
+                warp::http::StatusCode::CONFLICT,
+                "username already taken",
+            )),
+        }
+    }
+
+    /// `POST /login`: the password, else (when `alternative` accepts it) another secret of
+    /// the account such as an access key.
+    pub async fn login(
+        &self,
+        accounts: &AccountStore,
+        request: &Request,
+        alternative: impl FnOnce(&Account, &str) -> Result<Option<Grant>, ApiError>,
+    ) -> Result<Reply, ApiError> {
+        let body: LoginIn = request.json()?;
+        if !wire::is_valid_username(&body.username) {
+            return Err(ApiError::bad_request("invalid username"));
+        }
+        let peer = request.peer.map(|p| p.ip());
+        self.limiter
+            .check(&body.username, peer)
+            .map_err(ApiError::too_many_logins)?;
+        let account = accounts.by_username(&body.username)?;
+        let hash = account.as_ref().map(|a| a.password_hash.clone());
+        let password_ok = passwords::verify_off_runtime(body.password.clone(), hash, self.decoy.clone()).await;
+        let grant = match &account {
+            Some(a) if password_ok => Some(Grant {
+                permissions: if self.settings.is_admin(&a.username) {
+                    Permissions::ADMIN
+                } else {
+                    Permissions::USER
+                },
+                key: None,
+            }),
+            Some(a) => alternative(a, &body.password)?,
+            None => None,
+        };
+        let (Some(account), Some(grant)) = (account, grant) else {
+            self.limiter.record_failure(&body.username, peer);
+            return Err(ApiError::unauthorized("wrong username or password"));
+        };
+        if !accounts.set_last_login(account.id, Timestamp::now())? {
+            return Err(ApiError::unauthorized("wrong username or password"));
+        }
+        self.store.durable().await?;
+        let token = self
+            .tokens
+            .issue(self.service, account.id, account.epoch, grant.permissions, grant.key)
+            .map_err(|e| ApiError::internal(format!("could not sign a token: {e}")))?;
+        let cookie = HeaderValue::from_str(&format!("JWT-Cookie={token}; Path=/; HttpOnly; Secure; SameSite=Lax"))
+            .map_err(|_| ApiError::internal("token is not a valid header value"))?;
+        Ok(Reply::no_content().with_header(SET_COOKIE, cookie))
+    }
+
+    /// `POST /account` (inbox) or `POST /` (scheduler): replaces the password when the old
+    /// one is right and revokes every earlier token.
+    pub async fn change_passphrase(
+        &self,
+        accounts: &AccountStore,
+        account: &Account,
+        request: &Request,
+    ) -> Result<Reply, ApiError> {
+        let body: ChangePassphraseIn = request.json()?;
+        let current = account.password_hash.clone();
+        if !passwords::verify_off_runtime(body.old, Some(current.clone()), self.decoy.clone()).await {
+            return Err(ApiError::forbidden("the old passphrase is wrong"));
+        }
+        let new_hash = passwords::hash_off_runtime(body.new, self.settings.password_iterations)
+            .await
+            .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
+        if !accounts.change_password(account.id, &current, new_hash)? {
+            return Err(ApiError::forbidden("the passphrase changed meanwhile"));
+        }
+        self.store.durable().await?;
+        Ok(Reply::no_content())
+    }
+
+    /// The account and claims of a valid `Authorization: Bearer` token (`None` without an
+    /// `Authorization` header). A token is valid while its account exists with the same
+    /// credential epoch.
+    pub fn bearer(&self, accounts: &AccountStore, request: &Request) -> Result<Option<(Account, Claims)>, ApiError> {
+        let Some(value) = request.header(AUTHORIZATION.as_str()) else {
+            return Ok(None);
+        };
+        let invalid = || ApiError::unauthorized("invalid or expired token");
+        let text = value.to_str().map_err(|_| invalid())?;
+        let token = match text.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim(),
+            _ => return Err(invalid()),
+        };
+        let claims = self.tokens.verify(self.service, token).ok_or_else(invalid)?;
+        let account = accounts.get(claims.sub)?.ok_or_else(invalid)?;
+        if account.epoch != claims.ep {
+            return Err(invalid());
+        }
+        Ok(Some((account, claims)))
+    }
+
+    pub fn is_admin(&self, account: &Account) -> bool {
+        self.settings.is_admin(&account.username)
+    }
+}

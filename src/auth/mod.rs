@@ -1,0 +1,51 @@
+//! Accounts, passwords, tokens, access keys, permissions and login rate limits.
+
+pub mod flows;
+pub mod passwords;
+pub mod permissions;
+pub mod ratelimit;
+pub mod secrets;
+pub mod tokens;
+
+pub use permissions::{Permission, Permissions};
+pub use ratelimit::LoginLimiter;
+pub use tokens::{Claims, TokenKeys};
+
+use crate::wire::Timestamp;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// An account of one service.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Account {
+    pub id: Uuid,
+    pub username: String,
+    /// PBKDF2 PHC string.
+    pub password_hash: String,
+    pub created: Timestamp,
+    pub last_login: Option<Timestamp>,
+    /// Credential epoch: raised by a password change, which revokes earlier tokens.
+    pub epoch: u64,
+}
+
+/// An inbox access key (the secret itself is never stored).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AccessKey {
+    pub id: Uuid,
+    pub name: String,
+    pub created: Timestamp,
+    /// Creation order among keys with equal `created`.
+    pub seq: u64,
+    pub permissions: Permissions,
+    /// SHA-256 of the secret.
+    pub digest: [u8; 32],
+}
+
+/// Who is calling, as established by a token or the access-key headers.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub account: Account,
+    pub permissions: Permissions,
+    /// The access key the credentials came from, if any.
+    pub key: Option<Uuid>,
+}

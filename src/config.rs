@@ -1,0 +1,470 @@
+//! The settings, parsed once: command-line flag, then `PIGEONHOLE_*` environment variable,
+//! then the TOML file of `--config` (keys are the flag names), then the default (cli.md).
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+/// The names `--disable-looper` accepts (scheduler.md §9.1).
+pub const LOOPER_NAMES: [&str; 10] = [
+    "triggerer",
+    "triggeredInboxItemScheduler",
+    "triggeredInboxItemSender",
+    "triggeredEmailScheduler",
+    "triggeredEmailConverter",
+    "verificationEmailConverter",
+    "emailer",
+    "adminNotificationEmailConverter",
+    "paymentsEventsFetcher",
+    "paymentsEventsRetrier",
+];
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "pigeonhole",
+    version,
+    about = "A personal inbox and scheduler server (Intray and Tickler compatible)"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run both services (and the scheduler's workers) until SIGINT/SIGTERM.
+    Serve(Box<ServeArgs>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Registration {
+    Open,
+    Closed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
+/// Flags of `pigeonhole serve`. Every value is optional here so that the environment, the
+/// TOML file and the defaults can be layered in [`Settings::resolve`].
+#[derive(clap::Args, Debug, Default)]
+#[command(args_override_self = true)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below (keys are the flag names)
+    #[arg(long, env = "PIGEONHOLE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Database, signing key and e-mail outbox [default: $XDG_DATA_HOME/pigeonhole]
+    #[arg(long, env = "PIGEONHOLE_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address both services bind to [default: 127.0.0.1]
+    #[arg(long, env = "PIGEONHOLE_HOST", value_name = "ADDR")]
+    pub host: Option<IpAddr>,
+    /// Inbox service port [default: 8001]
+    #[arg(long, env = "PIGEONHOLE_INBOX_PORT", value_name = "N")]
+    pub inbox_port: Option<u16>,
+    /// Scheduler service port [default: 8002]
+    #[arg(long, env = "PIGEONHOLE_SCHEDULER_PORT", value_name = "N")]
+    pub scheduler_port: Option<u16>,
+    /// Do not run the inbox service
+    #[arg(long, env = "PIGEONHOLE_NO_INBOX")]
+    pub no_inbox: bool,
+    /// Do not run the scheduler service
+    #[arg(long, env = "PIGEONHOLE_NO_SCHEDULER")]
+    pub no_scheduler: bool,
+    /// Admin username (repeatable)
+    #[arg(long, env = "PIGEONHOLE_ADMIN", value_name = "NAME", value_delimiter = ',')]
+    pub admin: Vec<String>,
+    /// Username that never pays (repeatable)
+    #[arg(long, env = "PIGEONHOLE_FREELOADER", value_name = "NAME", value_delimiter = ',')]
+    pub freeloader: Vec<String>,
+    /// `closed`: POST /register answers 403 [default: open]
+    #[arg(long, env = "PIGEONHOLE_REGISTRATION", value_enum)]
+    pub registration: Option<Registration>,
+    /// PBKDF2 iterations for new password hashes [default: 600000]
+    #[arg(long, env = "PIGEONHOLE_PASSWORD_ITERATIONS", value_name = "N")]
+    pub password_iterations: Option<u32>,
+    /// Expiry (seconds) added to new tokens [default: none]
+    #[arg(long, env = "PIGEONHOLE_TOKEN_LIFETIME", value_name = "SECS")]
+    pub token_lifetime: Option<u64>,
+    /// Request body cap in bytes [default: 16777216]
+    #[arg(long, env = "PIGEONHOLE_MAX_BODY_BYTES", value_name = "N")]
+    pub max_body_bytes: Option<u64>,
+    /// error, warn, info, debug or trace [default: info]
+    #[arg(long, env = "PIGEONHOLE_LOG_LEVEL", value_enum)]
+    pub log_level: Option<LogLevel>,
+    /// Payment plan identifier (turns monetisation on)
+    #[arg(long, env = "PIGEONHOLE_PAYMENT_PLAN", value_name = "ID")]
+    pub payment_plan: Option<String>,
+    /// Price in the currency's smallest unit [default: 0]
+    #[arg(long, env = "PIGEONHOLE_PAYMENT_PRICE", value_name = "N")]
+    pub payment_price: Option<u64>,
+    /// Lower-case currency code [default: eur]
+    #[arg(long, env = "PIGEONHOLE_PAYMENT_CURRENCY", value_name = "CODE")]
+    pub payment_currency: Option<String>,
+    /// Trial period in days [default: none]
+    #[arg(long, env = "PIGEONHOLE_PAYMENT_TRIAL_DAYS", value_name = "N")]
+    pub payment_trial_days: Option<u64>,
+    /// Public key of the payment provider [default: ""]
+    #[arg(long, env = "PIGEONHOLE_PAYMENT_PUBLISHABLE_KEY", value_name = "KEY")]
+    pub payment_publishable_key: Option<String>,
+    /// Secret key of the payment provider; enables the payments workers
+    #[arg(long, env = "PIGEONHOLE_PAYMENT_SECRET_KEY", value_name = "KEY")]
+    pub payment_secret_key: Option<String>,
+    /// Base URL of the payment provider's REST API
+    #[arg(long, env = "PIGEONHOLE_PAYMENT_API_URL", value_name = "URL")]
+    pub payment_api_url: Option<String>,
+    /// Free items per account while not paid [default: 5]
+    #[arg(long, env = "PIGEONHOLE_MAX_ITEMS_FREE", value_name = "N")]
+    pub max_items_free: Option<u64>,
+    /// Default period of every worker, seconds [default: 60]
+    #[arg(long, env = "PIGEONHOLE_LOOPER_PERIOD", value_name = "SECS")]
+    pub looper_period: Option<u64>,
+    /// Retry delay after a worker error, µs [default: 1000000]
+    #[arg(long, env = "PIGEONHOLE_LOOPER_RETRY_DELAY_US", value_name = "N")]
+    pub looper_retry_delay_us: Option<u64>,
+    /// Retries before a worker is reported errored [default: 7]
+    #[arg(long, env = "PIGEONHOLE_LOOPER_RETRY_AMOUNT", value_name = "N")]
+    pub looper_retry_amount: Option<u32>,
+    /// Turn one worker off (repeatable)
+    #[arg(long, env = "PIGEONHOLE_DISABLE_LOOPER", value_name = "NAME", value_delimiter = ',')]
+    pub disable_looper: Vec<String>,
+    /// Host used in e-mail texts and links [default: localhost:<scheduler-port>]
+    #[arg(long, env = "PIGEONHOLE_WEB_HOST", value_name = "HOST")]
+    pub web_host: Option<String>,
+    /// smtp://[user:pass@]host[:port] or smtps://… [default: write .eml files to <data-dir>/outbox]
+    #[arg(long, env = "PIGEONHOLE_SMTP_URL", value_name = "URL")]
+    pub smtp_url: Option<String>,
+    /// Sender of e-mails [default: pigeonhole@localhost]
+    #[arg(long, env = "PIGEONHOLE_EMAIL_FROM", value_name = "ADDR")]
+    pub email_from: Option<String>,
+    /// Where admin notifications go [default: only logged]
+    #[arg(long, env = "PIGEONHOLE_ADMIN_EMAIL", value_name = "ADDR")]
+    pub admin_email: Option<String>,
+}
+
+/// The configured payment plan (monetisation is on when there is one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PaymentPlan {
+    pub plan: String,
+    pub price: u64,
+    pub currency: String,
+    pub trial_days: Option<u64>,
+    pub publishable_key: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub host: IpAddr,
+    pub inbox_port: u16,
+    pub scheduler_port: u16,
+    pub run_inbox: bool,
+    pub run_scheduler: bool,
+    pub admins: Vec<String>,
+    pub freeloaders: Vec<String>,
+    pub registration_open: bool,
+    pub password_iterations: u32,
+    pub token_lifetime: Option<u64>,
+    pub max_body_bytes: u64,
+    pub log_level: LogLevel,
+    pub payment_plan: Option<PaymentPlan>,
+    pub payment_secret_key: Option<String>,
+    pub payment_api_url: String,
+    pub max_items_free: u64,
+    pub looper_period: u64,
+    pub looper_retry_delay_us: u64,
+    pub looper_retry_amount: u32,
+    pub disabled_loopers: Vec<String>,
+    pub web_host: String,
+    pub smtp_url: Option<String>,
+    pub email_from: String,
+    pub admin_email: Option<String>,
+}
+
+impl Settings {
+    /// Settings for tests and embedding: the defaults with a given data directory.
+    pub fn with_data_dir(dir: impl Into<PathBuf>) -> Settings {
+        let args = ServeArgs {
+            data_dir: Some(dir.into()),
+            ..ServeArgs::default()
+        };
+        // The defaults of an empty configuration always resolve.
+        Settings::resolve(args).expect("default settings")
+    }
+
+    /// Layers the flags (with their environment variables already applied by clap) over the
+    /// `--config` file over the defaults, and checks the result.
+    pub fn resolve(args: ServeArgs) -> Result<Settings, String> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+                text.parse::<toml::Table>()
+                    .map_err(|e| format!("invalid config file {}: {e}", path.display()))?
+            }
+            None => toml::Table::new(),
+        };
+        if let Some(bad) = file.keys().find(|k| !KNOWN_KEYS.contains(&k.as_str())) {
+            return Err(format!("unknown setting {bad:?} in the config file"));
+        }
+        let f = FileValues(file);
+        let scheduler_port = pick(args.scheduler_port, f.get("scheduler-port")?, 8002);
+        let plan = match args.payment_plan.clone().or(f.get("payment-plan")?) {
+            Some(plan) => Some(PaymentPlan {
+                plan,
+                price: pick(args.payment_price, f.get("payment-price")?, 0),
+                currency: pick(
+                    args.payment_currency.clone(),
+                    f.get("payment-currency")?,
+                    "eur".to_string(),
+                )
+                .to_lowercase(),
+                trial_days: args.payment_trial_days.or(f.get("payment-trial-days")?),
+                publishable_key: pick(
+                    args.payment_publishable_key.clone(),
+                    f.get("payment-publishable-key")?,
+                    String::new(),
+                ),
+            }),
+            None => None,
+        };
+        let disabled = list(args.disable_looper, f.list("disable-looper")?);
+        if let Some(bad) = disabled.iter().find(|n| !LOOPER_NAMES.contains(&n.as_str())) {
+            return Err(format!(
+                "unknown worker name {bad:?} for --disable-looper (known: {})",
+                LOOPER_NAMES.join(", ")
+            ));
+        }
+        let settings = Settings {
+            data_dir: match args.data_dir.or(f.get::<String>("data-dir")?.map(PathBuf::from)) {
+                Some(d) => d,
+                None => default_data_dir()?,
+            },
+            host: pick(
+                args.host,
+                f.get::<String>("host")?
+                    .map(|h| h.parse::<IpAddr>().map_err(|e| format!("invalid host {h:?}: {e}")))
+                    .transpose()?,
+                IpAddr::from([127, 0, 0, 1]),
+            ),
+            inbox_port: pick(args.inbox_port, f.get("inbox-port")?, 8001),
+            scheduler_port,
+            run_inbox: !(args.no_inbox || f.get("no-inbox")?.unwrap_or(false)),
+            run_scheduler: !(args.no_scheduler || f.get("no-scheduler")?.unwrap_or(false)),
+            admins: list(args.admin, f.list("admin")?),
+            freeloaders: list(args.freeloader, f.list("freeloader")?),
+            registration_open: pick(args.registration, f.get("registration")?, Registration::Open)
+                == Registration::Open,
+            password_iterations: pick(args.password_iterations, f.get("password-iterations")?, 600_000).max(1),
+            token_lifetime: args.token_lifetime.or(f.get("token-lifetime")?),
+            max_body_bytes: pick(args.max_body_bytes, f.get("max-body-bytes")?, 16 * 1024 * 1024),
+            log_level: pick(args.log_level, f.get("log-level")?, LogLevel::Info),
+            payment_plan: plan,
+            payment_secret_key: args.payment_secret_key.or(f.get("payment-secret-key")?),
+            payment_api_url: pick(
+                args.payment_api_url,
+                f.get("payment-api-url")?,
+                "https://api.stripe.com".to_string(),
+            ),
+            max_items_free: pick(args.max_items_free, f.get("max-items-free")?, 5),
+            looper_period: pick(args.looper_period, f.get("looper-period")?, 60).max(1),
+            looper_retry_delay_us: pick(args.looper_retry_delay_us, f.get("looper-retry-delay-us")?, 1_000_000),
+            looper_retry_amount: pick(args.looper_retry_amount, f.get("looper-retry-amount")?, 7),
+            disabled_loopers: disabled,
+            web_host: pick(args.web_host, f.get("web-host")?, format!("localhost:{scheduler_port}")),
+            smtp_url: args.smtp_url.or(f.get("smtp-url")?),
+            email_from: pick(
+                args.email_from,
+                f.get("email-from")?,
+                "pigeonhole@localhost".to_string(),
+            ),
+            admin_email: args.admin_email.or(f.get("admin-email")?),
+        };
+        if !settings.run_inbox && !settings.run_scheduler {
+            return Err("--no-inbox and --no-scheduler together leave nothing to run".into());
+        }
+        Ok(settings)
+    }
+
+    pub fn is_admin(&self, username: &str) -> bool {
+        self.admins.iter().any(|a| a == username)
+    }
+
+    pub fn is_freeloader(&self, username: &str) -> bool {
+        self.freeloaders.iter().any(|a| a == username)
+    }
+}
+
+const KNOWN_KEYS: &[&str] = &[
+    "data-dir",
+    "host",
+    "inbox-port",
+    "scheduler-port",
+    "no-inbox",
+    "no-scheduler",
+    "admin",
+    "freeloader",
+    "registration",
+    "password-iterations",
+    "token-lifetime",
+    "max-body-bytes",
+    "log-level",
+    "payment-plan",
+    "payment-price",
+    "payment-currency",
+    "payment-trial-days",
+    "payment-publishable-key",
+    "payment-secret-key",
+    "payment-api-url",
+    "max-items-free",
+    "looper-period",
+    "looper-retry-delay-us",
+    "looper-retry-amount",
+    "disable-looper",
+    "web-host",
+    "smtp-url",
+    "email-from",
+    "admin-email",
+    "config",
+];
+
+fn pick<T>(flag: Option<T>, file: Option<T>, default: T) -> T {
+    flag.or(file).unwrap_or(default)
+}
+
+fn list(flags: Vec<String>, file: Vec<String>) -> Vec<String> {
+    let chosen = if flags.is_empty() { file } else { flags };
+    chosen
+        .into_iter()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+struct FileValues(toml::Table);
+
+impl FileValues {
+    fn get<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, String> {
+        match self.0.get(name) {
+            Some(v) => v
+                .clone()
+                .try_into()
+                .map(Some)
+                .map_err(|e| format!("invalid value for {name:?} in the config file: {e}")),
+            None => Ok(None),
+        }
+    }
+
+    /// A list setting: a TOML array of strings or one string.
+    fn list(&self, name: &str) -> Result<Vec<String>, String> {
+        match self.0.get(name) {
+            Some(toml::Value::String(s)) => Ok(vec![s.clone()]),
+            Some(v) => v
+                .clone()
+                .try_into()
+                .map_err(|e| format!("invalid value for {name:?} in the config file: {e}")),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+fn default_data_dir() -> Result<PathBuf, String> {
+    if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(x).join("pigeonhole"));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".local/share/pigeonhole")),
+        None => Err("no --data-dir given and neither XDG_DATA_HOME nor HOME is set".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Settings, String> {
+        let mut full = vec!["pigeonhole", "serve"];
+        full.extend_from_slice(args);
+        let cli = Cli::try_parse_from(full).map_err(|e| e.to_string())?;
+        let Command::Serve(a) = cli.command;
+        Settings::resolve(*a)
+    }
+
+    #[test]
+    fn defaults() {
+        let s = parse(&["--data-dir", "/tmp/x"]).unwrap();
+        assert_eq!((s.inbox_port, s.scheduler_port), (8001, 8002));
+        assert_eq!(s.host.to_string(), "127.0.0.1");
+        assert_eq!(s.password_iterations, 600_000);
+        assert_eq!(s.max_body_bytes, 16_777_216);
+        assert_eq!(s.web_host, "localhost:8002");
+        assert!(s.registration_open && s.payment_plan.is_none() && s.run_inbox && s.run_scheduler);
+    }
+
+    #[test]
+    fn last_value_wins_and_lists_repeat() {
+        let s = parse(&[
+            "--data-dir",
+            "/a",
+            "--inbox-port",
+            "1",
+            "--inbox-port",
+            "2",
+            "--admin",
+            "x",
+            "--admin",
+            "y",
+        ])
+        .unwrap();
+        assert_eq!(s.inbox_port, 2);
+        assert_eq!(s.admins, ["x", "y"]);
+    }
+
+    #[test]
+    fn config_file_is_below_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "inbox-port = 9001\nscheduler-port = 9002\nadmin = [\"root\"]\npayment-plan = \"p\"\npayment-currency = \"CHF\"\n").unwrap();
+        let s = parse(&[
+            "--data-dir",
+            "/a",
+            "--config",
+            path.to_str().unwrap(),
+            "--inbox-port",
+            "7",
+        ])
+        .unwrap();
+        assert_eq!((s.inbox_port, s.scheduler_port), (7, 9002));
+        assert_eq!(s.admins, ["root"]);
+        assert_eq!(s.payment_plan.unwrap().currency, "chf");
+        std::fs::write(&path, "no-such-setting = 1\n").unwrap();
+        assert!(parse(&["--data-dir", "/a", "--config", path.to_str().unwrap()]).is_err());
+    }
+
+    #[test]
+    fn unknown_worker_names_are_refused() {
+        let err = parse(&["--data-dir", "/a", "--disable-looper", "no-such-worker"]).unwrap_err();
+        assert!(err.contains("no-such-worker"), "{err}");
+        assert!(parse(&["--data-dir", "/a", "--disable-looper", "emailer"]).is_ok());
+    }
+}

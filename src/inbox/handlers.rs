@@ -1,0 +1,343 @@
+//! Inbox handlers: authenticate → check permission → parse → call the store → answer.
+
+use super::models::{AddAccessKeyIn, ContentsIn, InboxItem};
+use super::routes::Route;
+use super::sync::{self, SyncRequest};
+use super::Inbox;
+use crate::auth::flows::Grant;
+use crate::auth::{secrets, AccessKey, Account, Permission, Permissions, Principal};
+use crate::http::{path_uuid, ApiError, Reply, Request};
+use crate::payments;
+use crate::store::inbox::AddOutcome;
+use crate::wire::{self, Timestamp};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+impl Inbox {
+    pub(super) async fn dispatch(&self, route: Route, request: Request) -> Result<Reply, ApiError> {
+        let accounts = &self.store.inbox.accounts;
+        match route {
+            Route::Root => return Ok(Reply::html(super::API_PAGE)),
+            Route::Register => return self.flows.register(accounts, &request).await,
+            Route::Login => {
+                return self
+                    .flows
+                    .login(accounts, &request, |a, secret| self.key_login(a, secret))
+                    .await
+            }
+            Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.settings))),
+            _ => {}
+        }
+        let who = self.authenticate(&request)?;
+        let store = &self.store.inbox;
+        let id = who.account.id;
+        match route {
+            Route::Permissions => {
+                self.require(&who, Permission::PermitGetPermissions)?;
+                Ok(Reply::json(&who.permissions.names()))
+            }
+            Route::GetAccount => {
+                self.require(&who, Permission::PermitGetAccountInfo)?;
+                Ok(Reply::json(&self.account_info(&who.account)?))
+            }
+            Route::ChangePassphrase => {
+                self.require(&who, Permission::PermitPostChangePassphrase)?;
+                self.flows.change_passphrase(accounts, &who.account, &request).await
+            }
+            Route::DeleteAccount => {
+                self.require(&who, Permission::PermitDeleteAccount)?;
+                store.delete_account(id)?;
+                self.store.durable().await?;
+                Ok(Reply::empty())
+            }
+            Route::AddAccessKey => {
+                self.require(&who, Permission::PermitPostAddAccessKey)?;
+                self.add_access_key(&who, &request).await
+            }
+            Route::ListAccessKeys => {
+                self.require(&who, Permission::PermitGetAccessKeys)?;
+                let keys: Vec<Value> = store.access_keys(id)?.iter().map(key_info).collect();
+                Ok(Reply::json(&keys))
+            }
+            Route::GetAccessKey(key) => {
+                self.require(&who, Permission::PermitGetAccessKey)?;
+                let key = path_uuid(&key)?;
+                let found = store
+                    .access_key(id, key)?
+                    .ok_or_else(|| ApiError::not_found("access key not found"))?;
+                Ok(Reply::json(&key_info(&found)))
+            }
+            Route::DeleteAccessKey(key) => {
+                self.require(&who, Permission::PermitDeleteAccessKey)?;
+                let key = path_uuid(&key)?;
+                if store.delete_access_key(id, key)? {
+                    self.store.durable().await?;
+                }
+                Ok(Reply::empty())
+            }
+            Route::AddItem => {
+                self.require(&who, Permission::PermitAdd)?;
+                self.add_item(&who, &request).await
+            }
+            Route::GetItem(item) => {
+                self.require(&who, Permission::PermitGetItem)?;
+                let item = path_uuid(&item)?;
+                let found = store
+                    .item(id, item)?
+                    .ok_or_else(|| ApiError::not_found("item not found"))?;
+                Ok(Reply::json(&found.to_json()))
+            }
+            Route::DeleteItem(item) => {
+                self.require(&who, Permission::PermitDelete)?;
+                let item = path_uuid(&item)?;
+                if store.delete_item(id, item)? {
+                    self.store.durable().await?;
+                }
+                Ok(Reply::empty())
+            }
+            Route::Items => {
+                self.require(&who, Permission::PermitGetItems)?;
+                let items: Vec<Value> = store.items(id)?.iter().map(InboxItem::to_json).collect();
+                Ok(Reply::json(&items))
+            }
+            Route::Uuids => {
+                self.require(&who, Permission::PermitGetItemUUIDs)?;
+                Ok(Reply::json(&store.item_ids(id)?))
+            }
+            Route::ShowItem => {
+                self.require(&who, Permission::PermitShow)?;
+                Ok(Reply::json(&store.first_item(id)?.map(|i| i.to_json())))
+            }
+            Route::Size => {
+                self.require(&who, Permission::PermitSize)?;
+                Ok(Reply::json(&store.count(id)?))
+            }
+            Route::Sync => {
+                self.require(&who, Permission::PermitSync)?;
+                let request = SyncRequest::parse(request.json()?)?;
+                let cap = payments::item_cap(&self.settings, &who.account.username);
+                let response = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
+                self.store.durable().await?;
+                Ok(Reply::json(&response.to_json()))
+            }
+            Route::AdminStats => {
+                self.require_admin(&who, Permission::PermitAdminGetStats)?;
+                self.admin_stats()
+            }
+            Route::AdminAccounts => {
+                self.require_admin(&who, Permission::PermitAdminGetAccounts)?;
+                let mut all = accounts.all()?;
+                sort_for_admin(&mut all);
+                let infos = all
+                    .iter()
+                    .map(|a| self.account_info(a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Reply::json(&infos))
+            }
+            Route::AdminDeleteAccount(victim) => {
+                self.require_admin(&who, Permission::PermitAdminDeleteAccount)?;
+                let victim = path_uuid(&victim)?;
+                if !store.delete_account(victim)? {
+                    return Err(ApiError::not_found("account not found"));
+                }
+                self.store.durable().await?;
+                Ok(Reply::empty())
+            }
+            Route::Root | Route::Register | Route::Login | Route::Pricing => {
+                Err(ApiError::internal("unreachable route"))
+            }
+        }
+    }
+
+    /// A bearer token, else the `Username` + `Access-Key` header pair (inbox.md §2.4–2.5).
+    fn authenticate(&self, request: &Request) -> Result<Principal, ApiError> {
+        let accounts = &self.store.inbox.accounts;
+        if let Some((account, claims)) = self.flows.bearer(accounts, request)? {
+            if let Some(key) = claims.key {
+                if self.store.inbox.access_key(account.id, key)?.is_none() {
+                    return Err(ApiError::unauthorized("the access key of this token was deleted"));
+                }
+            }
+            return Ok(Principal {
+                account,
+                permissions: claims.perms,
+                key: claims.key,
+            });
+        }
+        let missing =
+            || ApiError::unauthorized("credentials required: a bearer token or the Username and Access-Key headers");
+        let (Some(name), Some(secret)) = (request.header("username"), request.header("access-key")) else {
+            return Err(missing());
+        };
+        let name = header_text(name.as_bytes());
+        let secret = std::str::from_utf8(secret.as_bytes()).map_err(|_| missing())?;
+        let account = accounts.by_username(&name)?.ok_or_else(missing)?;
+        let (_, key) = self.find_key(&account, secret)?.ok_or_else(missing)?;
+        Ok(Principal {
+            account,
+            permissions: key.permissions,
+            key: Some(key.id),
+        })
+    }
+
+    /// The account's own access key whose secret is `secret`.
+    fn find_key(&self, account: &Account, secret: &str) -> Result<Option<(Uuid, AccessKey)>, ApiError> {
+        if !secrets::looks_like_secret(secret) {
+            return Ok(None);
+        }
+        let digest = secrets::digest(secret);
+        Ok(self
+            .store
+            .inbox
+            .access_key_by_digest(&digest)?
+            .filter(|(owner, key)| *owner == account.id && secrets::digests_equal(&key.digest, &digest)))
+    }
+
+    fn key_login(&self, account: &Account, secret: &str) -> Result<Option<Grant>, ApiError> {
+        Ok(self.find_key(account, secret)?.map(|(_, key)| Grant {
+            permissions: key.permissions,
+            key: Some(key.id),
+        }))
+    }
+
+    fn require(&self, who: &Principal, permission: Permission) -> Result<(), ApiError> {
+        if who.permissions.contains(permission) {
+            Ok(())
+        } else {
+            Err(ApiError::unauthorized(format!(
+                "these credentials lack {}",
+                permission.name()
+            )))
+        }
+    }
+
+    fn require_admin(&self, who: &Principal, permission: Permission) -> Result<(), ApiError> {
+        self.require(who, permission)?;
+        if self.flows.is_admin(&who.account) {
+            Ok(())
+        } else {
+            Err(ApiError::unauthorized("admins only"))
+        }
+    }
+
+    fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
+        let count = self.store.inbox.count(account.id)?;
+        Ok(json!({
+            "uuid": account.id,
+            "username": account.username,
+            "created": account.created.to_string(),
+            "last-login": account.last_login.map(|t| t.to_string()),
+            "admin": self.flows.is_admin(account),
+            "count": count,
+            "status": payments::status(&self.settings, &account.username, count).to_json(),
+        }))
+    }
+
+    async fn add_access_key(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
+        let body: AddAccessKeyIn = request.json()?;
+        let permissions = Permissions::parse(body.permissions.iter().map(String::as_str))
+            .map_err(|bad| ApiError::bad_request(format!("unknown permission {bad:?}")))?;
+        if !permissions.is_subset_of(who.permissions) {
+            return Err(ApiError::unauthorized(
+                "an access key cannot have permissions its creator lacks",
+            ));
+        }
+        let (secret, digest) = secrets::new_secret();
+        let key = AccessKey {
+            id: wire::new_uuid(),
+            name: body.name,
+            created: Timestamp::now(),
+            seq: self.store.inbox.next_key_seq()?,
+            permissions,
+            digest,
+        };
+        if !self.store.inbox.add_access_key(who.account.id, &key)? {
+            return Err(ApiError::unauthorized("the account no longer exists"));
+        }
+        self.store.durable().await?;
+        Ok(Reply::json(&json!({
+            "accessKeyCreatedKey": secret,
+            "accessKeyCreatedCreatedTimestamp": key.created.to_string(),
+            "accessKeyCreatedUUID": key.id,
+        })))
+    }
+
+    async fn add_item(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
+        let contents: ContentsIn = request.json()?;
+        let (kind, data) = contents.validate()?;
+        let idempotency = match request.header("idempotency-key") {
+            Some(v) => Some(idempotency_key(v.as_bytes())?),
+            None => None,
+        };
+        let item = InboxItem {
+            id: wire::new_uuid(),
+            kind,
+            data,
+            created: Timestamp::now(),
+        };
+        let cap = payments::item_cap(&self.settings, &who.account.username);
+        match self.store.inbox.add_item(who.account.id, &item, idempotency, cap)? {
+            AddOutcome::Added(id) => {
+                self.store.durable().await?;
+                Ok(Reply::json(&id))
+            }
+            AddOutcome::Repeated(id) => Ok(Reply::json(&id)),
+            AddOutcome::LimitReached => Err(ApiError::new(
+                warp::http::StatusCode::PAYMENT_REQUIRED,
+                "the free item limit is reached",
+            )),
+        }
+    }
+
+    fn admin_stats(&self) -> Result<Reply, ApiError> {
+        let all = self.store.inbox.accounts.all()?;
+        let now = Timestamp::now();
+        let mut items = 0u64;
+        for a in &all {
+            items += self.store.inbox.count(a.id)?;
+        }
+        let active = |days: i64| {
+            all.iter()
+                .filter(|a| a.last_login.is_some_and(|t| now.secs - t.secs <= days * 86_400))
+                .count()
+        };
+        Ok(Reply::json(&json!({
+            "accounts": all.len(),
+            "items": items,
+            "active-users": {"daily": active(1), "weekly": active(7), "monthly": active(30), "yearly": active(365)},
+            "subscribed-users": 0,
+        })))
+    }
+}
+
+/// Latest `last-login` first; accounts that never logged in last, oldest registration first.
+pub fn sort_for_admin(accounts: &mut [Account]) {
+    accounts.sort_by(|a, b| match (a.last_login, b.last_login) {
+        (Some(x), Some(y)) => y.cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.created.cmp(&b.created),
+    });
+}
+
+fn key_info(key: &AccessKey) -> Value {
+    json!({"uuid": key.id, "name": key.name, "created": key.created.to_string(), "permissions": key.permissions.names()})
+}
+
+/// A header value as text: UTF-8, else ISO-8859-1.
+fn header_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => bytes.iter().map(|b| *b as char).collect(),
+    }
+}
+
+/// An `Idempotency-Key`: 1–200 printable ASCII characters (inbox.md §3.13).
+fn idempotency_key(bytes: &[u8]) -> Result<&str, ApiError> {
+    if bytes.is_empty() || bytes.len() > 200 || !bytes.iter().all(|b| (0x20..=0x7e).contains(b)) {
+        return Err(ApiError::bad_request(
+            "invalid Idempotency-Key: 1 to 200 printable ASCII characters",
+        ));
+    }
+    std::str::from_utf8(bytes).map_err(|_| ApiError::bad_request("invalid Idempotency-Key"))
+}

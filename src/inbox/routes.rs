@@ -1,0 +1,102 @@
+//! The inbox service's route table (inbox.md §0): method and path → [`Route`], with 404 for
+//! unknown paths and 405 for a known path with another method. `/intray/...` answers like
+//! `/inbox/...`.
+
+use crate::http::ApiError;
+use warp::http::Method;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    Root,
+    Register,
+    Login,
+    Pricing,
+    Permissions,
+    GetAccount,
+    ChangePassphrase,
+    DeleteAccount,
+    AddAccessKey,
+    ListAccessKeys,
+    GetAccessKey(String),
+    DeleteAccessKey(String),
+    AddItem,
+    GetItem(String),
+    DeleteItem(String),
+    Items,
+    Uuids,
+    ShowItem,
+    Size,
+    Sync,
+    AdminStats,
+    AdminAccounts,
+    AdminDeleteAccount(String),
+}
+
+/// Picks the route for `method` among those a path serves.
+fn by_method(
+    method: &Method,
+    get: Option<Route>,
+    post: Option<Route>,
+    delete: Option<Route>,
+) -> Result<Route, ApiError> {
+    let chosen = match *method {
+        Method::GET => get,
+        Method::POST => post,
+        Method::DELETE => delete,
+        _ => None,
+    };
+    chosen.ok_or_else(ApiError::method_not_allowed)
+}
+
+pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
+    use Route::*;
+    let own = |s: &str| s.to_owned();
+    match segments {
+        [""] => by_method(method, Some(Root), None, None),
+        ["register"] => by_method(method, None, Some(Register), None),
+        ["login"] => by_method(method, None, Some(Login), None),
+        ["pricing"] => by_method(method, Some(Pricing), None, None),
+        ["permissions"] => by_method(method, Some(Permissions), None, None),
+        ["account"] => by_method(method, Some(GetAccount), Some(ChangePassphrase), Some(DeleteAccount)),
+        ["access-key"] => by_method(method, Some(ListAccessKeys), Some(AddAccessKey), None),
+        ["access-key", id] => by_method(
+            method,
+            Some(GetAccessKey(own(id))),
+            None,
+            Some(DeleteAccessKey(own(id))),
+        ),
+        ["inbox" | "intray", "item"] => by_method(method, None, Some(AddItem), None),
+        ["inbox" | "intray", "item", id] => by_method(method, Some(GetItem(own(id))), None, Some(DeleteItem(own(id)))),
+        ["inbox" | "intray", "items"] => by_method(method, Some(Items), None, None),
+        ["inbox" | "intray", "uuids"] => by_method(method, Some(Uuids), None, None),
+        ["inbox" | "intray", "show-item"] => by_method(method, Some(ShowItem), None, None),
+        ["inbox" | "intray", "size"] => by_method(method, Some(Size), None, None),
+        ["inbox" | "intray", "sync"] => by_method(method, None, Some(Sync), None),
+        ["admin", "stats"] => by_method(method, Some(AdminStats), None, None),
+        ["admin", "accounts"] => by_method(method, Some(AdminAccounts), None, None),
+        ["admin", "account", id] => by_method(method, None, None, Some(AdminDeleteAccount(own(id)))),
+        _ => Err(ApiError::unknown_path()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(method: Method, path: &str) -> Result<Route, u16> {
+        let segs: Vec<&str> = path.strip_prefix('/').unwrap().split('/').collect();
+        route(&method, &segs).map_err(|e| e.status.as_u16())
+    }
+
+    #[test]
+    fn table() {
+        assert_eq!(r(Method::GET, "/"), Ok(Route::Root));
+        assert_eq!(r(Method::POST, "/intray/item"), Ok(Route::AddItem));
+        assert_eq!(r(Method::DELETE, "/inbox/item/x"), Ok(Route::DeleteItem("x".into())));
+        assert_eq!(r(Method::GET, "/login"), Err(405));
+        assert_eq!(r(Method::PUT, "/inbox/items"), Err(405));
+        assert_eq!(r(Method::GET, "/inbox/items/"), Err(404));
+        assert_eq!(r(Method::GET, "/inbox/nothing-here"), Err(404));
+        assert_eq!(r(Method::GET, "/Inbox/items"), Err(404));
+    }
+}

@@ -1,0 +1,63 @@
+//! Pigeonhole: a small, fast, trustworthy personal server with two services in one process,
+//! an inbox (Intray-compatible) and a scheduler (Tickler-compatible), all state in sled.
+//!
+//! [`launch`] runs the services on listeners the caller bound (tests use port 0) until a
+//! shutdown signal; `main.rs` only parses the settings, binds and waits for signals.
+
+pub mod auth;
+pub mod config;
+pub mod http;
+pub mod inbox;
+pub mod payments;
+pub mod scheduler;
+pub mod store;
+pub mod wire;
+
+use config::Settings;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+/// Listeners for the services to run (`None`: that service is off).
+pub struct Listeners {
+    pub inbox: Option<TcpListener>,
+    pub scheduler: Option<TcpListener>,
+}
+
+/// Opens the store in the settings' data directory and serves until `shutdown` turns true;
+/// then stops accepting, finishes requests in flight and flushes the database.
+pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::Receiver<bool>) -> Result<(), String> {
+    let settings = Arc::new(settings);
+    let store = store::Store::open(&settings.data_dir).map_err(|e| e.to_string())?;
+    let tokens = Arc::new(
+        auth::TokenKeys::load_or_create(&settings.data_dir, settings.token_lifetime)
+            .map_err(|e| format!("cannot load the token signing key: {e}"))?,
+    );
+    let grace = Duration::from_secs(10);
+    let mut tasks = Vec::new();
+    if let Some(listener) = listeners.inbox {
+        let service = Arc::new(inbox::Inbox::new(store.clone(), settings.clone(), tokens.clone())?);
+        log_listening("inbox", &listener);
+        tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
+    }
+    if let Some(listener) = listeners.scheduler {
+        let service = Arc::new(scheduler::Scheduler {
+            settings: settings.clone(),
+        });
+        log_listening("scheduler", &listener);
+        tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    store.flush().map_err(|e| e.to_string())?;
+    tracing::info!("stopped; database flushed");
+    Ok(())
+}
+
+fn log_listening(name: &str, listener: &TcpListener) {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!("{name} service listening on http://{addr}");
+    }
+}

@@ -1,0 +1,79 @@
+use clap::Parser;
+use pigeonhole::config::{Cli, Command, Settings};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use tokio::net::TcpListener;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let Command::Serve(args) = cli.command;
+    let settings = match Settings::resolve(*args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("pigeonhole: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(format!(
+            "pigeonhole={},warn",
+            settings.log_level.as_str()
+        )))
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pigeonhole: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("pigeonhole: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn bind(host: std::net::IpAddr, port: u16, name: &str) -> Result<TcpListener, String> {
+    let addr = SocketAddr::new(host, port);
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for the {name} service on {addr}: {e}"))
+}
+
+async fn serve(settings: Settings) -> Result<(), String> {
+    let listeners = pigeonhole::Listeners {
+        inbox: match settings.run_inbox {
+            true => Some(bind(settings.host, settings.inbox_port, "inbox").await?),
+            false => None,
+        },
+        scheduler: match settings.run_scheduler {
+            true => Some(bind(settings.host, settings.scheduler_port, "scheduler").await?),
+            false => None,
+        },
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop.send(true);
+    });
+    pigeonhole::launch(settings, listeners, stopped).await
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        // Without signal handlers the process can still be stopped by SIGKILL.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

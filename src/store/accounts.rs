@@ -1,0 +1,122 @@
+//! Accounts, shared in shape by both services (each service keeps its own accounts in its
+//! own tree). Keys:
+//!
+//! * `a` + account uuid → [`Account`]
+//! * `n` + username (UTF-8) → account uuid (the username index)
+
+use super::{decode, encode, key, Result, Stripes};
+use crate::auth::Account;
+use crate::wire::Timestamp;
+use sled::Tree;
+use std::sync::{Arc, Mutex};
+use uuid::Uuid;
+
+pub(crate) const ACCOUNT: u8 = b'a';
+pub(crate) const USERNAME: u8 = b'n';
+
+pub enum Registration {
+    Created(Account),
+    Taken,
+}
+
+/// Account records of one service's tree.
+pub struct AccountStore {
+    tree: Tree,
+    stripes: Arc<Stripes>,
+    registrations: Mutex<()>,
+}
+
+impl AccountStore {
+    pub(crate) fn new(tree: Tree, stripes: Arc<Stripes>) -> AccountStore {
+        AccountStore {
+            tree,
+            stripes,
+            registrations: Mutex::new(()),
+        }
+    }
+
+    pub(crate) fn lock(&self, id: Uuid) -> std::sync::MutexGuard<'_, ()> {
+        self.stripes.lock(id.as_bytes())
+    }
+
+    pub fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Registration> {
+        // Registrations are rare: one lock for all of them makes "exactly one of several
+        // concurrent registrations of a username wins" trivially true.
+        let _guard = self.registrations.lock().unwrap_or_else(|p| p.into_inner());
+        let name_key = key(USERNAME, &[username.as_bytes()]);
+        if self.tree.contains_key(&name_key)? {
+            return Ok(Registration::Taken);
+        }
+        let account = Account {
+            id: crate::wire::new_uuid(),
+            username: username.to_owned(),
+            password_hash,
+            created: now,
+            last_login: None,
+            epoch: 0,
+        };
+        let mut batch = sled::Batch::default();
+        batch.insert(name_key, account.id.as_bytes().to_vec());
+        batch.insert(key(ACCOUNT, &[account.id.as_bytes()]), encode(&account));
+        self.tree.apply_batch(batch)?;
+        Ok(Registration::Created(account))
+    }
+
+    pub fn get(&self, id: Uuid) -> Result<Option<Account>> {
+        match self.tree.get(key(ACCOUNT, &[id.as_bytes()]))? {
+            Some(v) => Ok(Some(decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn by_username(&self, username: &str) -> Result<Option<Account>> {
+        match self.tree.get(key(USERNAME, &[username.as_bytes()]))? {
+            Some(id) => match Uuid::from_slice(&id) {
+                Ok(id) => self.get(id),
+                Err(_) => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
+    /// Every account (admin listing and statistics).
+    pub fn all(&self) -> Result<Vec<Account>> {
+        self.tree.scan_prefix([ACCOUNT]).map(|kv| decode(&kv?.1)).collect()
+    }
+
+    pub fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<bool> {
+        let _guard = self.lock(id);
+        let Some(mut account) = self.get(id)? else {
+            return Ok(false);
+        };
+        account.last_login = Some(match account.last_login {
+            Some(prev) if prev > at => prev,
+            _ => at,
+        });
+        self.tree.insert(key(ACCOUNT, &[id.as_bytes()]), encode(&account))?;
+        Ok(true)
+    }
+
+    /// Replaces the password hash if it is still `expected` (the caller verified the old
+    /// password against it) and starts a new credential epoch, which revokes every earlier
+    /// token. `false` when the account is gone or the password changed meanwhile.
+    pub fn change_password(&self, id: Uuid, expected: &str, new_hash: String) -> Result<bool> {
+        let _guard = self.lock(id);
+        let Some(mut account) = self.get(id)? else {
+            return Ok(false);
+        };
+        if account.password_hash != expected {
+            return Ok(false);
+        }
+        account.password_hash = new_hash;
+        account.epoch += 1;
+        self.tree.insert(key(ACCOUNT, &[id.as_bytes()]), encode(&account))?;
+        Ok(true)
+    }
+
+    /// Adds the removal of the account record and its username to `batch`.
+    pub(crate) fn delete_into(&self, account: &Account, batch: &mut sled::Batch) {
+        batch.remove(key(USERNAME, &[account.username.as_bytes()]));
+        batch.remove(key(ACCOUNT, &[account.id.as_bytes()]));
+    }
+}

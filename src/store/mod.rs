@@ -1,0 +1,186 @@
+//! The only module that knows sled. Key layout, typed codecs, atomic batches, per-account
+//! serialisation and durability: a write is acknowledged only after a `flush()` that
+//! concurrent writers share (group commit, see [`Durability`]).
+//!
+//! Layout: one tree per service (`inbox`, `scheduler`) plus `meta`; inside a tree every
+//! key starts with a one-byte prefix naming the record kind, followed by big-endian ids so
+//! that prefix scans come out in a useful order. Each service module documents its
+//! prefixes.
+
+mod accounts;
+mod durability;
+pub mod inbox;
+
+pub use accounts::{AccountStore, Registration};
+pub use durability::Durability;
+
+use serde::{de::DeserializeOwned, Serialize};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use uuid::Uuid;
+
+#[derive(Debug)]
+pub enum StoreError {
+    Sled(sled::Error),
+    Codec(String),
+    Io(std::io::Error),
+    Locked(PathBuf),
+    NotDurable,
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Sled(e) => write!(f, "database error: {e}"),
+            StoreError::Codec(e) => write!(f, "corrupt record: {e}"),
+            StoreError::Io(e) => write!(f, "i/o error: {e}"),
+            StoreError::Locked(p) => write!(
+                f,
+                "the data directory {} is in use by another pigeonhole process",
+                p.display()
+            ),
+            StoreError::NotDurable => write!(f, "the database could not be flushed to disk"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<sled::Error> for StoreError {
+    fn from(e: sled::Error) -> Self {
+        StoreError::Sled(e)
+    }
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(e: std::io::Error) -> Self {
+        StoreError::Io(e)
+    }
+}
+
+impl From<sled::transaction::TransactionError<StoreError>> for StoreError {
+    fn from(e: sled::transaction::TransactionError<StoreError>) -> Self {
+        match e {
+            sled::transaction::TransactionError::Abort(e) => e,
+            sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// Encodes a record: a format byte, then postcard.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = vec![1u8];
+    // postcard serialisation of our plain records cannot fail: they contain no maps with
+    // non-serialisable keys and no custom serialisers that error.
+    out.extend(postcard::to_allocvec(value).expect("postcard encodes plain records"));
+    out
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
+    match bytes.split_first() {
+        Some((1, rest)) => postcard::from_bytes(rest).map_err(|e| StoreError::Codec(e.to_string())),
+        _ => Err(StoreError::Codec("unknown record format".into())),
+    }
+}
+
+/// `prefix` followed by the given parts.
+pub(crate) fn key(prefix: u8, parts: &[&[u8]]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + parts.iter().map(|p| p.len()).sum::<usize>());
+    k.push(prefix);
+    for p in parts {
+        k.extend_from_slice(p);
+    }
+    k
+}
+
+/// The parts, one after the other.
+pub(crate) fn concat(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+pub(crate) fn uuid_at(bytes: &[u8], at: usize) -> Option<Uuid> {
+    bytes.get(at..at + 16).and_then(|b| Uuid::from_slice(b).ok())
+}
+
+/// Serialises the writes of one account (and registrations of one username): a striped set
+/// of locks, so that read-check-write sequences of an account are atomic while different
+/// accounts proceed in parallel. Only this process opens the database (see the lock file),
+/// so an in-process lock is enough.
+pub(crate) struct Stripes {
+    locks: Vec<Mutex<()>>,
+}
+
+impl Stripes {
+    fn new(n: usize) -> Stripes {
+        Stripes {
+            locks: (0..n).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    pub(crate) fn lock(&self, id: &[u8]) -> MutexGuard<'_, ()> {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in id {
+            h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+        let i = (h % self.locks.len() as u64) as usize;
+        // A poisoned stripe only means another request panicked while holding it; the
+        // data it guards lives in sled and is consistent (batches are atomic).
+        self.locks[i].lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The open database: both services' trees, the data-directory lock and the group commit.
+pub struct Store {
+    db: sled::Db,
+    pub inbox: inbox::InboxStore,
+    durability: Durability,
+    _lock: File,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database in `dir`, holding an exclusive lock on the
+    /// directory for as long as the store lives.
+    pub fn open(dir: &Path) -> Result<Arc<Store>> {
+        std::fs::create_dir_all(dir)?;
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("pigeonhole.lock"))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.into())),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
+        let db = sled::Config::new()
+            .path(dir.join("db"))
+            .cache_capacity(8 * 1024 * 1024)
+            .open()?;
+        if db.was_recovered() {
+            tracing::info!("opened the existing database in {}", dir.display());
+        }
+        let durability = Durability::start(db.clone());
+        let stripes = Arc::new(Stripes::new(256));
+        let inbox = inbox::InboxStore::new(&db, db.open_tree("inbox")?, stripes.clone());
+        Ok(Arc::new(Store {
+            db,
+            inbox,
+            durability,
+            _lock: lock,
+        }))
+    }
+
+    /// Waits until every write made so far is on disk (shared with concurrent callers).
+    pub async fn durable(&self) -> Result<()> {
+        self.durability.wait().await
+    }
+
+    /// Flushes synchronously (shutdown).
+    pub fn flush(&self) -> Result<()> {
+        self.db.flush()?;
+        Ok(())
+    }
+}
