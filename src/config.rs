@@ -86,11 +86,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PIGEONHOLE_SCHEDULER_PORT", value_name = "N")]
     pub scheduler_port: Option<u16>,
     /// Do not run the inbox service
-    #[arg(long, env = "PIGEONHOLE_NO_INBOX")]
-    pub no_inbox: bool,
+    #[arg(long, env = "PIGEONHOLE_NO_INBOX", num_args = 0..=1, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_inbox: Option<bool>,
     /// Do not run the scheduler service
-    #[arg(long, env = "PIGEONHOLE_NO_SCHEDULER")]
-    pub no_scheduler: bool,
+    #[arg(long, env = "PIGEONHOLE_NO_SCHEDULER", num_args = 0..=1, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_scheduler: Option<bool>,
     /// Admin username (repeatable)
     #[arg(long, env = "PIGEONHOLE_ADMIN", value_name = "NAME", value_delimiter = ',')]
     pub admin: Vec<String>,
@@ -269,8 +269,8 @@ impl Settings {
             ),
             inbox_port: pick(args.inbox_port, f.get("inbox-port")?, 8001),
             scheduler_port,
-            run_inbox: !(args.no_inbox || f.get("no-inbox")?.unwrap_or(false)),
-            run_scheduler: !(args.no_scheduler || f.get("no-scheduler")?.unwrap_or(false)),
+            run_inbox: !pick(args.no_inbox, f.get("no-inbox")?, false),
+            run_scheduler: !pick(args.no_scheduler, f.get("no-scheduler")?, false),
             admins: list(args.admin, f.list("admin")?),
             freeloaders: list(args.freeloader, f.list("freeloader")?),
             registration_open: pick(args.registration, f.get("registration")?, Registration::Open)

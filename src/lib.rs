@@ -8,6 +8,7 @@ pub mod auth;
 pub mod config;
 pub mod http;
 pub mod inbox;
+pub mod loopers;
 pub mod payments;
 pub mod scheduler;
 pub mod store;
@@ -28,6 +29,8 @@ pub struct Listeners {
 /// Opens the store in the settings' data directory and serves until `shutdown` turns true;
 /// then stops accepting, finishes requests in flight and flushes the database.
 pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::Receiver<bool>) -> Result<(), String> {
+    // reqwest (inbox deliveries) and lettre use rustls with ring; install it once
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Arc::new(settings);
     let store = store::Store::open(&settings.data_dir).map_err(|e| e.to_string())?;
     let tokens = Arc::new(
@@ -42,11 +45,21 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
         tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
     }
     if let Some(listener) = listeners.scheduler {
-        let service = Arc::new(scheduler::Scheduler {
-            settings: settings.clone(),
-        });
+        let loopers = Arc::new(loopers::Loopers::new(&settings));
+        let service = Arc::new(scheduler::Scheduler::new(
+            store.clone(),
+            settings.clone(),
+            tokens.clone(),
+            loopers.clone(),
+        )?);
         log_listening("scheduler", &listener);
         tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
+        tasks.extend(loopers::start(
+            loopers,
+            store.clone(),
+            settings.clone(),
+            shutdown.clone(),
+        ));
     }
     for t in tasks {
         let _ = t.await;

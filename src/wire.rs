@@ -97,6 +97,9 @@ impl Timestamp {
         let days = days_from_civil(date.0, date.1, date.2);
         let (s59, extra) = if sec == 60 { (59, 1_000_000_000) } else { (sec, 0) };
         let secs = days * 86_400 + h as i64 * 3600 + mi as i64 * 60 + s59 as i64 - offset_secs;
+        if !in_supported_range(secs) {
+            return None; // an offset must not carry the instant outside years 0000–9999
+        }
         Some(Timestamp {
             secs,
             nanos: nanos + extra,
@@ -383,6 +386,8 @@ mod tests {
             "20-01-01T00:00:00Z",
             "yesterday",
             "2020-01-01T00:00:00Z ",
+            "0000-01-01T00:00:00+01:00",
+            "9999-12-31T23:59:59-01:00",
         ] {
             assert!(Timestamp::parse(s).is_none(), "{s}");
         }

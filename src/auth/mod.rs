@@ -49,3 +49,13 @@ pub struct Principal {
     /// The access key the credentials came from, if any.
     pub key: Option<Uuid>,
 }
+
+/// Latest `last-login` first; accounts that never logged in last, oldest registration first.
+pub fn sort_for_admin(accounts: &mut [Account]) {
+    accounts.sort_by(|a, b| match (a.last_login, b.last_login) {
+        (Some(x), Some(y)) => y.cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.created.cmp(&b.created),
+    });
+}

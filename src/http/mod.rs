@@ -206,6 +206,15 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
+/// The route of `method` among those a known path serves; 405 when it serves another.
+pub fn pick<R>(method: &Method, options: Vec<(Method, R)>) -> Result<R, ApiError> {
+    options
+        .into_iter()
+        .find(|(m, _)| m == method)
+        .map(|(_, r)| r)
+        .ok_or_else(ApiError::method_not_allowed)
+}
+
 /// A `:uuid` path capture: 400 unless it is a canonical UUID.
 pub fn path_uuid(segment: &str) -> Result<uuid::Uuid, ApiError> {
     crate::wire::parse_uuid(segment).ok_or_else(|| ApiError::bad_request("invalid UUID in path"))

@@ -127,7 +127,7 @@ impl Inbox {
             Route::AdminAccounts => {
                 self.require_admin(&who, Permission::PermitAdminGetAccounts)?;
                 let mut all = accounts.all()?;
-                sort_for_admin(&mut all);
+                crate::auth::sort_for_admin(&mut all);
                 let infos = all
                     .iter()
                     .map(|a| self.account_info(a))
@@ -277,11 +277,12 @@ impl Inbox {
         };
         let cap = payments::item_cap(&self.settings, &who.account.username);
         match self.store.inbox.add_item(who.account.id, &item, idempotency, cap)? {
-            AddOutcome::Added(id) => {
+            // a repeated key may name an item whose first request is still being flushed:
+            // answer only once it is on disk as well
+            AddOutcome::Added(id) | AddOutcome::Repeated(id) => {
                 self.store.durable().await?;
                 Ok(Reply::json(&id))
             }
-            AddOutcome::Repeated(id) => Ok(Reply::json(&id)),
             AddOutcome::LimitReached => Err(ApiError::new(
                 warp::http::StatusCode::PAYMENT_REQUIRED,
                 "the free item limit is reached",
@@ -308,16 +309,6 @@ impl Inbox {
             "subscribed-users": 0,
         })))
     }
-}
-
-/// Latest `last-login` first; accounts that never logged in last, oldest registration first.
-pub fn sort_for_admin(accounts: &mut [Account]) {
-    accounts.sort_by(|a, b| match (a.last_login, b.last_login) {
-        (Some(x), Some(y)) => y.cmp(&x),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => a.created.cmp(&b.created),
-    });
 }
 
 fn key_info(key: &AccessKey) -> Value {

@@ -2,7 +2,7 @@
 //! unknown paths and 405 for a known path with another method. `/intray/...` answers like
 //! `/inbox/...`.
 
-use crate::http::ApiError;
+use crate::http::{pick, ApiError};
 use warp::http::Method;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -32,20 +32,17 @@ pub enum Route {
     AdminDeleteAccount(String),
 }
 
-/// Picks the route for `method` among those a path serves.
 fn by_method(
     method: &Method,
     get: Option<Route>,
     post: Option<Route>,
     delete: Option<Route>,
 ) -> Result<Route, ApiError> {
-    let chosen = match *method {
-        Method::GET => get,
-        Method::POST => post,
-        Method::DELETE => delete,
-        _ => None,
-    };
-    chosen.ok_or_else(ApiError::method_not_allowed)
+    let options = [(Method::GET, get), (Method::POST, post), (Method::DELETE, delete)];
+    pick(
+        method,
+        options.into_iter().filter_map(|(m, r)| r.map(|r| (m, r))).collect(),
+    )
 }
 
 pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {

@@ -1,35 +1,58 @@
-//! The scheduler service (scheduler.md). Until its API lands it serves `GET /pricing` (so
-//! that clients and the conformance harness see the port up) and answers JSON 404s.
+//! The scheduler service (scheduler.md): accounts and settings, scheduled and triggered
+//! items, triggers, sync; its background workers live in `crate::loopers`.
 
+mod handlers;
+pub mod inbox_client;
+pub mod models;
+pub mod routes;
+pub mod schedule;
+pub mod sync;
+
+use crate::auth::flows::AccountFlows;
 use crate::config::Settings;
 use crate::http::{ApiError, Reply, Request, Service};
-use crate::payments;
+use crate::loopers::Loopers;
+use crate::store::Store;
 use std::sync::Arc;
 use warp::http::Method;
 
+pub const API_PAGE: &str = include_str!("../../assets/scheduler.html");
+
 pub struct Scheduler {
+    pub store: Arc<Store>,
     pub settings: Arc<Settings>,
+    pub flows: AccountFlows,
+    pub loopers: Arc<Loopers>,
+    pub http: reqwest::Client,
 }
 
-pub enum Route {
-    Pricing,
+impl Scheduler {
+    pub fn new(
+        store: Arc<Store>,
+        settings: Arc<Settings>,
+        tokens: Arc<crate::auth::TokenKeys>,
+        loopers: Arc<Loopers>,
+    ) -> Result<Scheduler, String> {
+        let flows = AccountFlows::new("scheduler", settings.clone(), tokens, store.clone())?;
+        Ok(Scheduler {
+            store,
+            settings,
+            flows,
+            loopers,
+            http: inbox_client::client(),
+        })
+    }
 }
 
 impl Service for Scheduler {
-    type Route = Route;
+    type Route = routes::Route;
 
-    fn route(&self, method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
-        match segments {
-            ["pricing"] if method == Method::GET => Ok(Route::Pricing),
-            ["pricing"] => Err(ApiError::method_not_allowed()),
-            _ => Err(ApiError::unknown_path()),
-        }
+    fn route(&self, method: &Method, segments: &[&str]) -> Result<routes::Route, ApiError> {
+        routes::route(method, segments)
     }
 
-    async fn handle(self: Arc<Self>, route: Route, _request: Request) -> Result<Reply, ApiError> {
-        match route {
-            Route::Pricing => Ok(Reply::json(&payments::pricing(&self.settings))),
-        }
+    async fn handle(self: Arc<Self>, route: routes::Route, request: Request) -> Result<Reply, ApiError> {
+        self.dispatch(route, request).await
     }
 
     fn max_body_bytes(&self) -> u64 {

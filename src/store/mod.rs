@@ -10,6 +10,7 @@
 mod accounts;
 mod durability;
 pub mod inbox;
+pub mod scheduler;
 
 pub use accounts::{AccountStore, Registration};
 pub use durability::Durability;
@@ -136,6 +137,7 @@ impl Stripes {
 pub struct Store {
     db: sled::Db,
     pub inbox: inbox::InboxStore,
+    pub scheduler: scheduler::SchedulerStore,
     durability: Durability,
     _lock: File,
 }
@@ -165,9 +167,11 @@ impl Store {
         let durability = Durability::start(db.clone());
         let stripes = Arc::new(Stripes::new(256));
         let inbox = inbox::InboxStore::new(&db, db.open_tree("inbox")?, stripes.clone());
+        let scheduler = scheduler::SchedulerStore::new(&db, db.open_tree("scheduler")?, stripes);
         Ok(Arc::new(Store {
             db,
             inbox,
+            scheduler,
             durability,
             _lock: lock,
         }))

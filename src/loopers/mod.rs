@@ -1,0 +1,216 @@
+//! Background workers ("loopers", scheduler.md §9). Each is a small task with a trigger
+//! (woken by a [`Notify`] when there is new work, and at least every `--looper-period`), a
+//! live status for `GET /loopers`, and a retry policy: a failed run is retried after
+//! `--looper-retry-delay-us`; after `--looper-retry-amount` consecutive failures the worker
+//! stops, reports `LooperStatusErrored` and an admin notification is created.
+
+pub mod triggerer;
+
+use crate::config::{Settings, LOOPER_NAMES};
+use crate::store::scheduler::{EmailKind, QueuedEmail};
+use crate::store::Store;
+use serde_json::{json, Map, Value};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Configured off (by `--disable-looper`, or not applicable to this configuration).
+    Disabled,
+    /// Enabled, waiting for its task to start.
+    Starting,
+    Running,
+    Errored(String),
+}
+
+/// One worker's entry.
+pub struct Looper {
+    pub name: &'static str,
+    status: Mutex<Status>,
+    /// Wakes the worker early (new work).
+    pub wake: Notify,
+}
+
+impl Looper {
+    pub fn status(&self) -> Status {
+        self.status.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, s: Status) {
+        *self.status.lock().unwrap_or_else(|p| p.into_inner()) = s;
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.status() != Status::Disabled
+    }
+}
+
+/// All ten workers and their common settings.
+pub struct Loopers {
+    pub period: Duration,
+    pub retry_delay: Duration,
+    pub retry_amount: u32,
+    period_secs: u64,
+    retry_delay_us: u64,
+    all: Vec<Looper>,
+}
+
+impl Loopers {
+    pub fn new(settings: &Settings) -> Loopers {
+        let all = LOOPER_NAMES
+            .iter()
+            .map(|&name| {
+                let applicable = match name {
+                    "adminNotificationEmailConverter" => settings.admin_email.is_some(),
+                    "paymentsEventsFetcher" | "paymentsEventsRetrier" => {
+                        settings.payment_secret_key.is_some() && settings.payment_plan.is_some()
+                    }
+                    _ => true,
+                };
+                let on = applicable && !settings.disabled_loopers.iter().any(|d| d == name);
+                Looper {
+                    name,
+                    status: Mutex::new(if on { Status::Starting } else { Status::Disabled }),
+                    wake: Notify::new(),
+                }
+            })
+            .collect();
+        Loopers {
+            period: Duration::from_secs(settings.looper_period),
+            retry_delay: Duration::from_micros(settings.looper_retry_delay_us),
+            retry_amount: settings.looper_retry_amount,
+            period_secs: settings.looper_period,
+            retry_delay_us: settings.looper_retry_delay_us,
+            all,
+        }
+    }
+
+    /// The entry of a worker by its `--disable-looper` name.
+    pub fn get(&self, name: &str) -> &Looper {
+        // LOOPER_NAMES is the list `all` was built from, and callers pass names from it.
+        self.all.iter().find(|l| l.name == name).expect("a known worker name")
+    }
+
+    pub fn wake(&self, name: &str) {
+        self.get(name).wake.notify_one();
+    }
+
+    /// `GET /loopers`.
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        for l in &self.all {
+            let (status, on) = match l.status() {
+                Status::Disabled => (json!({"tag": "LooperStatusDisabled"}), false),
+                Status::Starting | Status::Running => (json!({"tag": "LooperStatusRunning"}), true),
+                Status::Errored(e) => (json!({"tag": "LooperStatusErrored", "contents": e}), true),
+            };
+            let value = if on {
+                json!({"looperInfoStatus": status, "looperInfoPeriod": self.period_secs,
+                       "looperInfoRetryDelay": self.retry_delay_us, "looperInfoRetryAmount": self.retry_amount})
+            } else {
+                json!({"looperInfoStatus": status, "looperInfoPeriod": null,
+                       "looperInfoRetryDelay": null, "looperInfoRetryAmount": null})
+            };
+            out.insert(format!("{}LooperInfo", l.name), value);
+        }
+        Value::Object(out)
+    }
+
+    /// Runs worker `name` until `stop` turns true: `run` does one pass and answers how long
+    /// the worker may sleep at most before the next (`None`: the period). Failed passes are
+    /// retried after the retry delay; too many in a row stop the worker as errored, and
+    /// `on_error` is told (admin notification).
+    pub async fn run<F, Fut>(
+        self: Arc<Self>,
+        name: &'static str,
+        mut stop: watch::Receiver<bool>,
+        on_error: impl Fn(&str, &str),
+        mut run: F,
+    ) where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Option<Duration>, String>>,
+    {
+        let me = self.get(name);
+        if !me.enabled() {
+            return;
+        }
+        me.set(Status::Running);
+        let mut failures = 0u32;
+        while !*stop.borrow() {
+            let sleep = match run().await {
+                Ok(next) => {
+                    failures = 0;
+                    next.map_or(self.period, |n| n.min(self.period))
+                }
+                Err(e) => {
+                    failures += 1;
+                    tracing::warn!("worker {name} failed ({failures} in a row): {e}");
+                    if failures > self.retry_amount {
+                        me.set(Status::Errored(e.clone()));
+                        on_error(name, &e);
+                        return;
+                    }
+                    self.retry_delay
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(sleep) => {}
+                _ = me.wake.notified() => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+        }
+    }
+}
+
+/// Spawns every enabled worker; they stop when `stop` turns true.
+pub fn start(
+    loopers: Arc<Loopers>,
+    store: Arc<Store>,
+    settings: Arc<Settings>,
+    stop: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let notify_admin = {
+        let store = store.clone();
+        let loopers = loopers.clone();
+        move |worker: &str, error: &str| {
+            tracing::error!("worker {worker} stopped after repeated failures: {error}");
+            if settings.admin_email.is_some() {
+                let notice = EmailKind::AdminNotice {
+                    worker: worker.to_owned(),
+                    error: error.to_owned(),
+                };
+                match store
+                    .scheduler
+                    .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
+                {
+                    Ok(()) => loopers.wake("adminNotificationEmailConverter"),
+                    Err(e) => tracing::error!("could not queue the admin notification: {e}"),
+                }
+            }
+        }
+    };
+    let notify_admin = Arc::new(notify_admin);
+    let mut tasks = Vec::new();
+    {
+        let (l, s, n) = (loopers.clone(), store.clone(), notify_admin.clone());
+        tasks.push(tokio::spawn(loopers.clone().run(
+            "triggerer",
+            stop.clone(),
+            move |w, e| n(w, e),
+            move || {
+                let (l, s) = (l.clone(), s.clone());
+                async move {
+                    let (count, sleep) = triggerer::pass(&s).await?;
+                    if count > 0 {
+                        l.wake("triggeredInboxItemScheduler");
+                        l.wake("triggeredEmailScheduler");
+                    }
+                    Ok(sleep)
+                }
+            },
+        )));
+    }
+    tasks
+}

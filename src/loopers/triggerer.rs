@@ -1,0 +1,57 @@
+//! The triggerer (scheduler.md §5.2): reads the due index up to now (never the items that
+//! are not due), triggers each due item in its own atomic batch, makes the batch durable
+//! before any delivery starts, wakes the delivery schedulers, and sleeps until the next due
+//! instant (or the period, whichever is first).
+
+use crate::scheduler::models::ScheduledItem;
+use crate::scheduler::schedule::{self, Zone};
+use crate::store::Store;
+use crate::wire::Timestamp;
+use std::time::Duration;
+
+const BATCH: usize = 256;
+
+/// One pass; answers how long the worker may sleep before the next due instant.
+pub async fn pass(store: &Store) -> Result<(usize, Option<Duration>), String> {
+    let s = &store.scheduler;
+    let mut triggered = 0;
+    loop {
+        let now = Timestamp::now();
+        let due = s.due_items(now, BATCH).map_err(|e| e.to_string())?;
+        for (at, owner, id) in &due {
+            let zone = Zone::of(&s.settings(*owner).map_err(|e| e.to_string())?);
+            let copy = s
+                .trigger_item(*owner, *id, now, |item| next_occurrence(item, &zone, now))
+                .map_err(|e| e.to_string())?;
+            match copy {
+                Some(_) => triggered += 1,
+                None => s.drop_due_entry(*at, *id).map_err(|e| e.to_string())?,
+            }
+        }
+        if !due.is_empty() {
+            store.durable().await.map_err(|e| e.to_string())?;
+        }
+        if due.len() < BATCH {
+            break;
+        }
+    }
+    let next = s.next_due().map_err(|e| e.to_string())?;
+    let sleep = next.map(|at| {
+        let secs = Timestamp::now().seconds_until(&at).max(0.0);
+        Duration::from_secs_f64(secs)
+    });
+    Ok((triggered, sleep))
+}
+
+/// The item moved to its first occurrence after `now`, with a new server time and due
+/// instant; `None` when it does not recur (or has no representable next occurrence).
+fn next_occurrence(item: &ScheduledItem, zone: &Zone, now: Timestamp) -> Option<(ScheduledItem, Timestamp)> {
+    let tickle = schedule::first_after(&item.tickle, zone, now)?;
+    let due = schedule::due(&tickle, zone);
+    let moved = ScheduledItem {
+        tickle,
+        server_time: item.server_time + 1,
+        ..item.clone()
+    };
+    Some((moved, due))
+}

@@ -1,0 +1,439 @@
+//! Scheduler handlers: authenticate → check path → parse → call the store → answer.
+
+use super::models::{
+    is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
+};
+use super::routes::Route;
+use super::schedule::{self, Zone};
+use super::sync::{self, SyncRequest};
+use super::{inbox_client, Scheduler};
+use crate::auth::{secrets, Account};
+use crate::http::{parse_json, path_uuid, ApiError, Reply, Request};
+use crate::payments;
+use crate::store::scheduler::{AddOutcome, EmailKind, QueuedEmail};
+use crate::wire::{self, Timestamp};
+use serde_json::{json, Value};
+use uuid::Uuid;
+use warp::http::StatusCode;
+
+impl Scheduler {
+    pub(super) async fn dispatch(&self, route: Route, request: Request) -> Result<Reply, ApiError> {
+        let accounts = &self.store.scheduler.accounts;
+        match route {
+            Route::Root => return Ok(Reply::html(super::API_PAGE)),
+            Route::Register => return self.flows.register(accounts, &request).await,
+            Route::Login => return self.flows.login(accounts, &request, |_, _| Ok(None)).await,
+            Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.settings))),
+            Route::Loopers => return Ok(Reply::json(&self.loopers.to_json())),
+            _ => {}
+        }
+        let account = self.authenticate(&request)?;
+        if matches!(
+            route,
+            Route::AdminStats | Route::AdminAccounts | Route::AdminDeleteAccount(_)
+        ) && !self.flows.is_admin(&account)
+        {
+            return Err(ApiError::unauthorized("admins only"));
+        }
+        let store = &self.store.scheduler;
+        let me = account.id;
+        match route {
+            Route::ChangePassphrase => self.flows.change_passphrase(accounts, &account, &request).await,
+            Route::GetAccount => Ok(Reply::json(&self.account_info(&account)?)),
+            Route::DeleteAccount => {
+                store.delete_account(me)?;
+                self.store.durable().await?;
+                Ok(Reply::empty())
+            }
+            Route::GetSettings => Ok(Reply::json(&store.settings(me)?.to_json())),
+            Route::PutSettings => {
+                let setting = TimeZoneSetting::parse(&request.json::<Value>()?)?;
+                let zone = Zone::of(&setting);
+                store.put_settings(me, &setting, |item| schedule::due(&item.tickle, &zone))?;
+                self.store.durable().await?;
+                self.loopers.wake("triggerer");
+                Ok(Reply::empty())
+            }
+            Route::AddItem => self.add_item(&account, &request).await,
+            Route::GetItem(id) => {
+                let id = path_uuid(&id)?;
+                if let Some(item) = store.scheduled(me, id)? {
+                    return Ok(Reply::json(&item.to_json()));
+                }
+                let item = store
+                    .triggered(me, id)?
+                    .ok_or_else(|| ApiError::not_found("item not found"))?;
+                Ok(Reply::json(&item.to_json()))
+            }
+            Route::EditItem(id) => {
+                let id = path_uuid(&id)?;
+                let tickle = Tickle::parse(&request.json::<Value>()?)?;
+                let zone = self.zone(me)?;
+                let edited = store.edit_scheduled(me, id, |mut item| {
+                    item.tickle = tickle;
+                    item.server_time += 1;
+                    let due = schedule::due(&item.tickle, &zone);
+                    (item, due)
+                })?;
+                if !edited {
+                    return Err(ApiError::not_found("no such scheduled item"));
+                }
+                self.store.durable().await?;
+                self.loopers.wake("triggerer");
+                Ok(Reply::empty())
+            }
+            Route::DeleteItem(id) => {
+                let id = path_uuid(&id)?;
+                if store.delete_item(me, id)? {
+                    self.store.durable().await?;
+                }
+                Ok(Reply::empty())
+            }
+            Route::DeleteTriggereds => {
+                if store.delete_triggered_items(me)? {
+                    self.store.durable().await?;
+                }
+                Ok(Reply::empty())
+            }
+            Route::Retry => {
+                request.require_json()?;
+                let ids: Vec<String> = parse_json(&request.body)?;
+                let ids = ids.iter().map(|s| path_uuid(s)).collect::<Result<Vec<_>, _>>()?;
+                if store.retry_failed(me, &ids)? {
+                    self.store.durable().await?;
+                    self.loopers.wake("triggeredInboxItemSender");
+                    self.loopers.wake("emailer");
+                }
+                Ok(Reply::empty())
+            }
+            Route::Items => {
+                let (scheduled, triggered) = match item_filter(&request.query)? {
+                    Filter::All => (true, true),
+                    Filter::OnlyUntriggered => (true, false),
+                    Filter::OnlyTriggered => (false, true),
+                };
+                let mut out: Vec<Value> = Vec::new();
+                if scheduled {
+                    out.extend(store.scheduled_items(me)?.iter().map(ScheduledItem::to_json));
+                }
+                if triggered {
+                    out.extend(store.triggered_items(me)?.iter().map(TriggeredItem::to_json));
+                }
+                Ok(Reply::json(&out))
+            }
+            Route::Uuids => {
+                let ids: Vec<Uuid> = store.scheduled_items(me)?.iter().map(|i| i.id).collect();
+                Ok(Reply::json(&ids))
+            }
+            Route::Sync => {
+                let request = SyncRequest::parse(&request.json::<Value>()?)?;
+                let cap = payments::item_cap(&self.settings, &account.username);
+                let zone = self.zone(me)?;
+                let response = store.sync(me, |items| {
+                    sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
+                })?;
+                self.store.durable().await?;
+                self.loopers.wake("triggerer");
+                Ok(Reply::json(&response.to_json()))
+            }
+            Route::Triggers => {
+                let triggers: Vec<Value> = store.triggers(me)?.iter().map(Trigger::to_json).collect();
+                Ok(Reply::json(&triggers))
+            }
+            Route::GetTrigger(id) => {
+                let id = path_uuid(&id)?;
+                let trigger = store
+                    .trigger(me, id)?
+                    .ok_or_else(|| ApiError::not_found("trigger not found"))?;
+                Ok(Reply::json(&trigger.to_json()))
+            }
+            Route::DeleteTrigger(id) => {
+                let id = path_uuid(&id)?;
+                if store.delete_trigger(me, id)? {
+                    self.store.durable().await?;
+                }
+                Ok(Reply::empty())
+            }
+            Route::AddEmailTrigger => self.add_email_trigger(me, &request).await,
+            Route::Verify(id, key) => self.verify(me, &id, &key).await,
+            Route::Resend(id) => self.resend(me, &id).await,
+            Route::AddInboxTrigger => self.add_inbox_trigger(me, &request).await,
+            Route::AdminStats => self.admin_stats(),
+            Route::AdminAccounts => {
+                let mut all = accounts.all()?;
+                crate::auth::sort_for_admin(&mut all);
+                let infos = all
+                    .iter()
+                    .map(|a| self.account_info(a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Reply::json(&infos))
+            }
+            Route::AdminDeleteAccount(victim) => {
+                let victim = path_uuid(&victim)?;
+                if !store.delete_account(victim)? {
+                    return Err(ApiError::not_found("account not found"));
+                }
+                self.store.durable().await?;
+                Ok(Reply::empty())
+            }
+            Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => {
+                Err(ApiError::internal("unreachable route"))
+            }
+        }
+    }
+
+    fn authenticate(&self, request: &Request) -> Result<Account, ApiError> {
+        match self.flows.bearer(&self.store.scheduler.accounts, request)? {
+            Some((account, _)) => Ok(account),
+            None => Err(ApiError::unauthorized("a bearer token is required")),
+        }
+    }
+
+    fn zone(&self, account: Uuid) -> Result<Zone, ApiError> {
+        Ok(Zone::of(&self.store.scheduler.settings(account)?))
+    }
+
+    fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
+        let (scheduled, triggered) = self.store.scheduler.counts(account.id)?;
+        Ok(json!({
+            "uuid": account.id,
+            "username": account.username,
+            "created": account.created.to_string(),
+            "last-login": account.last_login.map(|t| t.to_string()),
+            "admin": self.flows.is_admin(account),
+            "scheduler-item-count": scheduled,
+            "triggered-item-count": triggered,
+            "status": payments::status(&self.settings, &account.username, scheduled).to_json(),
+        }))
+    }
+
+    async fn add_item(&self, account: &Account, request: &Request) -> Result<Reply, ApiError> {
+        let tickle = Tickle::parse(&request.json::<Value>()?)?;
+        let zone = self.zone(account.id)?;
+        let due = schedule::due(&tickle, &zone);
+        let item = ScheduledItem {
+            id: wire::new_uuid(),
+            owner: account.id,
+            tickle,
+            created: Timestamp::now(),
+            server_time: 0,
+        };
+        let cap = payments::item_cap(&self.settings, &account.username);
+        match self.store.scheduler.add_scheduled(&item, due, cap)? {
+            AddOutcome::Added => {
+                self.store.durable().await?;
+                self.loopers.wake("triggerer");
+                Ok(Reply::json(&item.id))
+            }
+            AddOutcome::LimitReached => Err(ApiError::new(
+                StatusCode::PAYMENT_REQUIRED,
+                "the free item limit is reached",
+            )),
+        }
+    }
+
+    async fn add_email_trigger(&self, owner: Uuid, request: &Request) -> Result<Reply, ApiError> {
+        let body: Value = request.json()?;
+        let address = match body.get("addEmailTrigger") {
+            Some(Value::String(a)) if is_valid_email(a) => a.clone(),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "addEmailTrigger must be an e-mail address local@domain",
+                ))
+            }
+        };
+        let (key, key_digest) = secrets::new_secret();
+        let trigger = Trigger {
+            id: wire::new_uuid(),
+            owner,
+            created: Timestamp::now(),
+            kind: TriggerKind::Email {
+                address: address.clone(),
+                verified: false,
+                key_digest,
+            },
+        };
+        let email = verification_email(owner, trigger.id, address, key);
+        if !self.store.scheduler.add_trigger(&trigger, Some(email))? {
+            return Err(ApiError::unauthorized("the account no longer exists"));
+        }
+        self.store.durable().await?;
+        self.loopers.wake("verificationEmailConverter");
+        Ok(Reply::json(&trigger.id))
+    }
+
+    async fn verify(&self, owner: Uuid, id: &str, key: &str) -> Result<Reply, ApiError> {
+        let id = path_uuid(id)?;
+        if !secrets::looks_like_secret(key) {
+            return Err(ApiError::bad_request("the verification key must be 32 hex digits"));
+        }
+        let given = secrets::digest(key);
+        let trigger = self.store.scheduler.trigger(owner, id)?;
+        let Some(TriggerKind::Email { key_digest, .. }) = trigger.map(|t| t.kind) else {
+            return Err(ApiError::not_found("no such e-mail trigger"));
+        };
+        if !secrets::digests_equal(&key_digest, &given) {
+            return Err(ApiError::bad_request("wrong verification key"));
+        }
+        let updated = self
+            .store
+            .scheduler
+            .update_trigger(owner, id, |mut t| match &mut t.kind {
+                TriggerKind::Email {
+                    verified, key_digest, ..
+                } if secrets::digests_equal(key_digest, &given) => {
+                    *verified = true;
+                    Some((t, None))
+                }
+                _ => None,
+            })?;
+        if !updated {
+            return Err(ApiError::bad_request("wrong verification key"));
+        }
+        self.store.durable().await?;
+        Ok(Reply::empty())
+    }
+
+    async fn resend(&self, owner: Uuid, id: &str) -> Result<Reply, ApiError> {
+        let id = path_uuid(id)?;
+        match self.store.scheduler.trigger(owner, id)?.map(|t| t.kind) {
+            Some(TriggerKind::Email { verified: false, .. }) => {}
+            Some(TriggerKind::Email { verified: true, .. }) => {
+                return Err(ApiError::bad_request("this e-mail trigger is already verified"))
+            }
+            _ => return Err(ApiError::not_found("no such e-mail trigger")),
+        }
+        let (key, digest) = secrets::new_secret();
+        let updated = self
+            .store
+            .scheduler
+            .update_trigger(owner, id, |mut t| match &mut t.kind {
+                TriggerKind::Email {
+                    verified: false,
+                    key_digest,
+                    address,
+                } => {
+                    *key_digest = digest;
+                    let email = verification_email(owner, id, address.clone(), key);
+                    Some((t, Some(email)))
+                }
+                _ => None,
+            })?;
+        if !updated {
+            return Err(ApiError::bad_request("this e-mail trigger is already verified"));
+        }
+        self.store.durable().await?;
+        self.loopers.wake("verificationEmailConverter");
+        Ok(Reply::empty())
+    }
+
+    async fn add_inbox_trigger(&self, owner: Uuid, request: &Request) -> Result<Reply, ApiError> {
+        let body: Value = request.json()?;
+        let field = |new: &str, old: &str| -> Option<String> {
+            match body.get(new).or_else(|| body.get(old)) {
+                Some(Value::String(s)) => Some(s.clone()),
+                _ => None,
+            }
+        };
+        let url = field("addInboxTriggerUrl", "addIntrayTriggerUrl")
+            .and_then(|u| normalise_inbox_url(&u))
+            .ok_or_else(|| ApiError::bad_request("addInboxTriggerUrl must be an http(s) base URL"))?;
+        let username = field("addInboxTriggerUsername", "addIntrayTriggerUsername")
+            .filter(|u| wire::is_valid_username(u))
+            .ok_or_else(|| ApiError::bad_request("addInboxTriggerUsername must be a valid username"))?;
+        let access_key = field("addInboxTriggerAccessKey", "addIntrayTriggerAccessKey")
+            .filter(|k| !k.is_empty() && k.len() % 2 == 0 && k.bytes().all(|c| c.is_ascii_hexdigit()))
+            .ok_or_else(|| ApiError::bad_request("addInboxTriggerAccessKey must be an even-length hex string"))?
+            .to_ascii_lowercase();
+        if let Err(failure) = inbox_client::login(&self.http, &url, &username, &access_key).await {
+            return Ok(Reply::json(&json!({"Left": failure.reason})));
+        }
+        let trigger = Trigger {
+            id: wire::new_uuid(),
+            owner,
+            created: Timestamp::now(),
+            kind: TriggerKind::Inbox {
+                url,
+                username,
+                access_key,
+            },
+        };
+        if !self.store.scheduler.add_trigger(&trigger, None)? {
+            return Err(ApiError::unauthorized("the account no longer exists"));
+        }
+        self.store.durable().await?;
+        Ok(Reply::json(&json!({"Right": trigger.id})))
+    }
+
+    fn admin_stats(&self) -> Result<Reply, ApiError> {
+        let all = self.store.scheduler.accounts.all()?;
+        let now = Timestamp::now();
+        let (mut scheduled, mut triggered) = (0u64, 0u64);
+        for a in &all {
+            let (s, t) = self.store.scheduler.counts(a.id)?;
+            scheduled += s;
+            triggered += t;
+        }
+        let active = |days: i64| {
+            all.iter()
+                .filter(|a| a.last_login.is_some_and(|t| now.secs - t.secs <= days * 86_400))
+                .count()
+        };
+        Ok(Reply::json(&json!({
+            "users": all.len(),
+            "subscribers": 0,
+            "scheduler-items": scheduled,
+            "triggered-items": triggered,
+            "active-users": {"daily": active(1), "weekly": active(7), "monthly": active(30), "yearly": active(365)},
+        })))
+    }
+}
+
+fn verification_email(owner: Uuid, trigger: Uuid, to: String, key: String) -> QueuedEmail {
+    QueuedEmail::new(owner, Some(trigger), EmailKind::Verification { to, key })
+}
+
+enum Filter {
+    All,
+    OnlyUntriggered,
+    OnlyTriggered,
+}
+
+/// The `filter` query parameter of `GET /scheduler/items` (compared case-insensitively).
+fn item_filter(query: &str) -> Result<Filter, ApiError> {
+    let value = query
+        .split('&')
+        .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+        .find(|(k, _)| *k == "filter")
+        .map(|(_, v)| percent_decode(v));
+    match value.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("") => Ok(Filter::All),
+        Some("onlyuntriggered") => Ok(Filter::OnlyUntriggered),
+        Some("onlytriggered") => Ok(Filter::OnlyTriggered),
+        Some(other) => Err(ApiError::bad_request(format!("unknown filter {other:?}"))),
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

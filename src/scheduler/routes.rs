@@ -1,0 +1,95 @@
+//! The scheduler service's route table (scheduler.md §0): 404 for unknown paths, 405 for a
+//! known path with another method. `/tickler/...` answers like `/scheduler/...`, and
+//! `POST /trigger/intray` like `POST /trigger/inbox`.
+
+use crate::http::{pick, ApiError};
+use warp::http::Method;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route {
+    Root,
+    ChangePassphrase,
+    Register,
+    Login,
+    Pricing,
+    Loopers,
+    GetAccount,
+    DeleteAccount,
+    GetSettings,
+    PutSettings,
+    AddItem,
+    GetItem(String),
+    EditItem(String),
+    DeleteItem(String),
+    DeleteTriggereds,
+    Retry,
+    Items,
+    Uuids,
+    Sync,
+    Triggers,
+    GetTrigger(String),
+    DeleteTrigger(String),
+    AddEmailTrigger,
+    Verify(String, String),
+    Resend(String),
+    AddInboxTrigger,
+    AdminStats,
+    AdminAccounts,
+    AdminDeleteAccount(String),
+}
+
+pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
+    use Method as M;
+    use Route::*;
+    let own = |s: &str| s.to_owned();
+    let options = match segments {
+        [""] => vec![(M::GET, Root), (M::POST, ChangePassphrase)],
+        ["register"] => vec![(M::POST, Register)],
+        ["login"] => vec![(M::POST, Login)],
+        ["pricing"] => vec![(M::GET, Pricing)],
+        ["loopers"] => vec![(M::GET, Loopers)],
+        ["account"] => vec![(M::GET, GetAccount), (M::DELETE, DeleteAccount)],
+        ["account", "settings"] => vec![(M::GET, GetSettings), (M::PUT, PutSettings)],
+        ["scheduler" | "tickler", "item"] => vec![(M::POST, AddItem)],
+        ["scheduler" | "tickler", "item", "info", id] => vec![(M::GET, GetItem(own(id))), (M::POST, EditItem(own(id)))],
+        ["scheduler" | "tickler", "item", "delete", id] => vec![(M::DELETE, DeleteItem(own(id)))],
+        ["scheduler" | "tickler", "item", "delete-triggereds"] => vec![(M::POST, DeleteTriggereds)],
+        ["scheduler" | "tickler", "item", "retry"] => vec![(M::POST, Retry)],
+        ["scheduler" | "tickler", "items"] => vec![(M::GET, Items)],
+        ["scheduler" | "tickler", "uuids"] => vec![(M::GET, Uuids)],
+        ["sync"] => vec![(M::POST, Sync)],
+        ["trigger"] => vec![(M::GET, Triggers)],
+        ["trigger", "info", id] => vec![(M::GET, GetTrigger(own(id)))],
+        ["trigger", "delete", id] => vec![(M::DELETE, DeleteTrigger(own(id)))],
+        ["trigger", "email"] => vec![(M::POST, AddEmailTrigger)],
+        ["trigger", "email", "verify", id, key] => vec![(M::POST, Verify(own(id), own(key)))],
+        ["trigger", "email", "resend", id] => vec![(M::POST, Resend(own(id)))],
+        ["trigger", "inbox" | "intray"] => vec![(M::POST, AddInboxTrigger)],
+        ["admin", "stats"] => vec![(M::GET, AdminStats)],
+        ["admin", "accounts"] => vec![(M::GET, AdminAccounts)],
+        ["admin", "account", id] => vec![(M::DELETE, AdminDeleteAccount(own(id)))],
+        _ => return Err(ApiError::unknown_path()),
+    };
+    pick(method, options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(method: Method, path: &str) -> Result<Route, u16> {
+        let segs: Vec<&str> = path.strip_prefix('/').unwrap().split('/').collect();
+        route(&method, &segs).map_err(|e| e.status.as_u16())
+    }
+
+    #[test]
+    fn table() {
+        assert_eq!(r(Method::POST, "/"), Ok(Route::ChangePassphrase));
+        assert_eq!(r(Method::POST, "/tickler/item"), Ok(Route::AddItem));
+        assert_eq!(r(Method::POST, "/trigger/intray"), Ok(Route::AddInboxTrigger));
+        assert_eq!(r(Method::PUT, "/account/settings"), Ok(Route::PutSettings));
+        assert_eq!(r(Method::GET, "/trigger/email/verify/a/b"), Err(405));
+        assert_eq!(r(Method::GET, "/scheduler/nothing-here"), Err(404));
+        assert_eq!(r(Method::GET, "/scheduler/items/"), Err(404));
+    }
+}

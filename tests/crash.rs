@@ -1,0 +1,270 @@
+//! Durability of the real binary (inbox.md §6): every acknowledged write survives `kill -9`
+//! and the database opens cleanly afterwards; SIGTERM and SIGINT stop the server with status
+//! 0 after flushing.
+
+mod common;
+
+use common::{text_item, Api, Auth, Method};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// The binary serving on `data_dir`; killed (SIGKILL) when dropped while still running.
+struct Proc {
+    child: Child,
+    api: Api,
+    log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `pigeonhole serve` on free ports and waits until `GET /pricing` answers.
+    async fn start(data_dir: &Path, log_dir: &Path) -> Proc {
+        for attempt in 0..5 {
+            let inbox_port = free_port();
+            let scheduler_port = free_port();
+            let log = log_dir.join(format!("server-{inbox_port}-{attempt}.log"));
+            let child = Command::new(env!("CARGO_BIN_EXE_pigeonhole"))
+                .arg("serve")
+                .arg("--data-dir")
+                .arg(data_dir)
+                .args(["--host", "127.0.0.1"])
+                .args(["--inbox-port", &inbox_port.to_string()])
+                .args(["--scheduler-port", &scheduler_port.to_string()])
+                .args(["--password-iterations", "1000"])
+                .env_remove("PIGEONHOLE_CONFIG")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).expect("create the log file"))
+                .spawn()
+                .expect("start the pigeonhole binary");
+            let mut proc = Proc {
+                child,
+                api: Api::new(format!("http://127.0.0.1:{inbox_port}")),
+                log,
+            };
+            if proc.wait_ready().await {
+                return proc;
+            }
+            // most likely a port was taken meanwhile: try other ports
+            eprintln!("server did not start (attempt {attempt}):\n{}", proc.log_text());
+        }
+        panic!("the pigeonhole binary does not start");
+    }
+
+    /// `true` once `GET /pricing` answers 200; `false` if the process exited first.
+    async fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.child.try_wait().expect("poll the child").is_some() {
+                return false;
+            }
+            if let Ok(r) = self.api.http.get(self.api.url("/pricing")).send().await {
+                if r.status().as_u16() == 200 {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the server did not answer within a minute:\n{}", self.log_text());
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
+    }
+
+    /// Waits (at most a minute) for the process to exit.
+    async fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("poll the child") {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the server did not exit within a minute:\n{}", self.log_text());
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Keeps adding items from `tasks` concurrent tasks until told to stop or until the server
+/// goes away; returns every UUID answered with 200.
+fn spawn_writers(
+    api: &Api,
+    auth: &Auth,
+    tasks: usize,
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<String>>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..tasks)
+        .map(|t| {
+            let api = api.clone();
+            let auth = auth.clone();
+            let stop = stop.clone();
+            let acked = acked.clone();
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let rb = api
+                        .request(Method::POST, "/inbox/item", &auth)
+                        .json(&text_item(&format!("writer {t} item {n}")));
+                    let Ok(response) = rb.send().await else {
+                        return; // the server is gone
+                    };
+                    if response.status().as_u16() != 200 {
+                        continue;
+                    }
+                    let Ok(body) = response.bytes().await else {
+                        return; // killed while the answer was on its way: not acknowledged
+                    };
+                    let uuid: String = serde_json::from_slice(&body).expect("add answers a UUID string");
+                    acked.lock().unwrap().push(uuid);
+                }
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_kill_9() {
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut server = Proc::start(data.path(), logs.path()).await;
+    server.api.register("alice", "pw").await.expect_empty(200);
+    let alice = server.api.login_ok("alice", "pw").await;
+    let mut all_acked: Vec<String> = Vec::new();
+
+    for round in 0..3 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let writers = spawn_writers(&server.api, &alice, 4, stop.clone(), acked.clone());
+        // let writes stream for a while, then kill the server in the middle of them
+        let started = Instant::now();
+        while acked.lock().unwrap().len() < 30 || started.elapsed() < Duration::from_millis(300) {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "too few writes acknowledged:\n{}",
+                server.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        server.signal(libc::SIGKILL);
+        let status = server.wait_exit().await;
+        assert!(!status.success(), "round {round}: killed, yet {status:?}");
+        stop.store(true, Ordering::SeqCst);
+        for w in writers {
+            w.await.expect("writer task");
+        }
+        all_acked.extend(acked.lock().unwrap().drain(..));
+        eprintln!("round {round}: {} acknowledged so far", all_acked.len());
+
+        // restart on the same data directory: every acknowledged item is there and the
+        // token issued before the crash still works
+        server = Proc::start(data.path(), logs.path()).await;
+        let stored: std::collections::HashSet<String> = server.api.uuids(&alice).await.into_iter().collect();
+        let missing: Vec<&String> = all_acked.iter().filter(|u| !stored.contains(*u)).collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: {} of {} acknowledged items lost after kill -9: {missing:?}",
+            missing.len(),
+            all_acked.len()
+        );
+        // distinct UUIDs were answered
+        let distinct: std::collections::HashSet<&String> = all_acked.iter().collect();
+        assert_eq!(distinct.len(), all_acked.len());
+        // the database is usable: reads and writes work after recovery
+        let size = server.api.size(&alice).await;
+        assert_eq!(size as usize, stored.len());
+        server.api.add_text(&alice, "after restart").await;
+    }
+    // the account itself and its password survived too
+    server.api.login_ok("alice", "pw").await;
+    server.signal(libc::SIGTERM);
+    assert!(server.wait_exit().await.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_and_sigint_exit_cleanly_and_keep_data() {
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut server = Proc::start(data.path(), logs.path()).await;
+    server.api.register("alice", "pw").await.expect_empty(200);
+    let alice = server.api.login_ok("alice", "pw").await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        ids.push(server.api.add_text(&alice, &format!("item {i}")).await);
+    }
+    let keyed = server
+        .api
+        .send(
+            server
+                .api
+                .request(Method::POST, "/inbox/item", &alice)
+                .header("Idempotency-Key", "once")
+                .json(&text_item("keyed")),
+        )
+        .await
+        .expect_json(200);
+    ids.push(keyed.as_str().unwrap().to_owned());
+    let (secret, _) = server.api.add_key(&alice, "script", &["PermitSize"]).await;
+
+    server.signal(libc::SIGTERM);
+    let status = server.wait_exit().await;
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "SIGTERM exit: {status:?}\n{}",
+        server.log_text()
+    );
+
+    let mut server = Proc::start(data.path(), logs.path()).await;
+    assert_eq!(server.api.uuids(&alice).await, ids);
+    assert_eq!(server.api.size(&Auth::key("alice", &secret)).await, 4);
+    let again = server
+        .api
+        .send(
+            server
+                .api
+                .request(Method::POST, "/inbox/item", &alice)
+                .header("Idempotency-Key", "once")
+                .json(&text_item("keyed again")),
+        )
+        .await
+        .expect_json(200);
+    assert_eq!(again, keyed, "the Idempotency-Key survived the restart");
+    ids.push(server.api.add_text(&alice, "second run").await);
+
+    server.signal(libc::SIGINT);
+    let status = server.wait_exit().await;
+    assert_eq!(status.code(), Some(0), "SIGINT exit: {status:?}\n{}", server.log_text());
+
+    let server = Proc::start(data.path(), logs.path()).await;
+    assert_eq!(server.api.uuids(&alice).await, ids);
+    server.api.login_ok("alice", "pw").await;
+    drop(server);
+}
