@@ -9,6 +9,7 @@ pub mod config;
 pub mod http;
 pub mod inbox;
 pub mod loopers;
+pub mod mail;
 pub mod payments;
 pub mod scheduler;
 pub mod store;
@@ -45,6 +46,7 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
         tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
     }
     if let Some(listener) = listeners.scheduler {
+        let mailer = mail::Mailer::new(&settings)?;
         let loopers = Arc::new(loopers::Loopers::new(&settings));
         let service = Arc::new(scheduler::Scheduler::new(
             store.clone(),
@@ -58,6 +60,7 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             loopers,
             store.clone(),
             settings.clone(),
+            mailer,
             shutdown.clone(),
         ));
     }

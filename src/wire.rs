@@ -34,6 +34,15 @@ impl Timestamp {
         Timestamp { secs, nanos }
     }
 
+    /// This instant plus `d` (a leap second counts as its minute's last second).
+    pub fn plus(&self, d: std::time::Duration) -> Timestamp {
+        let nanos = self.nanos.min(999_999_999) as u64 + d.subsec_nanos() as u64;
+        Timestamp {
+            secs: self.secs + d.as_secs() as i64 + (nanos / 1_000_000_000) as i64,
+            nanos: (nanos % 1_000_000_000) as u32,
+        }
+    }
+
     /// Nanoseconds since the Unix epoch (a leap second counts as the last second of its
     /// minute, continued).
     pub fn as_unix_nanos(&self) -> i128 {
@@ -334,6 +343,31 @@ pub fn sorted_unique(mut ids: Vec<Uuid>) -> Vec<Uuid> {
     ids.sort_unstable();
     ids.dedup();
     ids
+}
+
+/// Decodes `%XX` escapes (and `+` as a space when `plus_as_space`, as in query strings).
+pub fn percent_decode(s: &str, plus_as_space: bool) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(v)) => {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+            (b'+', _) if plus_as_space => out.push(b' '),
+            (c, _) => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Random bytes from the OS CSPRNG.

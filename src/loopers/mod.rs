@@ -4,6 +4,8 @@
 //! `--looper-retry-delay-us`; after `--looper-retry-amount` consecutive failures the worker
 //! stops, reports `LooperStatusErrored` and an admin notification is created.
 
+pub mod delivery;
+pub mod email;
 pub mod triggerer;
 
 use crate::config::{Settings, LOOPER_NAMES};
@@ -164,16 +166,27 @@ impl Loopers {
     }
 }
 
+/// The automatic retry back-off of scheduler.md §7.4: before retry k, wait
+/// `delay` × 2^(k−1), at most 10 minutes.
+pub fn backoff(delay: Duration, retry: u32) -> Duration {
+    let factor = 2u32.saturating_pow(retry.saturating_sub(1).min(30));
+    delay.saturating_mul(factor).min(Duration::from_secs(600))
+}
+
 /// Spawns every enabled worker; they stop when `stop` turns true.
+type PassFuture = std::pin::Pin<Box<dyn Future<Output = Result<Option<Duration>, String>> + Send>>;
+
 pub fn start(
     loopers: Arc<Loopers>,
     store: Arc<Store>,
     settings: Arc<Settings>,
+    mailer: crate::mail::Mailer,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let notify_admin = {
         let store = store.clone();
         let loopers = loopers.clone();
+        let settings = settings.clone();
         move |worker: &str, error: &str| {
             tracing::error!("worker {worker} stopped after repeated failures: {error}");
             if settings.admin_email.is_some() {
@@ -192,25 +205,94 @@ pub fn start(
         }
     };
     let notify_admin = Arc::new(notify_admin);
+    let mailer = Arc::new(mailer);
+    let sender = Arc::new(delivery::InboxSender::new(loopers.retry_delay, loopers.retry_amount));
     let mut tasks = Vec::new();
-    {
-        let (l, s, n) = (loopers.clone(), store.clone(), notify_admin.clone());
+    let mut spawn = |name: &'static str, pass: Box<dyn Fn() -> PassFuture + Send + Sync>| {
+        let n = notify_admin.clone();
         tasks.push(tokio::spawn(loopers.clone().run(
-            "triggerer",
+            name,
             stop.clone(),
             move |w, e| n(w, e),
-            move || {
+            pass,
+        )));
+    };
+    let ctx = (loopers.clone(), store.clone(), settings.clone());
+    {
+        let (l, s, _) = ctx.clone();
+        spawn(
+            "triggerer",
+            Box::new(move || {
                 let (l, s) = (l.clone(), s.clone());
-                async move {
+                Box::pin(async move {
                     let (count, sleep) = triggerer::pass(&s).await?;
                     if count > 0 {
                         l.wake("triggeredInboxItemScheduler");
                         l.wake("triggeredEmailScheduler");
                     }
                     Ok(sleep)
-                }
-            },
-        )));
+                })
+            }),
+        );
+    }
+    for (name, email, next) in [
+        ("triggeredInboxItemScheduler", false, "triggeredInboxItemSender"),
+        ("triggeredEmailScheduler", true, "triggeredEmailConverter"),
+    ] {
+        let (l, s, _) = ctx.clone();
+        spawn(
+            name,
+            Box::new(move || {
+                let (l, s) = (l.clone(), s.clone());
+                Box::pin(async move {
+                    if delivery::schedule(&s, email).await? > 0 {
+                        l.wake(next);
+                    }
+                    Ok(None)
+                })
+            }),
+        );
+    }
+    {
+        let (_, s, _) = ctx.clone();
+        let sender = sender.clone();
+        spawn(
+            "triggeredInboxItemSender",
+            Box::new(move || {
+                let (s, sender) = (s.clone(), sender.clone());
+                Box::pin(async move { sender.pass(&s).await })
+            }),
+        );
+    }
+    for (name, which) in [
+        ("triggeredEmailConverter", email::Converter::Triggered),
+        ("verificationEmailConverter", email::Converter::Verification),
+        ("adminNotificationEmailConverter", email::Converter::AdminNotice),
+    ] {
+        let (l, s, st) = ctx.clone();
+        spawn(
+            name,
+            Box::new(move || {
+                let (l, s, st) = (l.clone(), s.clone(), st.clone());
+                Box::pin(async move {
+                    if email::convert(&s, &st, which).await? > 0 {
+                        l.wake("emailer");
+                    }
+                    Ok(None)
+                })
+            }),
+        );
+    }
+    {
+        let (l, s, _) = ctx.clone();
+        let mailer = mailer.clone();
+        spawn(
+            "emailer",
+            Box::new(move || {
+                let (l, s, mailer) = (l.clone(), s.clone(), mailer.clone());
+                Box::pin(async move { email::send(&s, &mailer, l.retry_delay, l.retry_amount).await })
+            }),
+        );
     }
     tasks
 }

@@ -405,35 +405,11 @@ fn item_filter(query: &str) -> Result<Filter, ApiError> {
         .split('&')
         .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
         .find(|(k, _)| *k == "filter")
-        .map(|(_, v)| percent_decode(v));
+        .map(|(_, v)| wire::percent_decode(v, true));
     match value.as_deref().map(str::to_ascii_lowercase).as_deref() {
         None | Some("") => Ok(Filter::All),
         Some("onlyuntriggered") => Ok(Filter::OnlyUntriggered),
         Some("onlytriggered") => Ok(Filter::OnlyTriggered),
         Some(other) => Err(ApiError::bad_request(format!("unknown filter {other:?}"))),
     }
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 3;
-                        continue;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

@@ -9,6 +9,8 @@ use uuid::Uuid;
 pub struct Failure {
     pub transient: bool,
     pub reason: String,
+    /// The HTTP status, when the service answered.
+    pub status: Option<u16>,
 }
 
 impl Failure {
@@ -16,6 +18,7 @@ impl Failure {
         Failure {
             transient: false,
             reason,
+            status: None,
         }
     }
 }
@@ -37,6 +40,7 @@ fn status_failure(what: &str, status: reqwest::StatusCode) -> Failure {
     Failure {
         transient,
         reason: format!("inbox answered {status} to {what}"),
+        status: Some(status.as_u16()),
     }
 }
 
@@ -44,6 +48,7 @@ fn request_failure(what: &str, e: reqwest::Error) -> Failure {
     Failure {
         transient: true,
         reason: format!("could not reach the inbox for {what}: {e}"),
+        status: None,
     }
 }
 

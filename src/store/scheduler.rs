@@ -764,8 +764,8 @@ impl SchedulerStore {
         Ok(())
     }
 
-    /// Removes a queued e-mail.
-    pub fn remove_email(&self, k: &[u8]) -> Result<()> {
+    /// Removes a pending delivery or queued e-mail without recording anything.
+    pub fn remove_pending(&self, k: &[u8]) -> Result<()> {
         self.tree.remove(k)?;
         Ok(())
     }

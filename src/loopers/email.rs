@@ -1,0 +1,139 @@
+//! E-mail stages (scheduler.md §7.3, §8): converters render queued e-mails (verification,
+//! triggered item, admin notification); the emailer sends rendered ones through the
+//! configured transport, retrying transient failures with back-off, and records the final
+//! outcome of triggered-item e-mails on their triggered item.
+
+use super::backoff;
+use crate::config::Settings;
+use crate::mail::{self, Mailer};
+use crate::scheduler::models::Outcome;
+use crate::store::scheduler::{EmailKind, QueuedEmail};
+use crate::store::Store;
+use crate::wire::Timestamp;
+use std::time::Duration;
+
+/// Which queued e-mails a converter renders.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Converter {
+    Verification,
+    Triggered,
+    AdminNotice,
+}
+
+/// Renders every queued e-mail of the converter's kind; answers how many it rendered.
+pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Result<usize, String> {
+    let s = &store.scheduler;
+    let mut rendered = 0;
+    for (k, mut email) in s.queued_emails(usize::MAX).map_err(|e| e.to_string())? {
+        let (message, delivery) = match (&email.kind, which) {
+            (EmailKind::Verification { to, key }, Converter::Verification) => {
+                let Some(trigger) = email.trigger else { continue };
+                (mail::verification(settings, to, trigger, key), None)
+            }
+            (EmailKind::Triggered { delivery, to }, Converter::Triggered) => {
+                match s.triggered(delivery.owner, delivery.item).map_err(|e| e.to_string())? {
+                    Some(item) => (
+                        mail::triggered(settings, to, &item.tickle.content),
+                        Some(delivery.clone()),
+                    ),
+                    None => {
+                        s.remove_pending(&k).map_err(|e| e.to_string())?;
+                        continue;
+                    }
+                }
+            }
+            (EmailKind::AdminNotice { worker, error }, Converter::AdminNotice) => {
+                let Some(to) = &settings.admin_email else { continue };
+                (mail::admin_notice(to, worker, error), None)
+            }
+            _ => continue,
+        };
+        email.kind = EmailKind::Rendered { message, delivery };
+        s.replace_email(&k, &email).map_err(|e| e.to_string())?;
+        rendered += 1;
+    }
+    if rendered > 0 {
+        store.durable().await.map_err(|e| e.to_string())?;
+    }
+    Ok(rendered)
+}
+
+/// How many e-mails the emailer sends at once.
+const CONCURRENCY: usize = 16;
+
+/// One emailer pass: sends the rendered e-mails that are due; answers how long until the
+/// next postponed one.
+pub async fn send(
+    store: &Store,
+    mailer: &Mailer,
+    retry_delay: Duration,
+    retry_amount: u32,
+) -> Result<Option<Duration>, String> {
+    let now = Timestamp::now();
+    let queued = store.scheduler.queued_emails(usize::MAX).map_err(|e| e.to_string())?;
+    let rendered: Vec<_> = queued
+        .into_iter()
+        .filter(|(_, e)| matches!(e.kind, EmailKind::Rendered { .. }))
+        .collect();
+    let (due, waiting): (Vec<_>, Vec<_>) = rendered.into_iter().partition(|(_, e)| e.not_before <= now);
+    let mut next = waiting.iter().map(|(_, e)| e.not_before).min();
+    for chunk in due.chunks(CONCURRENCY) {
+        let results = futures_util::future::join_all(
+            chunk
+                .iter()
+                .map(|(k, e)| send_one(store, mailer, k, e, retry_delay, retry_amount)),
+        )
+        .await;
+        for r in results {
+            if let Some(at) = r? {
+                next = Some(next.map_or(at, |n: Timestamp| n.min(at)));
+            }
+        }
+        store.durable().await.map_err(|e| e.to_string())?;
+    }
+    Ok(next.map(|at| Duration::from_secs_f64(Timestamp::now().seconds_until(&at).max(0.0))))
+}
+
+async fn send_one(
+    store: &Store,
+    mailer: &Mailer,
+    k: &[u8],
+    email: &QueuedEmail,
+    retry_delay: Duration,
+    retry_amount: u32,
+) -> Result<Option<Timestamp>, String> {
+    let s = &store.scheduler;
+    let EmailKind::Rendered { message, delivery } = &email.kind else {
+        return Ok(None);
+    };
+    let result = mailer.send(message).await;
+    let failure = match result {
+        Ok(()) => None,
+        Err(f) if f.transient && email.failures < retry_amount => {
+            let mut later = email.clone();
+            later.failures += 1;
+            let wait = backoff(retry_delay, later.failures);
+            later.not_before = Timestamp::now().plus(wait);
+            tracing::info!(
+                "e-mail to {} failed ({}), retry {} in {wait:?}",
+                message.to,
+                f.reason,
+                later.failures
+            );
+            s.replace_email(k, &later).map_err(|e| e.to_string())?;
+            return Ok(Some(later.not_before));
+        }
+        Err(f) => Some(f.reason),
+    };
+    match (delivery, failure) {
+        (Some(d), None) => s.finish_delivery(k, d, Outcome::EmailSent),
+        (Some(d), Some(reason)) => s.finish_delivery(k, d, Outcome::EmailFailed(reason)),
+        (None, None) => s.remove_pending(k),
+        (None, Some(reason)) => {
+            tracing::warn!("giving up on the e-mail to {}: {reason}", message.to);
+            s.remove_pending(k)
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    Ok(None)
+}

@@ -1,0 +1,289 @@
+//! E-mail: the texts of scheduler.md §8 and the two transports, SMTP (lettre over rustls:
+//! plain with STARTTLS when offered, or implicit TLS) and the zero-config outbox directory of
+//! `.eml` files.
+
+use crate::config::Settings;
+use crate::store::scheduler::Message;
+use crate::wire;
+use lettre::message::{header::ContentType, Mailbox, MultiPart, SinglePart};
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Tls, TlsParameters};
+use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Why sending failed, and whether trying again later may help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendError {
+    pub transient: bool,
+    pub reason: String,
+}
+
+enum Transport {
+    Smtp(AsyncSmtpTransport<Tokio1Executor>),
+    Outbox(PathBuf),
+}
+
+pub struct Mailer {
+    transport: Transport,
+    from: Mailbox,
+}
+
+/// `<web-host>` and `<base>` of scheduler.md §8.1.
+pub fn web_host_and_base(settings: &Settings) -> (String, String) {
+    let host = settings.web_host.clone();
+    let base = if host.starts_with("http://") || host.starts_with("https://") {
+        host.trim_end_matches('/').to_owned()
+    } else {
+        format!("http://{host}")
+    };
+    (host, base)
+}
+
+/// Builds the SMTP transport of `smtp://[user:pass@]host[:port]` or `smtps://…`.
+fn smtp_transport(url: &str) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
+    let bad = || format!("invalid --smtp-url {url:?}: expected smtp://[user:pass@]host[:port] or smtps://…");
+    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+    let implicit_tls = match scheme.to_ascii_lowercase().as_str() {
+        "smtp" => false,
+        "smtps" => true,
+        _ => return Err(bad()),
+    };
+    let rest = rest.trim_end_matches('/');
+    let (userinfo, hostport) = match rest.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, rest),
+    };
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h, Some(p.parse::<u16>().map_err(|_| bad())?)),
+        _ => (hostport, None),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
+        return Err(bad());
+    }
+    let params = TlsParameters::new(host.to_owned()).map_err(|e| format!("TLS set-up for {host}: {e}"))?;
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+        .port(port.unwrap_or(if implicit_tls { 465 } else { 25 }))
+        .timeout(Some(Duration::from_secs(10)))
+        .tls(if implicit_tls {
+            Tls::Wrapper(params)
+        } else {
+            Tls::Opportunistic(params)
+        });
+    if let Some(userinfo) = userinfo {
+        let (user, pass) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+        builder = builder.credentials(Credentials::new(
+            wire::percent_decode(user, false),
+            wire::percent_decode(pass, false),
+        ));
+    }
+    Ok(builder.build())
+}
+
+impl Mailer {
+    pub fn new(settings: &Settings) -> Result<Mailer, String> {
+        let address = settings
+            .email_from
+            .parse()
+            .map_err(|e| format!("invalid --email-from {:?}: {e}", settings.email_from))?;
+        let transport = match &settings.smtp_url {
+            Some(url) => Transport::Smtp(smtp_transport(url)?),
+            None => Transport::Outbox(settings.data_dir.join("outbox")),
+        };
+        Ok(Mailer {
+            transport,
+            from: Mailbox::new(Some("Pigeonhole".into()), address),
+        })
+    }
+
+    fn build(&self, m: &Message) -> Result<lettre::Message, SendError> {
+        let permanent = |reason: String| SendError {
+            transient: false,
+            reason,
+        };
+        let to: Mailbox =
+            m.to.parse()
+                .map_err(|e| permanent(format!("invalid recipient {:?}: {e}", m.to)))?;
+        lettre::Message::builder()
+            .from(self.from.clone())
+            .to(to)
+            .subject(m.subject.clone())
+            .date_now()
+            .message_id(Some(format!("<{}@pigeonhole>", wire::new_uuid())))
+            .multipart(
+                MultiPart::alternative()
+                    .singlepart(
+                        SinglePart::builder()
+                            .header(ContentType::TEXT_PLAIN)
+                            .body(m.text.clone()),
+                    )
+                    .singlepart(
+                        SinglePart::builder()
+                            .header(ContentType::TEXT_HTML)
+                            .body(m.html.clone()),
+                    ),
+            )
+            .map_err(|e| permanent(format!("could not build the message: {e}")))
+    }
+
+    /// Sends one message (or writes it to the outbox).
+    pub async fn send(&self, m: &Message) -> Result<(), SendError> {
+        let message = self.build(m)?;
+        match &self.transport {
+            Transport::Smtp(smtp) => smtp.send(message).await.map(|_| ()).map_err(|e| SendError {
+                transient: !e.is_permanent(),
+                reason: format!("sending to {} failed: {e}", m.to),
+            }),
+            Transport::Outbox(dir) => {
+                let dir = dir.clone();
+                let bytes = message.formatted();
+                tokio::task::spawn_blocking(move || write_eml(&dir, &bytes))
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+                    .map_err(|reason| SendError {
+                        transient: true,
+                        reason: format!("could not write to the outbox: {reason}"),
+                    })
+            }
+        }
+    }
+}
+
+/// Writes `<UTC time>-<uuid>.eml` under a temporary name, fsyncs, renames.
+fn write_eml(dir: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}{:06}Z",
+        now.year(),
+        now.month() as u8,
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second(),
+        now.microsecond()
+    );
+    let name = format!("{stamp}-{}.eml", Uuid::new_v4());
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn html_page(paragraphs: &[String]) -> String {
+    let body: String = paragraphs
+        .iter()
+        .map(|p| format!("<p>{}</p>\n", html_escape(p).replace('\n', "<br>\n")))
+        .collect();
+    format!("<!DOCTYPE html>\n<html><body>\n{body}</body></html>\n")
+}
+
+/// The verification e-mail (scheduler.md §8.2).
+pub fn verification(settings: &Settings, to: &str, trigger: Uuid, key: &str) -> Message {
+    let (host, base) = web_host_and_base(settings);
+    let link = format!("POST {base}/trigger/email/verify/{trigger}/{key}");
+    let text = format!(
+        "This address was added as an e-mail trigger of a scheduler account at {host}.\n\
+         The account owner confirms it by calling, with the account's token:\n\n\
+         {link}\n\n\
+         Trigger: {trigger}\n\
+         Key: {key}\n\n\
+         If you did not expect this message, ignore it: nothing is sent to this address\n\
+         unless the trigger is verified.\n"
+    );
+    let html = html_page(&[
+        format!("This address was added as an e-mail trigger of a scheduler account at {host}. The account owner confirms it by calling, with the account's token:"),
+        link,
+        format!("Trigger: {trigger}\nKey: {key}"),
+        "If you did not expect this message, ignore it: nothing is sent to this address unless the trigger is verified.".into(),
+    ]);
+    Message {
+        to: to.to_owned(),
+        subject: "Please verify your e-mail trigger".into(),
+        text,
+        html,
+    }
+}
+
+/// `[Pigeonhole] ` and the first 50 characters of the content without control characters.
+pub fn triggered_subject(content: &str) -> String {
+    let clean: String = content.chars().filter(|c| !c.is_control()).take(50).collect();
+    format!("[Pigeonhole] {clean}")
+}
+
+/// The triggered-item e-mail (scheduler.md §8.3).
+pub fn triggered(settings: &Settings, to: &str, content: &[u8]) -> Message {
+    let (host, _) = web_host_and_base(settings);
+    let content = String::from_utf8_lossy(content);
+    let text = format!(
+        "A scheduled item was triggered:\n\n{content}\n\n\
+         You receive this because this address is a verified e-mail trigger at {host}.\n"
+    );
+    let html = html_page(&[
+        "A scheduled item was triggered:".into(),
+        content.to_string(),
+        format!("You receive this because this address is a verified e-mail trigger at {host}."),
+    ]);
+    Message {
+        to: to.to_owned(),
+        subject: triggered_subject(&content),
+        text,
+        html,
+    }
+}
+
+/// The admin notification (scheduler.md §8.4).
+pub fn admin_notice(to: &str, worker: &str, error: &str) -> Message {
+    let text = format!("The worker {worker} stopped after repeated failures.\n\nLast error: {error}\n");
+    Message {
+        to: to.to_owned(),
+        subject: "Pigeonhole admin notification".into(),
+        html: html_page(&[
+            format!("The worker {worker} stopped after repeated failures."),
+            format!("Last error: {error}"),
+        ]),
+        text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_drop_control_characters() {
+        let s = triggered_subject("Water\nthe\tplants and then do a lot more things until it is long enough END");
+        assert_eq!(s, "[Pigeonhole] Watertheplants and then do a lot more things until");
+        assert_eq!(triggered_subject("Grüße ✓"), "[Pigeonhole] Grüße ✓");
+    }
+
+    #[test]
+    fn link_base() {
+        let mut s = Settings::with_data_dir("/tmp/x");
+        assert_eq!(web_host_and_base(&s).1, "http://localhost:8002");
+        s.web_host = "https://tickle.example.org/".into();
+        assert_eq!(web_host_and_base(&s).1, "https://tickle.example.org");
+    }
+
+    #[tokio::test]
+    async fn smtp_urls() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        assert!(smtp_transport("smtp://127.0.0.1:2525").is_ok());
+        assert!(smtp_transport("smtps://user:p%40ss@mail.example.org").is_ok());
+        assert!(smtp_transport("http://x").is_err());
+        assert!(smtp_transport("smtp://:25").is_err());
+    }
+}
