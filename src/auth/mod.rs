@@ -59,3 +59,24 @@ pub fn sort_for_admin(accounts: &mut [Account]) {
         (None, None) => a.created.cmp(&b.created),
     });
 }
+
+/// `GET /admin/accounts`: account infos, latest login first (see [`sort_for_admin`]).
+pub fn admin_listing<E>(
+    mut accounts: Vec<Account>,
+    info: impl Fn(&Account) -> Result<serde_json::Value, E>,
+) -> Result<Vec<serde_json::Value>, E> {
+    sort_for_admin(&mut accounts);
+    accounts.iter().map(info).collect()
+}
+
+/// The `active-users` object of the admin statistics: accounts whose last login lies within
+/// the last 1, 7, 30 and 365 days (a day = 86 400 s).
+pub fn active_users(accounts: &[Account], now: Timestamp) -> serde_json::Value {
+    let active = |days: i64| {
+        accounts
+            .iter()
+            .filter(|a| a.last_login.is_some_and(|t| now.secs - t.secs <= days * 86_400))
+            .count()
+    };
+    serde_json::json!({"daily": active(1), "weekly": active(7), "monthly": active(30), "yearly": active(365)})
+}

@@ -124,6 +124,21 @@ impl Reply {
         }
     }
 
+    /// The HTTP response: status, content type, extra headers, body.
+    pub fn into_response(self) -> warp::reply::Response {
+        let mut response = warp::reply::Reply::into_response(self.body);
+        *response.status_mut() = self.status;
+        let h = response.headers_mut();
+        h.remove(CONTENT_TYPE);
+        if let Some(ct) = self.content_type {
+            h.insert(CONTENT_TYPE, HeaderValue::from_static(ct));
+        }
+        for (name, value) in self.headers {
+            h.append(name, value);
+        }
+        response
+    }
+
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Reply {
         self.headers.push((name, value));
         self
@@ -327,18 +342,11 @@ where
             .unwrap_or_else(ApiError::into_reply)
     };
     tracing::debug!("{} {} → {}", method, path, reply.status.as_u16());
-    let mut response = warp::reply::Reply::into_response(reply.body);
-    *response.status_mut() = reply.status;
-    let h = response.headers_mut();
-    h.remove(CONTENT_TYPE);
-    if let Some(ct) = reply.content_type {
-        h.insert(CONTENT_TYPE, HeaderValue::from_static(ct));
-    }
-    for (name, value) in reply.headers {
-        h.append(name, value);
-    }
+    let mut response = reply.into_response();
     if has_origin {
-        h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+        response
+            .headers_mut()
+            .insert("access-control-allow-origin", HeaderValue::from_static("*"));
     }
     response
 }
@@ -411,7 +419,9 @@ pub async fn serve<S: Service>(
                 async move { dispatch(service, method, path.as_str().to_owned(), query, headers, peer, body).await }
             },
         )
-        .recover(|_| async { Ok::<_, Infallible>(ApiError::internal("unexpected request").into_reply().body) });
+        .recover(|_| async {
+            Ok::<_, Infallible>(ApiError::internal("unexpected request").into_reply().into_response())
+        });
     let mut signal = shutdown.clone();
     let server = warp::serve(filter).incoming(listener).graceful(async move {
         let _ = signal.wait_for(|stop| *stop).await;

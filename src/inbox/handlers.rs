@@ -126,12 +126,7 @@ impl Inbox {
             }
             Route::AdminAccounts => {
                 self.require_admin(&who, Permission::PermitAdminGetAccounts)?;
-                let mut all = accounts.all()?;
-                crate::auth::sort_for_admin(&mut all);
-                let infos = all
-                    .iter()
-                    .map(|a| self.account_info(a))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let infos = crate::auth::admin_listing(accounts.all()?, |a| self.account_info(a))?;
                 Ok(Reply::json(&infos))
             }
             Route::AdminDeleteAccount(victim) => {
@@ -297,15 +292,10 @@ impl Inbox {
         for a in &all {
             items += self.store.inbox.count(a.id)?;
         }
-        let active = |days: i64| {
-            all.iter()
-                .filter(|a| a.last_login.is_some_and(|t| now.secs - t.secs <= days * 86_400))
-                .count()
-        };
         Ok(Reply::json(&json!({
             "accounts": all.len(),
             "items": items,
-            "active-users": {"daily": active(1), "weekly": active(7), "monthly": active(30), "yearly": active(365)},
+            "active-users": crate::auth::active_users(&all, now),
             "subscribed-users": 0,
         })))
     }

@@ -141,7 +141,13 @@ impl Loopers {
         me.set(Status::Running);
         let mut failures = 0u32;
         while !*stop.borrow() {
-            let sleep = match run().await {
+            // On shutdown a pass in flight is abandoned: its results are written atomically
+            // only when a step completes, so what it had not finished stays pending.
+            let outcome = tokio::select! {
+                r = run() => r,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            let sleep = match outcome {
                 Ok(next) => {
                     failures = 0;
                     next.map_or(self.period, |n| n.min(self.period))
@@ -295,4 +301,117 @@ pub fn start(
         );
     }
     tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn settings(f: impl FnOnce(&mut Settings)) -> Settings {
+        let mut s = Settings::with_data_dir("/tmp/unused");
+        s.looper_period = 1;
+        s.looper_retry_delay_us = 1000;
+        s.looper_retry_amount = 3;
+        f(&mut s);
+        s
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let d = Duration::from_millis(100);
+        assert_eq!(backoff(d, 1), d);
+        assert_eq!(backoff(d, 2), d * 2);
+        assert_eq!(backoff(d, 7), d * 64);
+        assert_eq!(backoff(d, 40), Duration::from_secs(600));
+    }
+
+    #[test]
+    fn statuses_follow_the_configuration() {
+        let l = Loopers::new(&settings(|s| s.disabled_loopers = vec!["emailer".into()]));
+        let j = l.to_json();
+        assert_eq!(
+            j["emailerLooperInfo"]["looperInfoStatus"]["tag"],
+            "LooperStatusDisabled"
+        );
+        assert_eq!(j["emailerLooperInfo"]["looperInfoPeriod"], Value::Null);
+        assert_eq!(
+            j["triggererLooperInfo"]["looperInfoStatus"]["tag"],
+            "LooperStatusRunning"
+        );
+        assert_eq!(j["triggererLooperInfo"]["looperInfoRetryAmount"], 3);
+        assert_eq!(
+            j["adminNotificationEmailConverterLooperInfo"]["looperInfoStatus"]["tag"],
+            "LooperStatusDisabled"
+        );
+        assert_eq!(
+            j["paymentsEventsFetcherLooperInfo"]["looperInfoStatus"]["tag"],
+            "LooperStatusDisabled"
+        );
+        assert_eq!(j.as_object().unwrap().len(), 10);
+        let l = Loopers::new(&settings(|s| s.admin_email = Some("root@example.org".into())));
+        assert!(l.get("adminNotificationEmailConverter").enabled());
+    }
+
+    #[tokio::test]
+    async fn repeated_failures_stop_the_worker_and_notify() {
+        let loopers = Arc::new(Loopers::new(&settings(|_| {})));
+        let (_stop_tx, stop) = watch::channel(false);
+        let runs = Arc::new(AtomicU32::new(0));
+        let notified = Arc::new(Mutex::new(Vec::new()));
+        let (r, n) = (runs.clone(), notified.clone());
+        loopers
+            .clone()
+            .run(
+                "triggerer",
+                stop,
+                move |w, e| n.lock().unwrap().push(format!("{w}: {e}")),
+                move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    async { Err::<Option<Duration>, String>("disk on fire".into()) }
+                },
+            )
+            .await;
+        assert_eq!(runs.load(Ordering::SeqCst), 4, "the first run and three retries");
+        assert_eq!(
+            loopers.get("triggerer").status(),
+            Status::Errored("disk on fire".into())
+        );
+        assert_eq!(*notified.lock().unwrap(), ["triggerer: disk on fire"]);
+        let j = loopers.to_json();
+        assert_eq!(j["triggererLooperInfo"]["looperInfoStatus"]["contents"], "disk on fire");
+    }
+
+    #[tokio::test]
+    async fn a_success_resets_the_failure_count_and_stop_ends_the_worker() {
+        let loopers = Arc::new(Loopers::new(&settings(|_| {})));
+        let (stop_tx, stop) = watch::channel(false);
+        let runs = Arc::new(AtomicU32::new(0));
+        let r = runs.clone();
+        let task = tokio::spawn(loopers.clone().run(
+            "emailer",
+            stop,
+            |_, _| {},
+            move || {
+                let n = r.fetch_add(1, Ordering::SeqCst);
+                // fail, fail, fail, succeed, repeatedly: never 4 failures in a row
+                async move {
+                    if n % 4 == 3 {
+                        Ok(Some(Duration::from_millis(1)))
+                    } else {
+                        Err("flaky".to_string())
+                    }
+                }
+            },
+        ));
+        while runs.load(Ordering::SeqCst) < 20 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(loopers.get("emailer").status(), Status::Running);
+        stop_tx.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
 }

@@ -160,12 +160,7 @@ impl Scheduler {
             Route::AddInboxTrigger => self.add_inbox_trigger(me, &request).await,
             Route::AdminStats => self.admin_stats(),
             Route::AdminAccounts => {
-                let mut all = accounts.all()?;
-                crate::auth::sort_for_admin(&mut all);
-                let infos = all
-                    .iter()
-                    .map(|a| self.account_info(a))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let infos = crate::auth::admin_listing(accounts.all()?, |a| self.account_info(a))?;
                 Ok(Reply::json(&infos))
             }
             Route::AdminDeleteAccount(victim) => {
@@ -374,17 +369,12 @@ impl Scheduler {
             scheduled += s;
             triggered += t;
         }
-        let active = |days: i64| {
-            all.iter()
-                .filter(|a| a.last_login.is_some_and(|t| now.secs - t.secs <= days * 86_400))
-                .count()
-        };
         Ok(Reply::json(&json!({
             "users": all.len(),
             "subscribers": 0,
             "scheduler-items": scheduled,
             "triggered-items": triggered,
-            "active-users": {"daily": active(1), "weekly": active(7), "monthly": active(30), "yearly": active(365)},
+            "active-users": crate::auth::active_users(&all, now),
         })))
     }
 }
