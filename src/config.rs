@@ -300,6 +300,7 @@ impl Settings {
             ),
             admin_email: args.admin_email.or(f.get("admin-email")?),
         };
+        crate::mail::check_settings(&settings)?;
         if !settings.run_inbox && !settings.run_scheduler {
             return Err("--no-inbox and --no-scheduler together leave nothing to run".into());
         }

@@ -39,9 +39,15 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             .map_err(|e| format!("cannot load the token signing key: {e}"))?,
     );
     let grace = Duration::from_secs(10);
+    let payments = Arc::new(payments::Payments::new(settings.clone()));
     let mut tasks = Vec::new();
     if let Some(listener) = listeners.inbox {
-        let service = Arc::new(inbox::Inbox::new(store.clone(), settings.clone(), tokens.clone())?);
+        let service = Arc::new(inbox::Inbox::new(
+            store.clone(),
+            settings.clone(),
+            tokens.clone(),
+            payments.clone(),
+        )?);
         log_listening("inbox", &listener);
         tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
     }
@@ -53,6 +59,7 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             settings.clone(),
             tokens.clone(),
             loopers.clone(),
+            payments.clone(),
         )?);
         log_listening("scheduler", &listener);
         tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
@@ -61,6 +68,7 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             store.clone(),
             settings.clone(),
             mailer,
+            payments.clone(),
             shutdown.clone(),
         ));
     }

@@ -60,3 +60,133 @@ pub fn pricing(settings: &Settings) -> Value {
         }),
     }
 }
+
+/// Payment status and limits as the services ask for them: with `--payment-secret-key`,
+/// accounts with a recorded customer are looked up at the payment provider (a
+/// Stripe-compatible REST API, inbox.md §4.4).
+pub struct Payments {
+    settings: std::sync::Arc<Settings>,
+    provider: Option<Provider>,
+}
+
+/// The payment provider's REST API.
+pub struct Provider {
+    client: reqwest::Client,
+    api: String,
+    secret: String,
+    plan: String,
+}
+
+fn unreachable(e: impl std::fmt::Display) -> crate::http::ApiError {
+    tracing::warn!("payment provider: {e}");
+    crate::http::ApiError::new(
+        warp::http::StatusCode::SERVICE_UNAVAILABLE,
+        "the payment provider could not be reached",
+    )
+}
+
+impl Provider {
+    async fn get(&self, path_and_query: &str) -> Result<Value, String> {
+        let response = self
+            .client
+            .get(format!("{}{path_and_query}", self.api))
+            .bearer_auth(&self.secret)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("answered {}", response.status()));
+        }
+        response.json::<Value>().await.map_err(|e| e.to_string())
+    }
+
+    /// The end of the paid period of `customer`'s active or trialing subscriptions to the
+    /// plan (`None`: no such subscription).
+    pub async fn paid_until(&self, customer: &str) -> Result<Option<Timestamp>, String> {
+        let customer = crate::wire::percent_encode(customer);
+        let body = self.get(&format!("/v1/subscriptions?customer={customer}")).await?;
+        let mut until: Option<i64> = None;
+        for sub in body["data"].as_array().into_iter().flatten() {
+            let status = sub["status"].as_str().unwrap_or("");
+            let plans = std::iter::once(&sub["plan"]["id"]).chain(
+                sub["items"]["data"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|i| [&i["plan"]["id"], &i["price"]["id"]]),
+            );
+            let for_plan = plans.filter_map(Value::as_str).any(|p| p == self.plan);
+            if for_plan && (status == "active" || status == "trialing") {
+                if let Some(end) = sub["current_period_end"].as_i64() {
+                    until = Some(until.map_or(end, |u| u.max(end)));
+                }
+            }
+        }
+        Ok(until.map(|secs| Timestamp::from_unix(secs, 0)))
+    }
+
+    /// One page of `checkout.session.completed` events (newest first) and whether more
+    /// follow.
+    pub async fn events(&self, starting_after: Option<&str>) -> Result<(Vec<Value>, bool), String> {
+        let mut path = "/v1/events?type=checkout.session.completed".to_string();
+        if let Some(after) = starting_after {
+            path.push_str("&starting_after=");
+            path.push_str(&crate::wire::percent_encode(after));
+        }
+        let body = self.get(&path).await?;
+        let data = body["data"].as_array().cloned().unwrap_or_default();
+        Ok((data, body["has_more"].as_bool().unwrap_or(false)))
+    }
+}
+
+impl Payments {
+    pub fn new(settings: std::sync::Arc<Settings>) -> Payments {
+        let provider = match (&settings.payment_plan, &settings.payment_secret_key) {
+            (Some(plan), Some(secret)) => Some(Provider {
+                client: crate::scheduler::inbox_client::client(),
+                api: settings.payment_api_url.trim_end_matches('/').to_owned(),
+                secret: secret.clone(),
+                plan: plan.plan.clone(),
+            }),
+            _ => None,
+        };
+        Payments { settings, provider }
+    }
+
+    pub fn provider(&self) -> Option<&Provider> {
+        self.provider.as_ref()
+    }
+
+    /// Whether `customer` pays now (never without a provider); 503 when it cannot be told.
+    async fn paid_until(&self, customer: Option<&str>) -> Result<Option<Timestamp>, crate::http::ApiError> {
+        match (&self.provider, customer) {
+            (Some(p), Some(c)) => p.paid_until(c).await.map_err(unreachable),
+            _ => Ok(None),
+        }
+    }
+
+    /// The status of an account with `items` items and an optional recorded customer.
+    pub async fn status(
+        &self,
+        username: &str,
+        customer: Option<&str>,
+        items: u64,
+    ) -> Result<PaymentStatus, crate::http::ApiError> {
+        if item_cap(&self.settings, username).is_none() {
+            return Ok(PaymentStatus::NoPaymentNecessary);
+        }
+        if let Some(until) = self.paid_until(customer).await? {
+            return Ok(PaymentStatus::Paid { until });
+        }
+        Ok(status(&self.settings, username, items))
+    }
+
+    /// The free-item cap to enforce for the account (`None`: unlimited).
+    pub async fn cap(&self, username: &str, customer: Option<&str>) -> Result<Option<u64>, crate::http::ApiError> {
+        let cap = item_cap(&self.settings, username);
+        if cap.is_some() && self.paid_until(customer).await?.is_some() {
+            return Ok(None);
+        }
+        Ok(cap)
+    }
+}

@@ -370,6 +370,16 @@ pub fn percent_decode(s: &str, plus_as_space: bool) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Percent-encodes everything but unreserved characters (for query values).
+pub fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 /// Random bytes from the OS CSPRNG.
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut out = [0u8; N];

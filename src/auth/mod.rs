@@ -60,15 +60,6 @@ pub fn sort_for_admin(accounts: &mut [Account]) {
     });
 }
 
-/// `GET /admin/accounts`: account infos, latest login first (see [`sort_for_admin`]).
-pub fn admin_listing<E>(
-    mut accounts: Vec<Account>,
-    info: impl Fn(&Account) -> Result<serde_json::Value, E>,
-) -> Result<Vec<serde_json::Value>, E> {
-    sort_for_admin(&mut accounts);
-    accounts.iter().map(info).collect()
-}
-
 /// The `active-users` object of the admin statistics: accounts whose last login lies within
 /// the last 1, 7, 30 and 365 days (a day = 86 400 s).
 pub fn active_users(accounts: &[Account], now: Timestamp) -> serde_json::Value {

@@ -38,7 +38,7 @@ impl Inbox {
             }
             Route::GetAccount => {
                 self.require(&who, Permission::PermitGetAccountInfo)?;
-                Ok(Reply::json(&self.account_info(&who.account)?))
+                Ok(Reply::json(&self.account_info(&who.account).await?))
             }
             Route::ChangePassphrase => {
                 self.require(&who, Permission::PermitPostChangePassphrase)?;
@@ -115,18 +115,23 @@ impl Inbox {
             Route::Sync => {
                 self.require(&who, Permission::PermitSync)?;
                 let request = SyncRequest::parse(request.json()?)?;
-                let cap = payments::item_cap(&self.settings, &who.account.username);
+                let cap = self.cap(&who.account).await?;
                 let response = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
                 self.store.durable().await?;
                 Ok(Reply::json(&response.to_json()))
             }
             Route::AdminStats => {
                 self.require_admin(&who, Permission::PermitAdminGetStats)?;
-                self.admin_stats()
+                self.admin_stats().await
             }
             Route::AdminAccounts => {
                 self.require_admin(&who, Permission::PermitAdminGetAccounts)?;
-                let infos = crate::auth::admin_listing(accounts.all()?, |a| self.account_info(a))?;
+                let mut all = accounts.all()?;
+                crate::auth::sort_for_admin(&mut all);
+                let mut infos = Vec::with_capacity(all.len());
+                for a in &all {
+                    infos.push(self.account_info(a).await?);
+                }
                 Ok(Reply::json(&infos))
             }
             Route::AdminDeleteAccount(victim) => {
@@ -215,7 +220,30 @@ impl Inbox {
         }
     }
 
-    fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
+    async fn payment_status(&self, account: &Account, items: u64) -> Result<payments::PaymentStatus, ApiError> {
+        let customer = self.store.inbox.accounts.customer(account.id)?;
+        self.payments
+            .status(&account.username, customer.as_deref(), items)
+            .await
+    }
+
+    async fn cap(&self, account: &Account) -> Result<Option<u64>, ApiError> {
+        let customer = self.store.inbox.accounts.customer(account.id)?;
+        self.payments.cap(&account.username, customer.as_deref()).await
+    }
+
+    /// Accounts whose status is `paid`.
+    async fn subscribers(&self, accounts: &[Account]) -> Result<usize, ApiError> {
+        let mut n = 0;
+        for a in accounts {
+            if matches!(self.payment_status(a, 0).await?, payments::PaymentStatus::Paid { .. }) {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
         let count = self.store.inbox.count(account.id)?;
         Ok(json!({
             "uuid": account.id,
@@ -224,7 +252,7 @@ impl Inbox {
             "last-login": account.last_login.map(|t| t.to_string()),
             "admin": self.flows.is_admin(account),
             "count": count,
-            "status": payments::status(&self.settings, &account.username, count).to_json(),
+            "status": self.payment_status(account, count).await?.to_json(),
         }))
     }
 
@@ -270,7 +298,7 @@ impl Inbox {
             data,
             created: Timestamp::now(),
         };
-        let cap = payments::item_cap(&self.settings, &who.account.username);
+        let cap = self.cap(&who.account).await?;
         match self.store.inbox.add_item(who.account.id, &item, idempotency, cap)? {
             // a repeated key may name an item whose first request is still being flushed:
             // answer only once it is on disk as well
@@ -285,7 +313,7 @@ impl Inbox {
         }
     }
 
-    fn admin_stats(&self) -> Result<Reply, ApiError> {
+    async fn admin_stats(&self) -> Result<Reply, ApiError> {
         let all = self.store.inbox.accounts.all()?;
         let now = Timestamp::now();
         let mut items = 0u64;
@@ -296,7 +324,7 @@ impl Inbox {
             "accounts": all.len(),
             "items": items,
             "active-users": crate::auth::active_users(&all, now),
-            "subscribed-users": 0,
+            "subscribed-users": self.subscribers(&all).await?,
         })))
     }
 }

@@ -18,6 +18,7 @@ pub struct Inbox {
     pub store: Arc<Store>,
     pub settings: Arc<Settings>,
     pub flows: AccountFlows,
+    pub payments: Arc<crate::payments::Payments>,
 }
 
 impl Inbox {
@@ -25,9 +26,15 @@ impl Inbox {
         store: Arc<Store>,
         settings: Arc<Settings>,
         tokens: Arc<crate::auth::TokenKeys>,
+        payments: Arc<crate::payments::Payments>,
     ) -> Result<Inbox, String> {
         let flows = AccountFlows::new("inbox", settings.clone(), tokens, store.clone())?;
-        Ok(Inbox { store, settings, flows })
+        Ok(Inbox {
+            store,
+            settings,
+            flows,
+            payments,
+        })
     }
 }
 

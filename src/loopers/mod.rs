@@ -6,6 +6,7 @@
 
 pub mod delivery;
 pub mod email;
+pub mod payments;
 pub mod triggerer;
 
 use crate::config::{Settings, LOOPER_NAMES};
@@ -187,6 +188,7 @@ pub fn start(
     store: Arc<Store>,
     settings: Arc<Settings>,
     mailer: crate::mail::Mailer,
+    payments: Arc<crate::payments::Payments>,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let notify_admin = {
@@ -286,6 +288,25 @@ pub fn start(
                     }
                     Ok(None)
                 })
+            }),
+        );
+    }
+    {
+        let (_, s, _) = ctx.clone();
+        let p = payments.clone();
+        spawn(
+            "paymentsEventsFetcher",
+            Box::new(move || {
+                let (s, p) = (s.clone(), p.clone());
+                Box::pin(async move { payments::fetch(&s, &p).await.map(|()| None) })
+            }),
+        );
+        let (_, s, _) = ctx.clone();
+        spawn(
+            "paymentsEventsRetrier",
+            Box::new(move || {
+                let s = s.clone();
+                Box::pin(async move { payments::retry(&s).await.map(|()| None) })
             }),
         );
     }

@@ -42,8 +42,17 @@ pub fn web_host_and_base(settings: &Settings) -> (String, String) {
     (host, base)
 }
 
-/// Builds the SMTP transport of `smtp://[user:pass@]host[:port]` or `smtps://…`.
-fn smtp_transport(url: &str) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
+/// The parts of `--smtp-url`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SmtpUrl {
+    pub implicit_tls: bool,
+    pub host: String,
+    pub port: u16,
+    pub credentials: Option<(String, String)>,
+}
+
+/// Parses `smtp://[user:pass@]host[:port]` (port 25) or `smtps://…` (port 465).
+pub fn parse_smtp_url(url: &str) -> Result<SmtpUrl, String> {
     let bad = || format!("invalid --smtp-url {url:?}: expected smtp://[user:pass@]host[:port] or smtps://…");
     let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
     let implicit_tls = match scheme.to_ascii_lowercase().as_str() {
@@ -56,29 +65,66 @@ fn smtp_transport(url: &str) -> Result<AsyncSmtpTransport<Tokio1Executor>, Strin
         Some((u, h)) => (Some(u), h),
         None => (None, rest),
     };
-    let (host, port) = match hostport.rsplit_once(':') {
-        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => (h, Some(p.parse::<u16>().map_err(|_| bad())?)),
-        _ => (hostport, None),
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (host, after) = v6.split_once(']').ok_or_else(bad)?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match hostport.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
     };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() {
+    let port = match port {
+        Some(p) => p.parse::<u16>().map_err(|_| bad())?,
+        None if implicit_tls => 465,
+        None => 25,
+    };
+    if host.is_empty() || host.contains(['/', '?', '#', ' ']) {
         return Err(bad());
     }
-    let params = TlsParameters::new(host.to_owned()).map_err(|e| format!("TLS set-up for {host}: {e}"))?;
-    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
-        .port(port.unwrap_or(if implicit_tls { 465 } else { 25 }))
+    let credentials = userinfo.map(|u| {
+        let (user, pass) = u.split_once(':').unwrap_or((u, ""));
+        (wire::percent_decode(user, false), wire::percent_decode(pass, false))
+    });
+    Ok(SmtpUrl {
+        implicit_tls,
+        host: host.to_owned(),
+        port,
+        credentials,
+    })
+}
+
+/// Checks the e-mail settings without building anything (start-up validation).
+pub fn check_settings(settings: &Settings) -> Result<(), String> {
+    settings
+        .email_from
+        .parse::<lettre::Address>()
+        .map_err(|e| format!("invalid --email-from {:?}: {e}", settings.email_from))?;
+    if let Some(to) = &settings.admin_email {
+        to.parse::<lettre::Address>()
+            .map_err(|e| format!("invalid --admin-email {to:?}: {e}"))?;
+    }
+    match &settings.smtp_url {
+        Some(url) => parse_smtp_url(url).map(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// Builds the SMTP transport: STARTTLS when the server offers it (plain otherwise), or
+/// implicit TLS for `smtps`.
+fn smtp_transport(url: &str) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
+    let u = parse_smtp_url(url)?;
+    let params = TlsParameters::new(u.host.clone()).map_err(|e| format!("TLS set-up for {}: {e}", u.host))?;
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(u.host.clone())
+        .port(u.port)
         .timeout(Some(Duration::from_secs(10)))
-        .tls(if implicit_tls {
+        .tls(if u.implicit_tls {
             Tls::Wrapper(params)
         } else {
             Tls::Opportunistic(params)
         });
-    if let Some(userinfo) = userinfo {
-        let (user, pass) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-        builder = builder.credentials(Credentials::new(
-            wire::percent_decode(user, false),
-            wire::percent_decode(pass, false),
-        ));
+    if let Some((user, pass)) = u.credentials {
+        builder = builder.credentials(Credentials::new(user, pass));
     }
     Ok(builder.build())
 }
@@ -276,6 +322,25 @@ mod tests {
         assert_eq!(web_host_and_base(&s).1, "http://localhost:8002");
         s.web_host = "https://tickle.example.org/".into();
         assert_eq!(web_host_and_base(&s).1, "https://tickle.example.org");
+    }
+
+    #[test]
+    fn smtp_url_parts() {
+        let u = parse_smtp_url("smtps://user:p%40ss@Mail.example.org").unwrap();
+        assert_eq!(
+            (u.implicit_tls, u.host.as_str(), u.port),
+            (true, "Mail.example.org", 465)
+        );
+        assert_eq!(u.credentials, Some(("user".into(), "p@ss".into())));
+        let u = parse_smtp_url("smtp://[::1]:2525").unwrap();
+        assert_eq!(
+            (u.implicit_tls, u.host.as_str(), u.port, u.credentials),
+            (false, "::1", 2525, None)
+        );
+        assert_eq!(parse_smtp_url("smtp://127.0.0.1").unwrap().port, 25);
+        for bad in ["http://x", "smtp://:25", "smtp://x:port", "smtp//x", "smtp://[::1"] {
+            assert!(parse_smtp_url(bad).is_err(), "{bad}");
+        }
     }
 
     #[tokio::test]

@@ -39,7 +39,7 @@ impl Scheduler {
         let me = account.id;
         match route {
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &account, &request).await,
-            Route::GetAccount => Ok(Reply::json(&self.account_info(&account)?)),
+            Route::GetAccount => Ok(Reply::json(&self.account_info(&account).await?)),
             Route::DeleteAccount => {
                 store.delete_account(me)?;
                 self.store.durable().await?;
@@ -127,7 +127,7 @@ impl Scheduler {
             }
             Route::Sync => {
                 let request = SyncRequest::parse(&request.json::<Value>()?)?;
-                let cap = payments::item_cap(&self.settings, &account.username);
+                let cap = self.cap(&account).await?;
                 let zone = self.zone(me)?;
                 let response = store.sync(me, |items| {
                     sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
@@ -158,9 +158,14 @@ impl Scheduler {
             Route::Verify(id, key) => self.verify(me, &id, &key).await,
             Route::Resend(id) => self.resend(me, &id).await,
             Route::AddInboxTrigger => self.add_inbox_trigger(me, &request).await,
-            Route::AdminStats => self.admin_stats(),
+            Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
-                let infos = crate::auth::admin_listing(accounts.all()?, |a| self.account_info(a))?;
+                let mut all = accounts.all()?;
+                crate::auth::sort_for_admin(&mut all);
+                let mut infos = Vec::with_capacity(all.len());
+                for a in &all {
+                    infos.push(self.account_info(a).await?);
+                }
                 Ok(Reply::json(&infos))
             }
             Route::AdminDeleteAccount(victim) => {
@@ -188,7 +193,30 @@ impl Scheduler {
         Ok(Zone::of(&self.store.scheduler.settings(account)?))
     }
 
-    fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
+    async fn payment_status(&self, account: &Account, items: u64) -> Result<payments::PaymentStatus, ApiError> {
+        let customer = self.store.scheduler.accounts.customer(account.id)?;
+        self.payments
+            .status(&account.username, customer.as_deref(), items)
+            .await
+    }
+
+    async fn cap(&self, account: &Account) -> Result<Option<u64>, ApiError> {
+        let customer = self.store.scheduler.accounts.customer(account.id)?;
+        self.payments.cap(&account.username, customer.as_deref()).await
+    }
+
+    /// Accounts whose status is `paid`.
+    async fn subscribers(&self, accounts: &[Account]) -> Result<usize, ApiError> {
+        let mut n = 0;
+        for a in accounts {
+            if matches!(self.payment_status(a, 0).await?, payments::PaymentStatus::Paid { .. }) {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
         let (scheduled, triggered) = self.store.scheduler.counts(account.id)?;
         Ok(json!({
             "uuid": account.id,
@@ -198,7 +226,7 @@ impl Scheduler {
             "admin": self.flows.is_admin(account),
             "scheduler-item-count": scheduled,
             "triggered-item-count": triggered,
-            "status": payments::status(&self.settings, &account.username, scheduled).to_json(),
+            "status": self.payment_status(account, scheduled).await?.to_json(),
         }))
     }
 
@@ -213,7 +241,7 @@ impl Scheduler {
             created: Timestamp::now(),
             server_time: 0,
         };
-        let cap = payments::item_cap(&self.settings, &account.username);
+        let cap = self.cap(account).await?;
         match self.store.scheduler.add_scheduled(&item, due, cap)? {
             AddOutcome::Added => {
                 self.store.durable().await?;
@@ -360,7 +388,7 @@ impl Scheduler {
         Ok(Reply::json(&json!({"Right": trigger.id})))
     }
 
-    fn admin_stats(&self) -> Result<Reply, ApiError> {
+    async fn admin_stats(&self) -> Result<Reply, ApiError> {
         let all = self.store.scheduler.accounts.all()?;
         let now = Timestamp::now();
         let (mut scheduled, mut triggered) = (0u64, 0u64);
@@ -371,7 +399,7 @@ impl Scheduler {
         }
         Ok(Reply::json(&json!({
             "users": all.len(),
-            "subscribers": 0,
+            "subscribers": self.subscribers(&all).await?,
             "scheduler-items": scheduled,
             "triggered-items": triggered,
             "active-users": crate::auth::active_users(&all, now),

@@ -22,6 +22,7 @@ pub struct Scheduler {
     pub store: Arc<Store>,
     pub settings: Arc<Settings>,
     pub flows: AccountFlows,
+    pub payments: Arc<crate::payments::Payments>,
     pub loopers: Arc<Loopers>,
     pub http: reqwest::Client,
 }
@@ -32,12 +33,14 @@ impl Scheduler {
         settings: Arc<Settings>,
         tokens: Arc<crate::auth::TokenKeys>,
         loopers: Arc<Loopers>,
+        payments: Arc<crate::payments::Payments>,
     ) -> Result<Scheduler, String> {
         let flows = AccountFlows::new("scheduler", settings.clone(), tokens, store.clone())?;
         Ok(Scheduler {
             store,
             settings,
             flows,
+            payments,
             loopers,
             http: inbox_client::client(),
         })

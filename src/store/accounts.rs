@@ -3,6 +3,7 @@
 //!
 //! * `a` + account uuid → [`Account`]
 //! * `n` + username (UTF-8) → account uuid (the username index)
+//! * `u` + account uuid → the payment provider's customer id
 
 use super::{decode, encode, key, Result, Stripes};
 use crate::auth::Account;
@@ -13,6 +14,7 @@ use uuid::Uuid;
 
 pub(crate) const ACCOUNT: u8 = b'a';
 pub(crate) const USERNAME: u8 = b'n';
+pub(crate) const CUSTOMER: u8 = b'u';
 
 pub enum Registration {
     Created(Account),
@@ -114,8 +116,27 @@ impl AccountStore {
         Ok(true)
     }
 
-    /// Adds the removal of the account record and its username to `batch`.
+    /// The payment customer recorded for the account.
+    pub fn customer(&self, id: Uuid) -> Result<Option<String>> {
+        Ok(self
+            .tree
+            .get(key(CUSTOMER, &[id.as_bytes()]))?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Records the payment customer of an existing account; `false` when there is none.
+    pub fn set_customer(&self, id: Uuid, customer: &str) -> Result<bool> {
+        let _guard = self.lock(id);
+        if self.get(id)?.is_none() {
+            return Ok(false);
+        }
+        self.tree.insert(key(CUSTOMER, &[id.as_bytes()]), customer.as_bytes())?;
+        Ok(true)
+    }
+
+    /// Adds the removal of the account record, its username and customer to `batch`.
     pub(crate) fn delete_into(&self, account: &Account, batch: &mut sled::Batch) {
+        batch.remove(key(CUSTOMER, &[account.id.as_bytes()]));
         batch.remove(key(USERNAME, &[account.username.as_bytes()]));
         batch.remove(key(ACCOUNT, &[account.id.as_bytes()]));
     }

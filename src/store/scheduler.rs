@@ -14,6 +14,8 @@
 //!   the delivery targets fixed when the item triggered, waiting for a scheduler worker
 //! * `v` + sequence (8) + delivery uuid → [`Delivery`]: pending inbox deliveries
 //! * `m` + sequence (8) → [`QueuedEmail`] (to be rendered, or rendered and not yet sent)
+//! * `E` + payment event id → nothing: the event was handled
+//! * `F` + payment event id → the event (JSON) whose handling failed, for the retrier
 
 use super::accounts::AccountStore;
 use super::{concat, decode, encode, key, uuid_at, Result, StoreError, Stripes};
@@ -38,6 +40,8 @@ const COUNTS: u8 = b'c';
 const EMAIL: u8 = b'm';
 const TARGETS: u8 = b'r';
 const DELIVERY: u8 = b'v';
+const EVENT_HANDLED: u8 = b'E';
+const EVENT_FAILED: u8 = b'F';
 
 /// A stored scheduled item with its due instant (the index entry it owns).
 #[derive(Serialize, Deserialize)]
@@ -826,5 +830,33 @@ impl SchedulerStore {
             self.tree.apply_batch(batch)?;
         }
         Ok(changed)
+    }
+
+    /// Whether the payment event was handled (successfully or queued for the retrier).
+    pub fn event_seen(&self, id: &str) -> Result<bool> {
+        Ok(self.tree.contains_key(key(EVENT_HANDLED, &[id.as_bytes()]))?
+            || self.tree.contains_key(key(EVENT_FAILED, &[id.as_bytes()]))?)
+    }
+
+    /// Marks a payment event handled; `failed` keeps it (JSON) for the retrier instead.
+    pub fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> Result<()> {
+        let mut batch = sled::Batch::default();
+        match failed {
+            Some(event) => batch.insert(key(EVENT_FAILED, &[id.as_bytes()]), event),
+            None => {
+                batch.remove(key(EVENT_FAILED, &[id.as_bytes()]));
+                batch.insert(key(EVENT_HANDLED, &[id.as_bytes()]), &[] as &[u8]);
+            }
+        }
+        self.tree.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// Payment events whose handling failed (JSON).
+    pub fn failed_events(&self) -> Result<Vec<Vec<u8>>> {
+        self.tree
+            .scan_prefix([EVENT_FAILED])
+            .map(|kv| Ok(kv?.1.to_vec()))
+            .collect()
     }
 }

@@ -1,0 +1,1101 @@
+//! End-to-end delivery of due items (scheduler.md §5.2, §7, §8, §9): the real background
+//! workers trigger items and deliver them by e-mail through a real SMTP conversation (lettre
+//! talking to a small SMTP sink run by the test) and into inbox services over HTTP, recover
+//! from a target that is down for a while, and neither lose nor duplicate anything when the
+//! binary is killed in the middle of delivering.
+
+mod common;
+
+use base64::Engine;
+use common::{test_settings, text_item, Api, Auth, Server};
+use serde_json::{json, Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::ops::AsyncFnMut;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+
+/// The longest any single wait of these tests may take.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// How long a test keeps watching after the expected delivery, to catch a late duplicate.
+const SETTLE: Duration = Duration::from_millis(1500);
+
+// ---------------------------------------------------------------------------------------
+// waiting
+
+/// Polls `probe` every 50 ms until it answers `Some`; panics naming `what` after `limit`.
+async fn eventually_within<T>(limit: Duration, what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn eventually<T>(what: &str, probe: impl AsyncFnMut() -> Option<T>) -> T {
+    eventually_within(WAIT, what, probe).await
+}
+
+/// A port that was free a moment ago.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// Binds `127.0.0.1:port`, retrying for a while (the port was in use a moment ago).
+async fn bind_again(port: u16) -> TcpListener {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpListener::bind(("127.0.0.1", port)).await {
+            Ok(l) => return l,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "cannot bind 127.0.0.1:{port} again: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// dates and scheduler calls
+
+fn day(d: time::Date) -> String {
+    format!("{:04}-{:02}-{:02}", d.year(), d.month() as u8, d.day())
+}
+
+fn today() -> String {
+    day(time::OffsetDateTime::now_utc().date())
+}
+
+fn yesterday() -> String {
+    day(time::OffsetDateTime::now_utc()
+        .date()
+        .previous_day()
+        .expect("a day before today"))
+}
+
+/// Item contents due one minute ago (scheduled-day and scheduled-time in UTC; the account
+/// keeps the default offset 0).
+fn due_a_minute_ago(content: &str) -> Value {
+    let t = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
+    json!({
+        "content": content,
+        "scheduled-day": day(t.date()),
+        "scheduled-time": format!("{:02}:{:02}:{:02}", t.hour(), t.minute(), t.second()),
+        "recurrence": null,
+    })
+}
+
+/// Item contents due since yesterday at midnight.
+fn due_since_yesterday(content: &str) -> Value {
+    json!({"content": content, "scheduled-day": yesterday(), "scheduled-time": null, "recurrence": null})
+}
+
+/// Settings of a scheduler whose workers react quickly.
+fn fast_workers(s: &mut pigeonhole::config::Settings) {
+    s.looper_period = 1;
+    s.looper_retry_delay_us = 100_000;
+}
+
+async fn add_item(api: &Api, auth: &Auth, contents: &Value) -> String {
+    let v = api.post("/scheduler/item", auth, contents).await.expect_json(200);
+    v.as_str()
+        .unwrap_or_else(|| panic!("POST /scheduler/item answered {v}, not a UUID string"))
+        .to_owned()
+}
+
+/// `GET /scheduler/items?filter=onlytriggered`.
+async fn triggered_items(api: &Api, auth: &Auth) -> Vec<Value> {
+    let v = api
+        .get("/scheduler/items?filter=onlytriggered", auth)
+        .await
+        .expect_json(200);
+    v.as_array()
+        .unwrap_or_else(|| panic!("items answer is not an array: {v}"))
+        .clone()
+}
+
+/// The finished delivery attempts of a triggered item.
+#[track_caller]
+fn attempts(item: &Value) -> Vec<Value> {
+    item["triggered"]["triggeredInfoTriggerTriggerAttempts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a triggered item with an attempt list: {item}"))
+        .clone()
+}
+
+/// Waits until the account has `n` triggered items, each with `per_item` finished
+/// attempts; answers the triggered items.
+async fn wait_finished(api: &Api, auth: &Auth, n: usize, per_item: usize) -> Vec<Value> {
+    eventually(
+        &format!("{n} triggered items with {per_item} finished attempt(s) each"),
+        async || {
+            let items = triggered_items(api, auth).await;
+            let done = items.len() == n && items.iter().all(|i| attempts(i).len() == per_item);
+            done.then_some(items)
+        },
+    )
+    .await
+}
+
+/// Creates an inbox trigger (the scheduler logs in at `url` to check the credentials).
+async fn add_inbox_trigger(api: &Api, auth: &Auth, url: &str, username: &str, key: &str) -> String {
+    let v = api
+        .post(
+            "/trigger/inbox",
+            auth,
+            &json!({"addInboxTriggerUrl": url, "addInboxTriggerUsername": username,
+                    "addInboxTriggerAccessKey": key}),
+        )
+        .await
+        .expect_json(200);
+    v["Right"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the inbox trigger was refused: {v}"))
+        .to_owned()
+}
+
+fn inbox_attempt(trigger: &str, inbox_item: &str) -> Value {
+    json!({"tag": "InboxTriggerAttempt",
+           "contents": [trigger, {"tag": "InboxAdditionSuccess", "contents": inbox_item}]})
+}
+
+fn email_attempt(trigger: &str) -> Value {
+    json!({"tag": "EmailTriggerAttempt", "contents": [trigger, {"tag": "EmailResultSent"}]})
+}
+
+/// `GET /inbox/items` of an inbox account.
+async fn inbox_items(api: &Api, auth: &Auth) -> Vec<Value> {
+    let v = api.get("/inbox/items", auth).await.expect_json(200);
+    v.as_array().expect("inbox items are an array").clone()
+}
+
+/// Creates an e-mail trigger for `address`, reads the key from the verification e-mail the
+/// sink receives, verifies the trigger with it; answers the trigger UUID.
+async fn add_verified_email_trigger(api: &Api, auth: &Auth, sink: &SmtpSink, address: &str) -> String {
+    let v = api
+        .post("/trigger/email", auth, &json!({"addEmailTrigger": address}))
+        .await
+        .expect_json(200);
+    let trigger = v.as_str().expect("trigger UUID").to_owned();
+    let needle = format!("/trigger/email/verify/{trigger}/");
+    let mail = eventually("the verification e-mail", async || {
+        sink.mails().into_iter().find(|m| m.text().contains(&needle))
+    })
+    .await;
+    assert_eq!(mail.to, vec![address.to_owned()], "envelope recipient");
+    assert_eq!(mail.from, "pigeonhole@localhost", "envelope sender");
+    assert_eq!(
+        mail.header("subject").as_deref(),
+        Some("Please verify your e-mail trigger")
+    );
+    let text = mail.text();
+    let at = text.find(&needle).unwrap() + needle.len();
+    let key: String = text[at..].chars().take(32).collect();
+    assert!(
+        key.len() == 32 && key.chars().all(|c| c.is_ascii_hexdigit()),
+        "no 32-hex-digit key after the link: {text:?}"
+    );
+    assert!(text.contains(&format!("Key: {key}")), "{text:?}");
+    api.post_raw(&format!("/trigger/email/verify/{trigger}/{key}"), auth, None, "")
+        .await
+        .expect_empty(200);
+    let info = api
+        .get(&format!("/trigger/info/{trigger}"), auth)
+        .await
+        .expect_json(200);
+    assert_eq!(
+        info["info"]["typedTriggerInfoValue"]["emailTriggerInfoVerified"],
+        json!(true),
+        "{info}"
+    );
+    trigger
+}
+
+// ---------------------------------------------------------------------------------------
+// an SMTP sink
+
+/// One message as the sink received it: envelope and the raw DATA (dot-unstuffed).
+#[derive(Clone, Debug)]
+struct Mail {
+    from: String,
+    to: Vec<String>,
+    data: String,
+}
+
+type Mailbox = Arc<Mutex<Vec<Mail>>>;
+
+impl Mail {
+    /// A top-level header, unfolded.
+    fn header(&self, name: &str) -> Option<String> {
+        let (headers, _) = split_entity(&self.data);
+        header(&headers, name).map(str::to_owned)
+    }
+
+    /// The decoded `text/plain` body with LF line ends ("" when there is none).
+    fn text(&self) -> String {
+        plain_text(&self.data).unwrap_or_default()
+    }
+
+    fn is_triggered_item(&self) -> bool {
+        self.header("subject").is_some_and(|s| s.starts_with("[Pigeonhole] "))
+    }
+}
+
+/// An SMTP server on 127.0.0.1 that accepts everything (no STARTTLS, no AUTH) and keeps the
+/// messages.
+struct SmtpSink {
+    port: u16,
+    mails: Mailbox,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl SmtpSink {
+    async fn start() -> SmtpSink {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the SMTP sink");
+        SmtpSink::serve(listener, Mailbox::default())
+    }
+
+    /// A new sink on the port of a stopped one.
+    async fn start_on(port: u16) -> SmtpSink {
+        SmtpSink::serve(bind_again(port).await, Mailbox::default())
+    }
+
+    fn serve(listener: TcpListener, mails: Mailbox) -> SmtpSink {
+        let port = listener.local_addr().unwrap().port();
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(smtp_accept(listener, mails.clone(), stopped));
+        SmtpSink {
+            port,
+            mails,
+            stop,
+            task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("smtp://127.0.0.1:{}", self.port)
+    }
+
+    fn mails(&self) -> Vec<Mail> {
+        self.mails.lock().unwrap().clone()
+    }
+
+    fn item_mails(&self) -> Vec<Mail> {
+        self.mails().into_iter().filter(Mail::is_triggered_item).collect()
+    }
+
+    /// Closes the listening socket and every open connection; answers what was received.
+    async fn stop(self) -> Vec<Mail> {
+        let _ = self.stop.send(true);
+        self.task.await.expect("the SMTP sink task");
+        let mails = self.mails.lock().unwrap().clone();
+        mails
+    }
+}
+
+async fn smtp_accept(listener: TcpListener, mails: Mailbox, mut stop: watch::Receiver<bool>) {
+    let mut sessions = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    sessions.spawn(smtp_session(stream, mails.clone()));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            },
+            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+        }
+    }
+    // aborts the sessions (closing their connections); the listener closes on return
+    sessions.shutdown().await;
+}
+
+/// The address between `<` and `>` of a `MAIL FROM:` / `RCPT TO:` line.
+fn angle(line: &str) -> String {
+    let start = line.find('<').map_or(0, |i| i + 1);
+    let end = line[start..].find('>').map_or(line.len(), |i| start + i);
+    line[start..end].to_owned()
+}
+
+async fn smtp_session(stream: TcpStream, mails: Mailbox) -> std::io::Result<()> {
+    let (r, mut w) = stream.into_split();
+    let mut r = BufReader::new(r);
+    w.write_all(b"220 127.0.0.1 test sink ESMTP\r\n").await?;
+    let (mut from, mut to) = (String::new(), Vec::new());
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if r.read_until(b'\n', &mut line).await? == 0 {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&line).trim_end().to_owned();
+        let verb = text.split([' ', ':']).next().unwrap_or("").to_ascii_uppercase();
+        let reply: &[u8] = match verb.as_str() {
+            "EHLO" => b"250-127.0.0.1 greets you\r\n250 ok\r\n",
+            "HELO" => b"250 ok\r\n",
+            "MAIL" => {
+                from = angle(&text);
+                to.clear();
+                b"250 ok\r\n"
+            }
+            "RCPT" => {
+                to.push(angle(&text));
+                b"250 ok\r\n"
+            }
+            "DATA" => {
+                w.write_all(b"354 end data with <CR><LF>.<CR><LF>\r\n").await?;
+                let data = read_data(&mut r).await?;
+                mails.lock().unwrap().push(Mail {
+                    from: std::mem::take(&mut from),
+                    to: std::mem::take(&mut to),
+                    data,
+                });
+                b"250 ok: queued\r\n"
+            }
+            "RSET" => {
+                from.clear();
+                to.clear();
+                b"250 ok\r\n"
+            }
+            "NOOP" => b"250 ok\r\n",
+            "QUIT" => {
+                w.write_all(b"221 bye\r\n").await?;
+                return Ok(());
+            }
+            _ => b"502 command not implemented\r\n",
+        };
+        w.write_all(reply).await?;
+    }
+}
+
+/// Reads DATA lines up to the line `.`; removes dot-stuffing.
+async fn read_data(r: &mut (impl AsyncBufRead + Unpin)) -> std::io::Result<String> {
+    let mut data = Vec::new();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if r.read_until(b'\n', &mut line).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if line == b".\r\n" || line == b".\n" {
+            return Ok(String::from_utf8_lossy(&data).into_owned());
+        }
+        let unstuffed = line.strip_prefix(b".").unwrap_or(&line);
+        data.extend_from_slice(unstuffed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// reading MIME messages (just enough for the messages lettre builds)
+
+/// Headers (unfolded) and body of a MIME entity with CRLF line ends.
+fn split_entity(raw: &str) -> (Vec<(String, String)>, &str) {
+    let (head, body) = if let Some(body) = raw.strip_prefix("\r\n") {
+        ("", body)
+    } else {
+        match raw.find("\r\n\r\n") {
+            Some(i) => (&raw[..i], &raw[i + 4..]),
+            None => (raw, ""),
+        }
+    };
+    let mut headers: Vec<(String, String)> = Vec::new();
+    for line in head.split("\r\n").filter(|l| !l.is_empty()) {
+        if line.starts_with([' ', '\t']) {
+            if let Some(last) = headers.last_mut() {
+                last.1.push_str(line);
+            }
+        } else if let Some((name, value)) = line.split_once(':') {
+            headers.push((name.trim().to_owned(), value.trim().to_owned()));
+        }
+    }
+    (headers, body)
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_str())
+}
+
+/// A parameter (`boundary`) of a header value, without quotes.
+fn parameter(value: &str, name: &str) -> Option<String> {
+    value.split(';').skip(1).find_map(|p| {
+        let (n, v) = p.split_once('=')?;
+        n.trim()
+            .eq_ignore_ascii_case(name)
+            .then(|| v.trim().trim_matches('"').to_owned())
+    })
+}
+
+fn quoted_printable(body: &str) -> Vec<u8> {
+    let b = body.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'=' {
+            if b[i + 1..].starts_with(b"\r\n") {
+                i += 3;
+                continue;
+            }
+            if let Some(hex) = b.get(i + 1..i + 3) {
+                if let Ok(byte) = u8::from_str_radix(&String::from_utf8_lossy(hex), 16) {
+                    out.push(byte);
+                    i += 3;
+                    continue;
+                }
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    out
+}
+
+/// The first `text/plain` part, decoded, with LF line ends.
+fn plain_text(raw: &str) -> Option<String> {
+    let (headers, body) = split_entity(raw);
+    let content_type = header(&headers, "content-type").unwrap_or("text/plain");
+    let media = content_type.split(';').next().unwrap().trim().to_ascii_lowercase();
+    if media.starts_with("multipart/") {
+        let delimiter = format!("--{}", parameter(content_type, "boundary")?);
+        for part in body.split(delimiter.as_str()).skip(1) {
+            if part.starts_with("--") {
+                break;
+            }
+            let part = part.strip_prefix("\r\n").unwrap_or(part);
+            let part = part.strip_suffix("\r\n").unwrap_or(part);
+            if let Some(text) = plain_text(part) {
+                return Some(text);
+            }
+        }
+        None
+    } else if media == "text/plain" {
+        let encoding = header(&headers, "content-transfer-encoding")
+            .unwrap_or("7bit")
+            .to_ascii_lowercase();
+        let bytes = match encoding.as_str() {
+            "base64" => {
+                let compact: String = body.chars().filter(|c| !c.is_whitespace()).collect();
+                base64::engine::general_purpose::STANDARD
+                    .decode(compact)
+                    .expect("a base64 body")
+            }
+            "quoted-printable" => quoted_printable(body),
+            _ => body.as_bytes().to_vec(),
+        };
+        Some(String::from_utf8_lossy(&bytes).replace("\r\n", "\n"))
+    } else {
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// an inbox-only server that can be stopped and started again on the same port
+
+struct InboxService {
+    api: Api,
+    port: u16,
+    dir: TempDir,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Result<(), String>>,
+}
+
+impl InboxService {
+    /// Runs only the inbox service of `pigeonhole::launch` on `dir`, on `port` (0: any).
+    async fn start(mut dir: TempDir, port: u16) -> InboxService {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let listener = if port == 0 {
+                TcpListener::bind("127.0.0.1:0").await.expect("bind the inbox port")
+            } else {
+                bind_again(port).await
+            };
+            let port = listener.local_addr().unwrap().port();
+            let (stop, stopped) = watch::channel(false);
+            let task = tokio::spawn(pigeonhole::launch(
+                test_settings(&dir),
+                pigeonhole::Listeners {
+                    inbox: Some(listener),
+                    scheduler: None,
+                },
+                stopped,
+            ));
+            let service = InboxService {
+                api: Api::new(format!("http://127.0.0.1:{port}")),
+                port,
+                dir,
+                stop,
+                task,
+            };
+            loop {
+                if service.task.is_finished() {
+                    break;
+                }
+                if let Ok(r) = service.api.http.get(service.api.url("/pricing")).send().await {
+                    if r.status().is_success() {
+                        return service;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // the database of a just-stopped run may not be released yet: try again
+            let reason = service.task.await.expect("the inbox server task");
+            assert!(
+                Instant::now() < deadline,
+                "the inbox service does not start: {reason:?}"
+            );
+            dir = service.dir;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Stops gracefully; answers the data directory.
+    async fn stop(self) -> TempDir {
+        let _ = self.stop.send(true);
+        let result = tokio::time::timeout(Duration::from_secs(60), self.task)
+            .await
+            .expect("the inbox service stops within a minute")
+            .expect("the inbox service task did not panic");
+        assert_eq!(result, Ok(()), "launch returned an error");
+        self.dir
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// a TCP proxy that can hold back the answers of successful adds
+
+/// Forwards connections to an inbox service. Requests always go through at once; while the
+/// gate is closed, every answer `200` (the answer of a successful `POST /inbox/item`; a
+/// login answers `204`) is held back until the gate opens. So the inbox stores items whose
+/// answers the scheduler never sees.
+struct GateProxy {
+    port: u16,
+    open: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl GateProxy {
+    async fn start(target: String, open: bool) -> GateProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
+        let port = listener.local_addr().unwrap().port();
+        let (gate, gate_rx) = watch::channel(open);
+        let task = tokio::spawn(async move {
+            let mut connections = JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        if let Ok((client, _)) = accepted {
+                            connections.spawn(gated_pipe(client, target.clone(), gate_rx.clone()));
+                        }
+                    }
+                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                }
+            }
+        });
+        GateProxy { port, open: gate, task }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn open(&self) {
+        let _ = self.open.send(true);
+    }
+}
+
+impl Drop for GateProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn gated_pipe(client: TcpStream, target: String, mut gate: watch::Receiver<bool>) -> std::io::Result<()> {
+    let upstream = TcpStream::connect(target).await?;
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut upstream_read, mut upstream_write) = upstream.into_split();
+    let requests = async {
+        let _ = tokio::io::copy(&mut client_read, &mut upstream_write).await;
+        let _ = upstream_write.shutdown().await;
+    };
+    let answers = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match upstream_read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            // answers are relayed in order, so a held-back head holds back its body too
+            if buf[..n].starts_with(b"HTTP/1.1 200") && gate.wait_for(|open| *open).await.is_err() {
+                break;
+            }
+            if client_write.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+        }
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(requests, answers);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// the real binary
+
+/// `pigeonhole serve` running only the scheduler service on `data_dir`; killed (SIGKILL)
+/// when dropped while still running.
+struct Proc {
+    child: Child,
+    api: Api,
+    log: PathBuf,
+}
+
+impl Proc {
+    async fn start(data_dir: &Path, log_dir: &Path) -> Proc {
+        for attempt in 0..5 {
+            let port = free_port();
+            let log = log_dir.join(format!("scheduler-{port}-{attempt}.log"));
+            let mut command = Command::new(env!("CARGO_BIN_EXE_pigeonhole"));
+            command
+                .arg("serve")
+                .arg("--data-dir")
+                .arg(data_dir)
+                .args(["--host", "127.0.0.1", "--no-inbox"])
+                .args(["--scheduler-port", &port.to_string()])
+                .args(["--password-iterations", "1000"])
+                .args(["--looper-period", "1", "--looper-retry-delay-us", "100000"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).expect("create the log file"));
+            for (name, _) in std::env::vars() {
+                if name.starts_with("PIGEONHOLE_") && name != "PIGEONHOLE_LOG_LEVEL" {
+                    command.env_remove(name);
+                }
+            }
+            let child = command.spawn().expect("start the pigeonhole binary");
+            let mut proc = Proc {
+                child,
+                api: Api::new(format!("http://127.0.0.1:{port}")),
+                log,
+            };
+            if proc.wait_ready().await {
+                return proc;
+            }
+            // most likely the port was taken meanwhile: try another
+            eprintln!("server did not start (attempt {attempt}):\n{}", proc.log_text());
+        }
+        panic!("the pigeonhole binary does not start");
+    }
+
+    /// `true` once `GET /pricing` answers 200; `false` if the process exited first.
+    async fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.child.try_wait().expect("poll the child").is_some() {
+                return false;
+            }
+            if let Ok(r) = self.api.http.get(self.api.url("/pricing")).send().await {
+                if r.status().as_u16() == 200 {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the server did not answer within a minute:\n{}", self.log_text());
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn kill_9(&self) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        let rc = unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert_eq!(rc, 0, "kill({pid}, SIGKILL) failed");
+    }
+
+    async fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("poll the child") {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the server did not exit within a minute:\n{}", self.log_text());
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// the tests
+
+/// §6.1, §6.2, §7.3, §8.1–8.3: verification and triggered-item e-mails go through a real
+/// SMTP conversation; the item arrives once with the specified subject and text, and the
+/// triggered copy records `EmailResultSent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn due_item_is_mailed_over_smtp() {
+    let sink = SmtpSink::start().await;
+    let smtp_url = sink.url();
+    let server = Server::start_with(|s| {
+        fast_workers(s);
+        s.smtp_url = Some(smtp_url);
+    })
+    .await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    let address = "alice@example.org";
+    let trigger = add_verified_email_trigger(api, &alice, &sink, address).await;
+    assert_eq!(sink.mails().len(), 1, "only the verification e-mail so far");
+
+    let content = "Water the plants\nthen\tcall the plumber about the leaking kitchen tap, END";
+    let id = add_item(api, &alice, &due_a_minute_ago(content)).await;
+
+    let items = wait_finished(api, &alice, 1, 1).await;
+    assert_eq!(attempts(&items[0]), vec![email_attempt(&trigger)], "{}", items[0]);
+    assert_ne!(items[0]["id"], json!(id), "the triggered copy has a new UUID");
+    assert_eq!(items[0]["contents"]["content"], json!(content));
+    let none: Vec<String> = serde_json::from_value(api.get("/scheduler/uuids", &alice).await.expect_json(200)).unwrap();
+    assert!(
+        none.is_empty(),
+        "the non-recurring item is no longer scheduled: {none:?}"
+    );
+
+    // the e-mail was accepted by the sink before the attempt was recorded
+    tokio::time::sleep(SETTLE).await;
+    let mails = sink.item_mails();
+    assert_eq!(mails.len(), 1, "exactly one item e-mail: {mails:#?}");
+    assert_eq!(sink.mails().len(), 2, "verification + item e-mail, nothing else");
+    let mail = &mails[0];
+    assert_eq!(mail.from, "pigeonhole@localhost", "envelope sender");
+    assert_eq!(mail.to, vec![address.to_owned()], "envelope recipient");
+    let to = mail.header("to").expect("a To header");
+    assert!(to.contains(address), "To: {to}");
+    let from = mail.header("from").expect("a From header");
+    assert!(from.contains("pigeonhole@localhost"), "From: {from}");
+    let expected_subject = format!(
+        "[Pigeonhole] {}",
+        content.chars().filter(|c| !c.is_control()).take(50).collect::<String>()
+    );
+    assert_eq!(mail.header("subject"), Some(expected_subject));
+    for name in ["date", "message-id", "mime-version"] {
+        assert!(mail.header(name).is_some(), "no {name} header in {:?}", mail.data);
+    }
+    let text = mail.text();
+    assert!(
+        text.contains(content),
+        "the text does not contain the content: {text:?}"
+    );
+}
+
+/// §6.3, §7.2: a due item becomes exactly one inbox item of the trigger's inbox account
+/// (same server, other service), and the attempt names that inbox item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn due_item_reaches_the_inbox() {
+    let server = Server::start_with(fast_workers).await;
+    let bob = server.api.user("bob").await;
+    let (secret, _) = server.api.add_key(&bob, "scheduler", &["PermitAdd"]).await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    let trigger = add_inbox_trigger(api, &alice, &server.api.base, "bob", &secret).await;
+
+    let content = "Buy milk on the way home";
+    add_item(api, &alice, &due_a_minute_ago(content)).await;
+
+    let items = wait_finished(api, &alice, 1, 1).await;
+    let delivered = inbox_items(&server.api, &bob).await;
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["contents"], text_item(content));
+    let inbox_id = delivered[0]["id"].as_str().unwrap();
+    assert_eq!(attempts(&items[0]), vec![inbox_attempt(&trigger, inbox_id)]);
+
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(inbox_items(&server.api, &bob).await.len(), 1, "delivered twice");
+    assert_eq!(triggered_items(api, &alice).await.len(), 1, "triggered twice");
+}
+
+/// §5.2, §5.3: a recurring item triggers once for its missed occurrence (the copy keeps
+/// that occurrence), stays scheduled, and moves to its first occurrence after now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn recurring_item_is_rescheduled() {
+    let server = Server::start_with(fast_workers).await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    let today_before = today();
+    let recurrence = json!({"every-x-days": {"days": 1, "time-of-day": null}});
+    let mut contents = due_since_yesterday("Daily stand-up");
+    contents["recurrence"] = recurrence.clone();
+    let id = add_item(api, &alice, &contents).await;
+
+    let copies = eventually("the triggered copy", async || {
+        let items = triggered_items(api, &alice).await;
+        (!items.is_empty()).then_some(items)
+    })
+    .await;
+    assert_eq!(copies.len(), 1, "{copies:?}");
+    let copy = &copies[0];
+    assert_ne!(copy["id"], json!(id));
+    assert_eq!(copy["contents"], contents, "the copy keeps the missed occurrence");
+    assert_eq!(attempts(copy), Vec::<Value>::new(), "no triggers, no attempts");
+
+    let item = api
+        .get(&format!("/scheduler/item/info/{id}"), &alice)
+        .await
+        .expect_json(200);
+    assert_eq!(item["triggered"], Value::Null, "still scheduled: {item}");
+    assert_eq!(item["contents"]["content"], json!("Daily stand-up"));
+    assert_eq!(item["contents"]["recurrence"], recurrence);
+    assert_eq!(item["contents"]["scheduled-time"], Value::Null);
+    let next = item["contents"]["scheduled-day"].as_str().unwrap().to_owned();
+    assert!(next > today_before, "moved to {next}, not after {today_before}");
+    let latest = day(time::OffsetDateTime::now_utc().date().next_day().unwrap());
+    assert!(
+        next <= latest,
+        "moved to {next}, beyond the first occurrence after now ({latest})"
+    );
+
+    // several more triggerer runs: no second copy, the item stays
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(triggered_items(api, &alice).await.len(), 1, "triggered twice");
+    assert_eq!(api.get("/scheduler/uuids", &alice).await.expect_json(200), json!([id]));
+    let again = api
+        .get(&format!("/scheduler/item/info/{id}"), &alice)
+        .await
+        .expect_json(200);
+    assert_eq!(again, item, "rescheduled once only");
+}
+
+/// §7.3, §7.4: the mail server is down when the item triggers; the transient failures are
+/// retried and the e-mail arrives exactly once when it is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn smtp_down_then_up_delivers_once() {
+    let sink = SmtpSink::start().await;
+    let port = sink.port;
+    let smtp_url = sink.url();
+    let server = Server::start_with(|s| {
+        s.looper_period = 1;
+        s.looper_retry_delay_us = 200_000;
+        s.looper_retry_amount = 7;
+        s.smtp_url = Some(smtp_url);
+    })
+    .await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    let address = "alice@example.org";
+    let trigger = add_verified_email_trigger(api, &alice, &sink, address).await;
+    let before = sink.stop().await;
+    assert_eq!(before.len(), 1, "only the verification e-mail: {before:#?}");
+
+    let content = "Renew the passport";
+    add_item(api, &alice, &due_a_minute_ago(content)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for item in triggered_items(api, &alice).await {
+        assert_eq!(
+            attempts(&item),
+            Vec::<Value>::new(),
+            "nothing can have finished while the mail server is down: {item}"
+        );
+    }
+
+    let sink = SmtpSink::start_on(port).await;
+    let items = wait_finished(api, &alice, 1, 1).await;
+    assert_eq!(attempts(&items[0]), vec![email_attempt(&trigger)], "{}", items[0]);
+    tokio::time::sleep(SETTLE).await;
+    let mails = sink.stop().await;
+    assert_eq!(mails.len(), 1, "exactly one e-mail after the restart: {mails:#?}");
+    assert!(mails[0].is_triggered_item(), "{:?}", mails[0].data);
+    assert_eq!(mails[0].to, vec![address.to_owned()]);
+    assert!(mails[0].text().contains(content), "{:?}", mails[0].text());
+}
+
+/// §7.2, §7.4: the target inbox service is down when the item triggers; the delivery is
+/// retried and lands exactly once when the service is back on the same address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn inbox_down_then_up_delivers_once() {
+    let target = InboxService::start(tempfile::tempdir().unwrap(), 0).await;
+    let port = target.port;
+    let carol = target.api.user("carol").await;
+    let (secret, _) = target.api.add_key(&carol, "scheduler", &["PermitAdd"]).await;
+
+    let server = Server::start_with(|s| {
+        s.looper_period = 1;
+        s.looper_retry_delay_us = 200_000;
+        s.looper_retry_amount = 7;
+    })
+    .await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    let trigger = add_inbox_trigger(api, &alice, &target.api.base, "carol", &secret).await;
+    let dir = target.stop().await;
+
+    let content = "Book the train tickets";
+    add_item(api, &alice, &due_a_minute_ago(content)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for item in triggered_items(api, &alice).await {
+        assert_eq!(
+            attempts(&item),
+            Vec::<Value>::new(),
+            "nothing can have finished while the inbox is down: {item}"
+        );
+    }
+
+    let target = InboxService::start(dir, port).await;
+    let items = wait_finished(api, &alice, 1, 1).await;
+    let delivered = inbox_items(&target.api, &carol).await;
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["contents"], text_item(content));
+    let inbox_id = delivered[0]["id"].as_str().unwrap();
+    assert_eq!(attempts(&items[0]), vec![inbox_attempt(&trigger, inbox_id)]);
+
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(inbox_items(&target.api, &carol).await.len(), 1, "delivered twice");
+    target.stop().await;
+}
+
+/// §5.2, §7.5, §16: the binary is killed while 50 inbox deliveries are in flight (the
+/// target has stored items whose answers the scheduler has not seen yet); after a restart
+/// every item is triggered exactly once and reaches the inbox exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_during_delivery_neither_loses_nor_duplicates() {
+    const N: usize = 50;
+    let target = InboxService::start(tempfile::tempdir().unwrap(), 0).await;
+    let dana = target.api.user("dana").await;
+    let (secret, _) = target.api.add_key(&dana, "scheduler", &["PermitAdd"]).await;
+    let target_addr = target.api.base.strip_prefix("http://").unwrap().to_owned();
+    let proxy = GateProxy::start(target_addr, false).await;
+
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut scheduler = Proc::start(data.path(), logs.path()).await;
+    let alice = scheduler.api.user("alice").await;
+    let trigger = add_inbox_trigger(&scheduler.api, &alice, &proxy.url(), "dana", &secret).await;
+
+    let contents: Vec<String> = (0..N).map(|i| format!("crash test item {i:02}")).collect();
+    let added: Map<String, Value> = contents
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            (
+                i.to_string(),
+                json!({"contents": due_since_yesterday(c), "created": "2024-01-01T00:00:00Z"}),
+            )
+        })
+        .collect();
+    let answer = scheduler
+        .api
+        .post("/sync", &alice, &json!({"syncRequestTickles": {"added": added}}))
+        .await
+        .expect_json(200);
+    let acked = answer["syncResponseTickles"]["client-added"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no client-added in {answer}"));
+    assert_eq!(acked.len(), N);
+
+    // kill as soon as the first items are in the inbox: their answers are held back, so
+    // the scheduler cannot have recorded them
+    let deadline = Instant::now() + WAIT;
+    while target.api.size(&dana).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no delivery reached the inbox:\n{}",
+            scheduler.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    scheduler.kill_9();
+    let status = scheduler.wait_exit().await;
+    assert!(!status.success(), "killed, yet {status:?}");
+    let at_kill = target.api.size(&dana).await;
+    eprintln!("{at_kill} of {N} items were in the inbox when the scheduler was killed");
+    proxy.open();
+
+    let scheduler = Proc::start(data.path(), logs.path()).await;
+    let items = eventually_within(
+        Duration::from_secs(40),
+        &format!("{N} triggered items with one finished attempt each"),
+        async || {
+            let items = triggered_items(&scheduler.api, &alice).await;
+            let done = items.len() == N && items.iter().all(|i| attempts(i).len() == 1);
+            done.then_some(items)
+        },
+    )
+    .await;
+    tokio::time::sleep(SETTLE).await;
+
+    // every scheduled item triggered exactly once
+    assert_eq!(
+        scheduler.api.get("/scheduler/uuids", &alice).await.expect_json(200),
+        json!([]),
+        "every item triggered"
+    );
+    let items_now = triggered_items(&scheduler.api, &alice).await;
+    assert_eq!(items_now.len(), N, "a second triggered copy appeared");
+    let triggered_contents: HashSet<String> = items
+        .iter()
+        .map(|i| i["contents"]["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(triggered_contents, contents.iter().cloned().collect::<HashSet<_>>());
+
+    // the inbox holds each content exactly once
+    let delivered = inbox_items(&target.api, &dana).await;
+    let by_id: HashMap<String, String> = delivered
+        .iter()
+        .map(|i| {
+            let data = i["contents"]["data"].as_str().unwrap();
+            let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+            (i["id"].as_str().unwrap().to_owned(), String::from_utf8(bytes).unwrap())
+        })
+        .collect();
+    let mut delivered_contents: Vec<&String> = by_id.values().collect();
+    delivered_contents.sort();
+    let mut expected: Vec<&String> = contents.iter().collect();
+    expected.sort();
+    assert_eq!(
+        delivered.len(),
+        N,
+        "inbox items: {delivered_contents:?}\nscheduler log:\n{}",
+        scheduler.log_text()
+    );
+    assert_eq!(delivered_contents, expected, "duplicates or losses in the inbox");
+
+    // each attempt names the inbox item that carries its content
+    for item in &items {
+        let content = item["contents"]["content"].as_str().unwrap();
+        let attempt = attempts(item).remove(0);
+        let inbox_id = attempt["contents"][1]["contents"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{attempt}"));
+        assert_eq!(attempt, inbox_attempt(&trigger, inbox_id));
+        assert_eq!(by_id.get(inbox_id).map(String::as_str), Some(content), "{attempt}");
+    }
+    drop(proxy);
+    target.stop().await;
+}
