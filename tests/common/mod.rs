@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod scheduler;
+
 use base64::Engine;
 use pigeonhole::config::{PaymentPlan, Settings};
 use reqwest::header::{HeaderMap, HeaderValue};
