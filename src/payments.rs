@@ -189,4 +189,40 @@ impl Payments {
         }
         Ok(cap)
     }
+
+    /// The status of `account` (of the service whose accounts `accounts` holds).
+    pub async fn status_of(
+        &self,
+        accounts: &crate::store::AccountStore,
+        account: &crate::auth::Account,
+        items: u64,
+    ) -> Result<PaymentStatus, crate::http::ApiError> {
+        let customer = accounts.customer(account.id)?;
+        self.status(&account.username, customer.as_deref(), items).await
+    }
+
+    /// The free-item cap of `account` (`None`: unlimited).
+    pub async fn cap_of(
+        &self,
+        accounts: &crate::store::AccountStore,
+        account: &crate::auth::Account,
+    ) -> Result<Option<u64>, crate::http::ApiError> {
+        let customer = accounts.customer(account.id)?;
+        self.cap(&account.username, customer.as_deref()).await
+    }
+
+    /// How many of `all` are `paid` now.
+    pub async fn subscribers(
+        &self,
+        accounts: &crate::store::AccountStore,
+        all: &[crate::auth::Account],
+    ) -> Result<usize, crate::http::ApiError> {
+        let mut n = 0;
+        for a in all {
+            if matches!(self.status_of(accounts, a, 0).await?, PaymentStatus::Paid { .. }) {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
 }

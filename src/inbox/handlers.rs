@@ -115,7 +115,7 @@ impl Inbox {
             Route::Sync => {
                 self.require(&who, Permission::PermitSync)?;
                 let request = SyncRequest::parse(request.json()?)?;
-                let cap = self.cap(&who.account).await?;
+                let cap = self.payments.cap_of(&self.store.inbox.accounts, &who.account).await?;
                 let response = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
                 self.store.durable().await?;
                 Ok(Reply::json(&response.to_json()))
@@ -220,29 +220,6 @@ impl Inbox {
         }
     }
 
-    async fn payment_status(&self, account: &Account, items: u64) -> Result<payments::PaymentStatus, ApiError> {
-        let customer = self.store.inbox.accounts.customer(account.id)?;
-        self.payments
-            .status(&account.username, customer.as_deref(), items)
-            .await
-    }
-
-    async fn cap(&self, account: &Account) -> Result<Option<u64>, ApiError> {
-        let customer = self.store.inbox.accounts.customer(account.id)?;
-        self.payments.cap(&account.username, customer.as_deref()).await
-    }
-
-    /// Accounts whose status is `paid`.
-    async fn subscribers(&self, accounts: &[Account]) -> Result<usize, ApiError> {
-        let mut n = 0;
-        for a in accounts {
-            if matches!(self.payment_status(a, 0).await?, payments::PaymentStatus::Paid { .. }) {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
         let count = self.store.inbox.count(account.id)?;
         Ok(json!({
@@ -252,7 +229,7 @@ impl Inbox {
             "last-login": account.last_login.map(|t| t.to_string()),
             "admin": self.flows.is_admin(account),
             "count": count,
-            "status": self.payment_status(account, count).await?.to_json(),
+            "status": self.payments.status_of(&self.store.inbox.accounts, account, count).await?.to_json(),
         }))
     }
 
@@ -298,7 +275,7 @@ impl Inbox {
             data,
             created: Timestamp::now(),
         };
-        let cap = self.cap(&who.account).await?;
+        let cap = self.payments.cap_of(&self.store.inbox.accounts, &who.account).await?;
         match self.store.inbox.add_item(who.account.id, &item, idempotency, cap)? {
             // a repeated key may name an item whose first request is still being flushed:
             // answer only once it is on disk as well
@@ -324,7 +301,7 @@ impl Inbox {
             "accounts": all.len(),
             "items": items,
             "active-users": crate::auth::active_users(&all, now),
-            "subscribed-users": self.subscribers(&all).await?,
+            "subscribed-users": self.payments.subscribers(&self.store.inbox.accounts, &all).await?,
         })))
     }
 }

@@ -127,7 +127,7 @@ impl Scheduler {
             }
             Route::Sync => {
                 let request = SyncRequest::parse(&request.json::<Value>()?)?;
-                let cap = self.cap(&account).await?;
+                let cap = self.payments.cap_of(&self.store.scheduler.accounts, &account).await?;
                 let zone = self.zone(me)?;
                 let response = store.sync(me, |items| {
                     sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
@@ -193,29 +193,6 @@ impl Scheduler {
         Ok(Zone::of(&self.store.scheduler.settings(account)?))
     }
 
-    async fn payment_status(&self, account: &Account, items: u64) -> Result<payments::PaymentStatus, ApiError> {
-        let customer = self.store.scheduler.accounts.customer(account.id)?;
-        self.payments
-            .status(&account.username, customer.as_deref(), items)
-            .await
-    }
-
-    async fn cap(&self, account: &Account) -> Result<Option<u64>, ApiError> {
-        let customer = self.store.scheduler.accounts.customer(account.id)?;
-        self.payments.cap(&account.username, customer.as_deref()).await
-    }
-
-    /// Accounts whose status is `paid`.
-    async fn subscribers(&self, accounts: &[Account]) -> Result<usize, ApiError> {
-        let mut n = 0;
-        for a in accounts {
-            if matches!(self.payment_status(a, 0).await?, payments::PaymentStatus::Paid { .. }) {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
         let (scheduled, triggered) = self.store.scheduler.counts(account.id)?;
         Ok(json!({
@@ -226,7 +203,7 @@ impl Scheduler {
             "admin": self.flows.is_admin(account),
             "scheduler-item-count": scheduled,
             "triggered-item-count": triggered,
-            "status": self.payment_status(account, scheduled).await?.to_json(),
+            "status": self.payments.status_of(&self.store.scheduler.accounts, account, scheduled).await?.to_json(),
         }))
     }
 
@@ -241,7 +218,7 @@ impl Scheduler {
             created: Timestamp::now(),
             server_time: 0,
         };
-        let cap = self.cap(account).await?;
+        let cap = self.payments.cap_of(&self.store.scheduler.accounts, account).await?;
         match self.store.scheduler.add_scheduled(&item, due, cap)? {
             AddOutcome::Added => {
                 self.store.durable().await?;
@@ -399,7 +376,7 @@ impl Scheduler {
         }
         Ok(Reply::json(&json!({
             "users": all.len(),
-            "subscribers": self.subscribers(&all).await?,
+            "subscribers": self.payments.subscribers(&self.store.scheduler.accounts, &all).await?,
             "scheduler-items": scheduled,
             "triggered-items": triggered,
             "active-users": crate::auth::active_users(&all, now),
