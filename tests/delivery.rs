@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::AsyncFnMut;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -262,6 +263,9 @@ impl Mail {
 struct SmtpSink {
     port: u16,
     mails: Mailbox,
+    /// While set, every `RCPT TO` is refused with a permanent `550` (and counted).
+    reject: Arc<AtomicBool>,
+    rejected: Arc<AtomicUsize>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -280,10 +284,15 @@ impl SmtpSink {
     fn serve(listener: TcpListener, mails: Mailbox) -> SmtpSink {
         let port = listener.local_addr().unwrap().port();
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(smtp_accept(listener, mails.clone(), stopped));
+        let reject = Arc::new(AtomicBool::new(false));
+        let rejected = Arc::new(AtomicUsize::new(0));
+        let rules = (reject.clone(), rejected.clone());
+        let task = tokio::spawn(smtp_accept(listener, mails.clone(), rules, stopped));
         SmtpSink {
             port,
             mails,
+            reject,
+            rejected,
             stop,
             task,
         }
@@ -310,14 +319,16 @@ impl SmtpSink {
     }
 }
 
-async fn smtp_accept(listener: TcpListener, mails: Mailbox, mut stop: watch::Receiver<bool>) {
+type Rules = (Arc<AtomicBool>, Arc<AtomicUsize>);
+
+async fn smtp_accept(listener: TcpListener, mails: Mailbox, rules: Rules, mut stop: watch::Receiver<bool>) {
     let mut sessions = JoinSet::new();
     loop {
         tokio::select! {
             _ = stop.changed() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    sessions.spawn(smtp_session(stream, mails.clone()));
+                    sessions.spawn(smtp_session(stream, mails.clone(), rules.clone()));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
             },
@@ -335,7 +346,7 @@ fn angle(line: &str) -> String {
     line[start..end].to_owned()
 }
 
-async fn smtp_session(stream: TcpStream, mails: Mailbox) -> std::io::Result<()> {
+async fn smtp_session(stream: TcpStream, mails: Mailbox, (reject, rejected): Rules) -> std::io::Result<()> {
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
     w.write_all(b"220 127.0.0.1 test sink ESMTP\r\n").await?;
@@ -355,6 +366,10 @@ async fn smtp_session(stream: TcpStream, mails: Mailbox) -> std::io::Result<()> 
                 from = angle(&text);
                 to.clear();
                 b"250 ok\r\n"
+            }
+            "RCPT" if reject.load(Ordering::SeqCst) => {
+                rejected.fetch_add(1, Ordering::SeqCst);
+                b"550 5.1.1 mailbox unavailable\r\n"
             }
             "RCPT" => {
                 to.push(angle(&text));
@@ -934,6 +949,39 @@ async fn smtp_down_then_up_delivers_once() {
     assert!(mails[0].is_triggered_item(), "{:?}", mails[0].data);
     assert_eq!(mails[0].to, vec![address.to_owned()]);
     assert!(mails[0].text().contains(content), "{:?}", mails[0].text());
+}
+
+/// §7.3: a permanent rejection (SMTP 5xx) is recorded at once as `EmailResultError`, with
+/// no automatic retry, even with retries left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn permanent_smtp_rejection_is_recorded_without_retries() {
+    let sink = SmtpSink::start().await;
+    let smtp_url = sink.url();
+    let server = Server::start_with(|s| {
+        s.looper_period = 1;
+        s.looper_retry_delay_us = 100_000;
+        s.looper_retry_amount = 7;
+        s.smtp_url = Some(smtp_url);
+    })
+    .await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    let trigger = add_verified_email_trigger(api, &alice, &sink, "alice@example.org").await;
+    sink.reject.store(true, Ordering::SeqCst);
+
+    add_item(api, &alice, &due_a_minute_ago("Refused by the mail server")).await;
+    let items = wait_finished(api, &alice, 1, 1).await;
+    let found = attempts(&items[0]);
+    assert_eq!(found.len(), 1, "{}", items[0]);
+    assert_eq!(found[0]["tag"], "EmailTriggerAttempt");
+    assert_eq!(found[0]["contents"][0], json!(trigger));
+    assert_eq!(found[0]["contents"][1]["tag"], "EmailResultError");
+    let reason = found[0]["contents"][1]["contents"].as_str().unwrap_or("");
+    assert!(reason.contains("550"), "the reason names the rejection: {reason:?}");
+    // retries would come after 0.1 s, 0.2 s, 0.4 s …: none may happen
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(sink.rejected.load(Ordering::SeqCst), 1, "one attempt, no retry");
+    assert!(sink.item_mails().is_empty());
 }
 
 /// §7.2, §7.4: the target inbox service is down when the item triggers; the delivery is

@@ -137,3 +137,58 @@ async fn send_one(
     .map_err(|e| e.to_string())?;
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Settings;
+
+    /// An admin notification is rendered for `--admin-email` and sent to the outbox.
+    #[tokio::test]
+    async fn admin_notifications_are_rendered_and_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings::with_data_dir(dir.path());
+        settings.admin_email = Some("root@example.org".into());
+        let store = Store::open(dir.path()).unwrap();
+        let notice = EmailKind::AdminNotice {
+            worker: "emailer".into(),
+            error: "disk on fire".into(),
+        };
+        store
+            .scheduler
+            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
+            .unwrap();
+        // other converters leave it alone
+        assert_eq!(convert(&store, &settings, Converter::Verification).await.unwrap(), 0);
+        assert_eq!(convert(&store, &settings, Converter::AdminNotice).await.unwrap(), 1);
+        let queued = store.scheduler.queued_emails(10).unwrap();
+        let EmailKind::Rendered { message, delivery } = &queued[0].1.kind else {
+            panic!("not rendered: {:?}", queued[0].1.kind);
+        };
+        assert_eq!(message.to, "root@example.org");
+        assert_eq!(message.subject, "Pigeonhole admin notification");
+        assert!(message.text.contains("emailer") && message.text.contains("disk on fire"));
+        assert!(delivery.is_none());
+
+        let mailer = Mailer::new(&settings).unwrap();
+        assert_eq!(send(&store, &mailer, Duration::from_millis(1), 3).await.unwrap(), None);
+        assert!(
+            store.scheduler.queued_emails(10).unwrap().is_empty(),
+            "sent and removed"
+        );
+        let files: Vec<_> = std::fs::read_dir(dir.path().join("outbox"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1);
+        let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.ends_with(".eml") && name.len() == "20261123T205959123456Z-".len() + 36 + 4,
+            "{name}"
+        );
+        let raw = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(raw.contains("Subject: Pigeonhole admin notification"), "{raw}");
+        assert!(raw.contains("To: root@example.org"), "{raw}");
+        assert!(raw.contains("From: Pigeonhole <pigeonhole@localhost>"), "{raw}");
+    }
+}
