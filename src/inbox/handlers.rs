@@ -116,8 +116,10 @@ impl Inbox {
                 self.require(&who, Permission::PermitSync)?;
                 let request = SyncRequest::parse(request.json()?)?;
                 let cap = self.payments.cap_of(&self.store.inbox.accounts, &who.account).await?;
-                let response = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
-                self.store.durable().await?;
+                let (response, changed) = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
+                if changed {
+                    self.store.durable().await?;
+                }
                 Ok(Reply::json(&response.to_json()))
             }
             Route::AdminStats => {

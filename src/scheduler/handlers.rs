@@ -129,11 +129,13 @@ impl Scheduler {
                 let request = SyncRequest::parse(&request.json::<Value>()?)?;
                 let cap = self.payments.cap_of(&self.store.scheduler.accounts, &account).await?;
                 let zone = self.zone(me)?;
-                let response = store.sync(me, |items| {
+                let (response, changed) = store.sync(me, |items| {
                     sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
                 })?;
-                self.store.durable().await?;
-                self.loopers.wake("triggerer");
+                if changed {
+                    self.store.durable().await?;
+                    self.loopers.wake("triggerer");
+                }
                 Ok(Reply::json(&response.to_json()))
             }
             Route::Triggers => {

@@ -202,10 +202,10 @@ impl InboxStore {
         }
     }
 
-    /// Runs one sync atomically: `decide` sees the account's items as they are (with the
+    /// Runs one sync atomically (answering also whether it changed anything): `decide` sees the account's items as they are (with the
     /// account's writes held off) and says what to delete and add; the changes are applied
     /// in one batch.
-    pub fn sync<R>(&self, account: Uuid, decide: impl FnOnce(&[InboxItem]) -> (R, ItemChanges)) -> Result<R> {
+    pub fn sync<R>(&self, account: Uuid, decide: impl FnOnce(&[InboxItem]) -> (R, ItemChanges)) -> Result<(R, bool)> {
         let _guard = self.accounts.lock(account);
         let items = self.items(account)?;
         let (answer, changes) = decide(&items);
@@ -222,11 +222,12 @@ impl InboxStore {
             self.put_item(&mut batch, account, item)?;
             n += 1;
         }
-        if !changes.delete.is_empty() || !changes.add.is_empty() {
+        let changed = !changes.delete.is_empty() || !changes.add.is_empty();
+        if changed {
             self.put_count(&mut batch, account, n);
             self.tree.apply_batch(batch)?;
         }
-        Ok(answer)
+        Ok((answer, changed))
     }
 
     pub fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<bool> {

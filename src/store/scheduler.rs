@@ -362,9 +362,13 @@ impl SchedulerStore {
             .collect()
     }
 
-    /// Runs one sync atomically: `decide` sees the account's scheduled items as they are
+    /// Runs one sync atomically (answering also whether it changed anything): `decide` sees the account's scheduled items as they are
     /// (with the account's writes held off) and says what to delete and store.
-    pub fn sync<R>(&self, account: Uuid, decide: impl FnOnce(&[ScheduledItem]) -> (R, ScheduledChanges)) -> Result<R> {
+    pub fn sync<R>(
+        &self,
+        account: Uuid,
+        decide: impl FnOnce(&[ScheduledItem]) -> (R, ScheduledChanges),
+    ) -> Result<(R, bool)> {
         let _guard = self.accounts.lock(account);
         let items = self.scheduled_items(account)?;
         let (answer, changes) = decide(&items);
@@ -380,11 +384,12 @@ impl SchedulerStore {
                 s += 1;
             }
         }
-        if !changes.delete.is_empty() || !changes.put.is_empty() {
+        let changed = !changes.delete.is_empty() || !changes.put.is_empty();
+        if changed {
             Self::put_counts(&mut batch, account, (s, t));
             self.tree.apply_batch(batch)?;
         }
-        Ok(answer)
+        Ok((answer, changed))
     }
 
     /// The earliest due instant in the index (the triggerer sleeps until then).
