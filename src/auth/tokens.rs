@@ -33,7 +33,13 @@ pub struct TokenKeys {
     decoding: DecodingKey,
     validation: Validation,
     lifetime: Option<u64>,
+    /// Tokens whose signature was checked, with their claims: a repeated token skips the
+    /// HMAC and the JSON (expiry and revocation are still checked on every use).
+    verified: std::sync::RwLock<std::collections::HashMap<String, Claims>>,
 }
+
+/// How many verified tokens are remembered (the map is emptied when it is full).
+const VERIFIED_CAP: usize = 4_096;
 
 const KEY_FILE: &str = "signing.key";
 
@@ -67,6 +73,7 @@ impl TokenKeys {
             decoding: DecodingKey::from_secret(secret),
             validation,
             lifetime,
+            verified: Default::default(),
         }
     }
 
@@ -93,8 +100,26 @@ impl TokenKeys {
 
     /// The claims of a valid, unexpired token of service `svc`.
     pub fn verify(&self, svc: &str, token: &str) -> Option<Claims> {
-        let data = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation).ok()?;
-        let claims = data.claims;
+        let cached = self
+            .verified
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(token)
+            .cloned();
+        let claims = match cached {
+            Some(claims) => claims,
+            None => {
+                let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+                    .ok()?
+                    .claims;
+                let mut map = self.verified.write().unwrap_or_else(|p| p.into_inner());
+                if map.len() >= VERIFIED_CAP {
+                    map.clear();
+                }
+                map.insert(token.to_owned(), claims.clone());
+                claims
+            }
+        };
         if claims.svc != svc {
             return None;
         }
@@ -151,6 +176,20 @@ mod tests {
         let mut tampered = t.clone();
         tampered.pop();
         assert!(keys.verify("inbox", &tampered).is_none());
+    }
+
+    #[test]
+    fn remembered_tokens_still_expire_and_keep_their_service() {
+        let keys = TokenKeys::from_secret(&[7u8; 64], Some(1));
+        let t = keys.issue("inbox", Uuid::nil(), 0, Permissions::USER, None).unwrap();
+        assert!(keys.verify("inbox", &t).is_some());
+        assert!(keys.verify("inbox", &t).is_some(), "from the cache");
+        assert!(
+            keys.verify("scheduler", &t).is_none(),
+            "the cache does not widen the audience"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2100));
+        assert!(keys.verify("inbox", &t).is_none(), "a remembered token expires too");
     }
 
     #[test]
