@@ -4,112 +4,11 @@
 
 mod common;
 
+use common::process::{Proc, Services};
 use common::{text_item, Api, Auth, Method};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
-}
-
-/// The binary serving on `data_dir`; killed (SIGKILL) when dropped while still running.
-struct Proc {
-    child: Child,
-    api: Api,
-    log: PathBuf,
-}
-
-impl Proc {
-    /// Starts `pigeonhole serve` on free ports and waits until `GET /pricing` answers.
-    async fn start(data_dir: &Path, log_dir: &Path) -> Proc {
-        for attempt in 0..5 {
-            let inbox_port = free_port();
-            let scheduler_port = free_port();
-            let log = log_dir.join(format!("server-{inbox_port}-{attempt}.log"));
-            let child = Command::new(env!("CARGO_BIN_EXE_pigeonhole"))
-                .arg("serve")
-                .arg("--data-dir")
-                .arg(data_dir)
-                .args(["--host", "127.0.0.1"])
-                .args(["--inbox-port", &inbox_port.to_string()])
-                .args(["--scheduler-port", &scheduler_port.to_string()])
-                .args(["--password-iterations", "1000"])
-                .env_remove("PIGEONHOLE_CONFIG")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).expect("create the log file"))
-                .spawn()
-                .expect("start the pigeonhole binary");
-            let mut proc = Proc {
-                child,
-                api: Api::new(format!("http://127.0.0.1:{inbox_port}")),
-                log,
-            };
-            if proc.wait_ready().await {
-                return proc;
-            }
-            // most likely a port was taken meanwhile: try other ports
-            eprintln!("server did not start (attempt {attempt}):\n{}", proc.log_text());
-        }
-        panic!("the pigeonhole binary does not start");
-    }
-
-    /// `true` once `GET /pricing` answers 200; `false` if the process exited first.
-    async fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if self.child.try_wait().expect("poll the child").is_some() {
-                return false;
-            }
-            if let Ok(r) = self.api.http.get(self.api.url("/pricing")).send().await {
-                if r.status().as_u16() == 200 {
-                    return true;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("the server did not answer within a minute:\n{}", self.log_text());
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
-        let rc = unsafe { libc::kill(pid, signal) };
-        assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
-    }
-
-    /// Waits (at most a minute) for the process to exit.
-    async fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("poll the child") {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the server did not exit within a minute:\n{}", self.log_text());
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
 
 /// Keeps adding items from `tasks` concurrent tasks until told to stop or until the server
 /// goes away; returns every UUID answered with 200.
@@ -154,7 +53,7 @@ fn spawn_writers(
 async fn acknowledged_writes_survive_kill_9() {
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let mut server = Proc::start(data.path(), logs.path()).await;
+    let mut server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
     server.api.register("alice", "pw").await.expect_empty(200);
     let alice = server.api.login_ok("alice", "pw").await;
     let mut all_acked: Vec<String> = Vec::new();
@@ -185,7 +84,7 @@ async fn acknowledged_writes_survive_kill_9() {
 
         // restart on the same data directory: every acknowledged item is there and the
         // token issued before the crash still works
-        server = Proc::start(data.path(), logs.path()).await;
+        server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
         let stored: std::collections::HashSet<String> = server.api.uuids(&alice).await.into_iter().collect();
         let missing: Vec<&String> = all_acked.iter().filter(|u| !stored.contains(*u)).collect();
         assert!(
@@ -212,7 +111,7 @@ async fn acknowledged_writes_survive_kill_9() {
 async fn sigterm_and_sigint_exit_cleanly_and_keep_data() {
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let mut server = Proc::start(data.path(), logs.path()).await;
+    let mut server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
     server.api.register("alice", "pw").await.expect_empty(200);
     let alice = server.api.login_ok("alice", "pw").await;
     let mut ids = Vec::new();
@@ -242,7 +141,7 @@ async fn sigterm_and_sigint_exit_cleanly_and_keep_data() {
         server.log_text()
     );
 
-    let mut server = Proc::start(data.path(), logs.path()).await;
+    let mut server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
     assert_eq!(server.api.uuids(&alice).await, ids);
     assert_eq!(server.api.size(&Auth::key("alice", &secret)).await, 4);
     let again = server
@@ -263,7 +162,7 @@ async fn sigterm_and_sigint_exit_cleanly_and_keep_data() {
     let status = server.wait_exit().await;
     assert_eq!(status.code(), Some(0), "SIGINT exit: {status:?}\n{}", server.log_text());
 
-    let server = Proc::start(data.path(), logs.path()).await;
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
     assert_eq!(server.api.uuids(&alice).await, ids);
     server.api.login_ok("alice", "pw").await;
     drop(server);

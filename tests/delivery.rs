@@ -7,12 +7,11 @@
 mod common;
 
 use base64::Engine;
+use common::process::{Proc, Services};
 use common::{test_settings, text_item, Api, Auth, Server};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::ops::AsyncFnMut;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,14 +47,6 @@ async fn eventually_within<T>(limit: Duration, what: &str, mut probe: impl Async
 
 async fn eventually<T>(what: &str, probe: impl AsyncFnMut() -> Option<T>) -> T {
     eventually_within(WAIT, what, probe).await
-}
-
-/// A port that was free a moment ago.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind an ephemeral port")
-        .port()
 }
 
 /// Binds `127.0.0.1:port`, retrying for a while (the port was in use a moment ago).
@@ -676,100 +667,6 @@ async fn gated_pipe(client: TcpStream, target: String, mut gate: watch::Receiver
 // ---------------------------------------------------------------------------------------
 // the real binary
 
-/// `pigeonhole serve` running only the scheduler service on `data_dir`; killed (SIGKILL)
-/// when dropped while still running.
-struct Proc {
-    child: Child,
-    api: Api,
-    log: PathBuf,
-}
-
-impl Proc {
-    async fn start(data_dir: &Path, log_dir: &Path) -> Proc {
-        for attempt in 0..5 {
-            let port = free_port();
-            let log = log_dir.join(format!("scheduler-{port}-{attempt}.log"));
-            let mut command = Command::new(env!("CARGO_BIN_EXE_pigeonhole"));
-            command
-                .arg("serve")
-                .arg("--data-dir")
-                .arg(data_dir)
-                .args(["--host", "127.0.0.1", "--no-inbox"])
-                .args(["--scheduler-port", &port.to_string()])
-                .args(["--password-iterations", "1000"])
-                .args(["--looper-period", "1", "--looper-retry-delay-us", "100000"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).expect("create the log file"));
-            for (name, _) in std::env::vars() {
-                if name.starts_with("PIGEONHOLE_") && name != "PIGEONHOLE_LOG_LEVEL" {
-                    command.env_remove(name);
-                }
-            }
-            let child = command.spawn().expect("start the pigeonhole binary");
-            let mut proc = Proc {
-                child,
-                api: Api::new(format!("http://127.0.0.1:{port}")),
-                log,
-            };
-            if proc.wait_ready().await {
-                return proc;
-            }
-            // most likely the port was taken meanwhile: try another
-            eprintln!("server did not start (attempt {attempt}):\n{}", proc.log_text());
-        }
-        panic!("the pigeonhole binary does not start");
-    }
-
-    /// `true` once `GET /pricing` answers 200; `false` if the process exited first.
-    async fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if self.child.try_wait().expect("poll the child").is_some() {
-                return false;
-            }
-            if let Ok(r) = self.api.http.get(self.api.url("/pricing")).send().await {
-                if r.status().as_u16() == 200 {
-                    return true;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("the server did not answer within a minute:\n{}", self.log_text());
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn kill_9(&self) {
-        let pid = self.child.id() as libc::pid_t;
-        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
-        let rc = unsafe { libc::kill(pid, libc::SIGKILL) };
-        assert_eq!(rc, 0, "kill({pid}, SIGKILL) failed");
-    }
-
-    async fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Some(status) = self.child.try_wait().expect("poll the child") {
-                return status;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the server did not exit within a minute:\n{}", self.log_text());
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // the tests
 
@@ -1042,7 +939,13 @@ async fn kill_9_during_delivery_neither_loses_nor_duplicates() {
 
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let mut scheduler = Proc::start(data.path(), logs.path()).await;
+    let mut scheduler = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::SchedulerOnly,
+        &["--looper-period", "1", "--looper-retry-delay-us", "100000"],
+    )
+    .await;
     let alice = scheduler.api.user("alice").await;
     let trigger = add_inbox_trigger(&scheduler.api, &alice, &proxy.url(), "dana", &secret).await;
 
@@ -1085,7 +988,13 @@ async fn kill_9_during_delivery_neither_loses_nor_duplicates() {
     eprintln!("{at_kill} of {N} items were in the inbox when the scheduler was killed");
     proxy.open();
 
-    let scheduler = Proc::start(data.path(), logs.path()).await;
+    let scheduler = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::SchedulerOnly,
+        &["--looper-period", "1", "--looper-retry-delay-us", "100000"],
+    )
+    .await;
     let items = eventually_within(
         Duration::from_secs(40),
         &format!("{N} triggered items with one finished attempt each"),

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod process;
 pub mod scheduler;
 
 use base64::Engine;

@@ -1,0 +1,135 @@
+//! The real `pigeonhole` binary as a child process (crash and delivery tests): started on
+//! free ports with a data directory, signalled, and killed (SIGKILL) when dropped while
+//! still running.
+
+use super::Api;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind an ephemeral port")
+        .port()
+}
+
+/// Which services the process runs; `api` talks to the first one listed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Services {
+    /// Both; `api` is the inbox service.
+    Both,
+    /// Only the scheduler (`--no-inbox`); `api` is the scheduler service.
+    SchedulerOnly,
+}
+
+pub struct Proc {
+    pub child: Child,
+    pub api: Api,
+    log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `pigeonhole serve --data-dir <data_dir> --password-iterations 1000 <extra>` on
+    /// free ports (the caller's `PIGEONHOLE_*` variables removed, but the log level) and
+    /// waits until `GET /pricing` answers.
+    pub async fn start(data_dir: &Path, log_dir: &Path, services: Services, extra: &[&str]) -> Proc {
+        for attempt in 0..5 {
+            let (inbox_port, scheduler_port) = (free_port(), free_port());
+            let log = log_dir.join(format!("server-{scheduler_port}-{attempt}.log"));
+            let mut command = Command::new(env!("CARGO_BIN_EXE_pigeonhole"));
+            command
+                .arg("serve")
+                .arg("--data-dir")
+                .arg(data_dir)
+                .args(["--host", "127.0.0.1", "--password-iterations", "1000"])
+                .args(["--scheduler-port", &scheduler_port.to_string()]);
+            let port = match services {
+                Services::Both => {
+                    command.args(["--inbox-port", &inbox_port.to_string()]);
+                    inbox_port
+                }
+                Services::SchedulerOnly => {
+                    command.arg("--no-inbox");
+                    scheduler_port
+                }
+            };
+            command
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).expect("create the log file"));
+            for (name, _) in std::env::vars() {
+                if name.starts_with("PIGEONHOLE_") && name != "PIGEONHOLE_LOG_LEVEL" {
+                    command.env_remove(name);
+                }
+            }
+            let child = command.spawn().expect("start the pigeonhole binary");
+            let mut proc = Proc {
+                child,
+                api: Api::new(format!("http://127.0.0.1:{port}")),
+                log,
+            };
+            if proc.wait_ready().await {
+                return proc;
+            }
+            // most likely a port was taken meanwhile: try other ports
+            eprintln!("server did not start (attempt {attempt}):\n{}", proc.log_text());
+        }
+        panic!("the pigeonhole binary does not start");
+    }
+
+    /// `true` once `GET /pricing` answers 200; `false` if the process exited first.
+    async fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.child.try_wait().expect("poll the child").is_some() {
+                return false;
+            }
+            if let Ok(r) = self.api.http.get(self.api.url("/pricing")).send().await {
+                if r.status().as_u16() == 200 {
+                    return true;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("the server did not answer within a minute:\n{}", self.log_text());
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, signal: libc::c_int) {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
+        let rc = unsafe { libc::kill(pid, signal) };
+        assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
+    }
+
+    pub fn kill_9(&self) {
+        self.signal(libc::SIGKILL);
+    }
+
+    /// Waits (at most a minute) for the process to exit.
+    pub async fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().expect("poll the child") {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the server did not exit within a minute:\n{}", self.log_text());
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
