@@ -81,18 +81,7 @@ async fn root_page_is_html_naming_every_endpoint() {
     let s = Server::start().await;
     let r = s.get("/", &Auth::None).await.expect(200);
     assert_eq!(r.media_type(), "text/html");
-    // the page as text: tags removed, entities of interest decoded, whitespace collapsed
-    let mut text = String::new();
-    let mut in_tag = false;
-    for c in r.text().chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => in_tag = false,
-            c if !in_tag => text.push(c),
-            _ => {}
-        }
-    }
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = r.page_text();
     for endpoint in [
         "GET /",
         "POST /register",

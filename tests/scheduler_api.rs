@@ -108,17 +108,7 @@ async fn root_page_is_html_naming_every_endpoint() {
     let api = &s.scheduler;
     let r = api.get("/", &Auth::None).await.expect(200);
     assert_eq!(r.media_type(), "text/html");
-    let mut text = String::new();
-    let mut in_tag = false;
-    for c in r.text().chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => in_tag = false,
-            c if !in_tag => text.push(c),
-            _ => {}
-        }
-    }
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = r.page_text();
     for endpoint in [
         "GET /",
         "POST /register",

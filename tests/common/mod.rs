@@ -124,6 +124,21 @@ impl Resp {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
+    /// An HTML body as text: tags removed, whitespace collapsed.
+    pub fn page_text(&self) -> String {
+        let mut text = String::new();
+        let mut in_tag = false;
+        for c in self.text().chars() {
+            match c {
+                '<' => in_tag = true,
+                '>' => in_tag = false,
+                c if !in_tag => text.push(c),
+                _ => {}
+            }
+        }
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!(
