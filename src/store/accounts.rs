@@ -5,10 +5,10 @@
 //! * `n` + username (UTF-8) → account uuid (the username index)
 //! * `u` + account uuid → the payment provider's customer id
 
+use super::writer::{Batch, Tree};
 use super::{decode, encode, key, Result, Stripes};
 use crate::auth::Account;
 use crate::wire::Timestamp;
-use sled::Tree;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
@@ -57,10 +57,10 @@ impl AccountStore {
             last_login: None,
             epoch: 0,
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.insert(name_key, account.id.as_bytes().to_vec());
         batch.insert(key(ACCOUNT, &[account.id.as_bytes()]), encode(&account));
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(Registration::Created(account))
     }
 
@@ -95,7 +95,7 @@ impl AccountStore {
             Some(prev) if prev > at => prev,
             _ => at,
         });
-        self.tree.insert(key(ACCOUNT, &[id.as_bytes()]), encode(&account))?;
+        self.tree.insert(key(ACCOUNT, &[id.as_bytes()]), encode(&account));
         Ok(true)
     }
 
@@ -112,7 +112,7 @@ impl AccountStore {
         }
         account.password_hash = new_hash;
         account.epoch += 1;
-        self.tree.insert(key(ACCOUNT, &[id.as_bytes()]), encode(&account))?;
+        self.tree.insert(key(ACCOUNT, &[id.as_bytes()]), encode(&account));
         Ok(true)
     }
 
@@ -130,12 +130,12 @@ impl AccountStore {
         if self.get(id)?.is_none() {
             return Ok(false);
         }
-        self.tree.insert(key(CUSTOMER, &[id.as_bytes()]), customer.as_bytes())?;
+        self.tree.insert(key(CUSTOMER, &[id.as_bytes()]), customer.as_bytes());
         Ok(true)
     }
 
     /// Adds the removal of the account record, its username and customer to `batch`.
-    pub(crate) fn delete_into(&self, account: &Account, batch: &mut sled::Batch) {
+    pub(crate) fn delete_into(&self, account: &Account, batch: &mut Batch) {
         batch.remove(key(CUSTOMER, &[account.id.as_bytes()]));
         batch.remove(key(USERNAME, &[account.username.as_bytes()]));
         batch.remove(key(ACCOUNT, &[account.id.as_bytes()]));

@@ -9,12 +9,12 @@
 //! * `p` + account + idempotency key → item uuid (inbox.md §3.13)
 
 use super::accounts::AccountStore;
+use super::writer::{Batch, Tree};
 use super::{concat, decode, encode, key, uuid_at, Result, StoreError, Stripes};
 use crate::auth::{AccessKey, Account};
 use crate::inbox::models::{InboxItem, ItemType};
 use crate::wire::Timestamp;
 use serde::{Deserialize, Serialize};
-use sled::Tree;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -72,11 +72,11 @@ impl InboxStore {
         })
     }
 
-    fn put_count(&self, batch: &mut sled::Batch, account: Uuid, n: u64) {
+    fn put_count(&self, batch: &mut Batch, account: Uuid, n: u64) {
         batch.insert(key(COUNT, &[account.as_bytes()]), n.to_be_bytes().to_vec());
     }
 
-    fn put_item(&self, batch: &mut sled::Batch, account: Uuid, item: &InboxItem) -> Result<()> {
+    fn put_item(&self, batch: &mut Batch, account: Uuid, item: &InboxItem) -> Result<()> {
         let seq = self.next_seq()?;
         let created = item.created.to_key();
         let record = ItemRecord {
@@ -114,13 +114,13 @@ impl InboxStore {
         if max_items.is_some_and(|max| n >= max) {
             return Ok(AddOutcome::LimitReached);
         }
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         self.put_item(&mut batch, account, item)?;
         self.put_count(&mut batch, account, n + 1);
         if let Some(k) = idem_key {
             batch.insert(k, item.id.as_bytes().to_vec());
         }
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(AddOutcome::Added(item.id))
     }
 
@@ -162,11 +162,11 @@ impl InboxStore {
             return Ok(false);
         };
         let n = self.count(account)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.remove(k);
         batch.remove(key(ITEM_ID, &[id.as_bytes()]));
         self.put_count(&mut batch, account, n.saturating_sub(1));
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -209,7 +209,7 @@ impl InboxStore {
         let _guard = self.accounts.lock(account);
         let items = self.items(account)?;
         let (answer, changes) = decide(&items);
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         let mut n = items.len() as u64;
         for id in &changes.delete {
             if let Some(k) = self.locate(account, *id)? {
@@ -225,7 +225,7 @@ impl InboxStore {
         let changed = !changes.delete.is_empty() || !changes.add.is_empty();
         if changed {
             self.put_count(&mut batch, account, n);
-            self.tree.apply_batch(batch)?;
+            self.tree.apply_batch(batch);
         }
         Ok((answer, changed))
     }
@@ -235,7 +235,7 @@ impl InboxStore {
         if self.accounts.get(account)?.is_none() {
             return Ok(false);
         }
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.insert(
             key(ACCESS_KEY, &[account.as_bytes(), access_key.id.as_bytes()]),
             encode(access_key),
@@ -244,7 +244,7 @@ impl InboxStore {
             key(KEY_DIGEST, &[&access_key.digest]),
             concat(&[account.as_bytes(), access_key.id.as_bytes()]),
         );
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -286,10 +286,10 @@ impl InboxStore {
         let Some(k) = self.access_key(account, id)? else {
             return Ok(false);
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.remove(key(ACCESS_KEY, &[account.as_bytes(), id.as_bytes()]));
         batch.remove(key(KEY_DIGEST, &[&k.digest]));
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -300,7 +300,7 @@ impl InboxStore {
         let Some(record): Option<Account> = self.accounts.get(account)? else {
             return Ok(false);
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for kv in self.tree.scan_prefix(key(ITEM, &[account.as_bytes()])) {
             let (k, v) = kv?;
             let item: ItemRecord = decode(&v)?;
@@ -316,7 +316,7 @@ impl InboxStore {
         }
         batch.remove(key(COUNT, &[account.as_bytes()]));
         self.accounts.delete_into(&record, &mut batch);
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 }

@@ -1,6 +1,6 @@
 //! The only module that knows sled. Key layout, typed codecs, atomic batches, per-account
 //! serialisation and durability: a write is acknowledged only after a `flush()` that
-//! concurrent writers share (group commit, see [`Durability`]).
+//! concurrent writers share (one writer thread and group commit, see [`writer`]).
 //!
 //! Layout: one tree per service (`inbox`, `scheduler`) plus `meta`; inside a tree every
 //! key starts with a one-byte prefix naming the record kind, followed by big-endian ids so
@@ -8,12 +8,11 @@
 //! prefixes.
 
 mod accounts;
-mod durability;
 pub mod inbox;
 pub mod scheduler;
+mod writer;
 
 pub use accounts::{AccountStore, Registration};
-pub use durability::Durability;
 
 use serde::{de::DeserializeOwned, Serialize};
 use std::fs::File;
@@ -135,10 +134,9 @@ impl Stripes {
 
 /// The open database: both services' trees, the data-directory lock and the group commit.
 pub struct Store {
-    db: sled::Db,
     pub inbox: inbox::InboxStore,
     pub scheduler: scheduler::SchedulerStore,
-    durability: Durability,
+    writer: writer::Writer,
     _lock: File,
 }
 
@@ -164,27 +162,25 @@ impl Store {
         if db.was_recovered() {
             tracing::info!("opened the existing database in {}", dir.display());
         }
-        let durability = Durability::start(db.clone());
+        let writer = writer::Writer::start(db.clone(), vec![db.open_tree("inbox")?, db.open_tree("scheduler")?])?;
         let stripes = Arc::new(Stripes::new(256));
-        let inbox = inbox::InboxStore::new(&db, db.open_tree("inbox")?, stripes.clone());
-        let scheduler = scheduler::SchedulerStore::new(&db, db.open_tree("scheduler")?, stripes);
+        let inbox = inbox::InboxStore::new(&db, writer.tree(0), stripes.clone());
+        let scheduler = scheduler::SchedulerStore::new(&db, writer.tree(1), stripes);
         Ok(Arc::new(Store {
-            db,
             inbox,
             scheduler,
-            durability,
+            writer,
             _lock: lock,
         }))
     }
 
     /// Waits until every write made so far is on disk (shared with concurrent callers).
     pub async fn durable(&self) -> Result<()> {
-        self.durability.wait().await
+        self.writer.durable().await
     }
 
-    /// Flushes synchronously (shutdown).
+    /// Writes everything queued to disk, in the calling thread (shutdown).
     pub fn flush(&self) -> Result<()> {
-        self.db.flush()?;
-        Ok(())
+        self.writer.flush_now()
     }
 }

@@ -18,13 +18,13 @@
 //! * `F` + payment event id → the event (JSON) whose handling failed, for the retrier
 
 use super::accounts::AccountStore;
+use super::writer::{Batch, Tree};
 use super::{concat, decode, encode, key, uuid_at, Result, StoreError, Stripes};
 use crate::scheduler::models::{
     Attempt, Delivery, Outcome, ScheduledItem, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
 };
 use crate::wire::Timestamp;
 use serde::{Deserialize, Serialize};
-use sled::Tree;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -154,7 +154,7 @@ impl SchedulerStore {
         Ok(counts_of(self.tree.get(key(COUNTS, &[account.as_bytes()]))?))
     }
 
-    fn put_counts(batch: &mut sled::Batch, account: Uuid, (s, t): (u64, u64)) {
+    fn put_counts(batch: &mut Batch, account: Uuid, (s, t): (u64, u64)) {
         batch.insert(
             key(COUNTS, &[account.as_bytes()]),
             concat(&[&s.to_be_bytes(), &t.to_be_bytes()]),
@@ -177,7 +177,7 @@ impl SchedulerStore {
         due_of: impl Fn(&ScheduledItem) -> Timestamp,
     ) -> Result<()> {
         let _guard = self.accounts.lock(account);
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.insert(key(SETTINGS, &[account.as_bytes()]), encode(settings));
         for kv in self.tree.scan_prefix(key(SCHEDULED, &[account.as_bytes()])) {
             let (k, v) = kv?;
@@ -193,12 +193,12 @@ impl SchedulerStore {
                 batch.insert(k, encode(&record));
             }
         }
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(())
     }
 
     /// Adds the writes that store `item` (new or replacing its earlier version) to `batch`.
-    fn put_scheduled(&self, batch: &mut sled::Batch, item: &ScheduledItem, due: Timestamp) -> Result<bool> {
+    fn put_scheduled(&self, batch: &mut Batch, item: &ScheduledItem, due: Timestamp) -> Result<bool> {
         let (item_key, is_new) = match self.scheduled_location(item.owner, item.id)? {
             Some((k, old)) => {
                 batch.remove(key(DUE, &[&old.due.to_key(), item.id.as_bytes()]));
@@ -222,7 +222,7 @@ impl SchedulerStore {
         Ok(is_new)
     }
 
-    fn remove_scheduled(&self, batch: &mut sled::Batch, account: Uuid, id: Uuid) -> Result<bool> {
+    fn remove_scheduled(&self, batch: &mut Batch, account: Uuid, id: Uuid) -> Result<bool> {
         let Some((k, record)) = self.scheduled_location(account, id)? else {
             return Ok(false);
         };
@@ -253,10 +253,10 @@ impl SchedulerStore {
         if cap.is_some_and(|cap| s >= cap) {
             return Ok(AddOutcome::LimitReached);
         }
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         self.put_scheduled(&mut batch, item, due)?;
         Self::put_counts(&mut batch, item.owner, (s + 1, t));
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(AddOutcome::Added)
     }
 
@@ -277,9 +277,9 @@ impl SchedulerStore {
             return Ok(false);
         };
         let (item, due) = edit(record.item);
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         self.put_scheduled(&mut batch, &item, due)?;
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -306,7 +306,7 @@ impl SchedulerStore {
     pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<bool> {
         let _guard = self.accounts.lock(account);
         let (s, t) = self.counts(account)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         let counts = if self.remove_scheduled(&mut batch, account, id)? {
             (s.saturating_sub(1), t)
         } else if let Some((k, _)) = self.triggered_location(account, id)? {
@@ -318,7 +318,7 @@ impl SchedulerStore {
             return Ok(false);
         };
         Self::put_counts(&mut batch, account, counts);
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -326,7 +326,7 @@ impl SchedulerStore {
     pub fn delete_triggered_items(&self, account: Uuid) -> Result<bool> {
         let _guard = self.accounts.lock(account);
         let (s, _) = self.counts(account)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         let mut any = false;
         let mut ids = std::collections::HashSet::new();
         for t in self.triggered_items(account)? {
@@ -342,7 +342,7 @@ impl SchedulerStore {
             return Ok(false);
         }
         Self::put_counts(&mut batch, account, (s, 0));
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -373,7 +373,7 @@ impl SchedulerStore {
         let items = self.scheduled_items(account)?;
         let (answer, changes) = decide(&items);
         let (mut s, t) = self.counts(account)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for id in &changes.delete {
             if self.remove_scheduled(&mut batch, account, *id)? {
                 s = s.saturating_sub(1);
@@ -387,7 +387,7 @@ impl SchedulerStore {
         let changed = !changes.delete.is_empty() || !changes.put.is_empty();
         if changed {
             Self::put_counts(&mut batch, account, (s, t));
-            self.tree.apply_batch(batch)?;
+            self.tree.apply_batch(batch);
         }
         Ok((answer, changed))
     }
@@ -406,7 +406,7 @@ impl SchedulerStore {
         let mut end = key(DUE, &[&now.to_key()]);
         end.extend_from_slice(&[0xff; 16]);
         let mut out = Vec::new();
-        for kv in self.tree.range(vec![DUE]..=end).take(limit) {
+        for kv in self.tree.range_inclusive(&[DUE], &end).take(limit) {
             let (k, v) = kv?;
             let (Some(due), Some(id), Some(owner)) = (Timestamp::from_key(&k[1..]), uuid_at(&k, 13), uuid_at(&v, 0))
             else {
@@ -424,13 +424,13 @@ impl SchedulerStore {
         }
         let seq = self.seq()?;
         let loc = concat(&[trigger.owner.as_bytes(), &seq, trigger.id.as_bytes()]);
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.insert(key(TRIGGER, &[&loc]), encode(trigger));
         batch.insert(key(TRIGGER_ID, &[trigger.id.as_bytes()]), loc);
         if let Some(email) = email {
             batch.insert(key(EMAIL, &[&self.seq()?]), encode(&email));
         }
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -475,12 +475,12 @@ impl SchedulerStore {
         let Some((trigger, email)) = update(trigger) else {
             return Ok(false);
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.insert(k, encode(&trigger));
         if let Some(email) = email {
             batch.insert(key(EMAIL, &[&self.seq()?]), encode(&email));
         }
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -490,11 +490,11 @@ impl SchedulerStore {
         let Some((k, _)) = self.trigger_location(account, id)? else {
             return Ok(false);
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.remove(k);
         batch.remove(key(TRIGGER_ID, &[id.as_bytes()]));
         self.drop_pending(&mut batch, |_, _, trigger| trigger == Some(id))?;
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
@@ -516,7 +516,7 @@ impl SchedulerStore {
         let Some(record) = self.accounts.get(account)? else {
             return Ok(false);
         };
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         for kv in self.tree.scan_prefix(key(SCHEDULED, &[account.as_bytes()])) {
             let (k, v) = kv?;
             let r: ScheduledRecord = decode(&v)?;
@@ -545,18 +545,14 @@ impl SchedulerStore {
         batch.remove(key(SETTINGS, &[account.as_bytes()]));
         batch.remove(key(COUNTS, &[account.as_bytes()]));
         self.accounts.delete_into(&record, &mut batch);
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(true)
     }
 
     /// Adds to `batch` the removal of every pending delivery and queued e-mail for which
     /// `drop(owner, triggered item, trigger)` holds. Target lists are dropped by owner or
     /// item only (a deleted trigger is skipped when they are expanded).
-    fn drop_pending(
-        &self,
-        batch: &mut sled::Batch,
-        drop: impl Fn(Uuid, Option<Uuid>, Option<Uuid>) -> bool,
-    ) -> Result<()> {
+    fn drop_pending(&self, batch: &mut Batch, drop: impl Fn(Uuid, Option<Uuid>, Option<Uuid>) -> bool) -> Result<()> {
         for kv in self.tree.scan_prefix([DELIVERY]) {
             let (k, v) = kv?;
             let d: Delivery = decode(&v)?;
@@ -612,7 +608,7 @@ impl SchedulerStore {
             attempts: Vec::new(),
         };
         let (mut s, t) = self.counts(owner)?;
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         let seq = self.seq()?;
         let loc = concat(&[owner.as_bytes(), &copy.created.to_key(), &now.to_key(), &seq]);
         batch.insert(key(TRIGGERED, &[&loc]), encode(&copy));
@@ -647,13 +643,13 @@ impl SchedulerStore {
             }
         }
         Self::put_counts(&mut batch, owner, (s, t + 1));
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(Some(copy))
     }
 
     /// Removes a due-index entry whose item no longer exists.
     pub fn drop_due_entry(&self, due: Timestamp, id: Uuid) -> Result<()> {
-        self.tree.remove(key(DUE, &[&due.to_key(), id.as_bytes()]))?;
+        self.tree.remove(key(DUE, &[&due.to_key(), id.as_bytes()]));
         Ok(())
     }
 
@@ -674,7 +670,7 @@ impl SchedulerStore {
             if self.tree.get(k)?.is_none() {
                 continue; // dropped meanwhile (item or account deleted)
             }
-            let mut batch = sled::Batch::default();
+            let mut batch = Batch::default();
             batch.remove(k.clone());
             for trigger_id in &targets.triggers {
                 let Some(trigger) = self.trigger(targets.owner, *trigger_id)? else {
@@ -713,7 +709,7 @@ impl SchedulerStore {
                     _ => {}
                 }
             }
-            self.tree.apply_batch(batch)?;
+            self.tree.apply_batch(batch);
         }
         Ok(lists.len())
     }
@@ -734,7 +730,7 @@ impl SchedulerStore {
     pub fn postpone_delivery(&self, k: &[u8], delivery: &Delivery) -> Result<()> {
         let _guard = self.accounts.lock(delivery.owner);
         if self.tree.get(k)?.is_some() {
-            self.tree.insert(k, encode(delivery))?;
+            self.tree.insert(k, encode(delivery));
         }
         Ok(())
     }
@@ -747,7 +743,7 @@ impl SchedulerStore {
         if self.tree.get(k)?.is_none() {
             return Ok(());
         }
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         batch.remove(k);
         if let Some((item_key, mut item)) = self.triggered_location(delivery.owner, delivery.item)? {
             item.attempts.push(Attempt {
@@ -760,7 +756,7 @@ impl SchedulerStore {
                 .sort_by_key(|a| (a.outcome.is_email(), a.trigger_created, a.trigger));
             batch.insert(item_key, encode(&item));
         }
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(())
     }
 
@@ -768,20 +764,20 @@ impl SchedulerStore {
     pub fn replace_email(&self, k: &[u8], email: &QueuedEmail) -> Result<()> {
         let _guard = self.accounts.lock(email.owner);
         if self.tree.get(k)?.is_some() {
-            self.tree.insert(k, encode(email))?;
+            self.tree.insert(k, encode(email));
         }
         Ok(())
     }
 
     /// Removes a pending delivery or queued e-mail without recording anything.
     pub fn remove_pending(&self, k: &[u8]) -> Result<()> {
-        self.tree.remove(k)?;
+        self.tree.remove(k);
         Ok(())
     }
 
     /// Queues an e-mail (admin notifications).
     pub fn queue_email(&self, email: &QueuedEmail) -> Result<()> {
-        self.tree.insert(key(EMAIL, &[&self.seq()?]), encode(email))?;
+        self.tree.insert(key(EMAIL, &[&self.seq()?]), encode(email));
         Ok(())
     }
 
@@ -790,7 +786,7 @@ impl SchedulerStore {
     /// gone. Answers whether anything changed.
     pub fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> Result<bool> {
         let _guard = self.accounts.lock(account);
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         let mut changed = false;
         for id in ids {
             let Some((item_key, mut item)) = self.triggered_location(account, *id)? else {
@@ -832,7 +828,7 @@ impl SchedulerStore {
             batch.insert(item_key, encode(&item));
         }
         if changed {
-            self.tree.apply_batch(batch)?;
+            self.tree.apply_batch(batch);
         }
         Ok(changed)
     }
@@ -845,7 +841,7 @@ impl SchedulerStore {
 
     /// Marks a payment event handled; `failed` keeps it (JSON) for the retrier instead.
     pub fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> Result<()> {
-        let mut batch = sled::Batch::default();
+        let mut batch = Batch::default();
         match failed {
             Some(event) => batch.insert(key(EVENT_FAILED, &[id.as_bytes()]), event),
             None => {
@@ -853,7 +849,7 @@ impl SchedulerStore {
                 batch.insert(key(EVENT_HANDLED, &[id.as_bytes()]), &[] as &[u8]);
             }
         }
-        self.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch);
         Ok(())
     }
 

@@ -1,0 +1,540 @@
+//! One writer for the whole database, and group commit.
+//!
+//! Request code never writes to sled itself. A change is a [`Batch`]; [`Tree::apply_batch`]
+//! queues it and makes it visible at once to every later read of the store through an
+//! in-memory *overlay* (key → newest queued value), so that the read-check-write sequences
+//! under an account lock see it. One thread, the writer, takes everything queued, applies it
+//! to sled as one `apply_batch` per tree, drops those keys from the overlay and then calls
+//! `flush()`; [`Writer::durable`] resolves once a flush that covers every change queued
+//! before the call has finished.
+//!
+//! Why not let each request call `apply_batch` and share the flushes: in sled 0.34 the first
+//! `apply_batch` of a process turns on a process-wide reader/writer lock; every later
+//! `apply_batch` takes it for writing while `flush()` holds it for reading during the whole
+//! write-out and `fsync`. Requests then wait for the flush before they can even apply their
+//! change, and most flushes carry one or two changes. With one writer there is exactly one
+//! `apply_batch` and one flush per cycle, and a cycle carries everything that arrived during
+//! the previous one (measured in docs/performance.md).
+//!
+//! Crash safety is unchanged: each queued batch ends up inside one sled batch (atomic on
+//! recovery), batches are applied in the order they were queued, and nothing is
+//! acknowledged before the flush that covers it.
+
+use super::{Result, StoreError};
+use sled::IVec;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use tokio::sync::watch;
+
+type Write = (Vec<u8>, Option<IVec>);
+
+/// Per tree: key → (number of the newest batch writing it, its value or `None`).
+type Overlay = BTreeMap<Vec<u8>, (u64, Option<IVec>)>;
+
+/// Writes to one tree that must land together (same methods as `sled::Batch`).
+#[derive(Default)]
+pub(crate) struct Batch {
+    writes: Vec<Write>,
+}
+
+impl Batch {
+    pub(crate) fn insert(&mut self, key: impl AsRef<[u8]>, value: impl Into<IVec>) {
+        self.writes.push((key.as_ref().to_vec(), Some(value.into())));
+    }
+
+    pub(crate) fn remove(&mut self, key: impl AsRef<[u8]>) {
+        self.writes.push((key.as_ref().to_vec(), None));
+    }
+}
+
+struct Queued {
+    seq: u64,
+    tree: usize,
+    writes: Vec<Write>,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Number of the last batch queued (batches are numbered from 1).
+    last_seq: u64,
+    queue: Vec<Queued>,
+    overlay: Vec<Overlay>,
+    stop: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Flushed {
+    /// Every batch numbered up to this one is on disk.
+    ok_upto: u64,
+    /// The batches numbered up to this one were lost (applying or flushing failed).
+    failed_upto: u64,
+}
+
+struct Shared {
+    db: sled::Db,
+    trees: Vec<sled::Tree>,
+    pending: Mutex<Pending>,
+    /// Signalled when a batch is queued or the writer must stop.
+    queued: Condvar,
+    /// Number of keys in the overlay: reads skip the mutex while it is empty.
+    overlay_keys: AtomicUsize,
+    /// Held while taking batches from the queue and applying them, so that they reach sled
+    /// in the order they were queued (the writer thread and [`Writer::flush_now`]).
+    applying: Mutex<()>,
+    flushed: watch::Sender<Flushed>,
+    failed: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a thread panicked while holding it; the data it guards
+    // (queued batches, the overlay) is left consistent by every critical section, which
+    // only pushes, takes or removes whole entries.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn new(db: sled::Db, trees: Vec<sled::Tree>) -> Arc<Shared> {
+        Arc::new(Shared {
+            db,
+            pending: Mutex::new(Pending {
+                overlay: trees.iter().map(|_| BTreeMap::new()).collect(),
+                ..Pending::default()
+            }),
+            trees,
+            queued: Condvar::new(),
+            overlay_keys: AtomicUsize::new(0),
+            applying: Mutex::new(()),
+            flushed: watch::channel(Flushed::default()).0,
+            failed: AtomicBool::new(false),
+        })
+    }
+
+    fn queue(&self, tree: usize, batch: Batch) {
+        if batch.writes.is_empty() {
+            return;
+        }
+        let mut p = lock(&self.pending);
+        p.last_seq += 1;
+        let seq = p.last_seq;
+        let mut added = 0;
+        for (k, v) in &batch.writes {
+            if p.overlay[tree].insert(k.clone(), (seq, v.clone())).is_none() {
+                added += 1;
+            }
+        }
+        self.overlay_keys.fetch_add(added, Ordering::SeqCst);
+        p.queue.push(Queued {
+            seq,
+            tree,
+            writes: batch.writes,
+        });
+        drop(p);
+        self.queued.notify_one();
+    }
+
+    /// The newest queued value of `key`: `Some(None)` when its removal is queued, `None`
+    /// when nothing about it is queued (then sled has the answer).
+    fn overlay_get(&self, tree: usize, key: &[u8]) -> Option<Option<IVec>> {
+        if self.overlay_keys.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        lock(&self.pending).overlay[tree].get(key).map(|(_, v)| v.clone())
+    }
+
+    fn overlay_range(&self, tree: usize, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Vec<Write> {
+        if self.overlay_keys.load(Ordering::SeqCst) == 0 {
+            return Vec::new();
+        }
+        let p = lock(&self.pending);
+        p.overlay[tree]
+            .range::<[u8], _>((from, to))
+            .map(|(k, (_, v))| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Applies everything queued so far to sled, in order. Answers the number of the last
+    /// batch applied (`None`: nothing was queued).
+    fn apply_queued(&self) -> Option<(u64, sled::Result<()>)> {
+        let _applying = lock(&self.applying);
+        let queued = std::mem::take(&mut lock(&self.pending).queue);
+        let upto = queued.last()?.seq;
+        let mut batches: Vec<Option<sled::Batch>> = self.trees.iter().map(|_| None).collect();
+        for q in &queued {
+            let batch = batches[q.tree].get_or_insert_with(sled::Batch::default);
+            for (k, v) in &q.writes {
+                match v {
+                    Some(v) => batch.insert(k.as_slice(), v.clone()),
+                    None => batch.remove(k.as_slice()),
+                }
+            }
+        }
+        let mut result = Ok(());
+        for (tree, batch) in self.trees.iter().zip(batches) {
+            if let Some(batch) = batch {
+                result = result.and_then(|_| tree.apply_batch(batch));
+            }
+        }
+        // Now sled has these values (or, after a failure, they are lost: the overlay must
+        // not keep showing them either).
+        let mut p = lock(&self.pending);
+        let mut removed = 0;
+        for q in &queued {
+            for (k, _) in &q.writes {
+                if p.overlay[q.tree].get(k).is_some_and(|(seq, _)| *seq <= upto) {
+                    p.overlay[q.tree].remove(k);
+                    removed += 1;
+                }
+            }
+        }
+        self.overlay_keys.fetch_sub(removed, Ordering::SeqCst);
+        Some((upto, result))
+    }
+
+    /// One cycle: apply what is queued, flush, tell the waiters.
+    fn cycle(&self) {
+        let Some((upto, applied)) = self.apply_queued() else {
+            return;
+        };
+        let result = applied.and_then(|_| self.db.flush().map(|_| ()));
+        if let Err(e) = &result {
+            tracing::error!("writing to the database failed: {e}");
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        self.flushed.send_modify(|f| match result {
+            Ok(()) => f.ok_upto = f.ok_upto.max(upto),
+            Err(_) => f.failed_upto = f.failed_upto.max(upto),
+        });
+    }
+
+    fn run(&self) {
+        loop {
+            {
+                let mut p = lock(&self.pending);
+                while p.queue.is_empty() && !p.stop {
+                    p = self.queued.wait(p).unwrap_or_else(|e| e.into_inner());
+                }
+                if p.queue.is_empty() && p.stop {
+                    return;
+                }
+            }
+            self.cycle();
+        }
+    }
+}
+
+/// The writer thread and the handle that request code waits on.
+pub(crate) struct Writer {
+    shared: Arc<Shared>,
+    flushed: watch::Receiver<Flushed>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    /// Starts the writer for `trees` (a [`Tree`] names its sled tree by its index here).
+    pub(crate) fn start(db: sled::Db, trees: Vec<sled::Tree>) -> std::io::Result<Writer> {
+        let shared = Shared::new(db, trees);
+        let flushed = shared.flushed.subscribe();
+        let run = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("pigeonhole-writer".into())
+            .spawn(move || run.run())?;
+        Ok(Writer {
+            shared,
+            flushed,
+            thread: Some(thread),
+        })
+    }
+
+    pub(crate) fn tree(&self, index: usize) -> Tree {
+        Tree {
+            index,
+            sled: self.shared.trees[index].clone(),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Resolves once every batch queued before this call is on disk.
+    pub(crate) async fn durable(&self) -> Result<()> {
+        let mine = lock(&self.shared.pending).last_seq;
+        let mut rx = self.flushed.clone();
+        let state = rx
+            .wait_for(|f| f.ok_upto >= mine || f.failed_upto >= mine)
+            .await
+            .map_err(|_| StoreError::NotDurable)?;
+        if state.ok_upto >= mine {
+            Ok(())
+        } else {
+            Err(StoreError::NotDurable)
+        }
+    }
+
+    /// Applies and flushes everything queued, in the calling thread (shutdown, tools).
+    pub(crate) fn flush_now(&self) -> Result<()> {
+        self.shared.cycle();
+        self.shared.db.flush()?;
+        if self.shared.failed.load(Ordering::SeqCst) {
+            return Err(StoreError::NotDurable);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        lock(&self.shared.pending).stop = true;
+        self.shared.queued.notify_one();
+        if let Some(thread) = self.thread.take() {
+            // The thread only returns or panics; either way it is gone.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A sled tree as the store code sees it: reads see queued changes, writes are queued.
+#[derive(Clone)]
+pub(crate) struct Tree {
+    index: usize,
+    sled: sled::Tree,
+    shared: Arc<Shared>,
+}
+
+impl Tree {
+    pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> sled::Result<Option<IVec>> {
+        match self.shared.overlay_get(self.index, key.as_ref()) {
+            Some(v) => Ok(v),
+            None => self.sled.get(key),
+        }
+    }
+
+    pub(crate) fn contains_key(&self, key: impl AsRef<[u8]>) -> sled::Result<bool> {
+        Ok(self.get(key)?.is_some())
+    }
+
+    /// Queues `batch` (atomic: on disk all of it or none of it).
+    pub(crate) fn apply_batch(&self, batch: Batch) {
+        self.shared.queue(self.index, batch);
+    }
+
+    pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) {
+        let mut batch = Batch::default();
+        batch.insert(key, value);
+        self.apply_batch(batch);
+    }
+
+    pub(crate) fn remove(&self, key: impl AsRef<[u8]>) {
+        let mut batch = Batch::default();
+        batch.remove(key);
+        self.apply_batch(batch);
+    }
+
+    /// The records whose key starts with `prefix`, in key order.
+    pub(crate) fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Scan {
+        let prefix = prefix.as_ref();
+        let end = prefix_end(prefix);
+        let to = match &end {
+            Some(end) => Bound::Excluded(end.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let queued = self.shared.overlay_range(self.index, Bound::Included(prefix), to);
+        merge(self.sled.scan_prefix(prefix), queued)
+    }
+
+    /// The records with `from <= key <= to`, in key order.
+    pub(crate) fn range_inclusive(&self, from: &[u8], to: &[u8]) -> Scan {
+        let queued = self
+            .shared
+            .overlay_range(self.index, Bound::Included(from), Bound::Included(to));
+        merge(self.sled.range(from..=to), queued)
+    }
+}
+
+/// The first key after every key that starts with `prefix` (`None`: there is none).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// sled's records merged with queued changes (taken before sled was read, so that a change
+/// applied meanwhile is seen either in sled or here, with the same value).
+fn merge(sled: sled::Iter, queued: Vec<Write>) -> Scan {
+    if queued.is_empty() {
+        return Scan::Sled(sled);
+    }
+    let mut out = Vec::new();
+    let mut queued = queued.into_iter().peekable();
+    for kv in sled {
+        let (k, v) = match kv {
+            Ok(kv) => kv,
+            Err(e) => {
+                out.push(Err(e));
+                return Scan::Merged(out.into_iter());
+            }
+        };
+        while let Some((qk, qv)) = queued.next_if(|(qk, _)| qk.as_slice() < k.as_ref()) {
+            if let Some(qv) = qv {
+                out.push(Ok((IVec::from(qk), qv)));
+            }
+        }
+        match queued.next_if(|(qk, _)| qk.as_slice() == k.as_ref()) {
+            // A queued change of this key wins over sled's value.
+            Some((_, Some(qv))) => out.push(Ok((k, qv))),
+            Some((_, None)) => {}
+            None => out.push(Ok((k, v))),
+        }
+    }
+    out.extend(queued.filter_map(|(k, v)| v.map(|v| Ok((IVec::from(k), v)))));
+    Scan::Merged(out.into_iter())
+}
+
+/// Records of a scan: straight from sled, or merged with queued changes.
+// A scan lives briefly on the stack of its caller; boxing sled's iterator would cost an
+// allocation per scan to save a few hundred bytes of stack.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Scan {
+    Sled(sled::Iter),
+    Merged(std::vec::IntoIter<sled::Result<(IVec, IVec)>>),
+}
+
+impl Iterator for Scan {
+    type Item = sled::Result<(IVec, IVec)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Scan::Sled(it) => it.next(),
+            Scan::Merged(it) => it.next(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temporary() -> (sled::Db, Arc<Shared>, Tree) {
+        let db = sled::Config::new().temporary(true).open().expect("temporary sled db");
+        let sled = db.open_tree("t").expect("tree");
+        let shared = Shared::new(db.clone(), vec![sled.clone()]);
+        let tree = Tree {
+            index: 0,
+            sled,
+            shared: shared.clone(),
+        };
+        (db, shared, tree)
+    }
+
+    fn keys(scan: Scan) -> Vec<(String, String)> {
+        scan.map(|kv| {
+            let (k, v) = kv.expect("scan");
+            (String::from_utf8_lossy(&k).into(), String::from_utf8_lossy(&v).into())
+        })
+        .collect()
+    }
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn queued_changes_are_read_before_they_reach_sled() {
+        // No writer thread: batches stay queued until `cycle` runs.
+        let (_db, shared, tree) = temporary();
+        for k in ["pa", "pb", "pc", "pd", "q"] {
+            tree.sled.insert(k, "old").expect("insert");
+        }
+        let mut batch = Batch::default();
+        batch.remove("pb");
+        batch.insert("pc", "new");
+        batch.insert("pbb", "added");
+        batch.insert("pe", "added");
+        batch.insert("a", "outside");
+        tree.apply_batch(batch);
+
+        assert_eq!(tree.sled.get("pc").expect("get").as_deref(), Some(&b"old"[..]));
+        assert_eq!(tree.get("pc").expect("get").as_deref(), Some(&b"new"[..]));
+        assert!(!tree.contains_key("pb").expect("get"));
+        let expected = pairs(&[
+            ("pa", "old"),
+            ("pbb", "added"),
+            ("pc", "new"),
+            ("pd", "old"),
+            ("pe", "added"),
+        ]);
+        assert_eq!(keys(tree.scan_prefix("p")), expected);
+        assert_eq!(
+            keys(tree.range_inclusive(b"pb", b"pd")),
+            pairs(&[("pbb", "added"), ("pc", "new"), ("pd", "old")])
+        );
+
+        shared.cycle();
+        assert_eq!(shared.overlay_keys.load(Ordering::SeqCst), 0);
+        assert_eq!(tree.sled.get("pc").expect("get").as_deref(), Some(&b"new"[..]));
+        assert!(tree.sled.get("pb").expect("get").is_none());
+        assert_eq!(keys(tree.scan_prefix("p")), expected);
+        assert_eq!(shared.flushed.borrow().ok_upto, 1);
+    }
+
+    #[test]
+    fn later_batches_win_and_stay_visible_until_applied() {
+        let (_db, shared, tree) = temporary();
+        tree.insert("k", "1");
+        tree.insert("k", "2");
+        assert_eq!(shared.overlay_keys.load(Ordering::SeqCst), 1);
+        // Take the first batch out of the queue as if the writer had applied only it.
+        let second = {
+            let mut p = lock(&shared.pending);
+            p.queue.split_off(1)
+        };
+        shared.cycle();
+        assert_eq!(tree.sled.get("k").expect("get").as_deref(), Some(&b"1"[..]));
+        assert_eq!(
+            tree.get("k").expect("get").as_deref(),
+            Some(&b"2"[..]),
+            "batch 2 is still queued"
+        );
+        lock(&shared.pending).queue.extend(second);
+        shared.cycle();
+        assert_eq!(tree.sled.get("k").expect("get").as_deref(), Some(&b"2"[..]));
+        assert_eq!(shared.flushed.borrow().ok_upto, 2);
+        assert_eq!(shared.overlay_keys.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn prefix_end_is_the_first_key_after_the_prefix() {
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff, 0xff]), None);
+        assert_eq!(prefix_end(b""), None);
+    }
+
+    #[tokio::test]
+    async fn durable_waits_for_the_writer_and_drop_writes_what_is_queued() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        {
+            let db = sled::Config::new().path(dir.path()).open().expect("open");
+            let writer = Writer::start(db.clone(), vec![db.open_tree("t").expect("tree")]).expect("writer");
+            let tree = writer.tree(0);
+            tree.insert("acknowledged", "yes");
+            writer.durable().await.expect("durable");
+            assert_eq!(
+                tree.sled.get("acknowledged").expect("get").as_deref(),
+                Some(&b"yes"[..])
+            );
+            // Nothing queued: answers at once.
+            writer.durable().await.expect("durable");
+            tree.insert("queued at drop", "yes");
+        }
+        let db = sled::Config::new().path(dir.path()).open().expect("reopen");
+        let tree = db.open_tree("t").expect("tree");
+        assert!(tree.get("acknowledged").expect("get").is_some());
+        assert!(tree.get("queued at drop").expect("get").is_some());
+    }
+}
