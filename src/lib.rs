@@ -10,6 +10,7 @@ pub mod http;
 pub mod inbox;
 pub mod loopers;
 pub mod mail;
+pub mod memory;
 pub mod payments;
 pub mod scheduler;
 pub mod store;
@@ -33,26 +34,44 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
     // reqwest (inbox deliveries) and lettre use rustls with ring; install it once
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Arc::new(settings);
-    let store = store::Store::open(&settings.data_dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&settings.data_dir)
+        .map_err(|e| format!("cannot create the data directory {}: {e}", settings.data_dir.display()))?;
+    // With much data, opening the database is the slow part of a start: it runs on another
+    // thread while the rest is built.
+    let opening = {
+        let dir = settings.data_dir.clone();
+        tokio::task::spawn_blocking(move || store::Store::open(&dir))
+    };
     let tokens = Arc::new(
         auth::TokenKeys::load_or_create(&settings.data_dir, settings.token_lifetime)
             .map_err(|e| format!("cannot load the token signing key: {e}"))?,
     );
+    let decoy = auth::passwords::Decoy::start(settings.password_iterations);
+    let http = scheduler::inbox_client::client();
     let grace = Duration::from_secs(10);
-    let payments = Arc::new(payments::Payments::new(settings.clone()));
+    let payments = Arc::new(payments::Payments::new(settings.clone(), http.clone()));
+    let mailer = match listeners.scheduler {
+        Some(_) => Some(mail::Mailer::new(&settings)?),
+        None => None,
+    };
+    let store = opening
+        .await
+        .map_err(|e| format!("opening the database failed: {e}"))?
+        .map_err(|e| e.to_string())?;
     let mut tasks = Vec::new();
+    tasks.push(tokio::spawn(memory::release_when_idle(shutdown.clone())));
     if let Some(listener) = listeners.inbox {
         let service = Arc::new(inbox::Inbox::new(
             store.clone(),
             settings.clone(),
             tokens.clone(),
             payments.clone(),
+            decoy.clone(),
         )?);
         log_listening("inbox", &listener);
         tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
     }
-    if let Some(listener) = listeners.scheduler {
-        let mailer = mail::Mailer::new(&settings)?;
+    if let (Some(listener), Some(mailer)) = (listeners.scheduler, mailer) {
         let loopers = Arc::new(loopers::Loopers::new(&settings));
         let service = Arc::new(scheduler::Scheduler::new(
             store.clone(),
@@ -60,6 +79,8 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             tokens.clone(),
             loopers.clone(),
             payments.clone(),
+            decoy,
+            http.clone(),
         )?);
         log_listening("scheduler", &listener);
         tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
@@ -69,6 +90,7 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             settings.clone(),
             mailer,
             payments.clone(),
+            http,
             shutdown.clone(),
         ));
     }

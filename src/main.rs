@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         )))
         .with_writer(std::io::stderr)
         .init();
+    pigeonhole::memory::limit_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {

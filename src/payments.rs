@@ -140,10 +140,10 @@ impl Provider {
 }
 
 impl Payments {
-    pub fn new(settings: std::sync::Arc<Settings>) -> Payments {
+    pub fn new(settings: std::sync::Arc<Settings>, client: reqwest::Client) -> Payments {
         let provider = match (&settings.payment_plan, &settings.payment_secret_key) {
             (Some(plan), Some(secret)) => Some(Provider {
-                client: crate::scheduler::inbox_client::client(),
+                client,
                 api: settings.payment_api_url.trim_end_matches('/').to_owned(),
                 secret: secret.clone(),
                 plan: plan.plan.clone(),

@@ -45,9 +45,7 @@ pub struct AccountFlows {
     pub tokens: Arc<TokenKeys>,
     pub store: Arc<Store>,
     limiter: LoginLimiter,
-    /// A password hash of the configured cost, verified for unknown usernames so that they
-    /// cost as much as a wrong password.
-    decoy: Arc<String>,
+    decoy: passwords::Decoy,
 }
 
 impl AccountFlows {
@@ -56,15 +54,15 @@ impl AccountFlows {
         settings: Arc<Settings>,
         tokens: Arc<TokenKeys>,
         store: Arc<Store>,
+        decoy: passwords::Decoy,
     ) -> Result<AccountFlows, String> {
-        let decoy = passwords::hash("decoy password", settings.password_iterations).map_err(|e| e.0)?;
         Ok(AccountFlows {
             service,
             settings,
             tokens,
             store,
             limiter: LoginLimiter::default(),
-            decoy: Arc::new(decoy),
+            decoy,
         })
     }
 
@@ -110,7 +108,7 @@ impl AccountFlows {
             .map_err(ApiError::too_many_logins)?;
         let account = accounts.by_username(&body.username)?;
         let hash = account.as_ref().map(|a| a.password_hash.clone());
-        let password_ok = passwords::verify_off_runtime(body.password.clone(), hash, self.decoy.clone()).await;
+        let password_ok = passwords::verify_off_runtime(body.password.clone(), hash, &self.decoy).await;
         let grant = match &account {
             // the scheduler has no permissions: its tokens carry none
             Some(_) if password_ok && self.service != "inbox" => Some(Grant {
@@ -155,7 +153,7 @@ impl AccountFlows {
     ) -> Result<Reply, ApiError> {
         let body: ChangePassphraseIn = request.json()?;
         let current = account.password_hash.clone();
-        if !passwords::verify_off_runtime(body.old, Some(current.clone()), self.decoy.clone()).await {
+        if !passwords::verify_off_runtime(body.old, Some(current.clone()), &self.decoy).await {
             return Err(ApiError::forbidden("the old passphrase is wrong"));
         }
         let new_hash = passwords::hash_off_runtime(body.new, self.settings.password_iterations)

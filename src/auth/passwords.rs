@@ -40,12 +40,54 @@ pub async fn hash_off_runtime(password: String, iterations: u32) -> Result<Strin
         .map_err(|e| HashError(e.to_string()))?
 }
 
-/// Verifies off the async runtime. With `phc = None` (unknown user) it verifies against a
+/// A password hash of the configured cost, verified for unknown usernames so that they cost
+/// as much as a wrong password. It is made in the background when the server starts (at the
+/// default cost that takes longer than everything else in a start), once for both services;
+/// a login that needs it before it is ready waits for it.
+#[derive(Clone)]
+pub struct Decoy {
+    hash: std::sync::Arc<tokio::sync::OnceCell<std::sync::Arc<String>>>,
+    iterations: u32,
+}
+
+impl Decoy {
+    /// Starts making the decoy hash (call inside the runtime).
+    pub fn start(iterations: u32) -> Decoy {
+        let decoy = Decoy {
+            hash: Default::default(),
+            iterations,
+        };
+        let early = decoy.clone();
+        tokio::spawn(async move {
+            early.get().await;
+        });
+        decoy
+    }
+
+    async fn get(&self) -> std::sync::Arc<String> {
+        let iterations = self.iterations;
+        self.hash
+            .get_or_init(|| async move {
+                let made = tokio::task::spawn_blocking(move || hash("decoy password", iterations)).await;
+                // The settings checked the cost at start, so hashing cannot fail; if it did,
+                // the decoy would be an empty string that verifies as false at once.
+                std::sync::Arc::new(made.ok().and_then(Result::ok).unwrap_or_default())
+            })
+            .await
+            .clone()
+    }
+}
+
+/// Verifies off the async runtime. With `phc = None` (unknown user) it verifies against the
 /// decoy hash of the same cost, so both cases take the same time, and answers `false`.
-pub async fn verify_off_runtime(password: String, phc: Option<String>, decoy: std::sync::Arc<String>) -> bool {
+pub async fn verify_off_runtime(password: String, phc: Option<String>, decoy: &Decoy) -> bool {
+    let phc = match phc {
+        Some(phc) => Ok(phc),
+        None => Err(decoy.get().await),
+    };
     tokio::task::spawn_blocking(move || match phc {
-        Some(phc) => verify(&password, &phc),
-        None => {
+        Ok(phc) => verify(&password, &phc),
+        Err(decoy) => {
             verify(&password, &decoy);
             false
         }
@@ -57,6 +99,25 @@ pub async fn verify_off_runtime(password: String, phc: Option<String>, decoy: st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_decoy_is_made_once_in_the_background_and_shared() {
+        let decoy = Decoy::start(1000);
+        let other_service = decoy.clone();
+        assert!(!verify_off_runtime("decoy password?".into(), None, &decoy).await);
+        let made = decoy
+            .hash
+            .get()
+            .expect("made by the first unknown-user login at the latest");
+        assert!(made.starts_with("$pbkdf2-sha256$i=1000,l=32$"), "{made}");
+        assert!(
+            std::sync::Arc::ptr_eq(made, &other_service.get().await),
+            "one hash for both services"
+        );
+        // Even the decoy's own password is refused: an unknown user never logs in.
+        assert!(!verify_off_runtime("decoy password".into(), None, &other_service).await);
+        assert!(verify_off_runtime("decoy password".into(), Some(made.to_string()), &decoy).await);
+    }
 
     #[test]
     fn hash_and_verify() {

@@ -416,7 +416,11 @@ pub async fn serve<S: Service>(
                   peer: Option<SocketAddr>,
                   body| {
                 let service = service.clone();
-                async move { dispatch(service, method, path.as_str().to_owned(), query, headers, peer, body).await }
+                async move {
+                    let answer = dispatch(service, method, path.as_str().to_owned(), query, headers, peer, body).await;
+                    crate::memory::note_activity();
+                    answer
+                }
             },
         )
         .recover(|_| async {

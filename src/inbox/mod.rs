@@ -27,8 +27,9 @@ impl Inbox {
         settings: Arc<Settings>,
         tokens: Arc<crate::auth::TokenKeys>,
         payments: Arc<crate::payments::Payments>,
+        decoy: crate::auth::passwords::Decoy,
     ) -> Result<Inbox, String> {
-        let flows = AccountFlows::new("inbox", settings.clone(), tokens, store.clone())?;
+        let flows = AccountFlows::new("inbox", settings.clone(), tokens, store.clone(), decoy)?;
         Ok(Inbox {
             store,
             settings,

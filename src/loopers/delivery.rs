@@ -41,9 +41,9 @@ pub struct InboxSender {
 }
 
 impl InboxSender {
-    pub fn new(retry_delay: Duration, retry_amount: u32) -> InboxSender {
+    pub fn new(client: reqwest::Client, retry_delay: Duration, retry_amount: u32) -> InboxSender {
         InboxSender {
-            client: inbox_client::client(),
+            client,
             tokens: Mutex::new(HashMap::new()),
             retry_delay,
             retry_amount,

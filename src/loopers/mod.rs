@@ -189,6 +189,7 @@ pub fn start(
     settings: Arc<Settings>,
     mailer: crate::mail::Mailer,
     payments: Arc<crate::payments::Payments>,
+    http: reqwest::Client,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let notify_admin = {
@@ -214,7 +215,11 @@ pub fn start(
     };
     let notify_admin = Arc::new(notify_admin);
     let mailer = Arc::new(mailer);
-    let sender = Arc::new(delivery::InboxSender::new(loopers.retry_delay, loopers.retry_amount));
+    let sender = Arc::new(delivery::InboxSender::new(
+        http,
+        loopers.retry_delay,
+        loopers.retry_amount,
+    ));
     let mut tasks = Vec::new();
     let mut spawn = |name: &'static str, pass: Box<dyn Fn() -> PassFuture + Send + Sync>| {
         let n = notify_admin.clone();

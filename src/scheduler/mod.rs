@@ -34,15 +34,17 @@ impl Scheduler {
         tokens: Arc<crate::auth::TokenKeys>,
         loopers: Arc<Loopers>,
         payments: Arc<crate::payments::Payments>,
+        decoy: crate::auth::passwords::Decoy,
+        http: reqwest::Client,
     ) -> Result<Scheduler, String> {
-        let flows = AccountFlows::new("scheduler", settings.clone(), tokens, store.clone())?;
+        let flows = AccountFlows::new("scheduler", settings.clone(), tokens, store.clone(), decoy)?;
         Ok(Scheduler {
             store,
             settings,
             flows,
             payments,
             loopers,
-            http: inbox_client::client(),
+            http,
         })
     }
 }
