@@ -34,10 +34,43 @@ pub fn verify(password: &str, phc: &str) -> bool {
     }
 }
 
+/// At most this many hashes are computed at once; more wait their turn (each one is tens of
+/// milliseconds of one core's time at the default cost, so running more at once only makes
+/// every one of them slower).
+const CONCURRENT_HASHES: usize = 4;
+
+static HASHING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(CONCURRENT_HASHES);
+
+/// Runs `work` on a thread of its own at a lower CPU priority (nice 10), so that password
+/// hashing yields the cores to request handling and the database writer: a burst of logins
+/// must not delay other requests, nor preempt the writer while it holds sled's lock.
+async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    // The semaphore is never closed, so acquiring only waits.
+    let _turn = HASHING.acquire().await.ok()?;
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("pigeonhole-hash".into())
+        .spawn(move || {
+            lower_priority();
+            let _ = done.send(work());
+        })
+        .ok()?;
+    result.await.ok()
+}
+
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority only changes a scheduling attribute. On Linux, PRIO_PROCESS with
+    // id 0 applies to the calling thread only (a documented deviation from POSIX threads).
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+    }
+}
+
 pub async fn hash_off_runtime(password: String, iterations: u32) -> Result<String, HashError> {
-    tokio::task::spawn_blocking(move || hash(&password, iterations))
+    off_runtime(move || hash(&password, iterations))
         .await
-        .map_err(|e| HashError(e.to_string()))?
+        .ok_or_else(|| HashError("the password hashing thread could not run".into()))?
 }
 
 /// A password hash of the configured cost, verified for unknown usernames so that they cost
@@ -68,10 +101,10 @@ impl Decoy {
         let iterations = self.iterations;
         self.hash
             .get_or_init(|| async move {
-                let made = tokio::task::spawn_blocking(move || hash("decoy password", iterations)).await;
+                let made = off_runtime(move || hash("decoy password", iterations)).await;
                 // The settings checked the cost at start, so hashing cannot fail; if it did,
                 // the decoy would be an empty string that verifies as false at once.
-                std::sync::Arc::new(made.ok().and_then(Result::ok).unwrap_or_default())
+                std::sync::Arc::new(made.and_then(Result::ok).unwrap_or_default())
             })
             .await
             .clone()
@@ -85,7 +118,7 @@ pub async fn verify_off_runtime(password: String, phc: Option<String>, decoy: &D
         Some(phc) => Ok(phc),
         None => Err(decoy.get().await),
     };
-    tokio::task::spawn_blocking(move || match phc {
+    off_runtime(move || match phc {
         Ok(phc) => verify(&password, &phc),
         Err(decoy) => {
             verify(&password, &decoy);
@@ -99,6 +132,53 @@ pub async fn verify_off_runtime(password: String, phc: Option<String>, decoy: &D
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn hashing_runs_at_a_lower_priority_on_threads_of_its_own() {
+        // SAFETY: getpriority only reads the calling thread's nice value.
+        let runtime_nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        let (name, nice) = off_runtime(|| {
+            let name = std::thread::current().name().map(str::to_owned);
+            // SAFETY: as above.
+            (name, unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) })
+        })
+        .await
+        .expect("ran");
+        assert_eq!(name.as_deref(), Some("pigeonhole-hash"));
+        assert!(nice >= 10, "nice {nice}");
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) },
+            runtime_nice,
+            "the caller is untouched"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn at_most_four_hashes_run_at_once() {
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let jobs: Vec<_> = (0..12)
+            .map(|_| {
+                let (running, most) = (running.clone(), most.clone());
+                tokio::spawn(off_runtime(move || {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    running.fetch_sub(1, Ordering::SeqCst);
+                }))
+            })
+            .collect();
+        for job in jobs {
+            job.await.expect("joined").expect("ran");
+        }
+        // Other tests of this binary may hold a turn meanwhile, hence not exactly the limit.
+        let most = most.load(Ordering::SeqCst);
+        assert!((2..=CONCURRENT_HASHES).contains(&most), "{most} at once");
+    }
 
     #[tokio::test]
     async fn the_decoy_is_made_once_in_the_background_and_shared() {
