@@ -99,7 +99,24 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
     }
     store.flush().map_err(|e| e.to_string())?;
     tracing::info!("stopped; database flushed");
+    leave_fresh_snapshot(store, &settings.data_dir);
     Ok(())
+}
+
+/// sled writes the snapshot it recovers from only while it opens a database; until then, a
+/// start replays every log record written since the previous start (about 80 ms after
+/// 100,000 items were added, docs/performance.md). At a clean stop, once nothing else holds
+/// the store, the database is opened once more so that the next start reads a fresh
+/// snapshot.
+fn leave_fresh_snapshot(store: Arc<store::Store>, dir: &std::path::Path) {
+    let Ok(store) = Arc::try_unwrap(store) else {
+        return; // still in use somewhere: skip it, the next start replays the log
+    };
+    drop(store);
+    match store::Store::open(dir) {
+        Ok(_) => tracing::info!("wrote a fresh recovery snapshot of the database"),
+        Err(e) => tracing::warn!("could not refresh the database snapshot at shutdown: {e}"),
+    }
 }
 
 fn log_listening(name: &str, listener: &TcpListener) {

@@ -167,3 +167,40 @@ async fn sigterm_and_sigint_exit_cleanly_and_keep_data() {
     server.api.login_ok("alice", "pw").await;
     drop(server);
 }
+
+/// The newest recovery snapshot sled has written in the data directory (its name carries
+/// the log position it covers, in hexadecimal).
+fn newest_snapshot(data: &std::path::Path) -> Option<u64> {
+    std::fs::read_dir(data.join("db"))
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix("snap.").map(str::to_owned))
+        .filter_map(|hex| u64::from_str_radix(&hex, 16).ok())
+        .max()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_leaves_a_snapshot_covering_everything_written() {
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    server.api.register("alice", "pw").await.expect_empty(200);
+    let alice = server.api.login_ok("alice", "pw").await;
+    let mut ids = Vec::new();
+    for i in 0..50 {
+        ids.push(server.api.add_text(&alice, &format!("item {i}")).await);
+    }
+    // sled writes snapshots only while it opens the database: what the running server has
+    // written since its start is not covered by any snapshot yet.
+    let while_running = newest_snapshot(data.path());
+
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait_exit().await.code(), Some(0), "{}", server.log_text());
+    let after_stop = newest_snapshot(data.path()).expect("a snapshot after a clean stop");
+    assert!(
+        while_running.is_none_or(|before| after_stop > before),
+        "the stop wrote a newer snapshot: {while_running:?} -> {after_stop}"
+    );
+
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    assert_eq!(server.api.uuids(&alice).await, ids);
+}
