@@ -49,13 +49,19 @@ fn spawn_writers(
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acknowledged_writes_survive_kill_9() {
+/// A server on fresh data and log directories, with the account `alice` logged in.
+async fn start_with_alice() -> (tempfile::TempDir, tempfile::TempDir, Proc, Auth) {
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let mut server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
     server.api.register("alice", "pw").await.expect_empty(200);
     let alice = server.api.login_ok("alice", "pw").await;
+    (data, logs, server, alice)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_writes_survive_kill_9() {
+    let (data, logs, mut server, alice) = start_with_alice().await;
     let mut all_acked: Vec<String> = Vec::new();
 
     for round in 0..3 {
@@ -109,11 +115,7 @@ async fn acknowledged_writes_survive_kill_9() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_and_sigint_exit_cleanly_and_keep_data() {
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let mut server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
-    server.api.register("alice", "pw").await.expect_empty(200);
-    let alice = server.api.login_ok("alice", "pw").await;
+    let (data, logs, mut server, alice) = start_with_alice().await;
     let mut ids = Vec::new();
     for i in 0..3 {
         ids.push(server.api.add_text(&alice, &format!("item {i}")).await);
@@ -180,11 +182,7 @@ fn newest_snapshot(data: &std::path::Path) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clean_stop_leaves_a_snapshot_covering_everything_written() {
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let mut server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
-    server.api.register("alice", "pw").await.expect_empty(200);
-    let alice = server.api.login_ok("alice", "pw").await;
+    let (data, logs, mut server, alice) = start_with_alice().await;
     let mut ids = Vec::new();
     for i in 0..50 {
         ids.push(server.api.add_text(&alice, &format!("item {i}")).await);
