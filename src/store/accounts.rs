@@ -6,7 +6,7 @@
 //! * `u` + account uuid → the payment provider's customer id
 
 use super::writer::{Batch, Tree};
-use super::{decode, encode, key, Result, Stripes};
+use super::{decode, encode, key, lock, Result, Stripes};
 use crate::auth::Account;
 use crate::wire::Timestamp;
 use std::sync::{Arc, Mutex};
@@ -44,7 +44,7 @@ impl AccountStore {
     pub fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Registration> {
         // Registrations are rare: one lock for all of them makes "exactly one of several
         // concurrent registrations of a username wins" trivially true.
-        let _guard = self.registrations.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = lock(&self.registrations);
         let name_key = key(USERNAME, &[username.as_bytes()]);
         if self.tree.contains_key(&name_key)? {
             return Ok(Registration::Taken);

@@ -59,15 +59,6 @@ impl From<std::io::Error> for StoreError {
     }
 }
 
-impl From<sled::transaction::TransactionError<StoreError>> for StoreError {
-    fn from(e: sled::transaction::TransactionError<StoreError>) -> Self {
-        match e {
-            sled::transaction::TransactionError::Abort(e) => e,
-            sled::transaction::TransactionError::Storage(e) => StoreError::Sled(e),
-        }
-    }
-}
-
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Encodes a record: a format byte, then postcard.
@@ -105,6 +96,14 @@ pub(crate) fn uuid_at(bytes: &[u8], at: usize) -> Option<Uuid> {
     bytes.get(at..at + 16).and_then(|b| Uuid::from_slice(b).ok())
 }
 
+/// Locks `m`, also when a thread panicked while holding it: every lock of the store guards
+/// either nothing (account stripes, registrations: the data lives in sled, and batches are
+/// atomic) or queued batches and the overlay, which each critical section leaves whole
+/// (it only pushes, takes or removes entire entries).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Serialises the writes of one account (and registrations of one username): a striped set
 /// of locks, so that read-check-write sequences of an account are atomic while different
 /// accounts proceed in parallel. Only this process opens the database (see the lock file),
@@ -126,9 +125,7 @@ impl Stripes {
             h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
         }
         let i = (h % self.locks.len() as u64) as usize;
-        // A poisoned stripe only means another request panicked while holding it; the
-        // data it guards lives in sled and is consistent (batches are atomic).
-        self.locks[i].lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.locks[i])
     }
 }
 

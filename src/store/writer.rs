@@ -20,12 +20,12 @@
 //! recovery), batches are applied in the order they were queued, and nothing is
 //! acknowledged before the flush that covers it.
 
-use super::{Result, StoreError};
+use super::{lock, Result, StoreError};
 use sled::IVec;
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use tokio::sync::watch;
 
@@ -85,14 +85,6 @@ struct Shared {
     /// in the order they were queued (the writer thread and [`Writer::flush_now`]).
     applying: Mutex<()>,
     flushed: watch::Sender<Flushed>,
-    failed: AtomicBool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a thread panicked while holding it; the data it guards
-    // (queued batches, the overlay) is left consistent by every critical section, which
-    // only pushes, takes or removes whole entries.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Shared {
@@ -108,7 +100,6 @@ impl Shared {
             overlay_keys: AtomicUsize::new(0),
             applying: Mutex::new(()),
             flushed: watch::channel(Flushed::default()).0,
-            failed: AtomicBool::new(false),
         })
     }
 
@@ -201,7 +192,6 @@ impl Shared {
         let result = applied.and_then(|_| self.db.flush().map(|_| ()));
         if let Err(e) = &result {
             tracing::error!("writing to the database failed: {e}");
-            self.failed.store(true, Ordering::SeqCst);
         }
         self.flushed.send_modify(|f| match result {
             Ok(()) => f.ok_upto = f.ok_upto.max(upto),
@@ -275,7 +265,7 @@ impl Writer {
     pub(crate) fn flush_now(&self) -> Result<()> {
         self.shared.cycle();
         self.shared.db.flush()?;
-        if self.shared.failed.load(Ordering::SeqCst) {
+        if self.shared.flushed.borrow().failed_upto > 0 {
             return Err(StoreError::NotDurable);
         }
         Ok(())
