@@ -160,6 +160,9 @@ pub struct ServeArgs {
     /// Where admin notifications go [default: only logged]
     #[arg(long, env = "PIGEONHOLE_ADMIN_EMAIL", value_name = "ADDR")]
     pub admin_email: Option<String>,
+    /// Reverse proxy address or network (`10.0.0.0/8`) whose X-Forwarded-For is believed (repeatable)
+    #[arg(long, env = "PIGEONHOLE_TRUSTED_PROXY", value_name = "ADDR", value_delimiter = ',')]
+    pub trusted_proxy: Vec<String>,
 }
 
 /// The configured payment plan (monetisation is on when there is one).
@@ -199,6 +202,51 @@ pub struct Settings {
     pub smtp_url: Option<String>,
     pub email_from: String,
     pub admin_email: Option<String>,
+    /// Peers whose `X-Forwarded-For` names the client (inbox.md §1.7).
+    pub trusted_proxies: Vec<ProxyNet>,
+}
+
+/// An address or a network (`ADDR/PREFIX`) of `--trusted-proxy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProxyNet {
+    net: IpAddr,
+    prefix: u8,
+}
+
+impl ProxyNet {
+    pub fn parse(text: &str) -> Result<ProxyNet, String> {
+        let bad = || format!("invalid --trusted-proxy {text:?}: expected an IP address or ADDR/PREFIX");
+        let (addr, prefix) = match text.trim().split_once('/') {
+            Some((a, p)) => (a, Some(p.parse::<u8>().map_err(|_| bad())?)),
+            None => (text.trim(), None),
+        };
+        let net = addr.parse::<IpAddr>().map_err(|_| bad())?.to_canonical();
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let prefix = prefix.unwrap_or(max);
+        if prefix > max {
+            return Err(bad());
+        }
+        Ok(ProxyNet { net, prefix })
+    }
+
+    pub fn contains(&self, addr: IpAddr) -> bool {
+        match (self.net, addr.to_canonical()) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(&n.octets(), &a.octets(), self.prefix),
+            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(&n.octets(), &a.octets(), self.prefix),
+            _ => false,
+        }
+    }
+}
+
+/// Whether the first `bits` bits of `a` and `b` are equal.
+fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
+    let bits = usize::from(bits);
+    let whole = bits / 8;
+    if a[..whole] != b[..whole] {
+        return false;
+    }
+    let rest = bits % 8;
+    rest == 0 || (a[whole] ^ b[whole]) >> (8 - rest) == 0
 }
 
 impl Settings {
@@ -299,6 +347,10 @@ impl Settings {
                 "pigeonhole@localhost".to_string(),
             ),
             admin_email: args.admin_email.or(f.get("admin-email")?),
+            trusted_proxies: list(args.trusted_proxy, f.list("trusted-proxy")?)
+                .iter()
+                .map(|p| ProxyNet::parse(p))
+                .collect::<Result<_, _>>()?,
         };
         crate::mail::check_settings(&settings)?;
         if !settings.run_inbox && !settings.run_scheduler {
@@ -346,6 +398,7 @@ const KNOWN_KEYS: &[&str] = &[
     "smtp-url",
     "email-from",
     "admin-email",
+    "trusted-proxy",
     "config",
 ];
 
@@ -460,6 +513,29 @@ mod tests {
         assert_eq!(s.payment_plan.unwrap().currency, "chf");
         std::fs::write(&path, "no-such-setting = 1\n").unwrap();
         assert!(parse(&["--data-dir", "/a", "--config", path.to_str().unwrap()]).is_err());
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_networks() {
+        let s = parse(&[
+            "--data-dir",
+            "/a",
+            "--trusted-proxy",
+            "127.0.0.1",
+            "--trusted-proxy",
+            "10.1.0.0/16,::1",
+        ])
+        .unwrap();
+        let ip = |t: &str| t.parse::<IpAddr>().unwrap();
+        let trusted = |a: &str| s.trusted_proxies.iter().any(|p| p.contains(ip(a)));
+        assert!(trusted("127.0.0.1") && trusted("10.1.255.3") && trusted("::1") && trusted("::ffff:127.0.0.1"));
+        assert!(!trusted("127.0.0.2") && !trusted("10.2.0.1") && !trusted("::2"));
+        assert!(ProxyNet::parse("0.0.0.0/0").unwrap().contains(ip("203.0.113.9")));
+        assert!(ProxyNet::parse("10.0.0.0/12").unwrap().contains(ip("10.15.1.1")));
+        assert!(!ProxyNet::parse("10.0.0.0/12").unwrap().contains(ip("10.16.1.1")));
+        for bad in ["localhost", "10.0.0.0/33", "::/129", "1.2.3.4/x"] {
+            assert!(parse(&["--data-dir", "/a", "--trusted-proxy", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -9,13 +9,15 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use warp::http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use warp::http::{Method, StatusCode};
 use warp::Filter;
+
+use crate::config::ProxyNet;
 
 pub use warp::http;
 
@@ -26,6 +28,9 @@ pub struct Request {
     pub query: String,
     pub headers: HeaderMap,
     pub peer: Option<SocketAddr>,
+    /// The client's address: the peer, or behind a trusted proxy the address it forwarded
+    /// for ([`client_address`]).
+    pub client: Option<IpAddr>,
     pub body: Bytes,
 }
 
@@ -74,6 +79,45 @@ impl Request {
 /// Parses exactly one JSON value into `T`; 400 with serde's reason otherwise.
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
+}
+
+/// The client address of inbox.md §1.7: the TCP peer; when the peer is a trusted proxy, the
+/// right-most address of `X-Forwarded-For` (all such headers, in order) that is not itself
+/// trusted. An entry that is not an address ends the walk: the hop that forwarded it is
+/// the client then (a proxy never writes such an entry, so the client wrote it).
+pub fn client_address(peer: IpAddr, headers: &HeaderMap, trusted: &[ProxyNet]) -> IpAddr {
+    let is_trusted = |a: IpAddr| trusted.iter().any(|p| p.contains(a));
+    let mut client = peer.to_canonical();
+    if !is_trusted(client) {
+        return client;
+    }
+    let hops: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .collect();
+    for hop in hops.iter().rev() {
+        match parse_hop(hop) {
+            Some(addr) => {
+                client = addr;
+                if !is_trusted(addr) {
+                    break;
+                }
+            }
+            None => break,
+        }
+    }
+    client
+}
+
+/// One `X-Forwarded-For` entry: an address, also with a port (`1.2.3.4:80`, `[::1]:80`).
+fn parse_hop(hop: &str) -> Option<IpAddr> {
+    let hop = hop.trim();
+    if let Ok(a) = hop.parse::<IpAddr>() {
+        return Some(a.to_canonical());
+    }
+    hop.parse::<SocketAddr>().ok().map(|s| s.ip().to_canonical())
 }
 
 /// A successful answer.
@@ -252,6 +296,9 @@ pub trait Service: Send + Sync + 'static {
 
     /// The request body cap (413 above it).
     fn max_body_bytes(&self) -> u64;
+
+    /// Peers whose `X-Forwarded-For` names the client.
+    fn trusted_proxies(&self) -> &[ProxyNet];
 }
 
 async fn read_body<S, B>(stream: S, limit: u64) -> Result<Bytes, ApiError>
@@ -383,12 +430,14 @@ where
         ));
     }
     let body = read_body(body, limit).await?;
+    let client = peer.map(|p| client_address(p.ip(), &headers, service.trusted_proxies()));
     let request = Request {
         method,
         path,
         query,
         headers,
         peer,
+        client,
         body,
     };
     service.handle(route, request).await
@@ -438,5 +487,61 @@ pub async fn serve<S: Service>(
         } => {
             tracing::warn!("requests still open after {grace:?}; closing them");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forwarded(values: &[&str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append("x-forwarded-for", HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn client(peer: &str, values: &[&str], trusted: &[&str]) -> String {
+        let trusted: Vec<ProxyNet> = trusted.iter().map(|t| ProxyNet::parse(t).unwrap()).collect();
+        client_address(peer.parse().unwrap(), &forwarded(values), &trusted).to_string()
+    }
+
+    #[test]
+    fn the_client_is_the_right_most_untrusted_forwarded_address() {
+        // not behind a trusted proxy: the header is the client's own words
+        assert_eq!(client("127.0.0.1", &["203.0.113.5"], &[]), "127.0.0.1");
+        assert_eq!(client("127.0.0.1", &["203.0.113.5"], &["127.0.0.1"]), "203.0.113.5");
+        // a client cannot choose its address by prepending one
+        assert_eq!(
+            client("127.0.0.1", &["198.51.100.7, 203.0.113.5"], &["127.0.0.1"]),
+            "203.0.113.5"
+        );
+        // a chain of trusted proxies is walked through; headers are read in order
+        assert_eq!(
+            client(
+                "127.0.0.1",
+                &["198.51.100.7, 10.0.0.2", "10.0.0.3"],
+                &["127.0.0.1", "10.0.0.0/8"]
+            ),
+            "198.51.100.7"
+        );
+        // garbage ends the walk at the hop that forwarded it
+        assert_eq!(
+            client("127.0.0.1", &["nonsense, 10.0.0.2"], &["127.0.0.1", "10.0.0.0/8"]),
+            "10.0.0.2"
+        );
+        assert_eq!(client("127.0.0.1", &[], &["127.0.0.1"]), "127.0.0.1");
+        // ports and IPv4-mapped peers
+        assert_eq!(
+            client("::ffff:127.0.0.1", &["[2001:db8::1]:443"], &["127.0.0.1"]),
+            "2001:db8::1"
+        );
+        assert_eq!(client("127.0.0.1", &["192.0.2.1:5000"], &["127.0.0.1"]), "192.0.2.1");
+        // every hop trusted: the left-most one is the client
+        assert_eq!(
+            client("127.0.0.1", &["10.0.0.9"], &["127.0.0.1", "10.0.0.0/8"]),
+            "10.0.0.9"
+        );
     }
 }

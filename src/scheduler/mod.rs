@@ -63,4 +63,8 @@ impl Service for Scheduler {
     fn max_body_bytes(&self) -> u64 {
         self.settings.max_body_bytes
     }
+
+    fn trusted_proxies(&self) -> &[crate::config::ProxyNet] {
+        &self.settings.trusted_proxies
+    }
 }
