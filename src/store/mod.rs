@@ -10,9 +10,11 @@
 mod accounts;
 pub mod inbox;
 pub mod scheduler;
+mod stable;
 mod writer;
 
 pub use accounts::{AccountStore, Registration};
+pub use writer::WriterStats;
 
 use serde::{de::DeserializeOwned, Serialize};
 use std::fs::File;
@@ -159,7 +161,11 @@ impl Store {
         if db.was_recovered() {
             tracing::info!("opened the existing database in {}", dir.display());
         }
-        let writer = writer::Writer::start(db.clone(), vec![db.open_tree("inbox")?, db.open_tree("scheduler")?])?;
+        let writer = writer::Writer::start(
+            db.clone(),
+            vec![db.open_tree("inbox")?, db.open_tree("scheduler")?],
+            &dir.join("db"),
+        )?;
         let stripes = Arc::new(Stripes::new(256));
         let inbox = inbox::InboxStore::new(&db, writer.tree(0), stripes.clone());
         let scheduler = scheduler::SchedulerStore::new(&db, writer.tree(1), stripes);
@@ -174,6 +180,11 @@ impl Store {
     /// Waits until every write made so far is on disk (shared with concurrent callers).
     pub async fn durable(&self) -> Result<()> {
         self.writer.durable().await
+    }
+
+    /// What the group commit did so far (benchmarks, diagnostics).
+    pub fn writer_stats(&self) -> WriterStats {
+        self.writer.stats()
     }
 
     /// Writes everything queued to disk, in the calling thread (shutdown).

@@ -35,10 +35,30 @@ impl Proc {
     /// free ports (the caller's `PIGEONHOLE_*` variables removed, but the log level) and
     /// waits until `GET /pricing` answers.
     pub async fn start(data_dir: &Path, log_dir: &Path, services: Services, extra: &[&str]) -> Proc {
+        Proc::start_under(&[], data_dir, log_dir, services, extra).await
+    }
+
+    /// Like [`Proc::start`], run by `wrapper` (a program and its arguments, such as
+    /// `strace -o FILE`, followed by the binary and its arguments); empty: the binary itself.
+    pub async fn start_under(
+        wrapper: &[&str],
+        data_dir: &Path,
+        log_dir: &Path,
+        services: Services,
+        extra: &[&str],
+    ) -> Proc {
         for attempt in 0..5 {
             let (inbox_port, scheduler_port) = (free_port(), free_port());
             let log = log_dir.join(format!("server-{scheduler_port}-{attempt}.log"));
-            let mut command = Command::new(env!("CARGO_BIN_EXE_pigeonhole"));
+            let binary = env!("CARGO_BIN_EXE_pigeonhole");
+            let mut command = match wrapper.split_first() {
+                Some((program, args)) => {
+                    let mut c = Command::new(program);
+                    c.args(args).arg(binary);
+                    c
+                }
+                None => Command::new(binary),
+            };
             command
                 .arg("serve")
                 .arg("--data-dir")
