@@ -1,7 +1,7 @@
 //! Registration, login, passphrase change and bearer-token checks, shared by both services
 //! (each with its own accounts, rate limiter and token audience).
 
-use super::{passwords, Account, Claims, LoginLimiter, Permissions, TokenKeys};
+use super::{passwords, Account, Claims, LoginLimiter, Permissions, RegistrationLimiter, TokenKeys};
 use crate::config::Settings;
 use crate::http::{ApiError, Reply, Request};
 use crate::store::{AccountStore, Registration, Store};
@@ -45,6 +45,7 @@ pub struct AccountFlows {
     pub tokens: Arc<TokenKeys>,
     pub store: Arc<Store>,
     limiter: LoginLimiter,
+    registrations: RegistrationLimiter,
     decoy: passwords::Decoy,
 }
 
@@ -62,6 +63,7 @@ impl AccountFlows {
             tokens,
             store,
             limiter: LoginLimiter::default(),
+            registrations: RegistrationLimiter::default(),
             decoy,
         })
     }
@@ -75,6 +77,9 @@ impl AccountFlows {
         if !wire::is_valid_username(&body.name) {
             return Err(ApiError::bad_request("invalid username"));
         }
+        self.registrations
+            .attempt(client_of(request))
+            .map_err(|secs| ApiError::too_many(secs, "too many registrations from this address, try again later"))?;
         let hash = passwords::hash_off_runtime(body.password, self.settings.password_iterations)
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
@@ -90,46 +95,50 @@ impl AccountFlows {
         }
     }
 
-    /// `POST /login`: the password, else (when `alternative` accepts it) another secret of
-    /// the account such as an access key.
+    /// `POST /login`. A password of 32 hex digits is first tried as an access-key secret of
+    /// the account (`key_login`, one SHA-256): such a login is never throttled. Otherwise the
+    /// attempt takes its slot in the limits before the password is hashed (inbox.md §1.7).
     pub async fn login(
         &self,
         accounts: &AccountStore,
         request: &Request,
-        alternative: impl FnOnce(&Account, &str) -> Result<Option<Grant>, ApiError>,
+        key_login: impl FnOnce(&Account, &str) -> Result<Option<Grant>, ApiError>,
     ) -> Result<Reply, ApiError> {
         let body: LoginIn = request.json()?;
         if !wire::is_valid_username(&body.username) {
             return Err(ApiError::bad_request("invalid username"));
         }
-        let peer = request.peer.map(|p| p.ip());
-        self.limiter
-            .check(&body.username, peer)
-            .map_err(ApiError::too_many_logins)?;
         let account = accounts.by_username(&body.username)?;
+        if let Some(a) = &account {
+            if let Some(grant) = key_login(a, &body.password)? {
+                return self.grant_token(accounts, a, grant).await;
+            }
+        }
+        let attempt = self
+            .limiter
+            .reserve(&body.username, client_of(request))
+            .map_err(ApiError::too_many_logins)?;
         let hash = account.as_ref().map(|a| a.password_hash.clone());
-        let password_ok = passwords::verify_off_runtime(body.password.clone(), hash, &self.decoy).await;
-        let grant = match &account {
-            // the scheduler has no permissions: its tokens carry none
-            Some(_) if password_ok && self.service != "inbox" => Some(Grant {
-                permissions: Permissions::default(),
-                key: None,
-            }),
-            Some(a) if password_ok => Some(Grant {
-                permissions: if self.settings.is_admin(&a.username) {
-                    Permissions::ADMIN
-                } else {
-                    Permissions::USER
-                },
-                key: None,
-            }),
-            Some(a) => alternative(a, &body.password)?,
-            None => None,
-        };
-        let (Some(account), Some(grant)) = (account, grant) else {
-            self.limiter.record_failure(&body.username, peer);
+        let password_ok = passwords::verify_off_runtime(body.password, hash, &self.decoy).await;
+        let (Some(account), true) = (account, password_ok) else {
+            // the attempt stays counted as a failure
             return Err(ApiError::unauthorized("wrong username or password"));
         };
+        attempt.succeeded();
+        let permissions = if self.service != "inbox" {
+            // the scheduler has no permissions: its tokens carry none
+            Permissions::default()
+        } else if self.settings.is_admin(&account.username) {
+            Permissions::ADMIN
+        } else {
+            Permissions::USER
+        };
+        let grant = Grant { permissions, key: None };
+        self.grant_token(accounts, &account, grant).await
+    }
+
+    /// Records the login and answers 204 with the token cookie.
+    async fn grant_token(&self, accounts: &AccountStore, account: &Account, grant: Grant) -> Result<Reply, ApiError> {
         if !accounts.set_last_login(account.id, Timestamp::now())? {
             return Err(ApiError::unauthorized("wrong username or password"));
         }
@@ -190,4 +199,9 @@ impl AccountFlows {
     pub fn is_admin(&self, account: &Account) -> bool {
         self.settings.is_admin(&account.username)
     }
+}
+
+/// The client address of a request (the unspecified address when the transport had none).
+fn client_of(request: &Request) -> std::net::IpAddr {
+    request.client.unwrap_or(std::net::IpAddr::from([0, 0, 0, 0]))
 }

@@ -8,7 +8,7 @@ pub mod secrets;
 pub mod tokens;
 
 pub use permissions::{Permission, Permissions};
-pub use ratelimit::LoginLimiter;
+pub use ratelimit::{LoginLimiter, RegistrationLimiter};
 pub use tokens::{Claims, TokenKeys};
 
 use crate::wire::Timestamp;

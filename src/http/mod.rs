@@ -235,9 +235,14 @@ impl ApiError {
     }
 
     pub fn too_many_logins(retry_after: u64) -> ApiError {
+        ApiError::too_many(retry_after, "too many failed logins, try again later")
+    }
+
+    /// 429 with `Retry-After: <seconds>`.
+    pub fn too_many(retry_after: u64, message: impl Into<String>) -> ApiError {
         ApiError {
             retry_after: Some(retry_after),
-            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too many failed logins, try again later")
+            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, message)
         }
     }
 

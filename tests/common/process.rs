@@ -15,6 +15,16 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The resident memory of process `pid` in KiB (`VmRSS` of /proc/<pid>/status).
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS in /proc/<pid>/status")
+}
+
 /// Which services the process runs; `api` talks to the first one listed.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Services {
