@@ -24,7 +24,7 @@ use common::process::{Proc, Services};
 use common::{Api, Auth, Method};
 use powercut_fs::{Cut, PowerCutFs};
 use serde_json::json;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -314,10 +314,8 @@ async fn run(w: &Workload, cuts: usize) -> Report {
         });
         let lost = before - expected.len();
         report.lost += lost;
-        let lost_new = new
-            .iter()
-            .filter(|(id, _)| !expected.iter().any(|(e, _)| e == id))
-            .count();
+        let kept: HashSet<&String> = expected.iter().map(|(id, _)| id).collect();
+        let lost_new = new.iter().filter(|(id, _)| !kept.contains(id)).count();
         report.lines.push(format!(
             "cut {round}: {} acknowledged this round, {lost} lost ({lost_new} of this round, {} \
              of earlier ones{}); {fs_line}{}",
