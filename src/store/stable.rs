@@ -15,28 +15,21 @@
 //! 3. `fsync`s any other new file of `db/` (snapshots, which sled syncs itself but never
 //!    their directory entry after the rename) and then the `db` directory.
 //!
-//! Listing a directory costs little but grows with the number of blobs, so it is skipped
-//! while the directory's change time shows that nothing was created or removed in it since
-//! the last listing. A change time is trusted only once it lies a second in the past: the
-//! kernel stamps it from a coarse clock, so two changes within one tick look like one.
+//! The directories are listed on every cycle. Their change times cannot tell whether
+//! anything is new: not every file system keeps them (a FUSE file system need not), and
+//! where they are kept, two changes within one tick of the kernel's coarse clock carry the
+//! same time.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime};
 
-/// One directory whose entries must be stable: the names already synced and the change time
-/// seen when it was last listed.
+/// One directory whose entries must be stable, and the names already synced.
 struct Dir {
     path: PathBuf,
     synced: HashSet<OsString>,
-    listed_at_change: Option<SystemTime>,
-    /// How old a change time must be to be trusted.
-    settle: Duration,
-    /// How often the directory was listed (tests).
-    listings: u64,
 }
 
 impl Dir {
@@ -44,40 +37,13 @@ impl Dir {
         Dir {
             path,
             synced: HashSet::new(),
-            listed_at_change: None,
-            settle: Duration::from_secs(1),
-            listings: 0,
         }
-    }
-
-    /// The directory's change time when it can be trusted to show later changes.
-    fn settled_change_time(&self) -> std::io::Result<Option<SystemTime>> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = match std::fs::metadata(&self.path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let changed = SystemTime::UNIX_EPOCH
-            + Duration::new(
-                meta.ctime().max(0) as u64,
-                meta.ctime_nsec().clamp(0, 999_999_999) as u32,
-            );
-        let settled = SystemTime::now()
-            .duration_since(changed)
-            .is_ok_and(|age| age >= self.settle);
-        Ok(settled.then_some(changed))
     }
 
     /// Syncs every file of the directory not synced before (`skip`: names that are not
     /// files of this directory's own, like a subdirectory), then the directory itself when
     /// anything was new. Answers the number of `fsync` calls.
     fn sync_new(&mut self, skip: &[&str]) -> std::io::Result<u64> {
-        let change = self.settled_change_time()?;
-        if change.is_some() && change == self.listed_at_change {
-            return Ok(0);
-        }
-        self.listings += 1;
         let entries = match std::fs::read_dir(&self.path) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
@@ -110,7 +76,6 @@ impl Dir {
             syncs += 1;
         }
         self.synced = present;
-        self.listed_at_change = change;
         Ok(syncs)
     }
 }
@@ -185,24 +150,5 @@ mod tests {
         stable.sync().expect("sync");
         // blobs directory (a removal), log, the snapshot, the db directory
         assert_eq!(stable.syncs(), 11);
-    }
-
-    #[test]
-    fn an_unchanged_directory_is_listed_only_while_its_change_time_is_recent() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let mut d = Dir::new(dir.path().to_path_buf());
-        std::fs::write(dir.path().join("a"), b"a").expect("file");
-        // a change a moment ago is not trusted: two changes within one clock tick would
-        // carry the same time, so the directory is listed every time
-        assert_eq!(d.settled_change_time().expect("stat"), None);
-        assert_eq!(d.sync_new(&[]).expect("sync"), 2, "the new file and the directory");
-        assert_eq!(d.sync_new(&[]).expect("sync"), 0);
-        assert_eq!(d.listings, 2);
-        // once the change time is settled, an unchanged directory is not listed again
-        d.settle = Duration::ZERO;
-        assert_eq!(d.sync_new(&[]).expect("sync"), 0);
-        assert_eq!(d.listings, 3, "listed once to record the settled change time");
-        assert_eq!(d.sync_new(&[]).expect("sync"), 0);
-        assert_eq!(d.listings, 3, "unchanged: not listed");
     }
 }

@@ -57,6 +57,31 @@ impl Proc {
         services: Services,
         extra: &[&str],
     ) -> Proc {
+        match Proc::try_start_under(wrapper, data_dir, log_dir, services, extra).await {
+            Ok(proc) => proc,
+            Err(log) => panic!("the pigeonhole binary does not start:\n{log}"),
+        }
+    }
+
+    /// [`Proc::start`], but a server that does not start (say, because its database does
+    /// not open) is an `Err` with the log of its last attempt rather than a panic.
+    pub async fn try_start(
+        data_dir: &Path,
+        log_dir: &Path,
+        services: Services,
+        extra: &[&str],
+    ) -> Result<Proc, String> {
+        Proc::try_start_under(&[], data_dir, log_dir, services, extra).await
+    }
+
+    async fn try_start_under(
+        wrapper: &[&str],
+        data_dir: &Path,
+        log_dir: &Path,
+        services: Services,
+        extra: &[&str],
+    ) -> Result<Proc, String> {
+        let mut last_log = String::new();
         for attempt in 0..5 {
             let (inbox_port, scheduler_port) = (free_port(), free_port());
             let log = log_dir.join(format!("server-{scheduler_port}-{attempt}.log"));
@@ -102,12 +127,13 @@ impl Proc {
                 log,
             };
             if proc.wait_ready().await {
-                return proc;
+                return Ok(proc);
             }
             // most likely a port was taken meanwhile: try other ports
-            eprintln!("server did not start (attempt {attempt}):\n{}", proc.log_text());
+            last_log = proc.log_text();
+            eprintln!("server did not start (attempt {attempt}):\n{last_log}");
         }
-        panic!("the pigeonhole binary does not start");
+        Err(last_log)
     }
 
     /// `true` once `GET /pricing` answers 200; `false` if the process exited first.
