@@ -5,6 +5,7 @@
 //! stops, reports `LooperStatusErrored` and an admin notification is created.
 
 pub mod delivery;
+pub mod dispatch;
 pub mod email;
 pub mod payments;
 pub mod triggerer;
@@ -215,12 +216,32 @@ pub fn start(
     };
     let notify_admin = Arc::new(notify_admin);
     let mailer = Arc::new(mailer);
+    let waker = |name: &'static str| {
+        let loopers = loopers.clone();
+        move || loopers.wake(name)
+    };
     let sender = Arc::new(delivery::InboxSender::new(
         http,
         loopers.retry_delay,
         loopers.retry_amount,
+        waker("triggeredInboxItemSender"),
+    ));
+    let emailer = Arc::new(email::Emailer::new(
+        mailer,
+        loopers.retry_delay,
+        loopers.retry_amount,
+        waker("emailer"),
     ));
     let mut tasks = Vec::new();
+    // Deliveries run as tasks of their own: at shutdown they are abandoned (they stay
+    // pending) before the store is flushed.
+    for dispatcher in [sender.dispatcher.clone(), emailer.dispatcher.clone()] {
+        let mut stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let _ = stop.wait_for(|s| *s).await;
+            dispatcher.stop().await;
+        }));
+    }
     let mut spawn = |name: &'static str, pass: Box<dyn Fn() -> PassFuture + Send + Sync>| {
         let n = notify_admin.clone();
         tasks.push(tokio::spawn(loopers.clone().run(
@@ -316,13 +337,12 @@ pub fn start(
         );
     }
     {
-        let (l, s, _) = ctx.clone();
-        let mailer = mailer.clone();
+        let (_, s, _) = ctx.clone();
         spawn(
             "emailer",
             Box::new(move || {
-                let (l, s, mailer) = (l.clone(), s.clone(), mailer.clone());
-                Box::pin(async move { email::send(&s, &mailer, l.retry_delay, l.retry_amount).await })
+                let (s, emailer) = (s.clone(), emailer.clone());
+                Box::pin(async move { emailer.pass(&s).await })
             }),
         );
     }
