@@ -705,7 +705,6 @@ async fn gated_pipe(client: TcpStream, target: String, mut gate: watch::Receiver
 // a scripted inbox service (slow, throttling or redirecting targets)
 
 /// A request as the scripted inbox received it.
-#[allow(dead_code)] // TEMP
 #[derive(Clone, Debug)]
 struct Seen {
     at: Instant,
@@ -733,7 +732,6 @@ fn login_ok() -> Answer {
 }
 
 /// A successful `POST /inbox/item` answer: a new item's UUID as a JSON string.
-#[allow(dead_code)] // TEMP
 fn item_added() -> Answer {
     Answer::Reply(
         200,
@@ -748,7 +746,6 @@ type Script = Arc<dyn Fn(&Seen) -> Answer + Send + Sync>;
 /// the number of requests it is holding (now and at most).
 struct ScriptedInbox {
     port: u16,
-    #[allow(dead_code)] // TEMP
     seen: Arc<Mutex<Vec<Seen>>>,
     holding: Arc<AtomicUsize>,
     most_held: Arc<AtomicUsize>,
@@ -815,7 +812,6 @@ impl ScriptedInbox {
     }
 
     /// The requests received so far with this method and path.
-    #[allow(dead_code)] // TEMP
     fn requests(&self, method: &str, path: &str) -> Vec<Seen> {
         let seen = self.seen.lock().unwrap();
         seen.iter()
@@ -824,7 +820,6 @@ impl ScriptedInbox {
             .collect()
     }
 
-    #[allow(dead_code)] // TEMP
     fn all_requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
@@ -1333,4 +1328,118 @@ async fn a_slow_mail_exchange_does_not_delay_another_account() {
     );
     let stalled = sink.rules.stalled.load(Ordering::SeqCst);
     assert!(stalled <= 4, "{stalled} e-mails at once to one domain");
+}
+
+/// §7.4: a 503 and a 429 with `Retry-After` (seconds, then an HTTP date) postpone the retry
+/// at least that long, although the back-off alone would retry after 0.1 s and 0.2 s; every
+/// attempt carries the same `Idempotency-Key` (§7.5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retry_after_is_respected() {
+    let posts = Arc::new(AtomicUsize::new(0));
+    let p = posts.clone();
+    let inbox = ScriptedInbox::start(move |r| match r.path.as_str() {
+        "/login" => login_ok(),
+        _ => match p.fetch_add(1, Ordering::SeqCst) {
+            0 => Answer::Reply(503, vec![("retry-after", "2".into())], String::new()),
+            1 => {
+                let at = std::time::SystemTime::now() + Duration::from_secs(3);
+                Answer::Reply(429, vec![("retry-after", httpdate::fmt_http_date(at))], String::new())
+            }
+            _ => item_added(),
+        },
+    })
+    .await;
+    let server = Server::start_with(fast_workers).await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    let trigger = add_inbox_trigger(api, &alice, &inbox.url(), "alice", "00ff").await;
+    add_item(api, &alice, &due_a_minute_ago("Come back later")).await;
+    let items = wait_finished(api, &alice, 1, 1).await;
+    let found = attempts(&items[0]);
+    assert_eq!(found[0]["contents"][0], json!(trigger), "{found:?}");
+    assert_eq!(found[0]["contents"][1]["tag"], "InboxAdditionSuccess", "{found:?}");
+
+    let tries = inbox.requests("POST", "/inbox/item");
+    assert_eq!(tries.len(), 3, "{tries:#?}");
+    let after_503 = tries[1].at - tries[0].at;
+    let after_429 = tries[2].at - tries[1].at;
+    eprintln!("retried {after_503:?} after the 503, {after_429:?} after the 429");
+    assert!(
+        after_503 >= Duration::from_secs(2),
+        "retried {after_503:?} after Retry-After: 2"
+    );
+    // the date has whole seconds: at least 2 s of the 3 s are left when the answer is read
+    assert!(
+        after_429 >= Duration::from_secs(2),
+        "retried {after_429:?} before the date"
+    );
+    let keys: HashSet<_> = tries
+        .iter()
+        .map(|t| t.headers.get("idempotency-key").cloned())
+        .collect();
+    assert_eq!(keys.len(), 1, "one Idempotency-Key for every attempt: {keys:?}");
+    for t in &tries {
+        let body: Value = serde_json::from_str(&t.body).expect("a JSON body");
+        assert_eq!(body, text_item("Come back later"));
+    }
+    assert!(keys.iter().all(Option::is_some), "{keys:?}");
+}
+
+/// README decision 17, §6.3, §7.4: redirects are never followed. A trigger whose login
+/// answers 307 is refused (`Left`), and a delivery answered with 307 is a permanent failure;
+/// the place the redirects point to never hears of the access key, the token or the item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redirects_are_not_followed() {
+    let elsewhere = ScriptedInbox::start(|r| match r.path.as_str() {
+        "/login" => login_ok(),
+        _ => item_added(),
+    })
+    .await;
+    let away = elsewhere.url();
+    let redirect = move |path: &str| Answer::Reply(307, vec![("location", format!("{away}{path}"))], String::new());
+    let redirect_login = redirect.clone();
+    let login_elsewhere = ScriptedInbox::start(move |r| redirect_login(&r.path)).await;
+    let item_elsewhere = ScriptedInbox::start(move |r| match r.path.as_str() {
+        "/login" => login_ok(),
+        path => redirect(path),
+    })
+    .await;
+    let server = Server::start_with(fast_workers).await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+
+    let v = api
+        .post(
+            "/trigger/inbox",
+            &alice,
+            &json!({"addInboxTriggerUrl": login_elsewhere.url(), "addInboxTriggerUsername": "alice",
+                    "addInboxTriggerAccessKey": "00ff"}),
+        )
+        .await
+        .expect_json(200);
+    let reason = v["Left"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the trigger was stored: {v}"));
+    assert!(reason.contains("307"), "{reason}");
+    assert_eq!(login_elsewhere.requests("POST", "/login").len(), 1);
+    assert!(api.triggers(&alice).await.is_empty());
+
+    let trigger = add_inbox_trigger(api, &alice, &item_elsewhere.url(), "alice", "00ff").await;
+    add_item(api, &alice, &due_a_minute_ago("Stay where you are")).await;
+    let items = wait_finished(api, &alice, 1, 1).await;
+    let found = attempts(&items[0]);
+    assert_eq!(found[0]["contents"][0], json!(trigger), "{found:?}");
+    assert_eq!(found[0]["contents"][1]["tag"], "InboxAdditionFailure", "{found:?}");
+    let reason = found[0]["contents"][1]["contents"].as_str().unwrap_or("");
+    assert!(reason.contains("307"), "the reason names the redirect: {reason:?}");
+    assert_eq!(
+        item_elsewhere.requests("POST", "/inbox/item").len(),
+        1,
+        "a redirect is a permanent failure, not retried"
+    );
+    assert!(
+        elsewhere.all_requests().is_empty(),
+        "the redirect target was contacted: {:#?}",
+        elsewhere.all_requests()
+    );
 }

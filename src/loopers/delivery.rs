@@ -3,8 +3,8 @@
 //! `Idempotency-Key`, retrying transient failures with exponential back-off and recording
 //! the final outcome on the triggered item.
 
-use super::backoff;
 use super::dispatch::Dispatcher;
+use super::retry_wait;
 use crate::scheduler::inbox_client::{self, Failure};
 use crate::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
 use crate::store::Store;
@@ -150,7 +150,7 @@ impl InboxSender {
             Err(f) if f.transient && d.failures < self.retry_amount => {
                 let mut later = d.clone();
                 later.failures += 1;
-                let wait = backoff(self.retry_delay, later.failures);
+                let wait = retry_wait(self.retry_delay, later.failures, f.retry_after);
                 later.not_before = Timestamp::now().plus(wait);
                 s.postpone_delivery(&k, &later).map_err(|e| e.to_string())?;
                 true

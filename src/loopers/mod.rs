@@ -174,11 +174,20 @@ impl Loopers {
     }
 }
 
+/// The longest wait before an automatic retry (scheduler.md §7.4).
+const LONGEST_WAIT: Duration = Duration::from_secs(600);
+
 /// The automatic retry back-off of scheduler.md §7.4: before retry k, wait
 /// `delay` × 2^(k−1), at most 10 minutes.
 pub fn backoff(delay: Duration, retry: u32) -> Duration {
     let factor = 2u32.saturating_pow(retry.saturating_sub(1).min(30));
-    delay.saturating_mul(factor).min(Duration::from_secs(600))
+    delay.saturating_mul(factor).min(LONGEST_WAIT)
+}
+
+/// The wait before retry k: the back-off, or longer when the target asked for a longer
+/// wait (`Retry-After`), at most 10 minutes.
+pub fn retry_wait(delay: Duration, retry: u32, asked: Option<Duration>) -> Duration {
+    backoff(delay, retry).max(asked.unwrap_or_default()).min(LONGEST_WAIT)
 }
 
 /// Spawns every enabled worker; they stop when `stop` turns true.
@@ -370,6 +379,11 @@ mod tests {
         assert_eq!(backoff(d, 2), d * 2);
         assert_eq!(backoff(d, 7), d * 64);
         assert_eq!(backoff(d, 40), Duration::from_secs(600));
+        let asked = |s| Some(Duration::from_secs(s));
+        assert_eq!(retry_wait(d, 1, None), d);
+        assert_eq!(retry_wait(d, 1, asked(2)), Duration::from_secs(2));
+        assert_eq!(retry_wait(d, 7, asked(2)), d * 64, "the back-off when it is longer");
+        assert_eq!(retry_wait(d, 1, asked(86_400)), Duration::from_secs(600), "capped");
     }
 
     #[test]
