@@ -1443,3 +1443,144 @@ async fn redirects_are_not_followed() {
         elsewhere.all_requests()
     );
 }
+
+/// The log without terminal colour codes.
+fn plain_log(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI sequence: ESC [ parameters final-byte
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The lines of `log` at `level` that contain every one of `needles`.
+fn log_lines<'a>(log: &'a str, level: &str, needles: &[&str]) -> Vec<&'a str> {
+    log.lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(level))
+        .filter(|l| needles.iter().all(|n| l.contains(n)))
+        .collect()
+}
+
+/// The verification key (32 hex digits after `Key: `) of the one `.eml` file in `outbox`.
+fn outbox_key(outbox: &std::path::Path) -> Option<String> {
+    let entries = std::fs::read_dir(outbox).ok()?;
+    for entry in entries.flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if let Some(at) = text.find("Key: ") {
+            return Some(text[at + 5..].chars().take(32).collect());
+        }
+    }
+    None
+}
+
+/// §7, cli.md: the binary at `--log-level info` logs every trigger (item, owner), every
+/// delivery attempt and its outcome (item, delivery, target) and every e-mail sent at
+/// `INFO`, a delivery that fails for good at `WARN` with the reason, and no secret: no
+/// access key, password, token or verification key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deliveries_and_triggers_are_logged_without_secrets() {
+    let target = InboxService::start(tempfile::tempdir().unwrap(), 0).await;
+    let carol = target.api.user("carol").await;
+    let (can_add, _) = target.api.add_key(&carol, "scheduler", &["PermitAdd"]).await;
+    let (cannot_add, _) = target.api.add_key(&carol, "read only", &["PermitShow"]).await;
+
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let scheduler = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::SchedulerOnly,
+        &[
+            "--log-level",
+            "info",
+            "--looper-period",
+            "1",
+            "--looper-retry-delay-us",
+            "100000",
+        ],
+    )
+    .await;
+    let api = &scheduler.api;
+    let alice = api.user("alice").await;
+    let account = api.get("/account", &alice).await.expect_json(200)["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let url = target.api.base.clone();
+    let good = add_inbox_trigger(api, &alice, &url, "carol", &can_add).await;
+    let bad = add_inbox_trigger(api, &alice, &url, "carol", &cannot_add).await;
+    let email_trigger = api
+        .post(
+            "/trigger/email",
+            &alice,
+            &json!({"addEmailTrigger": "alice@example.org"}),
+        )
+        .await
+        .expect_json(200);
+    let email_trigger = email_trigger.as_str().unwrap().to_owned();
+    let verification_key = eventually("the verification e-mail", async || {
+        outbox_key(&data.path().join("outbox"))
+    })
+    .await;
+
+    let item = add_item(api, &alice, &due_a_minute_ago("Log me")).await;
+    let items = wait_finished(api, &alice, 1, 2).await;
+    let copy = items[0]["id"].as_str().unwrap().to_owned();
+    let found = attempts(&items[0]);
+    let outcome = |trigger: &str| {
+        found
+            .iter()
+            .find(|a| a["contents"][0] == json!(trigger))
+            .unwrap_or_else(|| panic!("no attempt of {trigger}: {found:?}"))["contents"][1]
+            .clone()
+    };
+    let added = outcome(&good);
+    assert_eq!(added["tag"], "InboxAdditionSuccess", "{found:?}");
+    let inbox_item = added["contents"].as_str().unwrap().to_owned();
+    let failure = outcome(&bad);
+    assert_eq!(failure["tag"], "InboxAdditionFailure", "{found:?}");
+    let reason = failure["contents"].as_str().unwrap().to_owned();
+
+    // a verification e-mail line, and the lines written after the attempts finished
+    let log = eventually("the log lines", async || {
+        let log = plain_log(&scheduler.log_text());
+        let wanted = [
+            log_lines(&log, "INFO", &[&item, &account, &copy]),
+            log_lines(&log, "INFO", &[&copy, &url, "delivering"]),
+            log_lines(&log, "INFO", &[&copy, &url, &inbox_item]),
+            log_lines(&log, "WARN", &[&copy, &url, &reason]),
+            log_lines(&log, "INFO", &[&email_trigger, "alice@example.org", "sent"]),
+        ];
+        wanted.iter().all(|l| !l.is_empty()).then_some(log)
+    })
+    .await;
+    let delivering = log_lines(&log, "INFO", &[&copy, &url, "delivering"]);
+    assert!(
+        delivering.iter().all(|l| l.contains("delivery ")),
+        "the attempt lines name the delivery: {delivering:#?}"
+    );
+    let Auth::Bearer(token) = &alice else {
+        panic!("a bearer token")
+    };
+    for (name, secret) in [
+        ("access key", can_add.as_str()),
+        ("access key", cannot_add.as_str()),
+        ("password", "alice-password"),
+        ("token", token.as_str()),
+        ("verification key", verification_key.as_str()),
+    ] {
+        assert!(!log.contains(secret), "the log shows a {name}:\n{log}");
+    }
+    drop(scheduler);
+    target.stop().await;
+}

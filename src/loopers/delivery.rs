@@ -140,9 +140,12 @@ impl InboxSender {
             return Ok(false);
         };
         let data = wire::encode_base64(&item.tickle.content);
+        let what = format!("item {} (delivery {}) to the inbox at {url}", d.item, d.id);
+        tracing::info!("delivering {what}, attempt {}", d.failures + 1);
         let result = self.attempt(url, username, access_key, trigger.id, d.id, &data).await;
         let postponed = match result {
             Ok(id) => {
+                tracing::info!("delivered {what}: inbox item {id}");
                 s.finish_delivery(&k, &d, Outcome::InboxAdded(id))
                     .map_err(|e| e.to_string())?;
                 false
@@ -152,10 +155,17 @@ impl InboxSender {
                 later.failures += 1;
                 let wait = retry_wait(self.retry_delay, later.failures, f.retry_after);
                 later.not_before = Timestamp::now().plus(wait);
+                tracing::info!(
+                    "delivering {what} failed ({}); retry {} of {} in {wait:?}",
+                    f.reason,
+                    later.failures,
+                    self.retry_amount
+                );
                 s.postpone_delivery(&k, &later).map_err(|e| e.to_string())?;
                 true
             }
             Err(f) => {
+                tracing::warn!("delivering {what} failed for good: {}", f.reason);
                 s.finish_delivery(&k, &d, Outcome::InboxFailed(f.reason))
                     .map_err(|e| e.to_string())?;
                 false

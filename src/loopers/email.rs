@@ -127,34 +127,43 @@ impl Emailer {
         let EmailKind::Rendered { message, delivery } = &email.kind else {
             return Ok(false);
         };
+        // names the e-mail without its text (a verification e-mail carries a key)
+        let what = match (delivery, email.trigger) {
+            (Some(d), _) => format!("item {} (delivery {}) by e-mail to {}", d.item, d.id, message.to),
+            (None, Some(trigger)) => format!("the verification e-mail of trigger {trigger} to {}", message.to),
+            (None, None) => format!("the admin notification to {}", message.to),
+        };
+        tracing::info!("sending {what}, attempt {}", email.failures + 1);
         let result = self.mailer.send(message).await;
         let failure = match result {
-            Ok(()) => None,
+            Ok(()) => {
+                tracing::info!("sent {what}");
+                None
+            }
             Err(f) if f.transient && email.failures < self.retry_amount => {
                 let mut later = email.clone();
                 later.failures += 1;
                 let wait = backoff(self.retry_delay, later.failures);
                 later.not_before = Timestamp::now().plus(wait);
                 tracing::info!(
-                    "e-mail to {} failed ({}), retry {} in {wait:?}",
-                    message.to,
+                    "sending {what} failed ({}); retry {} of {} in {wait:?}",
                     f.reason,
-                    later.failures
+                    later.failures,
+                    self.retry_amount
                 );
                 s.replace_email(&k, &later).map_err(|e| e.to_string())?;
                 store.durable().await.map_err(|e| e.to_string())?;
                 return Ok(true);
             }
-            Err(f) => Some(f.reason),
+            Err(f) => {
+                tracing::warn!("sending {what} failed for good: {}", f.reason);
+                Some(f.reason)
+            }
         };
         match (delivery, failure) {
             (Some(d), None) => s.finish_delivery(&k, d, Outcome::EmailSent),
             (Some(d), Some(reason)) => s.finish_delivery(&k, d, Outcome::EmailFailed(reason)),
-            (None, None) => s.remove_pending(&k),
-            (None, Some(reason)) => {
-                tracing::warn!("giving up on the e-mail to {}: {reason}", message.to);
-                s.remove_pending(&k)
-            }
+            (None, _) => s.remove_pending(&k),
         }
         .map_err(|e| e.to_string())?;
         store.durable().await.map_err(|e| e.to_string())?;

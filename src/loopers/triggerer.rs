@@ -24,7 +24,10 @@ pub async fn pass(store: &Store) -> Result<(usize, Option<Duration>), String> {
                 .trigger_item(*owner, *id, now, |item| next_occurrence(item, &zone, now))
                 .map_err(|e| e.to_string())?;
             match copy {
-                Some(_) => triggered += 1,
+                Some(copy) => {
+                    tracing::info!("triggered item {id} of account {owner}: triggered item {}", copy.id);
+                    triggered += 1;
+                }
                 None => s.drop_due_entry(*at, *id).map_err(|e| e.to_string())?,
             }
         }
