@@ -19,9 +19,10 @@ pub async fn pass(store: &Store) -> Result<(usize, Option<Duration>), String> {
         let now = Timestamp::now();
         let due = s.due_items(now, BATCH).map_err(|e| e.to_string())?;
         for (at, owner, id) in &due {
-            let zone = Zone::of(&s.settings(*owner).map_err(|e| e.to_string())?);
             let copy = s
-                .trigger_item(*owner, *id, now, |item| next_occurrence(item, &zone, now))
+                .trigger_item(*owner, *id, now, |item, setting| {
+                    next_occurrence(item, &Zone::of(setting), now)
+                })
                 .map_err(|e| e.to_string())?;
             match copy {
                 Some(copy) => {

@@ -68,11 +68,10 @@ impl Scheduler {
             Route::EditItem(id) => {
                 let id = path_uuid(&id)?;
                 let tickle = Tickle::parse(&request.json::<Value>()?)?;
-                let zone = self.zone(me)?;
-                let edited = store.edit_scheduled(me, id, |mut item| {
+                let edited = store.edit_scheduled(me, id, |mut item, setting| {
                     item.tickle = tickle;
                     item.server_time += 1;
-                    let due = schedule::due(&item.tickle, &zone);
+                    let due = schedule::due(&item.tickle, &Zone::of(setting));
                     (item, due)
                 })?;
                 if !edited {
@@ -128,8 +127,8 @@ impl Scheduler {
             Route::Sync => {
                 let request = SyncRequest::parse(&request.json::<Value>()?)?;
                 let cap = self.payments.cap_of(&self.store.scheduler.accounts, &account).await?;
-                let zone = self.zone(me)?;
-                let (response, changed) = store.sync(me, |items| {
+                let (response, changed) = store.sync(me, |items, setting| {
+                    let zone = Zone::of(setting);
                     sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
                 })?;
                 if changed {
@@ -191,10 +190,6 @@ impl Scheduler {
         }
     }
 
-    fn zone(&self, account: Uuid) -> Result<Zone, ApiError> {
-        Ok(Zone::of(&self.store.scheduler.settings(account)?))
-    }
-
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
         let (scheduled, triggered) = self.store.scheduler.counts(account.id)?;
         Ok(json!({
@@ -211,8 +206,6 @@ impl Scheduler {
 
     async fn add_item(&self, account: &Account, request: &Request) -> Result<Reply, ApiError> {
         let tickle = Tickle::parse(&request.json::<Value>()?)?;
-        let zone = self.zone(account.id)?;
-        let due = schedule::due(&tickle, &zone);
         let item = ScheduledItem {
             id: wire::new_uuid(),
             owner: account.id,
@@ -221,7 +214,9 @@ impl Scheduler {
             server_time: 0,
         };
         let cap = self.payments.cap_of(&self.store.scheduler.accounts, account).await?;
-        match self.store.scheduler.add_scheduled(&item, due, cap)? {
+        // the due instant under the zone of the moment of the write (read under the lock)
+        let due_of = |setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
+        match self.store.scheduler.add_scheduled(&item, due_of, cap)? {
             AddOutcome::Added => {
                 self.store.durable().await?;
                 self.loopers.wake("triggerer");
