@@ -1584,3 +1584,37 @@ async fn deliveries_and_triggers_are_logged_without_secrets() {
     drop(scheduler);
     target.stop().await;
 }
+
+/// §8.1: with a user and password in `smtp://`, STARTTLS is required: against a mail server
+/// that offers AUTH but not STARTTLS the credentials are never sent, nothing is mailed, and
+/// the failure is transient (the e-mail is tried again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn smtp_credentials_are_never_sent_without_tls() {
+    let sink = SmtpSink::start().await;
+    sink.rules.offer_auth.store(true, Ordering::SeqCst);
+    let smtp_url = format!("smtp://mailer:s%40cret@127.0.0.1:{}", sink.port);
+    let server = Server::start_with(|s| {
+        fast_workers(s);
+        s.smtp_url = Some(smtp_url);
+    })
+    .await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    api.post(
+        "/trigger/email",
+        &alice,
+        &json!({"addEmailTrigger": "alice@example.org"}),
+    )
+    .await
+    .expect_json(200);
+    // the verification e-mail is attempted, fails, and is attempted again
+    let auths = || sink.rules.auths.load(Ordering::SeqCst);
+    let connections = || sink.rules.connections.load(Ordering::SeqCst);
+    eventually("AUTH or a second attempt at the verification e-mail", async || {
+        (auths() > 0 || connections() >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(auths(), 0, "AUTH was sent in clear");
+    assert!(sink.mails().is_empty(), "{:#?}", sink.mails());
+    assert!(connections() >= 2, "tried again: a transient failure");
+}
