@@ -2429,3 +2429,40 @@ async fn due_instants_follow_the_final_zone_despite_concurrent_writes() {
         wrong.first()
     );
 }
+
+/// §6.2, README decision 17: verification e-mails are resent at most three times per trigger
+/// and hour; the next resend answers 429 with `Retry-After` and a JSON error and changes
+/// nothing (the key of the last e-mail still verifies the trigger); other triggers are not
+/// affected, and a verified trigger still answers 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resends_are_limited_per_trigger() {
+    let s = Server::start_scheduler().await;
+    let api = &s.scheduler;
+    let alice = api.user("alice").await;
+    let id = api.add_email_trigger(&alice, "me@example.org").await;
+    let other = api.add_email_trigger(&alice, "other@example.org").await;
+    let resend = |tid: &str| {
+        let path = format!("/trigger/email/resend/{tid}");
+        let alice = alice.clone();
+        async move { api.post_raw(&path, &alice, None, "").await }
+    };
+    let mut key = wait_for_verification_key(&s, &id, 1).await;
+    for n in 2..=4 {
+        resend(&id).await.expect_empty(200);
+        key = wait_for_verification_key(&s, &id, n).await;
+    }
+    let refused = resend(&id).await;
+    let retry_after = refused.header("retry-after").map(str::to_owned);
+    refused.expect_error(429);
+    let secs: u64 = retry_after
+        .expect("a Retry-After header")
+        .parse()
+        .expect("Retry-After in whole seconds");
+    assert!((1..=3600).contains(&secs), "Retry-After: {secs}");
+
+    resend(&other).await.expect_empty(200);
+    api.post_raw(&format!("/trigger/email/verify/{id}/{key}"), &alice, None, "")
+        .await
+        .expect_empty(200);
+    resend(&id).await.expect_error(400);
+}

@@ -6,7 +6,7 @@ use super::models::{
 use super::routes::Route;
 use super::schedule::{self, Zone};
 use super::sync::{self, SyncRequest};
-use super::{inbox_client, Scheduler};
+use super::{inbox_client, resend_limit, Scheduler};
 use crate::auth::{secrets, Account};
 use crate::http::{parse_json, path_uuid, ApiError, Reply, Request};
 use crate::payments;
@@ -300,6 +300,17 @@ impl Scheduler {
             }
             _ => return Err(ApiError::not_found("no such e-mail trigger")),
         }
+        if let Err(wait) = self.resends.count(id) {
+            let mut refused = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "at most {} verification e-mails per trigger and hour; try again in {wait} s",
+                    resend_limit::RESENDS
+                ),
+            );
+            refused.retry_after = Some(wait);
+            return Err(refused);
+        }
         let (key, digest) = secrets::new_secret();
         let updated = self
             .store
@@ -317,6 +328,7 @@ impl Scheduler {
                 _ => None,
             })?;
         if !updated {
+            self.resends.uncount(id);
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
         }
         self.store.durable().await?;
