@@ -1618,3 +1618,64 @@ async fn smtp_credentials_are_never_sent_without_tls() {
     assert!(sink.mails().is_empty(), "{:#?}", sink.mails());
     assert!(connections() >= 2, "tried again: a transient failure");
 }
+
+/// §16, §7.5: a graceful stop does not wait for deliveries that hang (they are abandoned and
+/// stay pending); after a restart each resumes with its own `Idempotency-Key` and is
+/// delivered exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stopping_abandons_hanging_deliveries_which_resume_once() {
+    const N: usize = 10;
+    let released = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(Mutex::new(Vec::new()));
+    let (r, a) = (released.clone(), answered.clone());
+    let inbox = ScriptedInbox::start(move |req| match req.path.as_str() {
+        "/login" => login_ok(),
+        _ if r.load(Ordering::SeqCst) => {
+            let key = req
+                .headers
+                .get("idempotency-key")
+                .map(|k| k.to_str().unwrap().to_owned());
+            a.lock().unwrap().push(key);
+            item_added()
+        }
+        _ => Answer::Hold,
+    })
+    .await;
+    let server = Server::start_with(fast_workers).await;
+    let alice = server.scheduler.user("alice").await;
+    add_inbox_trigger(&server.scheduler, &alice, &inbox.url(), "alice", "00ff").await;
+    let contents: Vec<Value> = (0..N).map(|i| due_since_yesterday(&format!("held {i}"))).collect();
+    sync_add(&server.scheduler, &alice, &contents).await;
+    eventually("deliveries hanging at the target", async || {
+        (inbox.holding.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+
+    // from now on the target answers; the requests it holds stay unanswered
+    released.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let server = server.restart_with(|_| {}).await;
+    let stopped_in = started.elapsed();
+    assert!(
+        stopped_in < Duration::from_secs(5),
+        "stopping and starting again took {stopped_in:?}: the stop waited for hanging deliveries"
+    );
+    let items = wait_finished(&server.scheduler, &alice, N, 1).await;
+    for item in &items {
+        assert_eq!(
+            attempts(item)[0]["contents"][1]["tag"],
+            "InboxAdditionSuccess",
+            "{item}"
+        );
+    }
+    let keys: Vec<Option<String>> = answered.lock().unwrap().clone();
+    let distinct: HashSet<&Option<String>> = keys.iter().collect();
+    assert_eq!(keys.len(), N, "one accepted POST per item: {keys:?}");
+    assert_eq!(distinct.len(), N, "one Idempotency-Key per delivery: {keys:?}");
+    let sent: HashSet<_> = inbox
+        .requests("POST", "/inbox/item")
+        .iter()
+        .map(|r| r.headers.get("idempotency-key").cloned())
+        .collect();
+    assert_eq!(sent.len(), N, "a resumed delivery keeps its Idempotency-Key");
+}
