@@ -60,7 +60,7 @@ fn item(owner: Uuid, n: usize, day: Day) -> ScheduledItem {
 }
 
 fn add(store: &Store, item: &ScheduledItem, due: Timestamp) {
-    match store.scheduler.add_scheduled(item, due, None) {
+    match store.scheduler.add_scheduled(item, |_| due, None) {
         Ok(AddOutcome::Added) => {}
         Ok(AddOutcome::LimitReached) => panic!("limit reached without a cap"),
         Err(e) => panic!("add_scheduled: {e}"),

@@ -20,6 +20,8 @@ fn main() -> ExitCode {
             settings.log_level.as_str()
         )))
         .with_writer(std::io::stderr)
+        // colour codes only for a person at a terminal, not in log files or the journal
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     pigeonhole::memory::limit_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -104,6 +104,16 @@ fn fast_workers(s: &mut pigeonhole::config::Settings) {
     s.looper_retry_delay_us = 100_000;
 }
 
+/// A server with fast workers that sends its e-mails to `sink`.
+async fn mailing_server(sink: &SmtpSink) -> Server {
+    let smtp_url = sink.url();
+    Server::start_with(|s| {
+        fast_workers(s);
+        s.smtp_url = Some(smtp_url);
+    })
+    .await
+}
+
 async fn add_item(api: &Api, auth: &Auth, contents: &Value) -> String {
     let v = api.post("/scheduler/item", auth, contents).await.expect_json(200);
     v.as_str()
@@ -249,16 +259,32 @@ impl Mail {
     }
 }
 
-/// An SMTP server on 127.0.0.1 that accepts everything (no STARTTLS, no AUTH) and keeps the
-/// messages.
+/// An SMTP server on 127.0.0.1 that accepts everything (no STARTTLS, no AUTH unless
+/// asked to offer it) and keeps the messages; its rules can make it refuse or stall.
 struct SmtpSink {
     port: u16,
     mails: Mailbox,
-    /// While set, every `RCPT TO` is refused with a permanent `550` (and counted).
-    reject: Arc<AtomicBool>,
-    rejected: Arc<AtomicUsize>,
+    rules: Arc<SinkRules>,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct SinkRules {
+    /// While set, every `RCPT TO` is refused with a permanent `550` (and counted).
+    reject: AtomicBool,
+    rejected: AtomicUsize,
+    /// A `RCPT TO` an address of this domain is never answered (the client gives up after
+    /// its timeout).
+    stall_domain: Mutex<Option<String>>,
+    /// Stalled `RCPT TO` commands so far.
+    stalled: AtomicUsize,
+    /// Offer `AUTH PLAIN LOGIN` in the `EHLO` answer (STARTTLS is never offered).
+    offer_auth: AtomicBool,
+    /// `AUTH` commands received.
+    auths: AtomicUsize,
+    /// Connections accepted.
+    connections: AtomicUsize,
 }
 
 impl SmtpSink {
@@ -275,15 +301,12 @@ impl SmtpSink {
     fn serve(listener: TcpListener, mails: Mailbox) -> SmtpSink {
         let port = listener.local_addr().unwrap().port();
         let (stop, stopped) = watch::channel(false);
-        let reject = Arc::new(AtomicBool::new(false));
-        let rejected = Arc::new(AtomicUsize::new(0));
-        let rules = (reject.clone(), rejected.clone());
-        let task = tokio::spawn(smtp_accept(listener, mails.clone(), rules, stopped));
+        let rules = Arc::new(SinkRules::default());
+        let task = tokio::spawn(smtp_accept(listener, mails.clone(), rules.clone(), stopped));
         SmtpSink {
             port,
             mails,
-            reject,
-            rejected,
+            rules,
             stop,
             task,
         }
@@ -310,15 +333,14 @@ impl SmtpSink {
     }
 }
 
-type Rules = (Arc<AtomicBool>, Arc<AtomicUsize>);
-
-async fn smtp_accept(listener: TcpListener, mails: Mailbox, rules: Rules, mut stop: watch::Receiver<bool>) {
+async fn smtp_accept(listener: TcpListener, mails: Mailbox, rules: Arc<SinkRules>, mut stop: watch::Receiver<bool>) {
     let mut sessions = JoinSet::new();
     loop {
         tokio::select! {
             _ = stop.changed() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    rules.connections.fetch_add(1, Ordering::SeqCst);
                     sessions.spawn(smtp_session(stream, mails.clone(), rules.clone()));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
@@ -337,7 +359,7 @@ fn angle(line: &str) -> String {
     line[start..end].to_owned()
 }
 
-async fn smtp_session(stream: TcpStream, mails: Mailbox, (reject, rejected): Rules) -> std::io::Result<()> {
+async fn smtp_session(stream: TcpStream, mails: Mailbox, rules: Arc<SinkRules>) -> std::io::Result<()> {
     let (r, mut w) = stream.into_split();
     let mut r = BufReader::new(r);
     w.write_all(b"220 127.0.0.1 test sink ESMTP\r\n").await?;
@@ -350,17 +372,32 @@ async fn smtp_session(stream: TcpStream, mails: Mailbox, (reject, rejected): Rul
         }
         let text = String::from_utf8_lossy(&line).trim_end().to_owned();
         let verb = text.split([' ', ':']).next().unwrap_or("").to_ascii_uppercase();
+        let stalled = |address: &str| {
+            let domain = address.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase();
+            rules.stall_domain.lock().unwrap().as_deref() == Some(domain.as_str())
+        };
         let reply: &[u8] = match verb.as_str() {
+            "EHLO" if rules.offer_auth.load(Ordering::SeqCst) => {
+                b"250-127.0.0.1 greets you\r\n250-AUTH PLAIN LOGIN\r\n250 ok\r\n"
+            }
             "EHLO" => b"250-127.0.0.1 greets you\r\n250 ok\r\n",
             "HELO" => b"250 ok\r\n",
+            "AUTH" => {
+                rules.auths.fetch_add(1, Ordering::SeqCst);
+                b"235 2.7.0 authenticated\r\n"
+            }
             "MAIL" => {
                 from = angle(&text);
                 to.clear();
                 b"250 ok\r\n"
             }
-            "RCPT" if reject.load(Ordering::SeqCst) => {
-                rejected.fetch_add(1, Ordering::SeqCst);
+            "RCPT" if rules.reject.load(Ordering::SeqCst) => {
+                rules.rejected.fetch_add(1, Ordering::SeqCst);
                 b"550 5.1.1 mailbox unavailable\r\n"
+            }
+            "RCPT" if stalled(&angle(&text)) => {
+                rules.stalled.fetch_add(1, Ordering::SeqCst);
+                std::future::pending().await
             }
             "RCPT" => {
                 to.push(angle(&text));
@@ -665,7 +702,134 @@ async fn gated_pipe(client: TcpStream, target: String, mut gate: watch::Receiver
 }
 
 // ---------------------------------------------------------------------------------------
-// the real binary
+// a scripted inbox service (slow, throttling or redirecting targets)
+
+/// A request as the scripted inbox received it.
+#[derive(Clone, Debug)]
+struct Seen {
+    at: Instant,
+    method: String,
+    path: String,
+    headers: warp::http::HeaderMap,
+    body: String,
+}
+
+/// What the scripted inbox does with a request.
+enum Answer {
+    /// Answers with a status, extra headers and a body.
+    Reply(u16, Vec<(&'static str, String)>, String),
+    /// Never answers (the client gives up after its timeout).
+    Hold,
+}
+
+/// A login answer with a token.
+fn login_ok() -> Answer {
+    Answer::Reply(
+        204,
+        vec![("set-cookie", "JWT-Cookie=scripted-token; Path=/; HttpOnly".into())],
+        String::new(),
+    )
+}
+
+/// A successful `POST /inbox/item` answer: a new item's UUID as a JSON string.
+fn item_added() -> Answer {
+    Answer::Reply(
+        200,
+        vec![("content-type", "application/json".into())],
+        format!("\"{}\"", uuid::Uuid::new_v4()),
+    )
+}
+
+type Script = Arc<dyn Fn(&Seen) -> Answer + Send + Sync>;
+
+/// An HTTP server on 127.0.0.1 that answers as its script says and keeps every request, with
+/// the number of requests it is holding (now and at most).
+struct ScriptedInbox {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    holding: Arc<AtomicUsize>,
+    most_held: Arc<AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+impl ScriptedInbox {
+    async fn start(script: impl Fn(&Seen) -> Answer + Send + Sync + 'static) -> ScriptedInbox {
+        use warp::Filter;
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the scripted inbox");
+        let port = listener.local_addr().unwrap().port();
+        let script: Script = Arc::new(script);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let holding = Arc::new(AtomicUsize::new(0));
+        let most_held = Arc::new(AtomicUsize::new(0));
+        let state = (seen.clone(), holding.clone(), most_held.clone());
+        let filter = warp::method()
+            .and(warp::path::full())
+            .and(warp::header::headers_cloned())
+            .and(warp::body::bytes())
+            .then(
+                move |method: warp::http::Method, path: warp::path::FullPath, headers, body: bytes::Bytes| {
+                    let (script, (seen, holding, most_held)) = (script.clone(), state.clone());
+                    async move {
+                        let request = Seen {
+                            at: Instant::now(),
+                            method: method.to_string(),
+                            path: path.as_str().to_owned(),
+                            headers,
+                            body: String::from_utf8_lossy(&body).into_owned(),
+                        };
+                        let answer = script(&request);
+                        seen.lock().unwrap().push(request);
+                        let (status, headers, body) = match answer {
+                            Answer::Reply(status, headers, body) => (status, headers, body),
+                            Answer::Hold => {
+                                let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
+                                most_held.fetch_max(now, Ordering::SeqCst);
+                                std::future::pending::<()>().await;
+                                unreachable!("a held request is never answered")
+                            }
+                        };
+                        let mut response = warp::Reply::into_response(body);
+                        *response.status_mut() = warp::http::StatusCode::from_u16(status).unwrap();
+                        for (name, value) in headers {
+                            response.headers_mut().append(name, value.parse().unwrap());
+                        }
+                        response
+                    }
+                },
+            );
+        let task = tokio::spawn(warp::serve(filter).incoming(listener).run());
+        ScriptedInbox {
+            port,
+            seen,
+            holding,
+            most_held,
+            task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The requests received so far with this method and path.
+    fn requests(&self, method: &str, path: &str) -> Vec<Seen> {
+        let seen = self.seen.lock().unwrap();
+        seen.iter()
+            .filter(|s| s.method == method && s.path == path)
+            .cloned()
+            .collect()
+    }
+
+    fn all_requests(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for ScriptedInbox {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
 
 // ---------------------------------------------------------------------------------------
 // the tests
@@ -676,12 +840,7 @@ async fn gated_pipe(client: TcpStream, target: String, mut gate: watch::Receiver
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn due_item_is_mailed_over_smtp() {
     let sink = SmtpSink::start().await;
-    let smtp_url = sink.url();
-    let server = Server::start_with(|s| {
-        fast_workers(s);
-        s.smtp_url = Some(smtp_url);
-    })
-    .await;
+    let server = mailing_server(&sink).await;
     let api = &server.scheduler;
     let alice = api.user("alice").await;
     let address = "alice@example.org";
@@ -864,7 +1023,7 @@ async fn permanent_smtp_rejection_is_recorded_without_retries() {
     let api = &server.scheduler;
     let alice = api.user("alice").await;
     let trigger = add_verified_email_trigger(api, &alice, &sink, "alice@example.org").await;
-    sink.reject.store(true, Ordering::SeqCst);
+    sink.rules.reject.store(true, Ordering::SeqCst);
 
     add_item(api, &alice, &due_a_minute_ago("Refused by the mail server")).await;
     let items = wait_finished(api, &alice, 1, 1).await;
@@ -877,7 +1036,7 @@ async fn permanent_smtp_rejection_is_recorded_without_retries() {
     assert!(reason.contains("550"), "the reason names the rejection: {reason:?}");
     // retries would come after 0.1 s, 0.2 s, 0.4 s …: none may happen
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(sink.rejected.load(Ordering::SeqCst), 1, "one attempt, no retry");
+    assert_eq!(sink.rules.rejected.load(Ordering::SeqCst), 1, "one attempt, no retry");
     assert!(sink.item_mails().is_empty());
 }
 
@@ -1055,4 +1214,468 @@ async fn kill_9_during_delivery_neither_loses_nor_duplicates() {
     }
     drop(proxy);
     target.stop().await;
+}
+
+/// `POST /sync` adding `contents` as new items; asserts they were all accepted.
+async fn sync_add(api: &Api, auth: &Auth, contents: &[Value]) {
+    let added: Map<String, Value> = contents
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (i.to_string(), json!({"contents": c, "created": "2024-01-01T00:00:00Z"})))
+        .collect();
+    let answer = api
+        .post("/sync", auth, &json!({"syncRequestTickles": {"added": added}}))
+        .await
+        .expect_json(200);
+    let acked = answer["syncResponseTickles"]["client-added"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no client-added in {answer}"));
+    assert_eq!(acked.len(), contents.len());
+}
+
+/// Adds a due item to an account with one trigger and no other items; waits (at most a
+/// minute) until its delivery finished; answers the triggered items and how long it took.
+async fn add_and_time_delivery(api: &Api, auth: &Auth, content: &str) -> (Vec<Value>, Duration) {
+    let started = Instant::now();
+    add_item(api, auth, &due_a_minute_ago(content)).await;
+    let items = eventually_within(Duration::from_secs(60), "the delivery", async || {
+        let items = triggered_items(api, auth).await;
+        (items.len() == 1 && attempts(&items[0]).len() == 1).then_some(items)
+    })
+    .await;
+    let delay = started.elapsed();
+    eprintln!("{content:?} was delivered {delay:?} after it was added");
+    (items, delay)
+}
+
+/// §7.4: a target that never answers its item POSTs (the client gives up after 10 s) holds
+/// up neither another account's delivery nor more than a few connections: the other
+/// account's item arrives within a few seconds while the slow target still has dozens of
+/// deliveries pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_target_does_not_delay_another_account() {
+    let slow = ScriptedInbox::start(|r| match r.path.as_str() {
+        "/login" => login_ok(),
+        _ => Answer::Hold,
+    })
+    .await;
+    let server = Server::start_with(fast_workers).await;
+    let api = &server.scheduler;
+    let bob = server.api.user("bob").await;
+    let (secret, _) = server.api.add_key(&bob, "scheduler", &["PermitAdd"]).await;
+    let quick = api.user("quick").await;
+    let quick_trigger = add_inbox_trigger(api, &quick, &server.api.base, "bob", &secret).await;
+    let stuck = api.user("stuck").await;
+    add_inbox_trigger(api, &stuck, &slow.url(), "stuck", "00ff").await;
+
+    // more deliveries than any batch: each of them hangs until the client's timeout
+    let contents: Vec<Value> = (0..40).map(|i| due_since_yesterday(&format!("stuck {i}"))).collect();
+    sync_add(api, &stuck, &contents).await;
+    eventually("the slow target holding deliveries", async || {
+        (slow.holding.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+
+    let (items, delay) = add_and_time_delivery(api, &quick, "Not stuck behind anybody").await;
+    let delivered = inbox_items(&server.api, &bob).await;
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    let inbox_id = delivered[0]["id"].as_str().unwrap();
+    assert_eq!(attempts(&items[0]), vec![inbox_attempt(&quick_trigger, inbox_id)]);
+    assert!(
+        delay < Duration::from_secs(5),
+        "delivered {delay:?} after it was added, behind a target that answers after 10 s"
+    );
+    assert!(
+        triggered_items(api, &stuck)
+            .await
+            .iter()
+            .all(|i| attempts(i).is_empty()),
+        "the slow target's deliveries are all still pending"
+    );
+    let most = slow.most_held.load(Ordering::SeqCst);
+    assert!(most <= 4, "{most} requests at once to one target");
+}
+
+/// §7.4: a mail exchange that never answers for one account's domain (the client gives up
+/// after 10 s) does not delay another account's e-mail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_slow_mail_exchange_does_not_delay_another_account() {
+    let sink = SmtpSink::start().await;
+    let server = mailing_server(&sink).await;
+    let api = &server.scheduler;
+    let stuck = api.user("stuck").await;
+    add_verified_email_trigger(api, &stuck, &sink, "stuck@stalled.example").await;
+    let quick = api.user("quick").await;
+    let quick_trigger = add_verified_email_trigger(api, &quick, &sink, "quick@example.org").await;
+    *sink.rules.stall_domain.lock().unwrap() = Some("stalled.example".into());
+
+    // more e-mails than any batch: each of them hangs until the client's timeout
+    let contents: Vec<Value> = (0..20).map(|i| due_since_yesterday(&format!("stuck {i}"))).collect();
+    sync_add(api, &stuck, &contents).await;
+    eventually("the mail exchange stalling e-mails", async || {
+        (sink.rules.stalled.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+
+    let (items, delay) = add_and_time_delivery(api, &quick, "Not stuck behind anybody").await;
+    assert_eq!(attempts(&items[0]), vec![email_attempt(&quick_trigger)]);
+    let mails = sink.item_mails();
+    assert_eq!(mails.len(), 1, "{mails:#?}");
+    assert_eq!(mails[0].to, vec!["quick@example.org".to_owned()]);
+    assert!(
+        delay < Duration::from_secs(5),
+        "sent {delay:?} after its item was added, behind a mail exchange that answers after 10 s"
+    );
+    let stalled = sink.rules.stalled.load(Ordering::SeqCst);
+    assert!(stalled <= 4, "{stalled} e-mails at once to one domain");
+}
+
+/// §7.4: a 503 and a 429 with `Retry-After` (seconds, then an HTTP date) postpone the retry
+/// at least that long, although the back-off alone would retry after 0.1 s and 0.2 s; every
+/// attempt carries the same `Idempotency-Key` (§7.5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn retry_after_is_respected() {
+    let posts = Arc::new(AtomicUsize::new(0));
+    let p = posts.clone();
+    let inbox = ScriptedInbox::start(move |r| match r.path.as_str() {
+        "/login" => login_ok(),
+        _ => match p.fetch_add(1, Ordering::SeqCst) {
+            0 => Answer::Reply(503, vec![("retry-after", "2".into())], String::new()),
+            1 => {
+                let at = std::time::SystemTime::now() + Duration::from_secs(3);
+                Answer::Reply(429, vec![("retry-after", httpdate::fmt_http_date(at))], String::new())
+            }
+            _ => item_added(),
+        },
+    })
+    .await;
+    let server = Server::start_with(fast_workers).await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    let trigger = add_inbox_trigger(api, &alice, &inbox.url(), "alice", "00ff").await;
+    add_item(api, &alice, &due_a_minute_ago("Come back later")).await;
+    let items = wait_finished(api, &alice, 1, 1).await;
+    let found = attempts(&items[0]);
+    assert_eq!(found[0]["contents"][0], json!(trigger), "{found:?}");
+    assert_eq!(found[0]["contents"][1]["tag"], "InboxAdditionSuccess", "{found:?}");
+
+    let tries = inbox.requests("POST", "/inbox/item");
+    assert_eq!(tries.len(), 3, "{tries:#?}");
+    let after_503 = tries[1].at - tries[0].at;
+    let after_429 = tries[2].at - tries[1].at;
+    eprintln!("retried {after_503:?} after the 503, {after_429:?} after the 429");
+    assert!(
+        after_503 >= Duration::from_secs(2),
+        "retried {after_503:?} after Retry-After: 2"
+    );
+    // the date has whole seconds: at least 2 s of the 3 s are left when the answer is read
+    assert!(
+        after_429 >= Duration::from_secs(2),
+        "retried {after_429:?} before the date"
+    );
+    let keys: HashSet<_> = tries
+        .iter()
+        .map(|t| t.headers.get("idempotency-key").cloned())
+        .collect();
+    assert_eq!(keys.len(), 1, "one Idempotency-Key for every attempt: {keys:?}");
+    for t in &tries {
+        let body: Value = serde_json::from_str(&t.body).expect("a JSON body");
+        assert_eq!(body, text_item("Come back later"));
+    }
+    assert!(keys.iter().all(Option::is_some), "{keys:?}");
+}
+
+/// README decision 17, §6.3, §7.4: redirects are never followed. A trigger whose login
+/// answers 307 is refused (`Left`), and a delivery answered with 307 is a permanent failure;
+/// the place the redirects point to never hears of the access key, the token or the item.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redirects_are_not_followed() {
+    let elsewhere = ScriptedInbox::start(|r| match r.path.as_str() {
+        "/login" => login_ok(),
+        _ => item_added(),
+    })
+    .await;
+    let away = elsewhere.url();
+    let redirect = move |path: &str| Answer::Reply(307, vec![("location", format!("{away}{path}"))], String::new());
+    let redirect_login = redirect.clone();
+    let login_elsewhere = ScriptedInbox::start(move |r| redirect_login(&r.path)).await;
+    let item_elsewhere = ScriptedInbox::start(move |r| match r.path.as_str() {
+        "/login" => login_ok(),
+        path => redirect(path),
+    })
+    .await;
+    let server = Server::start_with(fast_workers).await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+
+    let v = api
+        .post(
+            "/trigger/inbox",
+            &alice,
+            &json!({"addInboxTriggerUrl": login_elsewhere.url(), "addInboxTriggerUsername": "alice",
+                    "addInboxTriggerAccessKey": "00ff"}),
+        )
+        .await
+        .expect_json(200);
+    let reason = v["Left"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the trigger was stored: {v}"));
+    assert!(reason.contains("307"), "{reason}");
+    assert_eq!(login_elsewhere.requests("POST", "/login").len(), 1);
+    assert!(api.triggers(&alice).await.is_empty());
+
+    let trigger = add_inbox_trigger(api, &alice, &item_elsewhere.url(), "alice", "00ff").await;
+    add_item(api, &alice, &due_a_minute_ago("Stay where you are")).await;
+    let items = wait_finished(api, &alice, 1, 1).await;
+    let found = attempts(&items[0]);
+    assert_eq!(found[0]["contents"][0], json!(trigger), "{found:?}");
+    assert_eq!(found[0]["contents"][1]["tag"], "InboxAdditionFailure", "{found:?}");
+    let reason = found[0]["contents"][1]["contents"].as_str().unwrap_or("");
+    assert!(reason.contains("307"), "the reason names the redirect: {reason:?}");
+    assert_eq!(
+        item_elsewhere.requests("POST", "/inbox/item").len(),
+        1,
+        "a redirect is a permanent failure, not retried"
+    );
+    assert!(
+        elsewhere.all_requests().is_empty(),
+        "the redirect target was contacted: {:#?}",
+        elsewhere.all_requests()
+    );
+}
+
+/// The log without terminal colour codes.
+fn plain_log(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI sequence: ESC [ parameters final-byte
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The lines of `log` at `level` that contain every one of `needles`.
+fn log_lines<'a>(log: &'a str, level: &str, needles: &[&str]) -> Vec<&'a str> {
+    log.lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some(level))
+        .filter(|l| needles.iter().all(|n| l.contains(n)))
+        .collect()
+}
+
+/// The verification key (32 hex digits after `Key: `) of the one `.eml` file in `outbox`.
+fn outbox_key(outbox: &std::path::Path) -> Option<String> {
+    let entries = std::fs::read_dir(outbox).ok()?;
+    for entry in entries.flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if let Some(at) = text.find("Key: ") {
+            return Some(text[at + 5..].chars().take(32).collect());
+        }
+    }
+    None
+}
+
+/// §7, cli.md: the binary at `--log-level info` logs every trigger (item, owner), every
+/// delivery attempt and its outcome (item, delivery, target) and every e-mail sent at
+/// `INFO`, a delivery that fails for good at `WARN` with the reason, and no secret: no
+/// access key, password, token or verification key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deliveries_and_triggers_are_logged_without_secrets() {
+    let target = InboxService::start(tempfile::tempdir().unwrap(), 0).await;
+    let carol = target.api.user("carol").await;
+    let (can_add, _) = target.api.add_key(&carol, "scheduler", &["PermitAdd"]).await;
+    let (cannot_add, _) = target.api.add_key(&carol, "read only", &["PermitShow"]).await;
+
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let scheduler = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::SchedulerOnly,
+        &[
+            "--log-level",
+            "info",
+            "--looper-period",
+            "1",
+            "--looper-retry-delay-us",
+            "100000",
+        ],
+    )
+    .await;
+    let api = &scheduler.api;
+    let alice = api.user("alice").await;
+    let account = api.get("/account", &alice).await.expect_json(200)["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let url = target.api.base.clone();
+    let good = add_inbox_trigger(api, &alice, &url, "carol", &can_add).await;
+    let bad = add_inbox_trigger(api, &alice, &url, "carol", &cannot_add).await;
+    let email_trigger = api
+        .post(
+            "/trigger/email",
+            &alice,
+            &json!({"addEmailTrigger": "alice@example.org"}),
+        )
+        .await
+        .expect_json(200);
+    let email_trigger = email_trigger.as_str().unwrap().to_owned();
+    let verification_key = eventually("the verification e-mail", async || {
+        outbox_key(&data.path().join("outbox"))
+    })
+    .await;
+
+    let item = add_item(api, &alice, &due_a_minute_ago("Log me")).await;
+    let items = wait_finished(api, &alice, 1, 2).await;
+    let copy = items[0]["id"].as_str().unwrap().to_owned();
+    let found = attempts(&items[0]);
+    let outcome = |trigger: &str| {
+        found
+            .iter()
+            .find(|a| a["contents"][0] == json!(trigger))
+            .unwrap_or_else(|| panic!("no attempt of {trigger}: {found:?}"))["contents"][1]
+            .clone()
+    };
+    let added = outcome(&good);
+    assert_eq!(added["tag"], "InboxAdditionSuccess", "{found:?}");
+    let inbox_item = added["contents"].as_str().unwrap().to_owned();
+    let failure = outcome(&bad);
+    assert_eq!(failure["tag"], "InboxAdditionFailure", "{found:?}");
+    let reason = failure["contents"].as_str().unwrap().to_owned();
+
+    // a verification e-mail line, and the lines written after the attempts finished
+    let log = eventually("the log lines", async || {
+        let log = plain_log(&scheduler.log_text());
+        let wanted = [
+            log_lines(&log, "INFO", &[&item, &account, &copy]),
+            log_lines(&log, "INFO", &[&copy, &url, "delivering"]),
+            log_lines(&log, "INFO", &[&copy, &url, &inbox_item]),
+            log_lines(&log, "WARN", &[&copy, &url, &reason]),
+            log_lines(&log, "INFO", &[&email_trigger, "alice@example.org", "sent"]),
+        ];
+        wanted.iter().all(|l| !l.is_empty()).then_some(log)
+    })
+    .await;
+    let delivering = log_lines(&log, "INFO", &[&copy, &url, "delivering"]);
+    assert!(
+        delivering.iter().all(|l| l.contains("delivery ")),
+        "the attempt lines name the delivery: {delivering:#?}"
+    );
+    let Auth::Bearer(token) = &alice else {
+        panic!("a bearer token")
+    };
+    for (name, secret) in [
+        ("access key", can_add.as_str()),
+        ("access key", cannot_add.as_str()),
+        ("password", "alice-password"),
+        ("token", token.as_str()),
+        ("verification key", verification_key.as_str()),
+    ] {
+        assert!(!log.contains(secret), "the log shows a {name}:\n{log}");
+    }
+    drop(scheduler);
+    target.stop().await;
+}
+
+/// §8.1: with a user and password in `smtp://`, STARTTLS is required: against a mail server
+/// that offers AUTH but not STARTTLS the credentials are never sent, nothing is mailed, and
+/// the failure is transient (the e-mail is tried again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn smtp_credentials_are_never_sent_without_tls() {
+    let sink = SmtpSink::start().await;
+    sink.rules.offer_auth.store(true, Ordering::SeqCst);
+    let smtp_url = format!("smtp://mailer:s%40cret@127.0.0.1:{}", sink.port);
+    let server = Server::start_with(|s| {
+        fast_workers(s);
+        s.smtp_url = Some(smtp_url);
+    })
+    .await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    api.post(
+        "/trigger/email",
+        &alice,
+        &json!({"addEmailTrigger": "alice@example.org"}),
+    )
+    .await
+    .expect_json(200);
+    // the verification e-mail is attempted, fails, and is attempted again
+    let auths = || sink.rules.auths.load(Ordering::SeqCst);
+    let connections = || sink.rules.connections.load(Ordering::SeqCst);
+    eventually("AUTH or a second attempt at the verification e-mail", async || {
+        (auths() > 0 || connections() >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(auths(), 0, "AUTH was sent in clear");
+    assert!(sink.mails().is_empty(), "{:#?}", sink.mails());
+    assert!(connections() >= 2, "tried again: a transient failure");
+}
+
+/// §16, §7.5: a graceful stop does not wait for deliveries that hang (they are abandoned and
+/// stay pending); after a restart each resumes with its own `Idempotency-Key` and is
+/// delivered exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stopping_abandons_hanging_deliveries_which_resume_once() {
+    const N: usize = 10;
+    let released = Arc::new(AtomicBool::new(false));
+    let answered = Arc::new(Mutex::new(Vec::new()));
+    let (r, a) = (released.clone(), answered.clone());
+    let inbox = ScriptedInbox::start(move |req| match req.path.as_str() {
+        "/login" => login_ok(),
+        _ if r.load(Ordering::SeqCst) => {
+            let key = req
+                .headers
+                .get("idempotency-key")
+                .map(|k| k.to_str().unwrap().to_owned());
+            a.lock().unwrap().push(key);
+            item_added()
+        }
+        _ => Answer::Hold,
+    })
+    .await;
+    let server = Server::start_with(fast_workers).await;
+    let alice = server.scheduler.user("alice").await;
+    add_inbox_trigger(&server.scheduler, &alice, &inbox.url(), "alice", "00ff").await;
+    let contents: Vec<Value> = (0..N).map(|i| due_since_yesterday(&format!("held {i}"))).collect();
+    sync_add(&server.scheduler, &alice, &contents).await;
+    eventually("deliveries hanging at the target", async || {
+        (inbox.holding.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+
+    // from now on the target answers; the requests it holds stay unanswered
+    released.store(true, Ordering::SeqCst);
+    let started = Instant::now();
+    let server = server.restart_with(|_| {}).await;
+    let stopped_in = started.elapsed();
+    assert!(
+        stopped_in < Duration::from_secs(5),
+        "stopping and starting again took {stopped_in:?}: the stop waited for hanging deliveries"
+    );
+    let items = wait_finished(&server.scheduler, &alice, N, 1).await;
+    for item in &items {
+        assert_eq!(
+            attempts(item)[0]["contents"][1]["tag"],
+            "InboxAdditionSuccess",
+            "{item}"
+        );
+    }
+    let keys: Vec<Option<String>> = answered.lock().unwrap().clone();
+    let distinct: HashSet<&Option<String>> = keys.iter().collect();
+    assert_eq!(keys.len(), N, "one accepted POST per item: {keys:?}");
+    assert_eq!(distinct.len(), N, "one Idempotency-Key per delivery: {keys:?}");
+    let sent: HashSet<_> = inbox
+        .requests("POST", "/inbox/item")
+        .iter()
+        .map(|r| r.headers.get("idempotency-key").cloned())
+        .collect();
+    assert_eq!(sent.len(), N, "a resumed delivery keeps its Idempotency-Key");
 }

@@ -2292,3 +2292,177 @@ async fn cors_and_head() {
         .expect(200);
     assert!(r.body.is_empty());
 }
+
+/// The time zones the race test switches between; the last one is where it ends.
+fn race_zones() -> [Value; 2] {
+    [
+        json!({"timezone": {"offset": 0, "name": "UTC", "summer": false}}),
+        json!({"timezone": {"offset": 600, "name": "Australia/Brisbane", "summer": false}}),
+    ]
+}
+
+/// One account of the race test: 3000 items, then four writers adding, editing, syncing and
+/// adding due recurring items while the zone changes eight times; answers the account's
+/// UUID once the writers have stopped.
+async fn race_zone_changes(api: &Api, name: &str) -> String {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let alice = api.user(name).await;
+    let account = api.get("/account", &alice).await.expect_json(200)["uuid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let at = |n: usize| format!("{:02}:{:02}", n % 24, n % 60);
+    let added: serde_json::Map<String, Value> = (0..3000)
+        .map(|n| {
+            let contents = tickle(&format!("item {n}"), "2099-06-01", Some(&at(n)), None);
+            (
+                n.to_string(),
+                json!({"contents": contents, "created": "2024-01-01T00:00:00Z"}),
+            )
+        })
+        .collect();
+    let answer = api.sync_tickles(&alice, json!({"added": added})).await;
+    let ids: Vec<String> = answer["client-added"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 3000);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..4usize {
+        let (api, alice, stop, ids) = (api.clone(), alice.clone(), stop.clone(), ids.clone());
+        writers.spawn(async move {
+            let mut n = w;
+            while !stop.load(Ordering::SeqCst) {
+                n += 4;
+                let contents = tickle(&format!("write {n}"), "2099-07-01", Some(&at(n)), None);
+                match n % 16 {
+                    // a recurring item that is due: the triggerer moves it to tomorrow
+                    4 => {
+                        let due = tickle("daily", "2024-01-01", Some(&at(n)), Some(every_days(1, Some("07:30"))));
+                        api.add_tickle(&alice, &due).await;
+                    }
+                    8 | 12 => {
+                        let value = json!({"contents": contents, "created": "2024-01-01T00:00:00Z"});
+                        api.sync_tickles(&alice, json!({"added": {"0": value}})).await;
+                    }
+                    0 | 2 | 6 | 10 | 14 => {
+                        let id = &ids[n % ids.len()];
+                        api.post(&format!("/scheduler/item/info/{id}"), &alice, &contents)
+                            .await
+                            .expect_empty(200);
+                    }
+                    _ => {
+                        api.add_tickle(&alice, &contents).await;
+                    }
+                }
+            }
+        });
+    }
+    let zones = race_zones();
+    for round in 0..8 {
+        api.send(
+            api.request(Method::PUT, "/account/settings", &alice)
+                .json(&zones[round % 2]),
+        )
+        .await
+        .expect_empty(200);
+    }
+    stop.store(true, Ordering::SeqCst);
+    while let Some(done) = writers.join_next().await {
+        done.expect("a writer");
+    }
+    assert_eq!(api.get("/account/settings", &alice).await.expect_json(200), zones[1]);
+    account
+}
+
+/// §3.3, §5.1, §5.2, §16: every due instant is computed with the zone read under the same
+/// account lock as its write. In three accounts at once, adds, edits, syncs and the
+/// triggerer's rescheduling of recurring items race with settings changes that re-index
+/// thousands of items (so each change holds the account's lock for a while); afterwards
+/// every item is indexed at its due instant under its account's final zone (checked in the
+/// database itself, with the server stopped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn due_instants_follow_the_final_zone_despite_concurrent_writes() {
+    use pigeonhole::scheduler::schedule::{due, Zone};
+    use pigeonhole::wire::Timestamp;
+
+    let s = Server::start_scheduler().await;
+    let api = &s.scheduler;
+    let accounts =
+        futures_util::future::join_all(["alice", "bob", "carol"].map(|name| race_zone_changes(api, name))).await;
+
+    let (dir, _) = s.stop().await;
+    let store = pigeonhole::store::Store::open(dir.path()).expect("open the database");
+    let far = Timestamp::from_unix(400_000_000_000, 0);
+    let index: std::collections::HashMap<uuid::Uuid, Timestamp> = store
+        .scheduler
+        .due_items(far, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .map(|(at, _, id)| (id, at))
+        .collect();
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for account in accounts {
+        let account: uuid::Uuid = account.parse().unwrap();
+        let zone = Zone::of(&store.scheduler.settings(account).unwrap());
+        for item in store.scheduler.scheduled_items(account).unwrap() {
+            let (expected, indexed) = (due(&item.tickle, &zone), index[&item.id]);
+            if indexed != expected {
+                wrong.push((item.tickle, indexed, expected));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 9000, "{checked} items");
+    assert_eq!(index.len(), checked, "one index entry per scheduled item");
+    assert!(
+        wrong.is_empty(),
+        "{} of {checked} items indexed under another zone, e.g. {:?}",
+        wrong.len(),
+        wrong.first()
+    );
+}
+
+/// §6.2, README decision 17: verification e-mails are resent at most three times per trigger
+/// and hour; the next resend answers 429 with `Retry-After` and a JSON error and changes
+/// nothing (the key of the last e-mail still verifies the trigger); other triggers are not
+/// affected, and a verified trigger still answers 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resends_are_limited_per_trigger() {
+    let s = Server::start_scheduler().await;
+    let api = &s.scheduler;
+    let alice = api.user("alice").await;
+    let id = api.add_email_trigger(&alice, "me@example.org").await;
+    let other = api.add_email_trigger(&alice, "other@example.org").await;
+    let resend = |tid: &str| {
+        let path = format!("/trigger/email/resend/{tid}");
+        let alice = alice.clone();
+        async move { api.post_raw(&path, &alice, None, "").await }
+    };
+    let mut key = wait_for_verification_key(&s, &id, 1).await;
+    for n in 2..=4 {
+        resend(&id).await.expect_empty(200);
+        key = wait_for_verification_key(&s, &id, n).await;
+    }
+    let refused = resend(&id).await;
+    let retry_after = refused.header("retry-after").map(str::to_owned);
+    refused.expect_error(429);
+    let secs: u64 = retry_after
+        .expect("a Retry-After header")
+        .parse()
+        .expect("Retry-After in whole seconds");
+    assert!((1..=3600).contains(&secs), "Retry-After: {secs}");
+
+    resend(&other).await.expect_empty(200);
+    api.post_raw(&format!("/trigger/email/verify/{id}/{key}"), &alice, None, "")
+        .await
+        .expect_empty(200);
+    resend(&id).await.expect_error(400);
+}

@@ -3,18 +3,16 @@
 //! `Idempotency-Key`, retrying transient failures with exponential back-off and recording
 //! the final outcome on the triggered item.
 
-use super::backoff;
+use super::dispatch::Dispatcher;
+use super::retry_wait;
 use crate::scheduler::inbox_client::{self, Failure};
-use crate::scheduler::models::{Delivery, Outcome, TriggerKind};
+use crate::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
 use crate::store::Store;
 use crate::wire::{self, Timestamp};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
-
-/// How many deliveries the sender performs at once.
-const CONCURRENCY: usize = 32;
 
 /// The scheduler stage for one kind (`email` or inbox): expands every waiting target list.
 pub async fn schedule(store: &Store, email: bool) -> Result<usize, String> {
@@ -32,21 +30,34 @@ pub async fn schedule(store: &Store, email: bool) -> Result<usize, String> {
     Ok(total)
 }
 
+/// Inbox deliveries in flight at once, overall and per target (inbox base URL).
+const OVERALL: usize = 32;
+const PER_TARGET: usize = 4;
+
 pub struct InboxSender {
     client: reqwest::Client,
     /// Tokens from earlier logins, by trigger.
     tokens: Mutex<HashMap<Uuid, String>>,
     retry_delay: Duration,
     retry_amount: u32,
+    pub dispatcher: Arc<Dispatcher>,
 }
 
 impl InboxSender {
-    pub fn new(client: reqwest::Client, retry_delay: Duration, retry_amount: u32) -> InboxSender {
+    /// `wake` wakes the sender's worker (a place for a waiting delivery freed, or a
+    /// delivery was postponed).
+    pub fn new(
+        client: reqwest::Client,
+        retry_delay: Duration,
+        retry_amount: u32,
+        wake: impl Fn() + Send + Sync + 'static,
+    ) -> InboxSender {
         InboxSender {
             client,
             tokens: Mutex::new(HashMap::new()),
             retry_delay,
             retry_amount,
+            dispatcher: Dispatcher::new(OVERALL, PER_TARGET, wake),
         }
     }
 
@@ -66,69 +77,102 @@ impl InboxSender {
         };
     }
 
-    /// One pass: performs the pending deliveries that are due; answers how long until the
-    /// next postponed one.
-    pub async fn pass(&self, store: &Store) -> Result<Option<Duration>, String> {
+    /// One pass: starts every due pending delivery that is not in flight yet, each as its
+    /// own task (as far as the bounds allow); answers how long until the next postponed one.
+    pub async fn pass(self: &Arc<Self>, store: &Arc<Store>) -> Result<Option<Duration>, String> {
+        if let Some(e) = self.dispatcher.take_error() {
+            return Err(e);
+        }
+        let s = &store.scheduler;
         let now = Timestamp::now();
-        let pending = store
-            .scheduler
-            .pending_deliveries(usize::MAX)
-            .map_err(|e| e.to_string())?;
-        let (due, waiting): (Vec<_>, Vec<_>) = pending.into_iter().partition(|(_, d)| d.not_before <= now);
-        let mut next = waiting.iter().map(|(_, d)| d.not_before).min();
-        for chunk in due.chunks(CONCURRENCY) {
-            let results = futures_util::future::join_all(chunk.iter().map(|(k, d)| self.deliver(store, k, d))).await;
-            for r in results {
-                if let Some(at) = r? {
-                    next = Some(next.map_or(at, |n: Timestamp| n.min(at)));
-                }
+        let pending = s.pending_deliveries(usize::MAX).map_err(|e| e.to_string())?;
+        let mut next: Option<Timestamp> = None;
+        let mut dropped = false;
+        for (k, d) in pending {
+            if self.dispatcher.is_running(&k) {
+                continue;
             }
+            if d.not_before > now {
+                next = Some(next.map_or(d.not_before, |n| n.min(d.not_before)));
+                continue;
+            }
+            let Some(trigger) = s.trigger(d.owner, d.trigger).map_err(|e| e.to_string())? else {
+                // the trigger was deleted meanwhile: the delivery is dropped
+                s.remove_pending(&k).map_err(|e| e.to_string())?;
+                dropped = true;
+                continue;
+            };
+            let TriggerKind::Inbox { url, .. } = &trigger.kind else {
+                continue;
+            };
+            let target = url.clone();
+            let job = self.clone().deliver(store.clone(), k.clone(), d, trigger);
+            self.dispatcher.start(k, target, job);
+        }
+        if dropped {
             store.durable().await.map_err(|e| e.to_string())?;
         }
         Ok(next.map(|at| Duration::from_secs_f64(Timestamp::now().seconds_until(&at).max(0.0))))
     }
 
-    /// Performs one delivery; answers when it is to be tried again (transient failure).
-    async fn deliver(&self, store: &Store, k: &[u8], d: &Delivery) -> Result<Option<Timestamp>, String> {
+    /// Performs one delivery and records its result durably; answers whether it was
+    /// postponed (transient failure), so that the worker plans its next wake-up.
+    async fn deliver(
+        self: Arc<Self>,
+        store: Arc<Store>,
+        k: Vec<u8>,
+        d: Delivery,
+        trigger: Trigger,
+    ) -> Result<bool, String> {
         let s = &store.scheduler;
-        let trigger = s.trigger(d.owner, d.trigger).map_err(|e| e.to_string())?;
-        let item = s.triggered(d.owner, d.item).map_err(|e| e.to_string())?;
-        let (Some(trigger), Some(item)) = (trigger, item) else {
-            // trigger or item deleted meanwhile: the delivery is dropped
-            s.remove_pending(k).map_err(|e| e.to_string())?;
-            return Ok(None);
-        };
         let TriggerKind::Inbox {
             url,
             username,
             access_key,
         } = &trigger.kind
         else {
-            return Ok(None);
+            return Ok(false);
+        };
+        let Some(item) = s.triggered(d.owner, d.item).map_err(|e| e.to_string())? else {
+            // the triggered item was deleted meanwhile: the delivery is dropped
+            s.remove_pending(&k).map_err(|e| e.to_string())?;
+            store.durable().await.map_err(|e| e.to_string())?;
+            return Ok(false);
         };
         let data = wire::encode_base64(&item.tickle.content);
+        let what = format!("item {} (delivery {}) to the inbox at {url}", d.item, d.id);
+        tracing::info!("delivering {what}, attempt {}", d.failures + 1);
         let result = self.attempt(url, username, access_key, trigger.id, d.id, &data).await;
-        let outcome = match result {
-            Ok(id) => Outcome::InboxAdded(id),
+        let postponed = match result {
+            Ok(id) => {
+                tracing::info!("delivered {what}: inbox item {id}");
+                s.finish_delivery(&k, &d, Outcome::InboxAdded(id))
+                    .map_err(|e| e.to_string())?;
+                false
+            }
             Err(f) if f.transient && d.failures < self.retry_amount => {
                 let mut later = d.clone();
                 later.failures += 1;
-                let wait = backoff(self.retry_delay, later.failures);
-                let at = Timestamp::now().plus(wait);
-                later.not_before = at;
+                let wait = retry_wait(self.retry_delay, later.failures, f.retry_after);
+                later.not_before = Timestamp::now().plus(wait);
                 tracing::info!(
-                    "delivery {} failed ({}), retry {} in {wait:?}",
-                    d.id,
+                    "delivering {what} failed ({}); retry {} of {} in {wait:?}",
                     f.reason,
-                    later.failures
+                    later.failures,
+                    self.retry_amount
                 );
-                s.postpone_delivery(k, &later).map_err(|e| e.to_string())?;
-                return Ok(Some(at));
+                s.postpone_delivery(&k, &later).map_err(|e| e.to_string())?;
+                true
             }
-            Err(f) => Outcome::InboxFailed(f.reason),
+            Err(f) => {
+                tracing::warn!("delivering {what} failed for good: {}", f.reason);
+                s.finish_delivery(&k, &d, Outcome::InboxFailed(f.reason))
+                    .map_err(|e| e.to_string())?;
+                false
+            }
         };
-        s.finish_delivery(k, d, outcome).map_err(|e| e.to_string())?;
-        Ok(None)
+        store.durable().await.map_err(|e| e.to_string())?;
+        Ok(postponed)
     }
 
     async fn attempt(

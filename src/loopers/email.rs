@@ -4,12 +4,14 @@
 //! outcome of triggered-item e-mails on their triggered item.
 
 use super::backoff;
+use super::dispatch::Dispatcher;
 use crate::config::Settings;
 use crate::mail::{self, Mailer};
 use crate::scheduler::models::Outcome;
 use crate::store::scheduler::{EmailKind, QueuedEmail};
 use crate::store::Store;
 use crate::wire::Timestamp;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Which queued e-mails a converter renders.
@@ -58,84 +60,115 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
     Ok(rendered)
 }
 
-/// How many e-mails the emailer sends at once.
-const CONCURRENCY: usize = 16;
+/// E-mails sent at once, overall and per recipient domain.
+const OVERALL: usize = 8;
+const PER_DOMAIN: usize = 4;
 
-/// One emailer pass: sends the rendered e-mails that are due; answers how long until the
-/// next postponed one.
-pub async fn send(
-    store: &Store,
-    mailer: &Mailer,
+/// The emailer: sends rendered e-mails, each as its own task.
+pub struct Emailer {
+    mailer: Arc<Mailer>,
     retry_delay: Duration,
     retry_amount: u32,
-) -> Result<Option<Duration>, String> {
-    let now = Timestamp::now();
-    let queued = store.scheduler.queued_emails(usize::MAX).map_err(|e| e.to_string())?;
-    let rendered: Vec<_> = queued
-        .into_iter()
-        .filter(|(_, e)| matches!(e.kind, EmailKind::Rendered { .. }))
-        .collect();
-    let (due, waiting): (Vec<_>, Vec<_>) = rendered.into_iter().partition(|(_, e)| e.not_before <= now);
-    let mut next = waiting.iter().map(|(_, e)| e.not_before).min();
-    for chunk in due.chunks(CONCURRENCY) {
-        let results = futures_util::future::join_all(
-            chunk
-                .iter()
-                .map(|(k, e)| send_one(store, mailer, k, e, retry_delay, retry_amount)),
-        )
-        .await;
-        for r in results {
-            if let Some(at) = r? {
-                next = Some(next.map_or(at, |n: Timestamp| n.min(at)));
-            }
-        }
-        store.durable().await.map_err(|e| e.to_string())?;
-    }
-    Ok(next.map(|at| Duration::from_secs_f64(Timestamp::now().seconds_until(&at).max(0.0))))
+    pub dispatcher: Arc<Dispatcher>,
 }
 
-async fn send_one(
-    store: &Store,
-    mailer: &Mailer,
-    k: &[u8],
-    email: &QueuedEmail,
-    retry_delay: Duration,
-    retry_amount: u32,
-) -> Result<Option<Timestamp>, String> {
-    let s = &store.scheduler;
-    let EmailKind::Rendered { message, delivery } = &email.kind else {
-        return Ok(None);
-    };
-    let result = mailer.send(message).await;
-    let failure = match result {
-        Ok(()) => None,
-        Err(f) if f.transient && email.failures < retry_amount => {
-            let mut later = email.clone();
-            later.failures += 1;
-            let wait = backoff(retry_delay, later.failures);
-            later.not_before = Timestamp::now().plus(wait);
-            tracing::info!(
-                "e-mail to {} failed ({}), retry {} in {wait:?}",
-                message.to,
-                f.reason,
-                later.failures
-            );
-            s.replace_email(k, &later).map_err(|e| e.to_string())?;
-            return Ok(Some(later.not_before));
-        }
-        Err(f) => Some(f.reason),
-    };
-    match (delivery, failure) {
-        (Some(d), None) => s.finish_delivery(k, d, Outcome::EmailSent),
-        (Some(d), Some(reason)) => s.finish_delivery(k, d, Outcome::EmailFailed(reason)),
-        (None, None) => s.remove_pending(k),
-        (None, Some(reason)) => {
-            tracing::warn!("giving up on the e-mail to {}: {reason}", message.to);
-            s.remove_pending(k)
+/// The domain of an address (where a slow mail exchange would hold up its messages).
+fn domain(address: &str) -> String {
+    address.rsplit_once('@').map_or("", |(_, d)| d).to_ascii_lowercase()
+}
+
+impl Emailer {
+    /// `wake` wakes the emailer's worker (a place for a waiting e-mail freed, or an e-mail
+    /// was postponed).
+    pub fn new(
+        mailer: Arc<Mailer>,
+        retry_delay: Duration,
+        retry_amount: u32,
+        wake: impl Fn() + Send + Sync + 'static,
+    ) -> Emailer {
+        Emailer {
+            mailer,
+            retry_delay,
+            retry_amount,
+            dispatcher: Dispatcher::new(OVERALL, PER_DOMAIN, wake),
         }
     }
-    .map_err(|e| e.to_string())?;
-    Ok(None)
+
+    /// One emailer pass: starts sending every rendered e-mail that is due and not in flight
+    /// yet, each as its own task; answers how long until the next postponed one.
+    pub async fn pass(self: &Arc<Self>, store: &Arc<Store>) -> Result<Option<Duration>, String> {
+        if let Some(e) = self.dispatcher.take_error() {
+            return Err(e);
+        }
+        let now = Timestamp::now();
+        let queued = store.scheduler.queued_emails(usize::MAX).map_err(|e| e.to_string())?;
+        let mut next: Option<Timestamp> = None;
+        for (k, email) in queued {
+            let EmailKind::Rendered { message, .. } = &email.kind else {
+                continue;
+            };
+            if self.dispatcher.is_running(&k) {
+                continue;
+            }
+            if email.not_before > now {
+                next = Some(next.map_or(email.not_before, |n| n.min(email.not_before)));
+                continue;
+            }
+            let target = domain(&message.to);
+            let job = self.clone().send_one(store.clone(), k.clone(), email);
+            self.dispatcher.start(k, target, job);
+        }
+        Ok(next.map(|at| Duration::from_secs_f64(Timestamp::now().seconds_until(&at).max(0.0))))
+    }
+
+    /// Sends one e-mail and records the result durably; answers whether it was postponed.
+    async fn send_one(self: Arc<Self>, store: Arc<Store>, k: Vec<u8>, email: QueuedEmail) -> Result<bool, String> {
+        let s = &store.scheduler;
+        let EmailKind::Rendered { message, delivery } = &email.kind else {
+            return Ok(false);
+        };
+        // names the e-mail without its text (a verification e-mail carries a key)
+        let what = match (delivery, email.trigger) {
+            (Some(d), _) => format!("item {} (delivery {}) by e-mail to {}", d.item, d.id, message.to),
+            (None, Some(trigger)) => format!("the verification e-mail of trigger {trigger} to {}", message.to),
+            (None, None) => format!("the admin notification to {}", message.to),
+        };
+        tracing::info!("sending {what}, attempt {}", email.failures + 1);
+        let result = self.mailer.send(message).await;
+        let failure = match result {
+            Ok(()) => {
+                tracing::info!("sent {what}");
+                None
+            }
+            Err(f) if f.transient && email.failures < self.retry_amount => {
+                let mut later = email.clone();
+                later.failures += 1;
+                let wait = backoff(self.retry_delay, later.failures);
+                later.not_before = Timestamp::now().plus(wait);
+                tracing::info!(
+                    "sending {what} failed ({}); retry {} of {} in {wait:?}",
+                    f.reason,
+                    later.failures,
+                    self.retry_amount
+                );
+                s.replace_email(&k, &later).map_err(|e| e.to_string())?;
+                store.durable().await.map_err(|e| e.to_string())?;
+                return Ok(true);
+            }
+            Err(f) => {
+                tracing::warn!("sending {what} failed for good: {}", f.reason);
+                Some(f.reason)
+            }
+        };
+        match (delivery, failure) {
+            (Some(d), None) => s.finish_delivery(&k, d, Outcome::EmailSent),
+            (Some(d), Some(reason)) => s.finish_delivery(&k, d, Outcome::EmailFailed(reason)),
+            (None, _) => s.remove_pending(&k),
+        }
+        .map_err(|e| e.to_string())?;
+        store.durable().await.map_err(|e| e.to_string())?;
+        Ok(false)
+    }
 }
 
 #[cfg(test)]
@@ -170,12 +203,14 @@ mod tests {
         assert!(message.text.contains("emailer") && message.text.contains("disk on fire"));
         assert!(delivery.is_none());
 
-        let mailer = Mailer::new(&settings).unwrap();
-        assert_eq!(send(&store, &mailer, Duration::from_millis(1), 3).await.unwrap(), None);
-        assert!(
-            store.scheduler.queued_emails(10).unwrap().is_empty(),
-            "sent and removed"
-        );
+        let mailer = Arc::new(Mailer::new(&settings).unwrap());
+        let emailer = Arc::new(Emailer::new(mailer, Duration::from_millis(1), 3, || {}));
+        assert_eq!(emailer.pass(&store).await.unwrap(), None);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !store.scheduler.queued_emails(10).unwrap().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "not sent and removed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let files: Vec<_> = std::fs::read_dir(dir.path().join("outbox"))
             .unwrap()
             .map(|e| e.unwrap().path())

@@ -5,6 +5,7 @@
 //! stops, reports `LooperStatusErrored` and an admin notification is created.
 
 pub mod delivery;
+pub mod dispatch;
 pub mod email;
 pub mod payments;
 pub mod triggerer;
@@ -173,11 +174,20 @@ impl Loopers {
     }
 }
 
+/// The longest wait before an automatic retry (scheduler.md §7.4).
+const LONGEST_WAIT: Duration = Duration::from_secs(600);
+
 /// The automatic retry back-off of scheduler.md §7.4: before retry k, wait
 /// `delay` × 2^(k−1), at most 10 minutes.
 pub fn backoff(delay: Duration, retry: u32) -> Duration {
     let factor = 2u32.saturating_pow(retry.saturating_sub(1).min(30));
-    delay.saturating_mul(factor).min(Duration::from_secs(600))
+    delay.saturating_mul(factor).min(LONGEST_WAIT)
+}
+
+/// The wait before retry k: the back-off, or longer when the target asked for a longer
+/// wait (`Retry-After`), at most 10 minutes.
+pub fn retry_wait(delay: Duration, retry: u32, asked: Option<Duration>) -> Duration {
+    backoff(delay, retry).max(asked.unwrap_or_default()).min(LONGEST_WAIT)
 }
 
 /// Spawns every enabled worker; they stop when `stop` turns true.
@@ -215,12 +225,32 @@ pub fn start(
     };
     let notify_admin = Arc::new(notify_admin);
     let mailer = Arc::new(mailer);
+    let waker = |name: &'static str| {
+        let loopers = loopers.clone();
+        move || loopers.wake(name)
+    };
     let sender = Arc::new(delivery::InboxSender::new(
         http,
         loopers.retry_delay,
         loopers.retry_amount,
+        waker("triggeredInboxItemSender"),
+    ));
+    let emailer = Arc::new(email::Emailer::new(
+        mailer,
+        loopers.retry_delay,
+        loopers.retry_amount,
+        waker("emailer"),
     ));
     let mut tasks = Vec::new();
+    // Deliveries run as tasks of their own: at shutdown they are abandoned (they stay
+    // pending) before the store is flushed.
+    for dispatcher in [sender.dispatcher.clone(), emailer.dispatcher.clone()] {
+        let mut stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let _ = stop.wait_for(|s| *s).await;
+            dispatcher.stop().await;
+        }));
+    }
     let mut spawn = |name: &'static str, pass: Box<dyn Fn() -> PassFuture + Send + Sync>| {
         let n = notify_admin.clone();
         tasks.push(tokio::spawn(loopers.clone().run(
@@ -316,13 +346,12 @@ pub fn start(
         );
     }
     {
-        let (l, s, _) = ctx.clone();
-        let mailer = mailer.clone();
+        let (_, s, _) = ctx.clone();
         spawn(
             "emailer",
             Box::new(move || {
-                let (l, s, mailer) = (l.clone(), s.clone(), mailer.clone());
-                Box::pin(async move { email::send(&s, &mailer, l.retry_delay, l.retry_amount).await })
+                let (s, emailer) = (s.clone(), emailer.clone());
+                Box::pin(async move { emailer.pass(&s).await })
             }),
         );
     }
@@ -350,6 +379,11 @@ mod tests {
         assert_eq!(backoff(d, 2), d * 2);
         assert_eq!(backoff(d, 7), d * 64);
         assert_eq!(backoff(d, 40), Duration::from_secs(600));
+        let asked = |s| Some(Duration::from_secs(s));
+        assert_eq!(retry_wait(d, 1, None), d);
+        assert_eq!(retry_wait(d, 1, asked(2)), Duration::from_secs(2));
+        assert_eq!(retry_wait(d, 7, asked(2)), d * 64, "the back-off when it is longer");
+        assert_eq!(retry_wait(d, 1, asked(86_400)), Duration::from_secs(600), "capped");
     }
 
     #[test]

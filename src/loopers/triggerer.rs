@@ -19,12 +19,16 @@ pub async fn pass(store: &Store) -> Result<(usize, Option<Duration>), String> {
         let now = Timestamp::now();
         let due = s.due_items(now, BATCH).map_err(|e| e.to_string())?;
         for (at, owner, id) in &due {
-            let zone = Zone::of(&s.settings(*owner).map_err(|e| e.to_string())?);
             let copy = s
-                .trigger_item(*owner, *id, now, |item| next_occurrence(item, &zone, now))
+                .trigger_item(*owner, *id, now, |item, setting| {
+                    next_occurrence(item, &Zone::of(setting), now)
+                })
                 .map_err(|e| e.to_string())?;
             match copy {
-                Some(_) => triggered += 1,
+                Some(copy) => {
+                    tracing::info!("triggered item {id} of account {owner}: triggered item {}", copy.id);
+                    triggered += 1;
+                }
                 None => s.drop_due_entry(*at, *id).map_err(|e| e.to_string())?,
             }
         }

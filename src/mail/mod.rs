@@ -1,6 +1,6 @@
 //! E-mail: the texts of scheduler.md §8 and the two transports, SMTP (lettre over rustls:
-//! plain with STARTTLS when offered, or implicit TLS) and the zero-config outbox directory of
-//! `.eml` files.
+//! plain with STARTTLS when offered, STARTTLS required when there are credentials, or
+//! implicit TLS) and the zero-config outbox directory of `.eml` files.
 
 use crate::config::Settings;
 use crate::store::scheduler::Message;
@@ -110,19 +110,26 @@ pub fn check_settings(settings: &Settings) -> Result<(), String> {
     }
 }
 
-/// Builds the SMTP transport: STARTTLS when the server offers it (plain otherwise), or
-/// implicit TLS for `smtps`.
+/// How a connection to the mail server is secured (scheduler.md §8.1): `smtps` is implicit
+/// TLS; `smtp` with a user and password requires STARTTLS, so the credentials are never sent
+/// in clear (a server that does not offer it fails the attempt, a transient failure);
+/// `smtp` without credentials uses STARTTLS when the server offers it, plain otherwise.
+fn tls_mode(u: &SmtpUrl, params: TlsParameters) -> Tls {
+    match (u.implicit_tls, u.credentials.is_some()) {
+        (true, _) => Tls::Wrapper(params),
+        (false, true) => Tls::Required(params),
+        (false, false) => Tls::Opportunistic(params),
+    }
+}
+
+/// Builds the SMTP transport (TLS as [`tls_mode`] says).
 fn smtp_transport(url: &str) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
     let u = parse_smtp_url(url)?;
     let params = TlsParameters::new(u.host.clone()).map_err(|e| format!("TLS set-up for {}: {e}", u.host))?;
     let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(u.host.clone())
         .port(u.port)
         .timeout(Some(Duration::from_secs(10)))
-        .tls(if u.implicit_tls {
-            Tls::Wrapper(params)
-        } else {
-            Tls::Opportunistic(params)
-        });
+        .tls(tls_mode(&u, params));
     if let Some((user, pass)) = u.credentials {
         builder = builder.credentials(Credentials::new(user, pass));
     }
@@ -341,6 +348,26 @@ mod tests {
         for bad in ["http://x", "smtp://:25", "smtp://x:port", "smtp//x", "smtp://[::1"] {
             assert!(parse_smtp_url(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn credentials_require_tls() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mode = |url: &str| {
+            let u = parse_smtp_url(url).unwrap();
+            let params = TlsParameters::new(u.host.clone()).unwrap();
+            match tls_mode(&u, params) {
+                Tls::Wrapper(_) => "implicit",
+                Tls::Required(_) => "required",
+                Tls::Opportunistic(_) => "opportunistic",
+                _ => "none",
+            }
+        };
+        assert_eq!(mode("smtp://user:secret@mail.example.org:587"), "required");
+        assert_eq!(mode("smtp://user@mail.example.org"), "required");
+        assert_eq!(mode("smtp://mail.example.org"), "opportunistic");
+        assert_eq!(mode("smtps://user:secret@mail.example.org"), "implicit");
+        assert_eq!(mode("smtps://mail.example.org"), "implicit");
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@ use super::models::{
 use super::routes::Route;
 use super::schedule::{self, Zone};
 use super::sync::{self, SyncRequest};
-use super::{inbox_client, Scheduler};
+use super::{inbox_client, resend_limit, Scheduler};
 use crate::auth::{secrets, Account};
 use crate::http::{parse_json, path_uuid, ApiError, Reply, Request};
 use crate::payments;
@@ -68,11 +68,10 @@ impl Scheduler {
             Route::EditItem(id) => {
                 let id = path_uuid(&id)?;
                 let tickle = Tickle::parse(&request.json::<Value>()?)?;
-                let zone = self.zone(me)?;
-                let edited = store.edit_scheduled(me, id, |mut item| {
+                let edited = store.edit_scheduled(me, id, |mut item, setting| {
                     item.tickle = tickle;
                     item.server_time += 1;
-                    let due = schedule::due(&item.tickle, &zone);
+                    let due = schedule::due(&item.tickle, &Zone::of(setting));
                     (item, due)
                 })?;
                 if !edited {
@@ -128,8 +127,8 @@ impl Scheduler {
             Route::Sync => {
                 let request = SyncRequest::parse(&request.json::<Value>()?)?;
                 let cap = self.payments.cap_of(&self.store.scheduler.accounts, &account).await?;
-                let zone = self.zone(me)?;
-                let (response, changed) = store.sync(me, |items| {
+                let (response, changed) = store.sync(me, |items, setting| {
+                    let zone = Zone::of(setting);
                     sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
                 })?;
                 if changed {
@@ -191,10 +190,6 @@ impl Scheduler {
         }
     }
 
-    fn zone(&self, account: Uuid) -> Result<Zone, ApiError> {
-        Ok(Zone::of(&self.store.scheduler.settings(account)?))
-    }
-
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
         let (scheduled, triggered) = self.store.scheduler.counts(account.id)?;
         Ok(json!({
@@ -211,8 +206,6 @@ impl Scheduler {
 
     async fn add_item(&self, account: &Account, request: &Request) -> Result<Reply, ApiError> {
         let tickle = Tickle::parse(&request.json::<Value>()?)?;
-        let zone = self.zone(account.id)?;
-        let due = schedule::due(&tickle, &zone);
         let item = ScheduledItem {
             id: wire::new_uuid(),
             owner: account.id,
@@ -221,7 +214,9 @@ impl Scheduler {
             server_time: 0,
         };
         let cap = self.payments.cap_of(&self.store.scheduler.accounts, account).await?;
-        match self.store.scheduler.add_scheduled(&item, due, cap)? {
+        // the due instant under the zone of the moment of the write (read under the lock)
+        let due_of = |setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
+        match self.store.scheduler.add_scheduled(&item, due_of, cap)? {
             AddOutcome::Added => {
                 self.store.durable().await?;
                 self.loopers.wake("triggerer");
@@ -305,6 +300,17 @@ impl Scheduler {
             }
             _ => return Err(ApiError::not_found("no such e-mail trigger")),
         }
+        if let Err(wait) = self.resends.count(id) {
+            let mut refused = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "at most {} verification e-mails per trigger and hour; try again in {wait} s",
+                    resend_limit::RESENDS
+                ),
+            );
+            refused.retry_after = Some(wait);
+            return Err(refused);
+        }
         let (key, digest) = secrets::new_secret();
         let updated = self
             .store
@@ -322,6 +328,7 @@ impl Scheduler {
                 _ => None,
             })?;
         if !updated {
+            self.resends.uncount(id);
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
         }
         self.store.durable().await?;

@@ -4,6 +4,7 @@
 mod handlers;
 pub mod inbox_client;
 pub mod models;
+pub mod resend_limit;
 pub mod routes;
 pub mod schedule;
 pub mod sync;
@@ -25,6 +26,8 @@ pub struct Scheduler {
     pub payments: Arc<crate::payments::Payments>,
     pub loopers: Arc<Loopers>,
     pub http: reqwest::Client,
+    /// Verification e-mail resends per trigger (`POST /trigger/email/resend/:id`).
+    pub resends: resend_limit::ResendLimiter,
 }
 
 impl Scheduler {
@@ -45,6 +48,7 @@ impl Scheduler {
             payments,
             loopers,
             http,
+            resends: resend_limit::ResendLimiter::default(),
         })
     }
 }

@@ -246,13 +246,21 @@ impl SchedulerStore {
         }
     }
 
-    /// Stores a new scheduled item unless the account has `cap` scheduled items already.
-    pub fn add_scheduled(&self, item: &ScheduledItem, due: Timestamp, cap: Option<u64>) -> Result<AddOutcome> {
+    /// Stores a new scheduled item unless the account has `cap` scheduled items already;
+    /// `due_of` gives its due instant under the account's settings, read under the account
+    /// lock (so a concurrent settings change cannot leave it indexed under the old zone).
+    pub fn add_scheduled(
+        &self,
+        item: &ScheduledItem,
+        due_of: impl FnOnce(&TimeZoneSetting) -> Timestamp,
+        cap: Option<u64>,
+    ) -> Result<AddOutcome> {
         let _guard = self.accounts.lock(item.owner);
         let (s, t) = self.counts(item.owner)?;
         if cap.is_some_and(|cap| s >= cap) {
             return Ok(AddOutcome::LimitReached);
         }
+        let due = due_of(&self.settings(item.owner)?);
         let mut batch = Batch::default();
         self.put_scheduled(&mut batch, item, due)?;
         Self::put_counts(&mut batch, item.owner, (s + 1, t));
@@ -265,18 +273,19 @@ impl SchedulerStore {
     }
 
     /// Replaces the contents of a scheduled item with `edit`, which returns the new item
-    /// and its due instant; `false` when the account has no such scheduled item.
+    /// and its due instant under the account's settings (read under the account lock);
+    /// `false` when the account has no such scheduled item.
     pub fn edit_scheduled(
         &self,
         account: Uuid,
         id: Uuid,
-        edit: impl FnOnce(ScheduledItem) -> (ScheduledItem, Timestamp),
+        edit: impl FnOnce(ScheduledItem, &TimeZoneSetting) -> (ScheduledItem, Timestamp),
     ) -> Result<bool> {
         let _guard = self.accounts.lock(account);
         let Some((_, record)) = self.scheduled_location(account, id)? else {
             return Ok(false);
         };
-        let (item, due) = edit(record.item);
+        let (item, due) = edit(record.item, &self.settings(account)?);
         let mut batch = Batch::default();
         self.put_scheduled(&mut batch, &item, due)?;
         self.tree.apply_batch(batch);
@@ -362,16 +371,17 @@ impl SchedulerStore {
             .collect()
     }
 
-    /// Runs one sync atomically (answering also whether it changed anything): `decide` sees the account's scheduled items as they are
-    /// (with the account's writes held off) and says what to delete and store.
+    /// Runs one sync atomically (answering also whether it changed anything): `decide` sees
+    /// the account's scheduled items and settings as they are (with the account's writes
+    /// held off) and says what to delete and store, with due instants under those settings.
     pub fn sync<R>(
         &self,
         account: Uuid,
-        decide: impl FnOnce(&[ScheduledItem]) -> (R, ScheduledChanges),
+        decide: impl FnOnce(&[ScheduledItem], &TimeZoneSetting) -> (R, ScheduledChanges),
     ) -> Result<(R, bool)> {
         let _guard = self.accounts.lock(account);
         let items = self.scheduled_items(account)?;
-        let (answer, changes) = decide(&items);
+        let (answer, changes) = decide(&items, &self.settings(account)?);
         let (mut s, t) = self.counts(account)?;
         let mut batch = Batch::default();
         for id in &changes.delete {
@@ -582,14 +592,15 @@ impl SchedulerStore {
 
     /// Triggers the scheduled item `id` of `owner` if it is still due at `now`, in one
     /// batch: the triggered copy (with the delivery targets of this moment), and the item
-    /// deleted or, when `next` gives its next occurrence, moved there. `None` when the item
-    /// is gone or no longer due (edited or deleted meanwhile).
+    /// deleted or, when `next` gives its next occurrence (with its due instant under the
+    /// owner's settings, read under the account lock), moved there. `None` when the item is
+    /// gone or no longer due (edited or deleted meanwhile).
     pub fn trigger_item(
         &self,
         owner: Uuid,
         id: Uuid,
         now: Timestamp,
-        next: impl FnOnce(&ScheduledItem) -> Option<(ScheduledItem, Timestamp)>,
+        next: impl FnOnce(&ScheduledItem, &TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>,
     ) -> Result<Option<TriggeredItem>> {
         let _guard = self.accounts.lock(owner);
         let Some((item_key, record)) = self.scheduled_location(owner, id)? else {
@@ -631,7 +642,7 @@ impl SchedulerStore {
             }
         }
         batch.remove(key(DUE, &[&record.due.to_key(), id.as_bytes()]));
-        match next(&record.item) {
+        match next(&record.item, &self.settings(owner)?) {
             Some((moved, due)) => {
                 batch.insert(item_key, encode(&ScheduledRecord { item: moved, due }));
                 batch.insert(key(DUE, &[&due.to_key(), id.as_bytes()]), owner.as_bytes().to_vec());

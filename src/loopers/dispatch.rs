@@ -1,0 +1,234 @@
+//! Deliveries as independent tasks (scheduler.md §7.4): a delivery whose target hangs until
+//! its timeout must not hold up any other delivery. A worker's pass only decides what is
+//! due and starts each delivery here as its own task; the task records its result (and
+//! waits for it to be durable) as soon as it has it. Two bounds keep one target from taking
+//! every connection and the process from opening too many: a number of deliveries per
+//! target (inbox base URL, e-mail domain) and a number overall. A due delivery that finds
+//! no free place is started by a later pass, which the task that frees a place wakes.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::task::JoinSet;
+
+/// Whether [`Dispatcher::start`] started the delivery.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Start {
+    Started,
+    /// That queue entry is being delivered already.
+    Running,
+    /// A bound is reached (or the dispatcher is stopped); a later pass starts it.
+    Full,
+}
+
+pub struct Dispatcher {
+    overall: usize,
+    per_target: usize,
+    state: Mutex<State>,
+    /// Wakes the worker whose pass starts deliveries.
+    wake: Box<dyn Fn() + Send + Sync>,
+}
+
+#[derive(Default)]
+struct State {
+    /// `None` once stopped: nothing new starts.
+    tasks: Option<JoinSet<()>>,
+    /// Queue keys of the deliveries in flight.
+    running: HashSet<Vec<u8>>,
+    /// Deliveries in flight per target.
+    targets: HashMap<String, usize>,
+    /// A due delivery was not started for lack of a place: wake the worker when one frees.
+    starved: bool,
+    /// A failure (of the store) in a delivery task, reported by the worker's next pass.
+    error: Option<String>,
+}
+
+impl Dispatcher {
+    pub fn new(overall: usize, per_target: usize, wake: impl Fn() + Send + Sync + 'static) -> Arc<Dispatcher> {
+        Arc::new(Dispatcher {
+            overall: overall.max(1),
+            per_target: per_target.max(1),
+            state: Mutex::new(State {
+                tasks: Some(JoinSet::new()),
+                ..State::default()
+            }),
+            wake: Box::new(wake),
+        })
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_running(&self, key: &[u8]) -> bool {
+        self.state().running.contains(key)
+    }
+
+    /// Starts `job`, the delivery of queue entry `key` to `target`, as a task of its own,
+    /// unless it is running already or a bound is reached. The job answers whether the
+    /// worker must run again (it postponed the delivery: the worker's next wake-up may have
+    /// to come sooner); an `Err` is a failure of the store, reported by the next pass.
+    pub fn start<F>(self: &Arc<Self>, key: Vec<u8>, target: String, job: F) -> Start
+    where
+        F: Future<Output = Result<bool, String>> + Send + 'static,
+    {
+        let mut state = self.state();
+        let state = &mut *state;
+        let Some(tasks) = state.tasks.as_mut() else {
+            return Start::Full;
+        };
+        // results of finished tasks are kept until joined
+        while let Some(done) = tasks.try_join_next() {
+            if let Err(e) = done {
+                if e.is_panic() {
+                    tracing::error!("a delivery task panicked: {e}");
+                }
+            }
+        }
+        if state.running.contains(&key) {
+            return Start::Running;
+        }
+        let on_target = state.targets.get(&target).copied().unwrap_or(0);
+        if state.running.len() >= self.overall || on_target >= self.per_target {
+            state.starved = true;
+            return Start::Full;
+        }
+        state.running.insert(key.clone());
+        *state.targets.entry(target.clone()).or_insert(0) += 1;
+        let place = Place {
+            dispatcher: self.clone(),
+            key,
+            target,
+        };
+        tasks.spawn(async move {
+            let again = match job.await {
+                Ok(again) => again,
+                Err(e) => {
+                    place.dispatcher.state().error = Some(e);
+                    true
+                }
+            };
+            let dispatcher = place.dispatcher.clone();
+            drop(place);
+            if again {
+                (dispatcher.wake)();
+            }
+        });
+        Start::Started
+    }
+
+    /// The failure of a delivery task since the last call, if any.
+    pub fn take_error(&self) -> Option<String> {
+        self.state().error.take()
+    }
+
+    /// Abandons the deliveries in flight (they stay pending in the database) and starts no
+    /// more; returns once their tasks have ended.
+    pub async fn stop(&self) {
+        let tasks = self.state().tasks.take();
+        if let Some(mut tasks) = tasks {
+            tasks.shutdown().await;
+        }
+    }
+}
+
+/// A delivery's place among those in flight, given back when its task ends (also when the
+/// task is aborted or panics).
+struct Place {
+    dispatcher: Arc<Dispatcher>,
+    key: Vec<u8>,
+    target: String,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let starved = {
+            let mut state = self.dispatcher.state();
+            state.running.remove(&self.key);
+            if let Some(n) = state.targets.get_mut(&self.target) {
+                *n -= 1;
+                if *n == 0 {
+                    state.targets.remove(&self.target);
+                }
+            }
+            std::mem::take(&mut state.starved)
+        };
+        if starved {
+            (self.dispatcher.wake)();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tokio::sync::Notify;
+
+    /// A job that runs until `release` is notified.
+    fn held(release: &Arc<Notify>) -> impl Future<Output = Result<bool, String>> + Send + 'static {
+        let release = release.clone();
+        async move {
+            release.notified().await;
+            Ok(false)
+        }
+    }
+
+    #[tokio::test]
+    async fn bounds_per_target_and_overall_and_a_freed_place_wakes_the_worker() {
+        let wakes = Arc::new(AtomicUsize::new(0));
+        let w = wakes.clone();
+        let d = Dispatcher::new(3, 2, move || {
+            w.fetch_add(1, Ordering::SeqCst);
+        });
+        let release = Arc::new(Notify::new());
+        let key = |n: u8| vec![n];
+        assert_eq!(d.start(key(1), "a".into(), held(&release)), Start::Started);
+        assert_eq!(d.start(key(1), "a".into(), held(&release)), Start::Running);
+        assert_eq!(d.start(key(2), "a".into(), held(&release)), Start::Started);
+        assert_eq!(
+            d.start(key(3), "a".into(), held(&release)),
+            Start::Full,
+            "two per target"
+        );
+        assert_eq!(d.start(key(4), "b".into(), held(&release)), Start::Started);
+        assert_eq!(
+            d.start(key(5), "c".into(), held(&release)),
+            Start::Full,
+            "three overall"
+        );
+        assert!(d.is_running(&key(1)) && !d.is_running(&key(3)));
+        assert_eq!(wakes.load(Ordering::SeqCst), 0);
+
+        release.notify_one();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while wakes.load(Ordering::SeqCst) == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "no wake-up after a place freed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(d.start(key(5), "c".into(), held(&release)), Start::Started);
+        d.stop().await;
+        assert!(!d.is_running(&key(1)), "stopping gives every place back");
+        assert_eq!(d.start(key(6), "d".into(), held(&release)), Start::Full, "stopped");
+    }
+
+    #[tokio::test]
+    async fn failures_are_kept_for_the_next_pass() {
+        let d = Dispatcher::new(2, 2, || {});
+        assert_eq!(
+            d.start(vec![1], "a".into(), async { Err("disk on fire".to_string()) }),
+            Start::Started
+        );
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let error = loop {
+            if let Some(e) = d.take_error() {
+                break e;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the failure was not reported");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(error, "disk on fire");
+        assert_eq!(d.take_error(), None);
+    }
+}
