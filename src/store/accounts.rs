@@ -2,7 +2,9 @@
 //! own tree). Keys:
 //!
 //! * `a` + account uuid → [`Account`]
-//! * `n` + username (UTF-8) → account uuid (the username index)
+//! * `n` + username (UTF-8) → account uuid (the username index); a username of more than
+//!   200 bytes is indexed as `n` + `0xFF` + its SHA-256 (`0xFF` never occurs in UTF-8), so
+//!   keys stay short whatever clients register (see [`super::chunks`])
 //! * `u` + account uuid → the payment provider's customer id
 
 use super::writer::{Batch, Tree};
@@ -15,6 +17,16 @@ use uuid::Uuid;
 pub(crate) const ACCOUNT: u8 = b'a';
 pub(crate) const USERNAME: u8 = b'n';
 pub(crate) const CUSTOMER: u8 = b'u';
+
+/// The username index key of `username`.
+fn username_key(username: &str) -> Vec<u8> {
+    if username.len() <= 200 {
+        key(USERNAME, &[username.as_bytes()])
+    } else {
+        use sha2::Digest;
+        key(USERNAME, &[&[0xFF], &sha2::Sha256::digest(username.as_bytes())])
+    }
+}
 
 pub enum Registration {
     Created(Account),
@@ -45,7 +57,7 @@ impl AccountStore {
         // Registrations are rare: one lock for all of them makes "exactly one of several
         // concurrent registrations of a username wins" trivially true.
         let _guard = lock(&self.registrations);
-        let name_key = key(USERNAME, &[username.as_bytes()]);
+        let name_key = username_key(username);
         if self.tree.contains_key(&name_key)? {
             return Ok(Registration::Taken);
         }
@@ -72,7 +84,7 @@ impl AccountStore {
     }
 
     pub fn by_username(&self, username: &str) -> Result<Option<Account>> {
-        match self.tree.get(key(USERNAME, &[username.as_bytes()]))? {
+        match self.tree.get(username_key(username))? {
             Some(id) => match Uuid::from_slice(&id) {
                 Ok(id) => self.get(id),
                 Err(_) => Ok(None),
@@ -137,7 +149,7 @@ impl AccountStore {
     /// Adds the removal of the account record, its username and customer to `batch`.
     pub(crate) fn delete_into(&self, account: &Account, batch: &mut Batch) {
         batch.remove(key(CUSTOMER, &[account.id.as_bytes()]));
-        batch.remove(key(USERNAME, &[account.username.as_bytes()]));
+        batch.remove(username_key(&account.username));
         batch.remove(key(ACCOUNT, &[account.id.as_bytes()]));
     }
 }

@@ -8,6 +8,7 @@
 //! prefixes.
 
 mod accounts;
+mod chunks;
 pub mod inbox;
 pub mod scheduler;
 mod stable;

@@ -7,8 +7,9 @@
 //! 128 KiB (`db/blobs/<lsn>`, also whole pages that grow past that size) are never synced at
 //! all. So after each `flush()` the writer calls [`Stable::sync`], which
 //!
-//! 1. `fsync`s every blob file it has not synced yet, and then the `blobs` directory, so
-//!    that the log never becomes stable while pointing at a blob that is not;
+//! 1. `fsync`s every blob file it has not synced yet, and then the `blobs` directory (the
+//!    store keeps values in chunks, [`super::chunks`], so sled writes no blobs; this covers
+//!    databases written before that);
 //! 2. `fdatasync`s the log file `db/db` (Linux flushes a file's dirty pages whichever
 //!    descriptor wrote them, so a descriptor of our own is enough; `fdatasync` also records
 //!    a grown size, which is what is needed to read the data back);

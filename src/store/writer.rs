@@ -24,6 +24,7 @@
 //! may have dropped the pages it could not write, so a later successful `fsync` would not
 //! mean that earlier data is on disk (a restart re-reads what is really there).
 
+use super::chunks;
 use super::stable::Stable;
 use super::{lock, Result, StoreError};
 use sled::IVec;
@@ -166,20 +167,19 @@ impl Shared {
         let _applying = lock(&self.applying);
         let queued = std::mem::take(&mut lock(&self.pending).queue);
         let upto = queued.last()?.seq;
-        let mut batches: Vec<Option<sled::Batch>> = self.trees.iter().map(|_| None).collect();
+        let mut batches: Vec<Option<StoredBatch>> = self.trees.iter().map(|_| None).collect();
+        let mut result = Ok(());
         for q in &queued {
-            let batch = batches[q.tree].get_or_insert_with(sled::Batch::default);
+            let batch = batches[q.tree].get_or_insert_with(StoredBatch::default);
             for (k, v) in &q.writes {
-                match v {
-                    Some(v) => batch.insert(k.as_slice(), v.clone()),
-                    None => batch.remove(k.as_slice()),
+                if let Err(e) = batch.write(&self.trees[q.tree], k, v.as_deref()) {
+                    result = Err(e);
                 }
             }
         }
-        let mut result = Ok(());
         for (tree, batch) in self.trees.iter().zip(batches) {
             if let Some(batch) = batch {
-                result = result.and_then(|_| tree.apply_batch(batch));
+                result = result.and_then(|_| tree.apply_batch(batch.batch));
             }
         }
         // Now sled has these values (or, after a failure, they are lost: the overlay must
@@ -339,6 +339,78 @@ impl Drop for Writer {
     }
 }
 
+/// One cycle's sled batch for one tree, with values split into chunks ([`chunks`]).
+#[derive(Default)]
+struct StoredBatch {
+    batch: sled::Batch,
+    /// Chunk counts of the keys written earlier in this batch (sled does not have them yet).
+    counts: std::collections::HashMap<Vec<u8>, u32>,
+}
+
+impl StoredBatch {
+    /// Adds the write of `key` (`None`: its removal), removing the chunks of the value it
+    /// replaces beyond the new value's own.
+    fn write(&mut self, tree: &sled::Tree, key: &[u8], value: Option<&[u8]>) -> sled::Result<()> {
+        let before = match self.counts.get(key) {
+            Some(n) => *n,
+            None => tree
+                .get(key)?
+                .and_then(|stored| chunks::manifest_len(&stored))
+                .map_or(0, chunks::count),
+        };
+        let after = match value {
+            Some(v) if chunks::needs_chunks(v) => {
+                self.batch.insert(key, chunks::manifest(v.len()));
+                for (i, part) in chunks::split(v).enumerate() {
+                    self.batch.insert(chunks::chunk_key(key, i as u32), part);
+                }
+                chunks::count(v.len())
+            }
+            Some(v) => {
+                self.batch.insert(key, v);
+                0
+            }
+            None => {
+                self.batch.remove(key);
+                0
+            }
+        };
+        for i in after..before {
+            self.batch.remove(chunks::chunk_key(key, i));
+        }
+        self.counts.insert(key.to_vec(), after);
+        Ok(())
+    }
+}
+
+/// A value as sled stores it, made whole: a manifest's chunks are read and joined. The
+/// manifest and its chunks are read separately, so a batch applied in between can replace
+/// them: then the key is read again (`None`: it was removed meanwhile).
+fn whole(tree: &sled::Tree, key: &[u8], stored: IVec) -> sled::Result<Option<IVec>> {
+    let mut stored = Some(stored);
+    for _ in 0..16 {
+        let Some(v) = stored else { return Ok(None) };
+        let Some(len) = chunks::manifest_len(&v) else {
+            return Ok(Some(v));
+        };
+        let n = chunks::count(len);
+        let mut out = Vec::with_capacity(len);
+        let mut parts = 0;
+        for part in tree.range(chunks::chunk_key(key, 0)..chunks::chunk_key(key, n)) {
+            out.extend_from_slice(&part?.1);
+            parts += 1;
+        }
+        if parts == n && out.len() == len {
+            return Ok(Some(IVec::from(out)));
+        }
+        stored = tree.get(key)?;
+    }
+    Err(sled::Error::ReportableBug(format!(
+        "the chunks of a value of {} bytes stay incomplete",
+        key.len()
+    )))
+}
+
 /// A sled tree as the store code sees it: reads see queued changes, writes are queued.
 #[derive(Clone)]
 pub(crate) struct Tree {
@@ -351,7 +423,10 @@ impl Tree {
     pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> sled::Result<Option<IVec>> {
         match self.shared.overlay_get(self.index, key.as_ref()) {
             Some(v) => Ok(v),
-            None => self.sled.get(key),
+            None => match self.sled.get(key.as_ref())? {
+                Some(stored) => whole(&self.sled, key.as_ref(), stored),
+                None => Ok(None),
+            },
         }
     }
 
@@ -385,7 +460,7 @@ impl Tree {
             None => Bound::Unbounded,
         };
         let queued = self.shared.overlay_range(self.index, Bound::Included(prefix), to);
-        merge(self.sled.scan_prefix(prefix), queued)
+        merge(&self.sled, self.sled.scan_prefix(prefix), queued)
     }
 
     /// The records with `from <= key <= to`, in key order.
@@ -393,7 +468,7 @@ impl Tree {
         let queued = self
             .shared
             .overlay_range(self.index, Bound::Included(from), Bound::Included(to));
-        merge(self.sled.range(from..=to), queued)
+        merge(&self.sled, self.sled.range(from..=to), queued)
     }
 }
 
@@ -411,15 +486,16 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 
 /// sled's records merged with queued changes (taken before sled was read, so that a change
 /// applied meanwhile is seen either in sled or here, with the same value).
-fn merge(sled: sled::Iter, queued: Vec<Write>) -> Scan {
+fn merge(tree: &sled::Tree, sled: sled::Iter, queued: Vec<Write>) -> Scan {
     if queued.is_empty() {
-        return Scan::Sled(sled);
+        return Scan::Sled(sled, tree.clone());
     }
     let mut out = Vec::new();
     let mut queued = queued.into_iter().peekable();
     for kv in sled {
-        let (k, v) = match kv {
-            Ok(kv) => kv,
+        let (k, v) = match kv.and_then(|(k, v)| Ok(whole(tree, &k, v)?.map(|v| (k, v)))) {
+            Ok(Some(kv)) => kv,
+            Ok(None) => continue,
             Err(e) => {
                 out.push(Err(e));
                 return Scan::Merged(out.into_iter());
@@ -446,7 +522,8 @@ fn merge(sled: sled::Iter, queued: Vec<Write>) -> Scan {
 // allocation per scan to save a few hundred bytes of stack.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Scan {
-    Sled(sled::Iter),
+    /// sled's records (values made whole as they come).
+    Sled(sled::Iter, sled::Tree),
     Merged(std::vec::IntoIter<sled::Result<(IVec, IVec)>>),
 }
 
@@ -455,7 +532,17 @@ impl Iterator for Scan {
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
-            Scan::Sled(it) => it.next(),
+            Scan::Sled(it, tree) => loop {
+                let (k, v) = match it.next()? {
+                    Ok(kv) => kv,
+                    Err(e) => return Some(Err(e)),
+                };
+                match whole(tree, &k, v) {
+                    Ok(Some(v)) => return Some(Ok((k, v))),
+                    Ok(None) => continue, // removed meanwhile
+                    Err(e) => return Some(Err(e)),
+                }
+            },
             Scan::Merged(it) => it.next(),
         }
     }
@@ -551,6 +638,44 @@ mod tests {
         assert_eq!(tree.sled.get("k").expect("get").as_deref(), Some(&b"2"[..]));
         assert_eq!(shared.flushed.borrow().ok_upto, 2);
         assert_eq!(shared.overlay_keys.load(Ordering::SeqCst), 0);
+    }
+
+    /// Keys of chunk records in sled (what a value's chunks left behind).
+    fn chunk_records(tree: &Tree) -> usize {
+        tree.sled.scan_prefix([chunks::CHUNK_PREFIX]).count()
+    }
+
+    #[test]
+    fn large_values_are_stored_in_chunks_and_read_whole() {
+        let (_db, shared, tree) = temporary();
+        let big: Vec<u8> = (0..3 * chunks::CHUNK + 10).map(|i| i as u8).collect();
+        let shaped = chunks::manifest(5); // a small value that looks like a manifest
+        tree.insert("pbig", big.clone());
+        tree.insert("pshaped", shaped.clone());
+        tree.insert("psmall", "x");
+        shared.cycle();
+        // sled holds manifests and chunks: no record is larger than a chunk
+        assert!(tree.sled.iter().all(|kv| kv.expect("record").1.len() <= chunks::CHUNK));
+        assert_eq!(chunk_records(&tree), 4 + 1);
+        assert_eq!(tree.get("pbig").expect("get").as_deref(), Some(&big[..]));
+        assert_eq!(tree.get("pshaped").expect("get").as_deref(), Some(&shaped[..]));
+        let scanned: Vec<(IVec, IVec)> = tree.scan_prefix("p").map(|kv| kv.expect("scan")).collect();
+        assert_eq!(scanned.len(), 3, "chunk records never show in scans");
+        assert_eq!(scanned[0].1.as_ref(), &big[..]);
+
+        // a shorter value, then a small one, then a removal: no chunk is left behind
+        tree.insert("pbig", vec![1u8; chunks::CHUNK + 1]);
+        shared.cycle();
+        assert_eq!(chunk_records(&tree), 2 + 1);
+        assert_eq!(tree.get("pbig").expect("get").map(|v| v.len()), Some(chunks::CHUNK + 1));
+        // two writes of one key in one cycle
+        tree.insert("pbig", vec![2u8; 5 * chunks::CHUNK]);
+        tree.insert("pbig", "small now");
+        tree.remove("pshaped");
+        shared.cycle();
+        assert_eq!(chunk_records(&tree), 0);
+        assert_eq!(tree.get("pbig").expect("get").as_deref(), Some(&b"small now"[..]));
+        assert!(tree.get("pshaped").expect("get").is_none());
     }
 
     #[test]
