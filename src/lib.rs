@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod datadir;
 pub mod http;
 pub mod inbox;
 pub mod loopers;
@@ -34,8 +35,13 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
     // reqwest (inbox deliveries) and lettre use rustls with ring; install it once
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Arc::new(settings);
-    std::fs::create_dir_all(&settings.data_dir)
-        .map_err(|e| format!("cannot create the data directory {}: {e}", settings.data_dir.display()))?;
+    let tightened = datadir::prepare(&settings.data_dir)?;
+    if tightened > 0 {
+        tracing::warn!(
+            "the data directory {} was readable by others: {tightened} files and directories made private to this user",
+            settings.data_dir.display()
+        );
+    }
     // With much data, opening the database is the slow part of a start: it runs on another
     // thread while the rest is built.
     let opening = {
@@ -58,6 +64,12 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
         .await
         .map_err(|e| format!("opening the database failed: {e}"))?
         .map_err(|e| e.to_string())?;
+    warn_about_unregistered_admins(
+        &settings,
+        &store,
+        listeners.inbox.is_some(),
+        listeners.scheduler.is_some(),
+    );
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(memory::release_when_idle(shutdown.clone())));
     if let Some(listener) = listeners.inbox {
@@ -116,6 +128,25 @@ fn leave_fresh_snapshot(store: Arc<store::Store>, dir: &std::path::Path) {
     match store::Store::open(dir) {
         Ok(_) => tracing::info!("wrote a fresh recovery snapshot of the database"),
         Err(e) => tracing::warn!("could not refresh the database snapshot at shutdown: {e}"),
+    }
+}
+
+/// An `--admin` name that has no account yet could be registered by anyone, who would then
+/// be an admin: say so at start.
+fn warn_about_unregistered_admins(settings: &Settings, store: &store::Store, inbox: bool, scheduler: bool) {
+    for name in &settings.admins {
+        let services = [
+            (inbox, "inbox", &store.inbox.accounts),
+            (scheduler, "scheduler", &store.scheduler.accounts),
+        ];
+        for (running, service, accounts) in services {
+            if running && matches!(accounts.by_username(name), Ok(None)) {
+                tracing::warn!(
+                    "the admin name {name:?} is not registered on the {service} service: whoever registers it first \
+                     becomes an admin; register it now, or close registration"
+                );
+            }
+        }
     }
 }
 

@@ -44,14 +44,16 @@ const VERIFIED_CAP: usize = 4_096;
 const KEY_FILE: &str = "signing.key";
 
 impl TokenKeys {
-    /// Loads the signing key of `data_dir`, generating it on first start.
+    /// Loads the signing key of `data_dir`, generating it on first start. A key file that
+    /// other users can read, or that is not the 64 bytes this server writes, stops the
+    /// server: its tokens could be forged, and replacing it silently would hide that (and log
+    /// everybody out).
     pub fn load_or_create(data_dir: &Path, lifetime: Option<u64>) -> std::io::Result<TokenKeys> {
         let path = data_dir.join(KEY_FILE);
         let secret = match std::fs::read(&path) {
-            Ok(bytes) if bytes.len() >= 32 => bytes,
-            Ok(_) => {
-                let msg = format!("{} is too short to be a signing key", path.display());
-                return Err(std::io::Error::other(msg));
+            Ok(bytes) => {
+                check_key_file(&path, bytes.len()).map_err(std::io::Error::other)?;
+                bytes
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let secret = crate::wire::random_bytes::<64>().to_vec();
@@ -123,13 +125,43 @@ impl TokenKeys {
         if claims.svc != svc {
             return None;
         }
-        if let Some(exp) = claims.exp {
-            if unix_now() >= exp {
-                return None;
-            }
+        let now = unix_now();
+        if claims.exp.is_some_and(|exp| now >= exp) {
+            return None;
+        }
+        // with a lifetime, also tokens issued without an expiry end (spec inbox.md §2.4)
+        if self.lifetime.is_some_and(|l| now >= claims.iat.saturating_add(l)) {
+            return None;
         }
         Some(claims)
     }
+}
+
+/// The length of the keys this server writes.
+const KEY_LEN: usize = 64;
+
+/// A clear reason why the key file at `path` must not be used.
+fn check_key_file(path: &Path, len: usize) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    if len != KEY_LEN {
+        return Err(format!(
+            "{} holds {len} bytes, not the {KEY_LEN} of a signing key this server made; \
+             restore the right file, or delete it to make a new key (every token stops working)",
+            path.display()
+        ));
+    }
+    let mode = std::fs::metadata(path).map_err(|e| e.to_string())?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{} can be read by other users (mode {:03o}), so its tokens could be forged; \
+             run `chmod 600 {}` (and delete it instead, which logs everybody out, if someone \
+             may have read it)",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 fn unix_now() -> u64 {
@@ -159,6 +191,54 @@ fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lifetime_also_ends_tokens_issued_without_an_expiry() {
+        let forever = TokenKeys::from_secret(&[7u8; 64], None);
+        let t = forever
+            .issue("inbox", Uuid::from_u128(5), 0, Permissions::USER, None)
+            .unwrap();
+        assert!(forever.verify("inbox", &t).is_some());
+        // the same key, now with a lifetime of 0 s: issued "now" is already too old
+        let limited = TokenKeys::from_secret(&[7u8; 64], Some(0));
+        assert!(limited.verify("inbox", &t).is_none());
+        let hour = TokenKeys::from_secret(&[7u8; 64], Some(3600));
+        assert!(hour.verify("inbox", &t).is_some(), "issued within the hour");
+        let old = Claims {
+            svc: "inbox".into(),
+            sub: Uuid::from_u128(5),
+            ep: 0,
+            perms: Permissions::USER,
+            key: None,
+            iat: unix_now() - 3601,
+            exp: None,
+        };
+        let t = jsonwebtoken::encode(&Header::new(Algorithm::HS512), &old, &hour.encoding).unwrap();
+        assert!(forever.verify("inbox", &t).is_some());
+        assert!(hour.verify("inbox", &t).is_none(), "issued over an hour ago");
+    }
+
+    #[test]
+    fn a_key_file_readable_by_others_or_of_the_wrong_length_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let first = TokenKeys::load_or_create(dir.path(), None).unwrap();
+        let path = dir.path().join(KEY_FILE);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let t = first
+            .issue("inbox", Uuid::from_u128(1), 0, Permissions::USER, None)
+            .unwrap();
+        let again = TokenKeys::load_or_create(dir.path(), None).unwrap();
+        assert!(again.verify("inbox", &t).is_some(), "the same key after a restart");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = TokenKeys::load_or_create(dir.path(), None).err().unwrap().to_string();
+        assert!(err.contains("chmod 600") && err.contains("644"), "{err}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&path, [1u8; 32]).unwrap();
+        let err = TokenKeys::load_or_create(dir.path(), None).err().unwrap().to_string();
+        assert!(err.contains("32 bytes"), "{err}");
+    }
 
     #[test]
     fn issue_and_verify() {

@@ -37,6 +37,8 @@ pub enum Services {
 pub struct Proc {
     pub child: Child,
     pub api: Api,
+    /// The scheduler service.
+    pub scheduler: Api,
     log: PathBuf,
 }
 
@@ -124,6 +126,7 @@ impl Proc {
             let mut proc = Proc {
                 child,
                 api: Api::new(format!("http://127.0.0.1:{port}")),
+                scheduler: Api::new(format!("http://127.0.0.1:{scheduler_port}")),
                 log,
             };
             if proc.wait_ready().await {
