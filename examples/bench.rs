@@ -17,7 +17,8 @@
 //!
 //! Figures:
 //! 1. durable `POST /inbox/item` throughput, 32 keep-alive connections, against raw sled
-//!    `insert` + `flush()` (32 tasks, flush in `spawn_blocking`) in this process;
+//!    `insert` + `flush()` + `fdatasync` of its log (32 tasks, in `spawn_blocking`) in this
+//!    process, and the server's syncs per acknowledged write (from its log at stop);
 //! 2. bearer-authenticated `GET /inbox/size` throughput and p99, 32 connections, against a
 //!    warp route in this process answering a constant;
 //! 3. p99 of `GET /inbox/size` (paced load) while 10 logins per second run against a server
@@ -575,15 +576,24 @@ async fn http_paced(
 }
 
 /// The ceiling of durable writes: `conns` tasks, each inserting a value of `value_size` bytes
-/// into `db` and then waiting for `db.flush()` (in `spawn_blocking`), so that concurrent
-/// writers share flushes.
-async fn sled_closed(db: sled::Db, conns: usize, warmup: f64, secs: f64, value_size: usize) -> Load {
+/// into `db` and then waiting for `db.flush()` and an `fdatasync` of its log file `log` (in
+/// `spawn_blocking`; sled's `flush()` alone ends in `sync_file_range`, which a power cut
+/// does not survive), so that concurrent writers share flushes.
+async fn sled_closed(
+    db: sled::Db,
+    log: Arc<std::fs::File>,
+    conns: usize,
+    warmup: f64,
+    secs: f64,
+    value_size: usize,
+) -> Load {
     let begin = Instant::now() + Duration::from_secs_f64(warmup);
     let end = begin + Duration::from_secs_f64(secs);
     let counter = Arc::new(AtomicU64::new(0));
     let mut set = JoinSet::new();
     for w in 0..conns {
         let db = db.clone();
+        let log = log.clone();
         let counter = counter.clone();
         set.spawn(async move {
             let mut l = Load::default();
@@ -595,9 +605,14 @@ async fn sled_closed(db: sled::Db, conns: usize, warmup: f64, secs: f64, value_s
                     l.error(true, format!("insert: {e}"));
                     continue;
                 }
-                let d = db.clone();
+                let (d, f) = (db.clone(), log.clone());
+                let flush_and_sync = move || {
+                    d.flush()
+                        .map_err(|e| e.to_string())
+                        .and(f.sync_data().map_err(|e| e.to_string()))
+                };
                 let flushed =
-                    tokio::time::timeout(Duration::from_secs(30), tokio::task::spawn_blocking(move || d.flush())).await;
+                    tokio::time::timeout(Duration::from_secs(30), tokio::task::spawn_blocking(flush_and_sync)).await;
                 let t1 = Instant::now();
                 let counted = t0 >= begin && t1 <= end;
                 match flushed {
@@ -1224,6 +1239,10 @@ struct Throughput {
     post_store: Load,
     size_server: Load,
     size_const: Load,
+    /// The server's writer at its stop: (acknowledged batches, syncs).
+    server_syncs: (u64, u64),
+    /// The store-level run's writer: (acknowledged batches, syncs).
+    store_syncs: (u64, u64),
 }
 
 /// Phases 1 and 2 on one server: rounds alternate between the ceiling and the server.
@@ -1233,7 +1252,8 @@ async fn throughput(bin: &Path, tmp: &Path, o: &Opts) -> R<Throughput> {
         bin,
         &data,
         &tmp.join("throughput.log"),
-        &["--password-iterations", LOW_ITERATIONS],
+        // info: the writer's counters are logged at stop
+        &["--password-iterations", LOW_ITERATIONS, "--log-level", "info"],
     )
     .await?;
     let token = register_login(server.inbox, "bench").await?;
@@ -1256,12 +1276,15 @@ async fn throughput(bin: &Path, tmp: &Path, o: &Opts) -> R<Throughput> {
 
     let sled_dir = tmp.join("sled-ceiling");
     let db = open_sled(&sled_dir)?;
+    let log = Arc::new(std::fs::File::open(sled_dir.join("db")).map_err(|e| format!("open the sled log: {e}"))?);
     let mut t = Throughput {
         post_server: Load::default(),
         post_sled: Load::default(),
         post_store: Load::default(),
         size_server: Load::default(),
         size_const: Load::default(),
+        server_syncs: (0, 0),
+        store_syncs: (0, 0),
     };
     // the server's own store without HTTP (diagnosis: HTTP and auth versus the store)
     let store = Store::open(&tmp.join("store-level")).map_err(|e| e.to_string())?;
@@ -1275,20 +1298,23 @@ async fn throughput(bin: &Path, tmp: &Path, o: &Opts) -> R<Throughput> {
         Err(e) => return Err(e.to_string()),
     };
     for round in 0..o.rounds {
-        println!("  round {}: sled insert+flush, {CONNS} tasks ...", round + 1);
+        println!("  round {}: sled insert+flush+fdatasync, {CONNS} tasks ...", round + 1);
         t.post_sled
-            .add(sled_closed(db.clone(), CONNS, 1.0, o.secs, ITEM_BYTES).await);
+            .add(sled_closed(db.clone(), log.clone(), CONNS, 1.0, o.secs, ITEM_BYTES).await);
         println!("  round {}: POST /inbox/item, {CONNS} connections ...", round + 1);
         t.post_server
             .add(http_closed(server.inbox, post.clone(), CONNS, 1.0, o.secs, 200).await);
     }
     // After the sled rounds: sled's first `apply_batch` in a process turns on a process-wide
     // lock for every later sled call, which would handicap the ceiling.
+    let before = store.writer_stats();
     for round in 0..o.rounds {
         println!("  round {}: Store::add_item + durable(), {CONNS} tasks ...", round + 1);
         t.post_store
             .add(store_closed(store.clone(), account, CONNS, 1.0, o.secs).await);
     }
+    let after = store.writer_stats();
+    t.store_syncs = (after.batches - before.batches, after.syncs - before.syncs);
     drop(db);
     drop(store);
     t.post_sled.check("sled insert+flush")?;
@@ -1318,7 +1344,10 @@ async fn throughput(bin: &Path, tmp: &Path, o: &Opts) -> R<Throughput> {
         .await?
         .json();
     println!("  items stored by the POST phase: {stored}");
+    let log_path = server.log.clone();
     server.stop().await?;
+    t.server_syncs = writer_counts(&std::fs::read_to_string(&log_path).unwrap_or_default())
+        .ok_or("the server did not log its writer counters at stop")?;
     Ok(t)
 }
 
@@ -1964,14 +1993,54 @@ async fn run() -> R<()> {
     Ok(())
 }
 
+/// (acknowledged batches, syncs) from the server's line at a clean stop: "writer: B
+/// acknowledged batches in C cycles, S syncs".
+fn writer_counts(log: &str) -> Option<(u64, u64)> {
+    let line = log.lines().rev().find(|l| l.contains("acknowledged batches in"))?;
+    let after = &line[line.find("writer: ")? + 8..];
+    let mut numbers = after
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse::<u64>().ok());
+    let batches = numbers.next()??;
+    let _cycles = numbers.next()??;
+    let syncs = numbers.next()??;
+    Some((batches, syncs))
+}
+
 fn throughput_report(t: &Throughput, o: &Opts, rows: &mut Vec<Row>, notes: &mut Vec<String>) {
     rows.push(Row::new(
         format!("`POST /inbox/item` throughput, {CONNS} connections (durable)"),
         format!("{:.0} req/s", t.post_server.rate()),
-        format!("{:.0} op/s (sled insert + flush)", t.post_sled.rate()),
+        format!("{:.0} op/s (sled insert + flush + fdatasync)", t.post_sled.rate()),
         t.post_server.rate() / t.post_sled.rate(),
         Goal::AtLeast(0.5),
         "≥ 0.5",
+    ));
+    let per_write = |(batches, syncs): (u64, u64)| syncs as f64 / batches.max(1) as f64;
+    rows.push(Row::new(
+        format!("syncs per acknowledged write, server, {CONNS} connections"),
+        format!(
+            "{} syncs / {} writes",
+            thousands(t.server_syncs.1),
+            thousands(t.server_syncs.0)
+        ),
+        "1 sync per write".to_string(),
+        per_write(t.server_syncs),
+        Goal::AtMost(0.25),
+        "≤ 0.25",
+    ));
+    rows.push(Row::new(
+        format!("diagnosis: syncs per acknowledged write, `Store`, {CONNS} tasks"),
+        format!(
+            "{} syncs / {} writes",
+            thousands(t.store_syncs.1),
+            thousands(t.store_syncs.0)
+        ),
+        "1 sync per write".to_string(),
+        per_write(t.store_syncs),
+        Goal::Info,
+        "—",
     ));
     rows.push(Row::new(
         "`POST /inbox/item` p99 latency",
@@ -1984,7 +2053,7 @@ fn throughput_report(t: &Throughput, o: &Opts, rows: &mut Vec<Row>, notes: &mut 
     rows.push(Row::new(
         format!("diagnosis: `Store::add_item` + `durable()`, {CONNS} tasks, no HTTP"),
         format!("{:.0} op/s", t.post_store.rate()),
-        format!("{:.0} op/s (sled insert + flush)", t.post_sled.rate()),
+        format!("{:.0} op/s (sled insert + flush + fdatasync)", t.post_sled.rate()),
         t.post_store.rate() / t.post_sled.rate(),
         Goal::Info,
         "—",
@@ -2009,7 +2078,10 @@ fn throughput_report(t: &Throughput, o: &Opts, rows: &mut Vec<Row>, notes: &mut 
         "`POST /inbox/item`: {ITEM_BYTES}-byte text items into one account, one bearer token, {CONNS} keep-alive \
          connections; median {} (sled: {}, store: {}); {} errors. The sled ceiling runs in the benchmark process \
          on a fresh sled db with the server's configuration (8 MiB cache): {CONNS} tasks, each inserting a \
-         {ITEM_BYTES}-byte value and then calling `db.flush()` in `spawn_blocking`. The diagnosis row runs the \
+         {ITEM_BYTES}-byte value and then calling `db.flush()` and `fdatasync` of sled's log file in \
+         `spawn_blocking` (what a durable write needs: `flush()` alone ends in `sync_file_range`). Syncs per \
+         write: every `fsync`/`fdatasync` the server's writer made, over the batches it acknowledged, as the \
+         server logs them at its stop (registration and logins included). The diagnosis row runs the \
          server's own `Store` (crate `pigeonhole`, fresh directory) in the benchmark process: `add_item` then \
          `durable()`, {CONNS} tasks, after all sled rounds (sled's first `apply_batch` in a process turns on a \
          process-wide lock for all later sled calls). Rounds of {} s (after 1 s warm-up) alternate sled and server, \

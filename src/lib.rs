@@ -110,7 +110,13 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
         let _ = t.await;
     }
     store.flush().map_err(|e| e.to_string())?;
-    tracing::info!("stopped; database flushed");
+    let w = store.writer_stats();
+    tracing::info!(
+        "stopped; database flushed (writer: {} acknowledged batches in {} cycles, {} syncs)",
+        w.batches,
+        w.cycles,
+        w.syncs
+    );
     leave_fresh_snapshot(store, &settings.data_dir);
     Ok(())
 }
