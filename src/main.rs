@@ -1,5 +1,6 @@
 use clap::Parser;
 use pigeonhole::config::{Cli, Command, Settings};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio::net::TcpListener;
@@ -20,6 +21,8 @@ fn main() -> ExitCode {
             settings.log_level.as_str()
         )))
         .with_writer(std::io::stderr)
+        // colour codes only for a person watching: never in files or the journal
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     pigeonhole::memory::limit_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -35,6 +35,17 @@ impl Proc {
     /// free ports (the caller's `PIGEONHOLE_*` variables removed, but the log level) and
     /// waits until `GET /pricing` answers.
     pub async fn start(data_dir: &Path, log_dir: &Path, services: Services, extra: &[&str]) -> Proc {
+        Proc::start_adjusted(data_dir, log_dir, services, extra, |_| {}).await
+    }
+
+    /// Like [`Proc::start`], with `adjust` applied to the command before it is spawned.
+    pub async fn start_adjusted(
+        data_dir: &Path,
+        log_dir: &Path,
+        services: Services,
+        extra: &[&str],
+        adjust: impl Fn(&mut Command),
+    ) -> Proc {
         for attempt in 0..5 {
             let (inbox_port, scheduler_port) = (free_port(), free_port());
             let log = log_dir.join(format!("server-{scheduler_port}-{attempt}.log"));
@@ -65,6 +76,7 @@ impl Proc {
                     command.env_remove(name);
                 }
             }
+            adjust(&mut command);
             let child = command.spawn().expect("start the pigeonhole binary");
             let mut proc = Proc {
                 child,
@@ -99,6 +111,27 @@ impl Proc {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A `kB` line of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB.
+    pub fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc/<pid>/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/<pid>/status"))
+    }
+
+    /// Stops the process with SIGTERM and asserts that it exits with status 0.
+    pub async fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        let status = self.wait_exit().await;
+        assert_eq!(status.code(), Some(0), "SIGTERM exit: {status:?}\n{}", self.log_text());
     }
 
     pub fn signal(&self, signal: libc::c_int) {
