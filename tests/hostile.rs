@@ -5,12 +5,13 @@
 mod common;
 
 use common::process::{Proc, Services};
-use common::{Api, Auth};
+use common::{b64, Api, Auth, Method};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+const MIB: u64 = 1024 * 1024;
 const CAP: usize = 16 * 1024 * 1024;
 
 /// A server on fresh data and log directories.
@@ -453,6 +454,74 @@ async fn one_log_line_per_request_without_colour_codes() {
     assert!(
         !log.contains('\x1b'),
         "colour codes in a log that is not a terminal:\n{log:?}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_list_is_served_with_bounded_memory() {
+    let (data, logs, server) = start(&[]).await;
+    server.api.register("alice", "pw").await.expect_empty(200);
+    let alice = server.api.login_ok("alice", "pw").await;
+    // 563 items of 100 KiB: about 55 MiB of item data, 73 MiB of base64 in the answer
+    const ITEMS: usize = 563;
+    let item = |i: usize| {
+        let mut data = vec![b'x'; 100 * 1024];
+        data[..8].copy_from_slice(&(i as u64).to_be_bytes());
+        json!({"type": "text", "data": b64(&data)})
+    };
+    let mut added = Vec::new();
+    for chunk in (0..ITEMS).collect::<Vec<_>>().chunks(8) {
+        let posts = chunk.iter().map(|&i| {
+            let api = server.api.clone();
+            let alice = alice.clone();
+            let body = item(i);
+            async move { api.post("/inbox/item", &alice, &body).await.expect_json(200) }
+        });
+        added.extend(futures_util::future::join_all(posts).await);
+    }
+    assert_eq!(added.len(), ITEMS);
+    server.stop().await;
+
+    // A fresh process. Reading the items once (their ids) fills sled's page cache, which
+    // keeps what it read (about the size of the data); what the list adds beyond that is
+    // the cost of answering it.
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    assert_eq!(server.api.size(&alice).await, ITEMS as u64);
+    let started = server.status_kib("VmRSS");
+    assert_eq!(server.api.uuids(&alice).await.len(), ITEMS);
+    let before = server.status_kib("VmRSS");
+    eprintln!(
+        "RSS {} MiB at start, {} MiB after reading every item once",
+        started / 1024,
+        before / 1024
+    );
+    let response = server
+        .api
+        .request(Method::GET, "/inbox/items", &alice)
+        .send()
+        .await
+        .expect("GET /inbox/items");
+    assert_eq!(response.status().as_u16(), 200);
+    let body = response.bytes().await.expect("the whole list");
+    let peak = server.status_kib("VmHWM");
+    let items: Vec<Value> = serde_json::from_slice(&body).expect("the list is JSON");
+    assert_eq!(items.len(), ITEMS);
+    assert_eq!(items[0]["contents"], item(0));
+    assert_eq!(items[ITEMS - 1]["contents"], item(ITEMS - 1));
+    let grown = peak.saturating_sub(before);
+    eprintln!(
+        "GET /inbox/items of {} MiB of items ({} MiB answer): RSS {} MiB before, peak {} MiB, grown {} MiB",
+        ITEMS * 100 / 1024,
+        body.len() as u64 / MIB,
+        before / 1024,
+        peak / 1024,
+        grown / 1024
+    );
+    assert!(
+        grown < 16 * 1024,
+        "answering the list grew the server by {} MiB",
+        grown / 1024
     );
     server.stop().await;
 }

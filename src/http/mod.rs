@@ -675,6 +675,47 @@ pub async fn serve<S: Service>(
 mod tests {
     use super::*;
 
+    fn chunks_of(reply: Reply) -> Vec<Result<Vec<u8>, String>> {
+        let Payload::Chunks(Chunks(chunks)) = reply.body else {
+            panic!("not a streamed answer");
+        };
+        chunks.map(|c| c.map(|b| b.to_vec()).map_err(|e| e.message)).collect()
+    }
+
+    #[test]
+    fn a_json_array_is_sent_in_chunks_as_its_items_are_read() {
+        let empty = chunks_of(Reply::json_array(std::iter::empty::<Result<u32, ApiError>>()));
+        assert_eq!(empty, vec![Ok(b"[]".to_vec())]);
+        let big = "x".repeat(1000);
+        let items = (0..200).map(move |i| Ok(format!("{i}{big}")));
+        let chunks = chunks_of(Reply::json_array(items));
+        assert!(chunks.len() > 2, "{} chunks", chunks.len());
+        let whole: Vec<u8> = chunks.into_iter().flat_map(Result::unwrap).collect();
+        let list: Vec<String> = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(list.len(), 200);
+        assert!(list[199].starts_with("199x"));
+    }
+
+    #[test]
+    fn a_json_array_that_fails_answers_the_error_or_breaks_off() {
+        let failing_first = vec![Err(ApiError::internal("broken")), Ok(1)];
+        let reply = Reply::json_array(failing_first.into_iter());
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+        let failing_later = vec![Ok(1), Err(ApiError::internal("broken")), Ok(3)];
+        let chunks = chunks_of(Reply::json_array(failing_later.into_iter()));
+        assert_eq!(chunks, vec![Err("broken".to_owned())]);
+    }
+
+    #[test]
+    fn a_json_array_written_element_by_element() {
+        let mut array = JsonArray::default();
+        assert!(matches!(array.into_reply().body, Payload::Full(b) if b == b"[]"));
+        array = JsonArray::default();
+        array.push(&serde_json::json!({"a": 1}));
+        array.push("b");
+        assert!(matches!(array.into_reply().body, Payload::Full(b) if b == br#"[{"a":1},"b"]"#));
+    }
+
     fn forwarded(values: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for v in values {

@@ -7,7 +7,7 @@ use super::sync::{self, SyncRequest};
 use super::Inbox;
 use crate::auth::flows::Grant;
 use crate::auth::{secrets, AccessKey, Account, Permission, Permissions, Principal};
-use crate::http::{path_uuid, ApiError, Head, Reply, Request};
+use crate::http::{path_uuid, ApiError, Head, JsonArray, Reply, Request};
 use crate::payments;
 use crate::store::inbox::AddOutcome;
 use crate::wire::{self, Timestamp};
@@ -94,7 +94,7 @@ impl Inbox {
                 let found = store
                     .item(id, item)?
                     .ok_or_else(|| ApiError::not_found("item not found"))?;
-                Ok(Reply::json(&found.to_json()))
+                Ok(Reply::json(&found))
             }
             Route::DeleteItem(item) => {
                 let item = path_uuid(&item)?;
@@ -104,11 +104,12 @@ impl Inbox {
                 Ok(Reply::empty())
             }
             Route::Items => {
-                let items: Vec<Value> = store.items(id)?.iter().map(InboxItem::to_json).collect();
-                Ok(Reply::json(&items))
+                // sent while it is read from the store: one item in memory at a time
+                let items = store.item_scan(id).map(|item| Ok(item?));
+                Ok(Reply::json_array(items))
             }
             Route::Uuids => Ok(Reply::json(&store.item_ids(id)?)),
-            Route::ShowItem => Ok(Reply::json(&store.first_item(id)?.map(|i| i.to_json()))),
+            Route::ShowItem => Ok(Reply::json(&store.first_item(id)?)),
             Route::Size => Ok(Reply::json(&store.count(id)?)),
             Route::Sync => {
                 let request = SyncRequest::parse(request.json()?)?;
@@ -117,17 +118,18 @@ impl Inbox {
                 if changed {
                     self.store.durable().await?;
                 }
-                Ok(Reply::json(&response.to_json()))
+                Ok(Reply::json(&response))
             }
             Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
                 let mut all = accounts.all()?;
                 crate::auth::sort_for_admin(&mut all);
-                let mut infos = Vec::with_capacity(all.len());
+                // each account's info is written out as soon as it is made
+                let mut infos = JsonArray::default();
                 for a in &all {
-                    infos.push(self.account_info(a).await?);
+                    infos.push(&self.account_info(a).await?);
                 }
-                Ok(Reply::json(&infos))
+                Ok(infos.into_reply())
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;

@@ -2,14 +2,14 @@
 //! body is read; then per route: path → parse → call the store → answer.
 
 use super::models::{
-    is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
+    is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
 };
 use super::routes::{self, Access, Route};
 use super::schedule::{self, Zone};
 use super::sync::{self, SyncRequest};
 use super::{inbox_client, Scheduler};
 use crate::auth::{secrets, Account};
-use crate::http::{parse_json, path_uuid, ApiError, Head, Reply, Request};
+use crate::http::{parse_json, path_uuid, ApiError, Head, JsonArray, Reply, Request};
 use crate::payments;
 use crate::store::scheduler::{AddOutcome, EmailKind, QueuedEmail};
 use crate::wire::{self, Timestamp};
@@ -132,14 +132,12 @@ impl Scheduler {
                     Filter::OnlyUntriggered => (true, false),
                     Filter::OnlyTriggered => (false, true),
                 };
-                let mut out: Vec<Value> = Vec::new();
-                if scheduled {
-                    out.extend(store.scheduled_items(me)?.iter().map(ScheduledItem::to_json));
-                }
-                if triggered {
-                    out.extend(store.triggered_items(me)?.iter().map(TriggeredItem::to_json));
-                }
-                Ok(Reply::json(&out))
+                // sent while it is read from the store: one item in memory at a time
+                let scheduled = scheduled.then(|| store.scheduled_scan(me).map(|i| Ok(i?.to_json())));
+                let triggered = triggered.then(|| store.triggered_scan(me).map(|i| Ok(i?.to_json())));
+                Ok(Reply::json_array(
+                    scheduled.into_iter().flatten().chain(triggered.into_iter().flatten()),
+                ))
             }
             Route::Uuids => {
                 let ids: Vec<Uuid> = store.scheduled_items(me)?.iter().map(|i| i.id).collect();
@@ -156,7 +154,7 @@ impl Scheduler {
                     self.store.durable().await?;
                     self.loopers.wake("triggerer");
                 }
-                Ok(Reply::json(&response.to_json()))
+                Ok(Reply::json(&response))
             }
             Route::Triggers => {
                 let triggers: Vec<Value> = store.triggers(me)?.iter().map(Trigger::to_json).collect();
@@ -184,11 +182,12 @@ impl Scheduler {
             Route::AdminAccounts => {
                 let mut all = accounts.all()?;
                 crate::auth::sort_for_admin(&mut all);
-                let mut infos = Vec::with_capacity(all.len());
+                // each account's info is written out as soon as it is made
+                let mut infos = JsonArray::default();
                 for a in &all {
-                    infos.push(self.account_info(a).await?);
+                    infos.push(&self.account_info(a).await?);
                 }
-                Ok(Reply::json(&infos))
+                Ok(infos.into_reply())
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;
