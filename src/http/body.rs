@@ -122,8 +122,10 @@ where
                 turn = Some(public.turn().await?);
             }
         }
-        // never reserve more than a small body up front: a declared length is only a claim
-        let mut out = Vec::with_capacity(self.declared.unwrap_or(0).min(small) as usize);
+        // Room for the declared length (within the cap, and for a large public body only
+        // with its turn): no copies while the body grows. Pages a client never fills are
+        // never touched, so a false claim costs address space, not memory.
+        let mut out = Vec::with_capacity(self.declared.unwrap_or(0).min(self.limit) as usize);
         while let Some(mut chunk) = self.next_chunk().await? {
             let total = (out.len() + chunk.remaining()) as u64;
             if total > self.limit {

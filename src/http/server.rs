@@ -39,8 +39,9 @@ const FILES_NOT_FOR_CONNECTIONS: u64 = 256;
 const MOST_CONNECTIONS: u64 = 16_384;
 /// Even with a tiny descriptor limit, some connections are served.
 const FEWEST_CONNECTIONS: u64 = 16;
-/// hyper's read and write buffers of one connection grow at most to this (its default,
-/// about 400 KB, would let 300 half-open connections hold 120 MB of partial headers).
+/// hyper's read and write buffers of one connection grow at most to this, and a request's
+/// head may be at most this long (431 beyond): hyper's default, about 400 KB, would let 300
+/// half-open connections hold 120 MB of partial headers.
 const CONNECTION_BUFFER: usize = 64 * 1024;
 const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(10);
 const ACCEPT_BACKOFF_LONGEST: Duration = Duration::from_secs(1);
@@ -490,7 +491,9 @@ impl Connection {
             phase: phase.clone(),
         };
         let mut http = hyper::server::conn::http1::Builder::new();
-        http.header_read_timeout(None).max_buf_size(CONNECTION_BUFFER);
+        http.header_read_timeout(None)
+            .max_buf_size(CONNECTION_BUFFER)
+            .max_header_size(CONNECTION_BUFFER);
         let connection = http.serve_connection(hyper_util::rt::TokioIo::new(socket), service);
         let mut connection = std::pin::pin!(connection);
         let result = tokio::select! {
