@@ -554,3 +554,76 @@ async fn a_long_list_is_served_with_bounded_memory() {
     );
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_the_client_does_not_read_is_dropped() {
+    let (_data, _logs, server, alice) = start_with_alice(&["--body-timeout-secs", "1"]).await;
+    // about 27 MiB of answer: more than the kernel buffers of both ends hold
+    let data = b64(vec![b'y'; 2 * 1024 * 1024]);
+    for _ in 0..10 {
+        server
+            .api
+            .post("/inbox/item", &alice, &json!({"type": "text", "data": data}))
+            .await
+            .expect(200);
+    }
+    let Auth::Bearer(token) = &alice else { unreachable!() };
+    let mut conn = Raw::connect(&server.api).await;
+    conn.send(format!("GET /inbox/items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n").as_bytes())
+        .await;
+    // the client reads nothing for a while: the server's writes stall, and it gives up
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut received = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let read_all = async {
+        while let Ok(n) = conn.stream.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            received += n;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read_all)
+        .await
+        .expect("the connection ends");
+    let whole = 10 * (data.len() + 80);
+    assert!(
+        received < whole,
+        "the whole answer ({received} bytes) was sent to a client that did not read"
+    );
+    // others are served meanwhile and afterwards
+    assert_eq!(server.api.size(&alice).await, 10);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_lets_a_request_in_flight_finish() {
+    let (_data, _logs, mut server, alice) = start_with_alice(&["--body-timeout-secs", "2"]).await;
+    let Auth::Bearer(token) = &alice else { unreachable!() };
+    // a request in flight: its handler reads the body (the server says "100 Continue" then),
+    // which stalls, so it is answered 408 after the body timeout
+    let mut busy = Raw::connect(&server.api).await;
+    busy.send(
+        format!(
+            "POST /inbox/item HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await;
+    assert_eq!(busy.answer().await.0, 100);
+    busy.send(b"{").await;
+    // an idle connection and a half-open one do not hold the stop up
+    let mut idle = Raw::connect(&server.api).await;
+    idle.send(&get("/pricing")).await;
+    assert_eq!(idle.answer().await.0, 200);
+    let _half_open = Raw::connect(&server.api).await;
+    server.signal(libc::SIGTERM);
+    idle.closed_within(Duration::from_secs(5)).await;
+    let (status, _) = tokio::time::timeout(Duration::from_secs(10), busy.answer())
+        .await
+        .expect("the request in flight is answered");
+    assert_eq!(status, 408);
+    let exit = server.wait_exit().await;
+    assert_eq!(exit.code(), Some(0), "{}", server.log_text());
+}
