@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The names `--disable-looper` accepts (scheduler.md §9.1).
 pub const LOOPER_NAMES: [&str; 10] = [
@@ -163,6 +164,15 @@ pub struct ServeArgs {
     /// Reverse proxy address or network (`10.0.0.0/8`) whose X-Forwarded-For is believed (repeatable)
     #[arg(long, env = "PIGEONHOLE_TRUSTED_PROXY", value_name = "ADDR", value_delimiter = ',')]
     pub trusted_proxy: Vec<String>,
+    /// Seconds a connection may take to send a request's headers, from its first byte [default: 30]
+    #[arg(long, env = "PIGEONHOLE_HEADER_TIMEOUT_SECS", value_name = "SECS", hide = true)]
+    pub header_timeout_secs: Option<u64>,
+    /// Seconds a connection may stay idle between requests [default: 60]
+    #[arg(long, env = "PIGEONHOLE_IDLE_TIMEOUT_SECS", value_name = "SECS", hide = true)]
+    pub idle_timeout_secs: Option<u64>,
+    /// Seconds a request or answer body may go without progress [default: 30]
+    #[arg(long, env = "PIGEONHOLE_BODY_TIMEOUT_SECS", value_name = "SECS", hide = true)]
+    pub body_timeout_secs: Option<u64>,
 }
 
 /// The configured payment plan (monetisation is on when there is one).
@@ -204,6 +214,30 @@ pub struct Settings {
     pub admin_email: Option<String>,
     /// Peers whose `X-Forwarded-For` names the client (inbox.md §1.7).
     pub trusted_proxies: Vec<ProxyNet>,
+    /// Deadlines of hostile or broken connections (spec decision 17).
+    pub timeouts: Timeouts,
+}
+
+/// How long a connection may take at each stage before it is cut off (spec decision 17).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// From the first byte of a request (of a new connection: from its accept) until its
+    /// headers are complete.
+    pub header: Duration,
+    /// Between the end of an answer and the first byte of the next request.
+    pub idle: Duration,
+    /// Longest pause while a request body is read or an answer is written.
+    pub body: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            header: Duration::from_secs(30),
+            idle: Duration::from_secs(60),
+            body: Duration::from_secs(30),
+        }
+    }
 }
 
 /// An address or a network (`ADDR/PREFIX`) of `--trusted-proxy`.
@@ -351,6 +385,18 @@ impl Settings {
                 .iter()
                 .map(|p| ProxyNet::parse(p))
                 .collect::<Result<_, _>>()?,
+            timeouts: {
+                let default = Timeouts::default();
+                // 0 would cut every connection at once: raised to 1 like the other periods
+                let secs = |flag: Option<u64>, file: Option<u64>, default: Duration| {
+                    flag.or(file).map_or(default, |s| Duration::from_secs(s.max(1)))
+                };
+                Timeouts {
+                    header: secs(args.header_timeout_secs, f.get("header-timeout-secs")?, default.header),
+                    idle: secs(args.idle_timeout_secs, f.get("idle-timeout-secs")?, default.idle),
+                    body: secs(args.body_timeout_secs, f.get("body-timeout-secs")?, default.body),
+                }
+            },
         };
         crate::mail::check_settings(&settings)?;
         if !settings.run_inbox && !settings.run_scheduler {
@@ -399,6 +445,9 @@ const KNOWN_KEYS: &[&str] = &[
     "email-from",
     "admin-email",
     "trusted-proxy",
+    "header-timeout-secs",
+    "idle-timeout-secs",
+    "body-timeout-secs",
     "config",
 ];
 
@@ -536,6 +585,44 @@ mod tests {
         for bad in ["localhost", "10.0.0.0/33", "::/129", "1.2.3.4/x"] {
             assert!(parse(&["--data-dir", "/a", "--trusted-proxy", bad]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn connection_timeouts_are_hidden_settings() {
+        let s = parse(&["--data-dir", "/a"]).unwrap();
+        assert_eq!(s.timeouts, Timeouts::default());
+        assert_eq!(
+            (s.timeouts.header, s.timeouts.idle, s.timeouts.body),
+            (
+                Duration::from_secs(30),
+                Duration::from_secs(60),
+                Duration::from_secs(30)
+            )
+        );
+        let s = parse(&[
+            "--data-dir",
+            "/a",
+            "--header-timeout-secs",
+            "2",
+            "--idle-timeout-secs",
+            "0",
+            "--body-timeout-secs",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(
+            (s.timeouts.header, s.timeouts.idle, s.timeouts.body),
+            (Duration::from_secs(2), Duration::from_secs(1), Duration::from_secs(5))
+        );
+        let mut help = Vec::new();
+        let mut cmd = <Cli as clap::CommandFactory>::command();
+        let serve = cmd.find_subcommand_mut("serve").unwrap();
+        serve.write_help(&mut help).unwrap();
+        let help = String::from_utf8(help).unwrap();
+        assert!(
+            help.contains("--max-body-bytes") && !help.contains("timeout-secs"),
+            "{help}"
+        );
     }
 
     #[test]

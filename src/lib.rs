@@ -54,7 +54,16 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
     );
     let decoy = auth::passwords::Decoy::start(settings.password_iterations);
     let http = scheduler::inbox_client::client();
-    let grace = Duration::from_secs(10);
+    let open_files = http::server::raise_open_file_limit();
+    let limits = Arc::new(http::Limits::new(
+        settings.timeouts,
+        http::server::connection_bound(open_files),
+        Duration::from_secs(10),
+    ));
+    tracing::debug!(
+        "at most {} connections at once ({open_files} open files allowed)",
+        limits.connections.bound()
+    );
     let payments = Arc::new(payments::Payments::new(settings.clone(), http.clone()));
     let mailer = match listeners.scheduler {
         Some(_) => Some(mail::Mailer::new(&settings)?),
@@ -80,8 +89,12 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             payments.clone(),
             decoy.clone(),
         )?);
-        log_listening("inbox", &listener);
-        tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
+        tasks.push(tokio::spawn(http::serve(
+            service,
+            listener,
+            limits.clone(),
+            shutdown.clone(),
+        )));
     }
     if let (Some(listener), Some(mailer)) = (listeners.scheduler, mailer) {
         let loopers = Arc::new(loopers::Loopers::new(&settings));
@@ -94,8 +107,12 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             decoy,
             http.clone(),
         )?);
-        log_listening("scheduler", &listener);
-        tasks.push(tokio::spawn(http::serve(service, listener, shutdown.clone(), grace)));
+        tasks.push(tokio::spawn(http::serve(
+            service,
+            listener,
+            limits.clone(),
+            shutdown.clone(),
+        )));
         tasks.extend(loopers::start(
             loopers,
             store.clone(),
@@ -153,11 +170,5 @@ fn warn_about_unregistered_admins(settings: &Settings, store: &store::Store, inb
                 );
             }
         }
-    }
-}
-
-fn log_listening(name: &str, listener: &TcpListener) {
-    if let Ok(addr) = listener.local_addr() {
-        tracing::info!("{name} service listening on http://{addr}");
     }
 }

@@ -1,5 +1,6 @@
 use clap::Parser;
 use pigeonhole::config::{Cli, Command, Settings};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio::net::TcpListener;
@@ -20,8 +21,8 @@ fn main() -> ExitCode {
             settings.log_level.as_str()
         )))
         .with_writer(std::io::stderr)
-        // colour codes only for a person at a terminal, not in log files or the journal
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // colour codes only for a person watching: never in files or the journal
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     pigeonhole::memory::limit_arenas();
     pigeonhole::datadir::private_umask();

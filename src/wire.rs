@@ -319,6 +319,32 @@ pub fn encode_base64(bytes: &[u8]) -> String {
     BASE64.encode(bytes)
 }
 
+/// Bytes that serialise as a padded base64 string, encoded straight into the output (no
+/// string of their own in between).
+pub struct Base64<'a>(pub &'a [u8]);
+
+impl Serialize for Base64<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&base64::display::Base64Display::new(self.0, &BASE64))
+    }
+}
+
+/// A JSON object whose entries are made while it is written, one at a time (no tree of
+/// the whole object in between).
+pub struct ObjectOf<F>(pub F);
+
+impl<F, I, K, V> Serialize for ObjectOf<F>
+where
+    F: Fn() -> I,
+    I: Iterator<Item = (K, V)>,
+    K: Serialize,
+    V: Serialize,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map((self.0)())
+    }
+}
+
 /// Usernames of inbox.md §2.1: at least 3 characters, each `-`, `_` or a Latin-1 letter or
 /// number.
 pub fn is_valid_username(name: &str) -> bool {
@@ -475,6 +501,21 @@ mod tests {
         ] {
             assert!(parse_uuid(s).is_none(), "{s}");
         }
+    }
+
+    #[test]
+    fn streamed_encodings_match_their_values() {
+        for bytes in [&b""[..], b"a", b"ab", b"abc", b"\xff\x00\x10 hello"] {
+            assert_eq!(
+                serde_json::to_string(&Base64(bytes)).unwrap(),
+                format!("\"{}\"", encode_base64(bytes))
+            );
+        }
+        let pairs = [("b", 2), ("a", 1)];
+        assert_eq!(
+            serde_json::to_string(&ObjectOf(|| pairs.iter().copied())).unwrap(),
+            r#"{"b":2,"a":1}"#
+        );
     }
 
     #[test]

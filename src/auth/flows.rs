@@ -3,7 +3,7 @@
 
 use super::{passwords, Account, Claims, LoginLimiter, Permissions, RegistrationLimiter, TokenKeys};
 use crate::config::Settings;
-use crate::http::{ApiError, Reply, Request};
+use crate::http::{ApiError, Head, Reply, Request};
 use crate::store::{AccountStore, Registration, Store};
 use crate::wire::{self, Timestamp};
 use serde::Deserialize;
@@ -178,7 +178,7 @@ impl AccountFlows {
     /// The account and claims of a valid `Authorization: Bearer` token (`None` without an
     /// `Authorization` header). A token is valid while its account exists with the same
     /// credential epoch.
-    pub fn bearer(&self, accounts: &AccountStore, request: &Request) -> Result<Option<(Account, Claims)>, ApiError> {
+    pub fn bearer(&self, accounts: &AccountStore, request: &Head) -> Result<Option<(Account, Claims)>, ApiError> {
         let Some(value) = request.header(AUTHORIZATION.as_str()) else {
             return Ok(None);
         };

@@ -1,15 +1,21 @@
 //! Shared HTTP plumbing for both services: one warp filter that hands every request to a
 //! service's route table, in the order of checks of inbox.md §1.2 (route → 404/405, CORS
-//! preflight, body size → 413, then the service's own checks), JSON errors, CORS headers on
-//! every answer, `HEAD` as `GET`, and a server with graceful shutdown on a bound listener.
+//! preflight, declared body size → 413, credentials and permission from the headers alone →
+//! 401, only then the body), JSON errors, CORS headers on every answer, `HEAD` as `GET`,
+//! long lists streamed, one log line per request; served by our own connection loop
+//! ([`server`]) with the deadlines of spec decision 17.
+
+pub mod body;
+pub mod server;
 
 use bytes::{Buf, Bytes};
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -21,8 +27,27 @@ use crate::config::ProxyNet;
 
 pub use warp::http;
 
-/// A request as the services see it: routed, body read in full (within the limit).
-pub struct Request {
+/// What both services share about connections and bodies: timeouts, the bound on open
+/// connections, the turns of large public bodies, and how long a stop waits for requests
+/// in flight.
+pub struct Limits {
+    pub connections: Arc<server::Connections>,
+    pub public_bodies: body::PublicBodies,
+    pub grace: Duration,
+}
+
+impl Limits {
+    pub fn new(timeouts: crate::config::Timeouts, connection_bound: usize, grace: Duration) -> Limits {
+        Limits {
+            connections: Arc::new(server::Connections::new(timeouts, connection_bound)),
+            public_bodies: body::PublicBodies::default(),
+            grace,
+        }
+    }
+}
+
+/// A request before its body: what credentials and permissions are checked on.
+pub struct Head {
     pub method: Method,
     pub path: String,
     pub query: String,
@@ -31,10 +56,9 @@ pub struct Request {
     /// The client's address: the peer, or behind a trusted proxy the address it forwarded
     /// for ([`client_address`]).
     pub client: Option<IpAddr>,
-    pub body: Bytes,
 }
 
-impl Request {
+impl Head {
     pub fn header(&self, name: &str) -> Option<&HeaderValue> {
         self.headers.get(name)
     }
@@ -63,7 +87,24 @@ impl Request {
             ))
         }
     }
+}
 
+/// A request as the handlers see it: routed, admitted, body read in full (within the cap;
+/// empty for routes that take none). Its head's fields read as its own.
+pub struct Request {
+    pub head: Head,
+    pub body: Bytes,
+}
+
+impl Deref for Request {
+    type Target = Head;
+
+    fn deref(&self) -> &Head {
+        &self.head
+    }
+}
+
+impl Request {
     /// The JSON content type check, then the body, which must be a JSON object, parsed as
     /// `T` (400 on any failure).
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, ApiError> {
@@ -123,17 +164,41 @@ fn parse_hop(hop: &str) -> Option<IpAddr> {
 /// A successful answer.
 pub struct Reply {
     pub status: StatusCode,
-    pub body: Vec<u8>,
+    pub body: Payload,
     pub content_type: Option<&'static str>,
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
+
+/// The body of an answer: all of it, or chunks made while the answer is sent.
+pub enum Payload {
+    Full(Vec<u8>),
+    Chunks(Chunks),
+}
+
+/// Chunks of an answer body, made on demand; an error ends the connection (the answer's
+/// status is sent by then), so the client sees a broken answer, never a short list.
+pub struct Chunks(Box<dyn Iterator<Item = Result<Bytes, ApiError>> + Send>);
+
+impl Chunks {
+    fn into_stream(self) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + Sync + 'static {
+        // warp wants a Sync stream; the iterator is only ever used by the task sending it
+        let chunks = std::sync::Mutex::new(self.0);
+        futures_util::stream::iter(std::iter::from_fn(move || {
+            let mut chunks = chunks.lock().unwrap_or_else(|p| p.into_inner());
+            chunks.next().map(|c| c.map_err(|e| std::io::Error::other(e.message)))
+        }))
+    }
+}
+
+/// A JSON array answer is sent in chunks of about this size.
+const JSON_CHUNK: usize = 64 * 1024;
 
 impl Reply {
     pub fn json<T: Serialize + ?Sized>(value: &T) -> Reply {
         match serde_json::to_vec(value) {
             Ok(body) => Reply {
                 status: StatusCode::OK,
-                body,
+                body: Payload::Full(body),
                 content_type: Some("application/json"),
                 headers: Vec::new(),
             },
@@ -141,11 +206,69 @@ impl Reply {
         }
     }
 
+    /// A JSON array of `items`, encoded and sent a chunk at a time while they are read
+    /// (memory: one chunk and one item, however long the list). An error before the first
+    /// item is the answer; a later one breaks the connection.
+    pub fn json_array<T, I>(items: I) -> Reply
+    where
+        T: Serialize + Send + 'static,
+        I: Iterator<Item = Result<T, ApiError>> + Send + 'static,
+    {
+        let mut items = items.peekable();
+        if let Some(Err(_)) = items.peek() {
+            if let Some(Err(e)) = items.next() {
+                return e.into_reply();
+            }
+        }
+        let mut started = false;
+        let mut finished = false;
+        let chunks = std::iter::from_fn(move || {
+            if finished {
+                return None;
+            }
+            let mut out = Vec::with_capacity(JSON_CHUNK);
+            if !started {
+                out.push(b'[');
+            }
+            while out.len() < JSON_CHUNK {
+                match items.next() {
+                    Some(Ok(item)) => {
+                        if started {
+                            out.push(b',');
+                        }
+                        started = true;
+                        if let Err(e) = serde_json::to_writer(&mut out, &item) {
+                            finished = true;
+                            return Some(Err(ApiError::internal(format!("could not encode the answer: {e}"))));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        finished = true;
+                        return Some(Err(e));
+                    }
+                    None => {
+                        started = true;
+                        finished = true;
+                        out.push(b']');
+                        break;
+                    }
+                }
+            }
+            Some(Ok(Bytes::from(out)))
+        });
+        Reply {
+            status: StatusCode::OK,
+            body: Payload::Chunks(Chunks(Box::new(chunks))),
+            content_type: Some("application/json"),
+            headers: Vec::new(),
+        }
+    }
+
     /// 200 with an empty body.
     pub fn empty() -> Reply {
         Reply {
             status: StatusCode::OK,
-            body: Vec::new(),
+            body: Payload::Full(Vec::new()),
             content_type: None,
             headers: Vec::new(),
         }
@@ -162,7 +285,7 @@ impl Reply {
     pub fn html(page: &'static str) -> Reply {
         Reply {
             status: StatusCode::OK,
-            body: page.as_bytes().to_vec(),
+            body: Payload::Full(page.as_bytes().to_vec()),
             content_type: Some("text/html; charset=utf-8"),
             headers: Vec::new(),
         }
@@ -170,7 +293,10 @@ impl Reply {
 
     /// The HTTP response: status, content type, extra headers, body.
     pub fn into_response(self) -> warp::reply::Response {
-        let mut response = warp::reply::Reply::into_response(self.body);
+        let mut response = match self.body {
+            Payload::Full(bytes) => warp::reply::Reply::into_response(bytes),
+            Payload::Chunks(chunks) => warp::reply::Reply::into_response(warp::reply::stream(chunks.into_stream())),
+        };
         *response.status_mut() = self.status;
         let h = response.headers_mut();
         h.remove(CONTENT_TYPE);
@@ -186,6 +312,46 @@ impl Reply {
     pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Reply {
         self.headers.push((name, value));
         self
+    }
+}
+
+/// A JSON array written element by element as they come (each element's encoding is
+/// appended and the element dropped), for lists whose elements are made asynchronously.
+pub struct JsonArray {
+    out: Vec<u8>,
+    error: Option<serde_json::Error>,
+}
+
+impl Default for JsonArray {
+    fn default() -> JsonArray {
+        JsonArray {
+            out: vec![b'['],
+            error: None,
+        }
+    }
+}
+
+impl JsonArray {
+    pub fn push<T: Serialize + ?Sized>(&mut self, item: &T) {
+        if self.out.len() > 1 {
+            self.out.push(b',');
+        }
+        if let Err(e) = serde_json::to_writer(&mut self.out, item) {
+            self.error.get_or_insert(e);
+        }
+    }
+
+    pub fn into_reply(mut self) -> Reply {
+        if let Some(e) = self.error {
+            return ApiError::internal(format!("could not encode the answer: {e}")).into_reply();
+        }
+        self.out.push(b']');
+        Reply {
+            status: StatusCode::OK,
+            body: Payload::Full(self.out),
+            content_type: Some("application/json"),
+            headers: Vec::new(),
+        }
     }
 }
 
@@ -234,6 +400,11 @@ impl ApiError {
         ApiError::not_found("no such path")
     }
 
+    /// `POST /register` while registration is closed (checked before the body is read).
+    pub fn registration_closed() -> ApiError {
+        ApiError::forbidden("registration is closed on this server")
+    }
+
     pub fn too_many_logins(retry_after: u64) -> ApiError {
         ApiError::too_many(retry_after, "too many failed logins, try again later")
     }
@@ -250,7 +421,7 @@ impl ApiError {
         let body = serde_json::json!({ "error": self.message });
         let mut reply = Reply {
             status: self.status,
-            body: body.to_string().into_bytes(),
+            body: Payload::Full(body.to_string().into_bytes()),
             content_type: Some("application/json"),
             headers: Vec::new(),
         };
@@ -284,54 +455,38 @@ pub fn path_uuid(segment: &str) -> Result<uuid::Uuid, ApiError> {
     crate::wire::parse_uuid(segment).ok_or_else(|| ApiError::bad_request("invalid UUID in path"))
 }
 
-/// A service: a route table and the handlers behind it.
+/// A service: a route table, who may call each route, and the handlers behind it.
 pub trait Service: Send + Sync + 'static {
     type Route: Send + 'static;
+    /// Who a protected route is called by, as established from the headers.
+    type Caller: Send + 'static;
+
+    /// `inbox` or `scheduler`, for the log.
+    fn name(&self) -> &'static str;
 
     /// The route for a method and the path's segments (the path without its leading `/`,
     /// split at `/`); 404 for an unknown path, 405 for a known path and another method.
     /// `HEAD` arrives here as `GET`.
     fn route(&self, method: &Method, segments: &[&str]) -> Result<Self::Route, ApiError>;
 
+    /// Checks 3 and 4 of inbox.md §1.2, from the headers alone, before any body is read:
+    /// `None` for a public route, the caller of a protected one; 401 without valid
+    /// credentials or permission (403 for `POST /register` while registration is closed).
+    fn authenticate(&self, route: &Self::Route, head: &Head) -> Result<Option<Self::Caller>, ApiError>;
+
+    /// Whether the route reads the request body; the bodies of other routes are only
+    /// counted for the 413 rule and discarded.
+    fn takes_body(&self, route: &Self::Route) -> bool;
+
     fn handle(
         self: Arc<Self>,
         route: Self::Route,
+        caller: Option<Self::Caller>,
         request: Request,
     ) -> impl Future<Output = Result<Reply, ApiError>> + Send;
 
-    /// The request body cap (413 above it).
-    fn max_body_bytes(&self) -> u64;
-
-    /// Peers whose `X-Forwarded-For` names the client.
-    fn trusted_proxies(&self) -> &[ProxyNet];
-}
-
-async fn read_body<S, B>(stream: S, limit: u64) -> Result<Bytes, ApiError>
-where
-    S: Stream<Item = Result<B, warp::Error>>,
-    B: Buf,
-{
-    let too_large = || {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {limit} bytes"),
-        )
-    };
-    let mut out = Vec::new();
-    let mut stream = std::pin::pin!(stream);
-    while let Some(chunk) = stream.next().await {
-        let mut chunk = chunk.map_err(|e| ApiError::bad_request(format!("could not read the request body: {e}")))?;
-        if (out.len() + chunk.remaining()) as u64 > limit {
-            return Err(too_large());
-        }
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            out.extend_from_slice(part);
-            let n = part.len();
-            chunk.advance(n);
-        }
-    }
-    Ok(Bytes::from(out))
+    /// The settings: the body cap (413 above it), the trusted proxies.
+    fn settings(&self) -> &crate::config::Settings;
 }
 
 fn preflight(headers: &HeaderMap) -> Reply {
@@ -374,26 +529,34 @@ fn preflight(headers: &HeaderMap) -> Reply {
 
 async fn dispatch<S: Service, St, B>(
     service: Arc<S>,
-    method: Method,
-    path: String,
-    query: String,
-    headers: HeaderMap,
-    peer: Option<SocketAddr>,
+    limits: Arc<Limits>,
+    head: Head,
     body: St,
 ) -> warp::reply::Response
 where
     St: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
-    let has_origin = headers.contains_key("origin");
-    let reply = if method == Method::OPTIONS && has_origin && headers.contains_key("access-control-request-method") {
-        preflight(&headers)
+    let started = std::time::Instant::now();
+    let (method, path, client) = (head.method.clone(), head.path.clone(), head.client);
+    let has_origin = head.headers.contains_key("origin");
+    let reply = if method == Method::OPTIONS && has_origin && head.headers.contains_key("access-control-request-method")
+    {
+        preflight(&head.headers)
     } else {
-        answer(service, method.clone(), path.clone(), query, headers, peer, body)
+        answer(service.clone(), &limits, head, body)
             .await
             .unwrap_or_else(ApiError::into_reply)
     };
-    tracing::debug!("{} {} → {}", method, path, reply.status.as_u16());
+    tracing::debug!(
+        service = service.name(),
+        client = %client.map_or_else(|| "-".to_owned(), |c| c.to_string()),
+        method = %method,
+        path = %path,
+        status = reply.status.as_u16(),
+        duration = ?started.elapsed(),
+        "request"
+    );
     let mut response = reply.into_response();
     if has_origin {
         response
@@ -403,75 +566,95 @@ where
     response
 }
 
-async fn answer<S: Service, St, B>(
-    service: Arc<S>,
-    method: Method,
-    path: String,
-    query: String,
-    headers: HeaderMap,
-    peer: Option<SocketAddr>,
-    body: St,
-) -> Result<Reply, ApiError>
+/// The order of checks of inbox.md §1.2; the body is read only once the request may have
+/// it read (spec decision 17).
+async fn answer<S: Service, St, B>(service: Arc<S>, limits: &Limits, head: Head, body: St) -> Result<Reply, ApiError>
 where
     St: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
-    let route_method = if method == Method::HEAD {
+    let route_method = if head.method == Method::HEAD {
         Method::GET
     } else {
-        method.clone()
+        head.method.clone()
     };
-    let segments: Vec<&str> = path.strip_prefix('/').unwrap_or(&path).split('/').collect();
+    let segments: Vec<&str> = head.path.strip_prefix('/').unwrap_or(&head.path).split('/').collect();
     let route = service.route(&route_method, &segments)?;
-    let limit = service.max_body_bytes();
-    let declared = headers
+    let limit = service.settings().max_body_bytes;
+    let declared = head
+        .headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the request body is larger than {limit} bytes"),
-        ));
+        return Err(body::too_large(limit));
     }
-    let body = read_body(body, limit).await?;
-    let client = peer.map(|p| client_address(p.ip(), &headers, service.trusted_proxies()));
-    let request = Request {
-        method,
-        path,
-        query,
-        headers,
-        peer,
-        client,
-        body,
+    let body = std::pin::pin!(body);
+    let incoming = body::Incoming::new(body, limit, limits.connections.timeouts.body, declared);
+    let caller = match service.authenticate(&route, &head) {
+        Ok(caller) => caller,
+        Err(refused) => {
+            // only counted: a body over the cap is still a 413 (checked before credentials)
+            incoming.discard().await?;
+            return Err(refused);
+        }
     };
-    service.handle(route, request).await
+    let mut _turn = None;
+    let body = match (service.takes_body(&route), &caller) {
+        (false, _) => {
+            incoming.discard().await?;
+            Bytes::new()
+        }
+        (true, Some(_)) => incoming.read().await?,
+        (true, None) => {
+            let (body, turn) = incoming.read_public(&limits.public_bodies).await?;
+            // held until the handler is done with the body
+            _turn = turn;
+            body
+        }
+    };
+    service.handle(route, caller, Request { head, body }).await
 }
 
 /// Serves `service` on `listener` until `shutdown` turns true; then stops accepting, lets
-/// requests in flight finish (for at most `grace`), and returns.
+/// requests in flight finish (for at most the grace of `limits`), and returns.
 pub async fn serve<S: Service>(
     service: Arc<S>,
     listener: tokio::net::TcpListener,
-    mut shutdown: watch::Receiver<bool>,
-    grace: Duration,
+    limits: Arc<Limits>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!("{} service listening on http://{addr}", service.name());
+    }
+    let (connections, grace) = (limits.connections.clone(), limits.grace);
     let filter = warp::method()
         .and(warp::path::full())
         .and(warp::query::raw().or(warp::any().map(String::new)).unify())
         .and(warp::header::headers_cloned())
-        .and(warp::addr::remote())
+        .and(warp::ext::optional::<server::Peer>())
         .and(warp::body::stream())
         .then(
             move |method: Method,
                   path: warp::path::FullPath,
                   query: String,
                   headers: HeaderMap,
-                  peer: Option<SocketAddr>,
+                  peer: Option<server::Peer>,
                   body| {
                 let service = service.clone();
+                let limits = limits.clone();
                 async move {
-                    let answer = dispatch(service, method, path.as_str().to_owned(), query, headers, peer, body).await;
+                    let peer = peer.map(|p| p.0);
+                    let client = peer.map(|p| client_address(p.ip(), &headers, &service.settings().trusted_proxies));
+                    let head = Head {
+                        method,
+                        path: path.as_str().to_owned(),
+                        query,
+                        headers,
+                        peer,
+                        client,
+                    };
+                    let answer = dispatch(service, limits, head, body).await;
                     crate::memory::note_activity();
                     answer
                 }
@@ -480,24 +663,63 @@ pub async fn serve<S: Service>(
         .recover(|_| async {
             Ok::<_, Infallible>(ApiError::internal("unexpected request").into_reply().into_response())
         });
-    let mut signal = shutdown.clone();
-    let server = warp::serve(filter).incoming(listener).graceful(async move {
-        let _ = signal.wait_for(|stop| *stop).await;
+    let warp_service = warp::service(filter);
+    let handler: server::Handler = Arc::new(move |request| {
+        let mut warp_service = warp_service.clone();
+        Box::pin(async move {
+            match tower_service::Service::call(&mut warp_service, request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        })
     });
-    tokio::select! {
-        _ = server.run() => {}
-        _ = async {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-            tokio::time::sleep(grace).await;
-        } => {
-            tracing::warn!("requests still open after {grace:?}; closing them");
-        }
-    }
+    server::run(listener, handler, connections, shutdown, grace).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chunks_of(reply: Reply) -> Vec<Result<Vec<u8>, String>> {
+        let Payload::Chunks(Chunks(chunks)) = reply.body else {
+            panic!("not a streamed answer");
+        };
+        chunks.map(|c| c.map(|b| b.to_vec()).map_err(|e| e.message)).collect()
+    }
+
+    #[test]
+    fn a_json_array_is_sent_in_chunks_as_its_items_are_read() {
+        let empty = chunks_of(Reply::json_array(std::iter::empty::<Result<u32, ApiError>>()));
+        assert_eq!(empty, vec![Ok(b"[]".to_vec())]);
+        let big = "x".repeat(1000);
+        let items = (0..200).map(move |i| Ok(format!("{i}{big}")));
+        let chunks = chunks_of(Reply::json_array(items));
+        assert!(chunks.len() > 2, "{} chunks", chunks.len());
+        let whole: Vec<u8> = chunks.into_iter().flat_map(Result::unwrap).collect();
+        let list: Vec<String> = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(list.len(), 200);
+        assert!(list[199].starts_with("199x"));
+    }
+
+    #[test]
+    fn a_json_array_that_fails_answers_the_error_or_breaks_off() {
+        let failing_first = vec![Err(ApiError::internal("broken")), Ok(1)];
+        let reply = Reply::json_array(failing_first.into_iter());
+        assert_eq!(reply.status, StatusCode::INTERNAL_SERVER_ERROR);
+        let failing_later = vec![Ok(1), Err(ApiError::internal("broken")), Ok(3)];
+        let chunks = chunks_of(Reply::json_array(failing_later.into_iter()));
+        assert_eq!(chunks, vec![Err("broken".to_owned())]);
+    }
+
+    #[test]
+    fn a_json_array_written_element_by_element() {
+        let mut array = JsonArray::default();
+        assert!(matches!(array.into_reply().body, Payload::Full(b) if b == b"[]"));
+        array = JsonArray::default();
+        array.push(&serde_json::json!({"a": 1}));
+        array.push("b");
+        assert!(matches!(array.into_reply().body, Payload::Full(b) if b == br#"[{"a":1},"b"]"#));
+    }
 
     fn forwarded(values: &[&str]) -> HeaderMap {
         let mut h = HeaderMap::new();

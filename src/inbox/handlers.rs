@@ -1,12 +1,13 @@
-//! Inbox handlers: authenticate → check permission → parse → call the store → answer.
+//! Inbox handlers: credentials and permission from the headers (before the body is read),
+//! then per route: path → parse → call the store → answer.
 
 use super::models::{AddAccessKeyIn, ContentsIn, InboxItem};
-use super::routes::Route;
+use super::routes::{self, Access, Route};
 use super::sync::{self, SyncRequest};
 use super::Inbox;
 use crate::auth::flows::Grant;
 use crate::auth::{secrets, AccessKey, Account, Permission, Permissions, Principal};
-use crate::http::{path_uuid, ApiError, Reply, Request};
+use crate::http::{path_uuid, ApiError, Head, JsonArray, Reply, Request};
 use crate::payments;
 use crate::store::inbox::AddOutcome;
 use crate::wire::{self, Timestamp};
@@ -14,7 +15,33 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 impl Inbox {
-    pub(super) async fn dispatch(&self, route: Route, request: Request) -> Result<Reply, ApiError> {
+    /// Checks 3 and 4 of inbox.md §1.2: `None` for a public route, else the caller, who has
+    /// the route's permission (and is an admin for `/admin/...`).
+    pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
+        match routes::access(route) {
+            Access::Public if *route == Route::Register && !self.settings.registration_open => {
+                Err(ApiError::registration_closed())
+            }
+            Access::Public => Ok(None),
+            Access::Needs(permission) => {
+                let who = self.credentials(head)?;
+                self.require(&who, permission)?;
+                Ok(Some(who))
+            }
+            Access::Admin(permission) => {
+                let who = self.credentials(head)?;
+                self.require_admin(&who, permission)?;
+                Ok(Some(who))
+            }
+        }
+    }
+
+    pub(super) async fn dispatch(
+        &self,
+        route: Route,
+        caller: Option<Principal>,
+        request: Request,
+    ) -> Result<Reply, ApiError> {
         let accounts = &self.store.inbox.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
@@ -28,39 +55,26 @@ impl Inbox {
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.settings))),
             _ => {}
         }
-        let who = self.authenticate(&request)?;
+        let Some(who) = caller else {
+            return Err(ApiError::internal("a protected route without a caller"));
+        };
         let store = &self.store.inbox;
         let id = who.account.id;
         match route {
-            Route::Permissions => {
-                self.require(&who, Permission::PermitGetPermissions)?;
-                Ok(Reply::json(&who.permissions.names()))
-            }
-            Route::GetAccount => {
-                self.require(&who, Permission::PermitGetAccountInfo)?;
-                Ok(Reply::json(&self.account_info(&who.account).await?))
-            }
-            Route::ChangePassphrase => {
-                self.require(&who, Permission::PermitPostChangePassphrase)?;
-                self.flows.change_passphrase(accounts, &who.account, &request).await
-            }
+            Route::Permissions => Ok(Reply::json(&who.permissions.names())),
+            Route::GetAccount => Ok(Reply::json(&self.account_info(&who.account).await?)),
+            Route::ChangePassphrase => self.flows.change_passphrase(accounts, &who.account, &request).await,
             Route::DeleteAccount => {
-                self.require(&who, Permission::PermitDeleteAccount)?;
                 store.delete_account(id)?;
                 self.store.durable().await?;
                 Ok(Reply::empty())
             }
-            Route::AddAccessKey => {
-                self.require(&who, Permission::PermitPostAddAccessKey)?;
-                self.add_access_key(&who, &request).await
-            }
+            Route::AddAccessKey => self.add_access_key(&who, &request).await,
             Route::ListAccessKeys => {
-                self.require(&who, Permission::PermitGetAccessKeys)?;
                 let keys: Vec<Value> = store.access_keys(id)?.iter().map(key_info).collect();
                 Ok(Reply::json(&keys))
             }
             Route::GetAccessKey(key) => {
-                self.require(&who, Permission::PermitGetAccessKey)?;
                 let key = path_uuid(&key)?;
                 let found = store
                     .access_key(id, key)?
@@ -68,27 +82,21 @@ impl Inbox {
                 Ok(Reply::json(&key_info(&found)))
             }
             Route::DeleteAccessKey(key) => {
-                self.require(&who, Permission::PermitDeleteAccessKey)?;
                 let key = path_uuid(&key)?;
                 if store.delete_access_key(id, key)? {
                     self.store.durable().await?;
                 }
                 Ok(Reply::empty())
             }
-            Route::AddItem => {
-                self.require(&who, Permission::PermitAdd)?;
-                self.add_item(&who, &request).await
-            }
+            Route::AddItem => self.add_item(&who, &request).await,
             Route::GetItem(item) => {
-                self.require(&who, Permission::PermitGetItem)?;
                 let item = path_uuid(&item)?;
                 let found = store
                     .item(id, item)?
                     .ok_or_else(|| ApiError::not_found("item not found"))?;
-                Ok(Reply::json(&found.to_json()))
+                Ok(Reply::json(&found))
             }
             Route::DeleteItem(item) => {
-                self.require(&who, Permission::PermitDelete)?;
                 let item = path_uuid(&item)?;
                 if store.delete_item(id, item)? {
                     self.store.durable().await?;
@@ -96,48 +104,34 @@ impl Inbox {
                 Ok(Reply::empty())
             }
             Route::Items => {
-                self.require(&who, Permission::PermitGetItems)?;
-                let items: Vec<Value> = store.items(id)?.iter().map(InboxItem::to_json).collect();
-                Ok(Reply::json(&items))
+                // sent while it is read from the store: one item in memory at a time
+                let items = store.item_scan(id).map(|item| Ok(item?));
+                Ok(Reply::json_array(items))
             }
-            Route::Uuids => {
-                self.require(&who, Permission::PermitGetItemUUIDs)?;
-                Ok(Reply::json(&store.item_ids(id)?))
-            }
-            Route::ShowItem => {
-                self.require(&who, Permission::PermitShow)?;
-                Ok(Reply::json(&store.first_item(id)?.map(|i| i.to_json())))
-            }
-            Route::Size => {
-                self.require(&who, Permission::PermitSize)?;
-                Ok(Reply::json(&store.count(id)?))
-            }
+            Route::Uuids => Ok(Reply::json(&store.item_ids(id)?)),
+            Route::ShowItem => Ok(Reply::json(&store.first_item(id)?)),
+            Route::Size => Ok(Reply::json(&store.count(id)?)),
             Route::Sync => {
-                self.require(&who, Permission::PermitSync)?;
                 let request = SyncRequest::parse(request.json()?)?;
                 let cap = self.payments.cap_of(&self.store.inbox.accounts, &who.account).await?;
                 let (response, changed) = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
                 if changed {
                     self.store.durable().await?;
                 }
-                Ok(Reply::json(&response.to_json()))
+                Ok(Reply::json(&response))
             }
-            Route::AdminStats => {
-                self.require_admin(&who, Permission::PermitAdminGetStats)?;
-                self.admin_stats().await
-            }
+            Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
-                self.require_admin(&who, Permission::PermitAdminGetAccounts)?;
                 let mut all = accounts.all()?;
                 crate::auth::sort_for_admin(&mut all);
-                let mut infos = Vec::with_capacity(all.len());
+                // each account's info is written out as soon as it is made
+                let mut infos = JsonArray::default();
                 for a in &all {
-                    infos.push(self.account_info(a).await?);
+                    infos.push(&self.account_info(a).await?);
                 }
-                Ok(Reply::json(&infos))
+                Ok(infos.into_reply())
             }
             Route::AdminDeleteAccount(victim) => {
-                self.require_admin(&who, Permission::PermitAdminDeleteAccount)?;
                 let victim = path_uuid(&victim)?;
                 if !store.delete_account(victim)? {
                     return Err(ApiError::not_found("account not found"));
@@ -152,7 +146,7 @@ impl Inbox {
     }
 
     /// A bearer token, else the `Username` + `Access-Key` header pair (inbox.md §2.4–2.5).
-    fn authenticate(&self, request: &Request) -> Result<Principal, ApiError> {
+    fn credentials(&self, request: &Head) -> Result<Principal, ApiError> {
         let accounts = &self.store.inbox.accounts;
         if let Some((account, claims)) = self.flows.bearer(accounts, request)? {
             if let Some(key) = claims.key {

@@ -6,8 +6,9 @@ pub mod routes;
 pub mod sync;
 
 use crate::auth::flows::AccountFlows;
+use crate::auth::Principal;
 use crate::config::Settings;
-use crate::http::{ApiError, Reply, Request, Service};
+use crate::http::{ApiError, Head, Reply, Request, Service};
 use crate::store::Store;
 use std::sync::Arc;
 use warp::http::Method;
@@ -41,20 +42,34 @@ impl Inbox {
 
 impl Service for Inbox {
     type Route = routes::Route;
+    type Caller = Principal;
+
+    fn name(&self) -> &'static str {
+        "inbox"
+    }
 
     fn route(&self, method: &Method, segments: &[&str]) -> Result<routes::Route, ApiError> {
         routes::route(method, segments)
     }
 
-    async fn handle(self: Arc<Self>, route: routes::Route, request: Request) -> Result<Reply, ApiError> {
-        self.dispatch(route, request).await
+    fn authenticate(&self, route: &routes::Route, head: &Head) -> Result<Option<Principal>, ApiError> {
+        self.admit(route, head)
     }
 
-    fn max_body_bytes(&self) -> u64 {
-        self.settings.max_body_bytes
+    fn takes_body(&self, route: &routes::Route) -> bool {
+        routes::takes_body(route)
     }
 
-    fn trusted_proxies(&self) -> &[crate::config::ProxyNet] {
-        &self.settings.trusted_proxies
+    async fn handle(
+        self: Arc<Self>,
+        route: routes::Route,
+        caller: Option<Principal>,
+        request: Request,
+    ) -> Result<Reply, ApiError> {
+        self.dispatch(route, caller, request).await
+    }
+
+    fn settings(&self) -> &Settings {
+        &self.settings
     }
 }

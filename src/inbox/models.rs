@@ -3,7 +3,7 @@
 use crate::http::ApiError;
 use crate::wire::{self, Timestamp};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,14 +41,41 @@ pub struct InboxItem {
 }
 
 impl InboxItem {
-    pub fn contents_json(&self) -> Value {
-        json!({"type": self.kind.as_str(), "data": wire::encode_base64(&self.data)})
+    /// The contents as the wire shows them: `{"data", "type"}`.
+    pub fn contents_out(&self) -> ContentsOut<'_> {
+        ContentsOut {
+            data: wire::Base64(&self.data),
+            kind: self.kind.as_str(),
+        }
     }
+}
 
-    /// `{"id", "contents", "created"}`.
-    pub fn to_json(&self) -> Value {
-        json!({"id": self.id, "contents": self.contents_json(), "created": self.created.to_string()})
+/// An item serialises as the wire shows it (inbox.md §1.4): `{"contents", "created", "id"}`,
+/// straight into the answer (the store has its own record format).
+impl Serialize for InboxItem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        ItemOut {
+            contents: self.contents_out(),
+            created: self.created,
+            id: self.id,
+        }
+        .serialize(s)
     }
+}
+
+/// Item contents, serialised straight into an answer.
+#[derive(Serialize)]
+pub struct ContentsOut<'a> {
+    data: wire::Base64<'a>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct ItemOut<'a> {
+    contents: ContentsOut<'a>,
+    created: Timestamp,
+    id: Uuid,
 }
 
 /// Item contents as sent: `{"type", "data"}` (other keys ignored).
@@ -91,4 +118,26 @@ pub struct SyncIn {
     pub synced: Option<Vec<String>>,
     #[serde(default)]
     pub deleted: Option<Vec<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_item_serialises_as_the_wire_shows_it() {
+        let item = InboxItem {
+            id: Uuid::nil(),
+            kind: ItemType::Png,
+            data: b"Hello world".to_vec(),
+            created: Timestamp::parse("2024-05-01T08:00:00.5Z").unwrap(),
+        };
+        assert_eq!(
+            serde_json::to_value(&item).unwrap(),
+            json!({"id": "00000000-0000-0000-0000-000000000000",
+                   "contents": {"type": "image/png", "data": "SGVsbG8gd29ybGQ="},
+                   "created": "2024-05-01T08:00:00.5Z"})
+        );
+    }
 }

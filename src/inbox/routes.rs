@@ -1,7 +1,8 @@
 //! The inbox service's route table (inbox.md §0): method and path → [`Route`], with 404 for
 //! unknown paths and 405 for a known path with another method. `/intray/...` answers like
-//! `/inbox/...`.
+//! `/inbox/...`. Every route also knows who may call it and whether it reads a body.
 
+use crate::auth::Permission;
 use crate::http::{pick, ApiError};
 use warp::http::Method;
 
@@ -42,6 +43,51 @@ fn by_method(
     pick(
         method,
         options.into_iter().filter_map(|(m, r)| r.map(|r| (m, r))).collect(),
+    )
+}
+
+/// Who may call a route (inbox.md §0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    /// Credentials that carry the permission.
+    Needs(Permission),
+    /// The permission, and the caller's username is an admin's.
+    Admin(Permission),
+}
+
+pub fn access(route: &Route) -> Access {
+    use Access::*;
+    use Permission as P;
+    match route {
+        Route::Root | Route::Register | Route::Login | Route::Pricing => Public,
+        Route::Permissions => Needs(P::PermitGetPermissions),
+        Route::GetAccount => Needs(P::PermitGetAccountInfo),
+        Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
+        Route::DeleteAccount => Needs(P::PermitDeleteAccount),
+        Route::AddAccessKey => Needs(P::PermitPostAddAccessKey),
+        Route::ListAccessKeys => Needs(P::PermitGetAccessKeys),
+        Route::GetAccessKey(_) => Needs(P::PermitGetAccessKey),
+        Route::DeleteAccessKey(_) => Needs(P::PermitDeleteAccessKey),
+        Route::AddItem => Needs(P::PermitAdd),
+        Route::GetItem(_) => Needs(P::PermitGetItem),
+        Route::DeleteItem(_) => Needs(P::PermitDelete),
+        Route::Items => Needs(P::PermitGetItems),
+        Route::Uuids => Needs(P::PermitGetItemUUIDs),
+        Route::ShowItem => Needs(P::PermitShow),
+        Route::Size => Needs(P::PermitSize),
+        Route::Sync => Needs(P::PermitSync),
+        Route::AdminStats => Admin(P::PermitAdminGetStats),
+        Route::AdminAccounts => Admin(P::PermitAdminGetAccounts),
+        Route::AdminDeleteAccount(_) => Admin(P::PermitAdminDeleteAccount),
+    }
+}
+
+/// The six endpoints that take a body (inbox.md §1.1).
+pub fn takes_body(route: &Route) -> bool {
+    matches!(
+        route,
+        Route::Register | Route::Login | Route::ChangePassphrase | Route::AddAccessKey | Route::AddItem | Route::Sync
     )
 }
 

@@ -2,11 +2,12 @@
 //! account's items: the store runs it with the account's writes held off and applies the
 //! changes it returns in one batch.
 
-use super::models::{InboxItem, ItemType, SyncAddedIn, SyncIn};
+use super::models::{ContentsOut, InboxItem, ItemType, SyncAddedIn, SyncIn};
 use crate::http::ApiError;
 use crate::store::inbox::ItemChanges;
-use crate::wire::{self, Timestamp};
-use serde_json::{json, Map, Value};
+use crate::wire::{self, ObjectOf, Timestamp};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use std::cmp::Ordering;
 use std::collections::HashSet;
 use uuid::Uuid;
@@ -62,26 +63,35 @@ impl SyncRequest {
     }
 }
 
-impl SyncResponse {
-    pub fn to_json(&self) -> Value {
-        let client_added: Map<String, Value> = self.client_added.iter().map(|(k, u)| (k.clone(), json!(u))).collect();
-        let server_added: Map<String, Value> = self
-            .server_added
-            .iter()
-            .map(|i| {
-                (
-                    i.id.to_string(),
-                    json!({"contents": i.contents_json(), "created": i.created.to_string()}),
-                )
+/// `{"client-added", "client-deleted", "server-added", "server-deleted"}`, serialised
+/// straight into the answer.
+impl Serialize for SyncResponse {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry(
+            "client-added",
+            &ObjectOf(|| self.client_added.iter().map(|(k, u)| (k, u))),
+        )?;
+        m.serialize_entry("client-deleted", &self.client_deleted)?;
+        let server_added = || {
+            self.server_added.iter().map(|i| {
+                let value = ServerAdded {
+                    contents: i.contents_out(),
+                    created: i.created,
+                };
+                (i.id, value)
             })
-            .collect();
-        json!({
-            "client-added": client_added,
-            "client-deleted": self.client_deleted,
-            "server-added": server_added,
-            "server-deleted": self.server_deleted,
-        })
+        };
+        m.serialize_entry("server-added", &ObjectOf(server_added))?;
+        m.serialize_entry("server-deleted", &self.server_deleted)?;
+        m.end()
     }
+}
+
+#[derive(Serialize)]
+struct ServerAdded<'a> {
+    contents: ContentsOut<'a>,
+    created: Timestamp,
 }
 
 fn is_integer(key: &str) -> bool {

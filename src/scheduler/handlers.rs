@@ -1,14 +1,15 @@
-//! Scheduler handlers: authenticate → check path → parse → call the store → answer.
+//! Scheduler handlers: the bearer token (and admin status) from the headers, before the
+//! body is read; then per route: path → parse → call the store → answer.
 
 use super::models::{
-    is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
+    is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
 };
-use super::routes::Route;
+use super::routes::{self, Access, Route};
 use super::schedule::{self, Zone};
 use super::sync::{self, SyncRequest};
 use super::{inbox_client, resend_limit, Scheduler};
 use crate::auth::{secrets, Account};
-use crate::http::{parse_json, path_uuid, ApiError, Reply, Request};
+use crate::http::{parse_json, path_uuid, ApiError, Head, JsonArray, Reply, Request};
 use crate::payments;
 use crate::store::scheduler::{AddOutcome, EmailKind, QueuedEmail};
 use crate::wire::{self, Timestamp};
@@ -17,7 +18,31 @@ use uuid::Uuid;
 use warp::http::StatusCode;
 
 impl Scheduler {
-    pub(super) async fn dispatch(&self, route: Route, request: Request) -> Result<Reply, ApiError> {
+    /// Checks 3 and 4 of the order of checks: `None` for a public route, else the caller's
+    /// account (an admin's for `/admin/...`).
+    pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Account>, ApiError> {
+        match routes::access(route) {
+            Access::Public if *route == Route::Register && !self.settings.registration_open => {
+                Err(ApiError::registration_closed())
+            }
+            Access::Public => Ok(None),
+            Access::Account => self.token_account(head).map(Some),
+            Access::Admin => {
+                let account = self.token_account(head)?;
+                if !self.flows.is_admin(&account) {
+                    return Err(ApiError::unauthorized("admins only"));
+                }
+                Ok(Some(account))
+            }
+        }
+    }
+
+    pub(super) async fn dispatch(
+        &self,
+        route: Route,
+        caller: Option<Account>,
+        request: Request,
+    ) -> Result<Reply, ApiError> {
         let accounts = &self.store.scheduler.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
@@ -27,14 +52,9 @@ impl Scheduler {
             Route::Loopers => return Ok(Reply::json(&self.loopers.to_json())),
             _ => {}
         }
-        let account = self.authenticate(&request)?;
-        if matches!(
-            route,
-            Route::AdminStats | Route::AdminAccounts | Route::AdminDeleteAccount(_)
-        ) && !self.flows.is_admin(&account)
-        {
-            return Err(ApiError::unauthorized("admins only"));
-        }
+        let Some(account) = caller else {
+            return Err(ApiError::internal("a protected route without a caller"));
+        };
         let store = &self.store.scheduler;
         let me = account.id;
         match route {
@@ -111,14 +131,12 @@ impl Scheduler {
                     Filter::OnlyUntriggered => (true, false),
                     Filter::OnlyTriggered => (false, true),
                 };
-                let mut out: Vec<Value> = Vec::new();
-                if scheduled {
-                    out.extend(store.scheduled_items(me)?.iter().map(ScheduledItem::to_json));
-                }
-                if triggered {
-                    out.extend(store.triggered_items(me)?.iter().map(TriggeredItem::to_json));
-                }
-                Ok(Reply::json(&out))
+                // sent while it is read from the store: one item in memory at a time
+                let scheduled = scheduled.then(|| store.scheduled_scan(me).map(|i| Ok(i?.to_json())));
+                let triggered = triggered.then(|| store.triggered_scan(me).map(|i| Ok(i?.to_json())));
+                Ok(Reply::json_array(
+                    scheduled.into_iter().flatten().chain(triggered.into_iter().flatten()),
+                ))
             }
             Route::Uuids => {
                 let ids: Vec<Uuid> = store.scheduled_items(me)?.iter().map(|i| i.id).collect();
@@ -135,7 +153,7 @@ impl Scheduler {
                     self.store.durable().await?;
                     self.loopers.wake("triggerer");
                 }
-                Ok(Reply::json(&response.to_json()))
+                Ok(Reply::json(&response))
             }
             Route::Triggers => {
                 let triggers: Vec<Value> = store.triggers(me)?.iter().map(Trigger::to_json).collect();
@@ -163,11 +181,12 @@ impl Scheduler {
             Route::AdminAccounts => {
                 let mut all = accounts.all()?;
                 crate::auth::sort_for_admin(&mut all);
-                let mut infos = Vec::with_capacity(all.len());
+                // each account's info is written out as soon as it is made
+                let mut infos = JsonArray::default();
                 for a in &all {
-                    infos.push(self.account_info(a).await?);
+                    infos.push(&self.account_info(a).await?);
                 }
-                Ok(Reply::json(&infos))
+                Ok(infos.into_reply())
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;
@@ -183,7 +202,7 @@ impl Scheduler {
         }
     }
 
-    fn authenticate(&self, request: &Request) -> Result<Account, ApiError> {
+    fn token_account(&self, request: &Head) -> Result<Account, ApiError> {
         match self.flows.bearer(&self.store.scheduler.accounts, request)? {
             Some((account, _)) => Ok(account),
             None => Err(ApiError::unauthorized("a bearer token is required")),

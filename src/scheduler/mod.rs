@@ -10,8 +10,9 @@ pub mod schedule;
 pub mod sync;
 
 use crate::auth::flows::AccountFlows;
+use crate::auth::Account;
 use crate::config::Settings;
-use crate::http::{ApiError, Reply, Request, Service};
+use crate::http::{ApiError, Head, Reply, Request, Service};
 use crate::loopers::Loopers;
 use crate::store::Store;
 use std::sync::Arc;
@@ -55,20 +56,34 @@ impl Scheduler {
 
 impl Service for Scheduler {
     type Route = routes::Route;
+    type Caller = Account;
+
+    fn name(&self) -> &'static str {
+        "scheduler"
+    }
 
     fn route(&self, method: &Method, segments: &[&str]) -> Result<routes::Route, ApiError> {
         routes::route(method, segments)
     }
 
-    async fn handle(self: Arc<Self>, route: routes::Route, request: Request) -> Result<Reply, ApiError> {
-        self.dispatch(route, request).await
+    fn authenticate(&self, route: &routes::Route, head: &Head) -> Result<Option<Account>, ApiError> {
+        self.admit(route, head)
     }
 
-    fn max_body_bytes(&self) -> u64 {
-        self.settings.max_body_bytes
+    fn takes_body(&self, route: &routes::Route) -> bool {
+        routes::takes_body(route)
     }
 
-    fn trusted_proxies(&self) -> &[crate::config::ProxyNet] {
-        &self.settings.trusted_proxies
+    async fn handle(
+        self: Arc<Self>,
+        route: routes::Route,
+        caller: Option<Account>,
+        request: Request,
+    ) -> Result<Reply, ApiError> {
+        self.dispatch(route, caller, request).await
+    }
+
+    fn settings(&self) -> &Settings {
+        &self.settings
     }
 }

@@ -38,6 +38,41 @@ pub enum Route {
     AdminDeleteAccount(String),
 }
 
+/// Who may call a route (scheduler.md §0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    /// A valid bearer token.
+    Account,
+    /// A valid bearer token of an admin.
+    Admin,
+}
+
+pub fn access(route: &Route) -> Access {
+    match route {
+        Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Access::Public,
+        Route::AdminStats | Route::AdminAccounts | Route::AdminDeleteAccount(_) => Access::Admin,
+        _ => Access::Account,
+    }
+}
+
+/// The endpoints that take a body (scheduler.md §0).
+pub fn takes_body(route: &Route) -> bool {
+    matches!(
+        route,
+        Route::Register
+            | Route::Login
+            | Route::ChangePassphrase
+            | Route::PutSettings
+            | Route::AddItem
+            | Route::EditItem(_)
+            | Route::Retry
+            | Route::Sync
+            | Route::AddEmailTrigger
+            | Route::AddInboxTrigger
+    )
+}
+
 pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
     use Method as M;
     use Route::*;

@@ -5,7 +5,9 @@ use super::models::{ScheduledItem, Tickle};
 use crate::http::ApiError;
 use crate::inbox::sync::order_keys;
 use crate::store::scheduler::ScheduledChanges;
-use crate::wire::{self, Timestamp};
+use crate::wire::{self, ObjectOf, Timestamp};
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use uuid::Uuid;
@@ -112,56 +114,63 @@ impl SyncRequest {
     }
 }
 
+/// `{"value", "time"}` of one item (small: one item's tree at a time).
 fn entry(item: &ScheduledItem) -> Value {
     json!({"value": item.value_json(), "time": item.server_time})
 }
 
-fn entries(items: &[ScheduledItem]) -> Value {
-    Value::Object(items.iter().map(|i| (i.id.to_string(), entry(i))).collect())
+/// `{"syncResponseTickles": {...}}` with the empty parts left out, serialised straight into
+/// the answer.
+impl Serialize for SyncResponse {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut outer = s.serialize_map(Some(1))?;
+        outer.serialize_entry("syncResponseTickles", &Parts(self))?;
+        outer.end()
+    }
 }
 
-impl SyncResponse {
-    /// `{"syncResponseTickles": {...}}` with the empty parts left out.
-    pub fn to_json(&self) -> Value {
-        let mut out = Map::new();
-        if !self.client_added.is_empty() {
-            let m: Map<String, Value> = self
-                .client_added
-                .iter()
-                .map(|(k, id)| (k.clone(), json!({"id": id, "time": 0})))
-                .collect();
-            out.insert("client-added".into(), Value::Object(m));
+struct Parts<'a>(&'a SyncResponse);
+
+impl Serialize for Parts<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.0;
+        let mut m = s.serialize_map(None)?;
+        if !r.client_added.is_empty() {
+            let added = || r.client_added.iter().map(|(k, id)| (k, json!({"id": id, "time": 0})));
+            m.serialize_entry("client-added", &ObjectOf(added))?;
         }
-        if !self.client_changed.is_empty() {
-            let m: Map<String, Value> = self
-                .client_changed
-                .iter()
-                .map(|(id, t)| (id.to_string(), json!(t)))
-                .collect();
-            out.insert("client-changed".into(), Value::Object(m));
+        if !r.client_changed.is_empty() {
+            m.serialize_entry("client-changed", &r.client_changed)?;
         }
         let lists = [
-            ("client-deleted", &self.client_deleted),
-            ("server-deleted", &self.server_deleted),
-            ("conflict-server-deleted", &self.conflict_server_deleted),
+            ("client-deleted", &r.client_deleted),
+            ("server-deleted", &r.server_deleted),
+            ("conflict-server-deleted", &r.conflict_server_deleted),
         ];
         for (name, list) in lists {
             if !list.is_empty() {
-                out.insert(name.into(), json!(wire::sorted_unique(list.clone())));
+                m.serialize_entry(name, &wire::sorted_unique(list.clone()))?;
             }
         }
         let maps = [
-            ("server-added", &self.server_added),
-            ("server-changed", &self.server_changed),
-            ("conflict", &self.conflict),
-            ("conflict-client-deleted", &self.conflict_client_deleted),
+            ("server-added", &r.server_added),
+            ("server-changed", &r.server_changed),
+            ("conflict", &r.conflict),
+            ("conflict-client-deleted", &r.conflict_client_deleted),
         ];
         for (name, items) in maps {
             if !items.is_empty() {
-                out.insert(name.into(), entries(items));
+                m.serialize_entry(name, &ObjectOf(|| items.iter().map(|i| (i.id, entry(i)))))?;
             }
         }
-        json!({"syncResponseTickles": out})
+        m.end()
+    }
+}
+
+#[cfg(test)]
+impl SyncResponse {
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).expect("a sync response is JSON")
     }
 }
 

@@ -172,13 +172,16 @@ impl InboxStore {
 
     /// The account's items, oldest first.
     pub fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
-        self.tree
-            .scan_prefix(key(ITEM, &[account.as_bytes()]))
-            .map(|kv| {
-                let (k, v) = kv?;
-                Self::item_from(&k, &v)
-            })
-            .collect()
+        self.item_scan(account).collect()
+    }
+
+    /// The account's items, oldest first, read one at a time (a list answered while it is
+    /// sent holds one item).
+    pub fn item_scan(&self, account: Uuid) -> impl Iterator<Item = Result<InboxItem>> + Send + 'static {
+        self.tree.scan_prefix(key(ITEM, &[account.as_bytes()])).map(|kv| {
+            let (k, v) = kv?;
+            Self::item_from(&k, &v)
+        })
     }
 
     /// The ids of the account's items, oldest first.

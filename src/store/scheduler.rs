@@ -357,18 +357,26 @@ impl SchedulerStore {
 
     /// The account's scheduled items in creation order.
     pub fn scheduled_items(&self, account: Uuid) -> Result<Vec<ScheduledItem>> {
+        self.scheduled_scan(account).collect()
+    }
+
+    /// [`Self::scheduled_items`] read one at a time.
+    pub fn scheduled_scan(&self, account: Uuid) -> impl Iterator<Item = Result<ScheduledItem>> + Send + 'static {
         self.tree
             .scan_prefix(key(SCHEDULED, &[account.as_bytes()]))
             .map(|kv| Ok(decode::<ScheduledRecord>(&kv?.1)?.item))
-            .collect()
     }
 
     /// The account's triggered items by original `created`, then by triggering time.
     pub fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>> {
+        self.triggered_scan(account).collect()
+    }
+
+    /// [`Self::triggered_items`] read one at a time.
+    pub fn triggered_scan(&self, account: Uuid) -> impl Iterator<Item = Result<TriggeredItem>> + Send + 'static {
         self.tree
             .scan_prefix(key(TRIGGERED, &[account.as_bytes()]))
             .map(|kv| decode::<TriggeredItem>(&kv?.1))
-            .collect()
     }
 
     /// Runs one sync atomically (answering also whether it changed anything): `decide` sees

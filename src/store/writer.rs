@@ -485,36 +485,23 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// sled's records merged with queued changes (taken before sled was read, so that a change
-/// applied meanwhile is seen either in sled or here, with the same value).
+/// applied meanwhile is seen either in sled or here, with the same value). The merge is
+/// lazy: a long scan (a list answered while it is sent) holds one record at a time; each key
+/// shows its value of some moment during the scan.
 fn merge(tree: &sled::Tree, sled: sled::Iter, queued: Vec<Write>) -> Scan {
+    let sled = Whole {
+        iter: sled,
+        tree: tree.clone(),
+    };
     if queued.is_empty() {
-        return Scan::Sled(sled, tree.clone());
+        return Scan::Sled(sled);
     }
-    let mut out = Vec::new();
-    let mut queued = queued.into_iter().peekable();
-    for kv in sled {
-        let (k, v) = match kv.and_then(|(k, v)| Ok(whole(tree, &k, v)?.map(|v| (k, v)))) {
-            Ok(Some(kv)) => kv,
-            Ok(None) => continue,
-            Err(e) => {
-                out.push(Err(e));
-                return Scan::Merged(out.into_iter());
-            }
-        };
-        while let Some((qk, qv)) = queued.next_if(|(qk, _)| qk.as_slice() < k.as_ref()) {
-            if let Some(qv) = qv {
-                out.push(Ok((IVec::from(qk), qv)));
-            }
-        }
-        match queued.next_if(|(qk, _)| qk.as_slice() == k.as_ref()) {
-            // A queued change of this key wins over sled's value.
-            Some((_, Some(qv))) => out.push(Ok((k, qv))),
-            Some((_, None)) => {}
-            None => out.push(Ok((k, v))),
-        }
-    }
-    out.extend(queued.filter_map(|(k, v)| v.map(|v| Ok((IVec::from(k), v)))));
-    Scan::Merged(out.into_iter())
+    Scan::Merged(Merged {
+        sled,
+        queued: queued.into_iter().peekable(),
+        sled_next: None,
+        sled_done: false,
+    })
 }
 
 /// Records of a scan: straight from sled, or merged with queued changes.
@@ -522,9 +509,87 @@ fn merge(tree: &sled::Tree, sled: sled::Iter, queued: Vec<Write>) -> Scan {
 // allocation per scan to save a few hundred bytes of stack.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Scan {
-    /// sled's records (values made whole as they come).
-    Sled(sled::Iter, sled::Tree),
-    Merged(std::vec::IntoIter<sled::Result<(IVec, IVec)>>),
+    Sled(Whole),
+    Merged(Merged),
+}
+
+/// sled's records with their values made whole ([`whole`]); records removed while the scan
+/// read their chunks are skipped.
+pub(crate) struct Whole {
+    iter: sled::Iter,
+    tree: sled::Tree,
+}
+
+impl Iterator for Whole {
+    type Item = sled::Result<(IVec, IVec)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let (k, v) = match self.iter.next()? {
+                Ok(kv) => kv,
+                Err(e) => return Some(Err(e)),
+            };
+            match whole(&self.tree, &k, v) {
+                Ok(Some(v)) => return Some(Ok((k, v))),
+                Ok(None) => continue,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+/// sled's records and the queued changes of the same range, both in key order.
+pub(crate) struct Merged {
+    sled: Whole,
+    queued: std::iter::Peekable<std::vec::IntoIter<Write>>,
+    /// sled's next record, kept until the queued changes before it are passed.
+    sled_next: Option<(IVec, IVec)>,
+    sled_done: bool,
+}
+
+impl Iterator for Merged {
+    type Item = sled::Result<(IVec, IVec)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.sled_next.is_none() && !self.sled_done {
+                match self.sled.next() {
+                    Some(Ok(kv)) => self.sled_next = Some(kv),
+                    Some(Err(e)) => {
+                        // a failed scan ends with its error
+                        self.sled_done = true;
+                        self.queued = Vec::new().into_iter().peekable();
+                        return Some(Err(e));
+                    }
+                    None => self.sled_done = true,
+                }
+            }
+            let Some((k, _)) = &self.sled_next else {
+                // sled is done: the rest of the queued changes
+                if let (qk, Some(qv)) = self.queued.next()? {
+                    return Some(Ok((IVec::from(qk), qv)));
+                }
+                continue;
+            };
+            let order = self.queued.peek().map(|(qk, _)| qk.as_slice().cmp(k.as_ref()));
+            match order {
+                Some(std::cmp::Ordering::Less) => {
+                    if let Some((qk, Some(qv))) = self.queued.next() {
+                        return Some(Ok((IVec::from(qk), qv)));
+                    }
+                }
+                // A queued change of this key wins over sled's value.
+                Some(std::cmp::Ordering::Equal) => {
+                    let queued = self.queued.next().and_then(|(_, qv)| qv);
+                    let sled = self.sled_next.take();
+                    if let (Some(qv), Some((k, _))) = (queued, sled) {
+                        return Some(Ok((k, qv)));
+                    }
+                }
+                _ => return self.sled_next.take().map(Ok),
+            }
+        }
+    }
 }
 
 impl Iterator for Scan {
@@ -532,17 +597,7 @@ impl Iterator for Scan {
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
-            Scan::Sled(it, tree) => loop {
-                let (k, v) = match it.next()? {
-                    Ok(kv) => kv,
-                    Err(e) => return Some(Err(e)),
-                };
-                match whole(tree, &k, v) {
-                    Ok(Some(v)) => return Some(Ok((k, v))),
-                    Ok(None) => continue, // removed meanwhile
-                    Err(e) => return Some(Err(e)),
-                }
-            },
+            Scan::Sled(it) => it.next(),
             Scan::Merged(it) => it.next(),
         }
     }
@@ -589,6 +644,9 @@ mod tests {
         batch.insert("pbb", "added");
         batch.insert("pe", "added");
         batch.insert("a", "outside");
+        // deletions of keys sled does not have, before and after all of its keys
+        batch.remove("p0");
+        batch.remove("pz");
         tree.apply_batch(batch);
 
         assert_eq!(tree.sled.get("pc").expect("get").as_deref(), Some(&b"old"[..]));

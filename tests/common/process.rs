@@ -59,7 +59,7 @@ impl Proc {
         services: Services,
         extra: &[&str],
     ) -> Proc {
-        match Proc::try_start_under(wrapper, data_dir, log_dir, services, extra).await {
+        match Proc::try_start_under(wrapper, data_dir, log_dir, services, extra, &|_| {}).await {
             Ok(proc) => proc,
             Err(log) => panic!("the pigeonhole binary does not start:\n{log}"),
         }
@@ -73,7 +73,21 @@ impl Proc {
         services: Services,
         extra: &[&str],
     ) -> Result<Proc, String> {
-        Proc::try_start_under(&[], data_dir, log_dir, services, extra).await
+        Proc::try_start_under(&[], data_dir, log_dir, services, extra, &|_| {}).await
+    }
+
+    /// Like [`Proc::start`], with `adjust` applied to the command before it is spawned.
+    pub async fn start_adjusted(
+        data_dir: &Path,
+        log_dir: &Path,
+        services: Services,
+        extra: &[&str],
+        adjust: impl Fn(&mut Command),
+    ) -> Proc {
+        match Proc::try_start_under(&[], data_dir, log_dir, services, extra, &adjust).await {
+            Ok(proc) => proc,
+            Err(log) => panic!("the pigeonhole binary does not start:\n{log}"),
+        }
     }
 
     async fn try_start_under(
@@ -82,6 +96,7 @@ impl Proc {
         log_dir: &Path,
         services: Services,
         extra: &[&str],
+        adjust: &dyn Fn(&mut Command),
     ) -> Result<Proc, String> {
         let mut last_log = String::new();
         for attempt in 0..5 {
@@ -122,6 +137,7 @@ impl Proc {
                     command.env_remove(name);
                 }
             }
+            adjust(&mut command);
             let child = command.spawn().expect("start the pigeonhole binary");
             let mut proc = Proc {
                 child,
@@ -158,6 +174,31 @@ impl Proc {
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A `kB` line of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …) in KiB.
+    pub fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc/<pid>/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field).and_then(|v| v.strip_prefix(':')))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"))
+    }
+
+    /// SIGTERM, then waits for the exit (asserting status 0).
+    pub async fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        let status = self.wait_exit().await;
+        assert!(
+            status.success(),
+            "the server exited with {status}:\n{}",
+            self.log_text()
+        );
     }
 
     pub fn signal(&self, signal: libc::c_int) {
