@@ -552,7 +552,7 @@ where
         service = service.name(),
         client = %client.map_or_else(|| "-".to_owned(), |c| c.to_string()),
         method = %method,
-        path = %path,
+        path = %loggable_path(&path),
         status = reply.status.as_u16(),
         duration = ?started.elapsed(),
         "request"
@@ -564,6 +564,17 @@ where
             .insert("access-control-allow-origin", HeaderValue::from_static("*"));
     }
     response
+}
+
+/// `path` as it may be logged: the key of an e-mail verification link is a credential.
+fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
+    match path.strip_prefix("/trigger/email/verify/") {
+        Some(rest) => match rest.split_once('/') {
+            Some((id, _key)) => format!("/trigger/email/verify/{id}/…").into(),
+            None => path.into(),
+        },
+        None => path.into(),
+    }
 }
 
 /// The order of checks of inbox.md §1.2; the body is read only once the request may have
@@ -732,6 +743,15 @@ mod tests {
     fn client(peer: &str, values: &[&str], trusted: &[&str]) -> String {
         let trusted: Vec<ProxyNet> = trusted.iter().map(|t| ProxyNet::parse(t).unwrap()).collect();
         client_address(peer.parse().unwrap(), &forwarded(values), &trusted).to_string()
+    }
+
+    #[test]
+    fn verification_keys_are_not_logged() {
+        assert_eq!(
+            loggable_path("/trigger/email/verify/abc/0123456789abcdef"),
+            "/trigger/email/verify/abc/…"
+        );
+        assert_eq!(loggable_path("/inbox/items"), "/inbox/items");
     }
 
     #[test]
