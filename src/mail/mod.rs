@@ -208,7 +208,13 @@ impl Mailer {
 
 /// Writes `<UTC time>-<uuid>.eml` under a temporary name, fsyncs, renames.
 fn write_eml(dir: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    if !dir.exists() {
+        std::fs::create_dir_all(dir)?;
+        // the new directory's name must survive a power cut too
+        if let Some(parent) = dir.parent() {
+            std::fs::File::open(parent)?.sync_all()?;
+        }
+    }
     let now = time::OffsetDateTime::now_utc();
     let stamp = format!(
         "{:04}{:02}{:02}T{:02}{:02}{:02}{:06}Z",
