@@ -29,10 +29,10 @@
 //!    idle RSS, RSS with 100,000 items loaded, release binary size;
 //! 6. scheduler: due instant → item in the inbox, with `--looper-period 60`.
 
-use pigeonhole::inbox::models::{InboxItem, ItemType};
+use pigeonhole::domain::inbox::models::{InboxItem, ItemType};
+use pigeonhole::domain::wire::{new_uuid, Timestamp};
 use pigeonhole::store::inbox::AddOutcome;
 use pigeonhole::store::{Registration, Store};
-use pigeonhole::wire::{new_uuid, Timestamp};
 use serde_json::{json, Value};
 use std::future::Future;
 use std::io;

@@ -10,11 +10,11 @@
 //! Sizes can be changed with `BENCH_SMALL`, `BENCH_LARGE`, `BENCH_PASSES` and `BENCH_DUE`
 //! (environment variables) for quick runs; docs/performance.md reports the defaults.
 
+use pigeonhole::domain::scheduler::models::{Day, ScheduledItem, Tickle};
+use pigeonhole::domain::wire::{new_uuid, Timestamp};
 use pigeonhole::loopers::triggerer;
-use pigeonhole::scheduler::models::{Day, ScheduledItem, Tickle};
 use pigeonhole::store::scheduler::AddOutcome;
 use pigeonhole::store::{Registration, Store};
-use pigeonhole::wire::{new_uuid, Timestamp};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,24 +1,11 @@
 //! The settings, parsed once: command-line flag, then `PIGEONHOLE_*` environment variable,
 //! then the TOML file of `--config` (keys are the flag names), then the default (cli.md).
 
+use crate::domain::worker::Worker;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// The names `--disable-looper` accepts (scheduler.md §9.1).
-pub const LOOPER_NAMES: [&str; 10] = [
-    "triggerer",
-    "triggeredInboxItemScheduler",
-    "triggeredInboxItemSender",
-    "triggeredEmailScheduler",
-    "triggeredEmailConverter",
-    "verificationEmailConverter",
-    "emailer",
-    "adminNotificationEmailConverter",
-    "paymentsEventsFetcher",
-    "paymentsEventsRetrier",
-];
 
 #[derive(Parser, Debug)]
 #[command(
@@ -207,7 +194,7 @@ pub struct Settings {
     pub looper_period: u64,
     pub looper_retry_delay_us: u64,
     pub looper_retry_amount: u32,
-    pub disabled_loopers: Vec<String>,
+    pub disabled_loopers: Vec<crate::domain::worker::Worker>,
     pub web_host: String,
     pub smtp_url: Option<String>,
     pub email_from: String,
@@ -331,12 +318,18 @@ impl Settings {
             None => None,
         };
         let disabled = list(args.disable_looper, f.list("disable-looper")?);
-        if let Some(bad) = disabled.iter().find(|n| !LOOPER_NAMES.contains(&n.as_str())) {
-            return Err(format!(
-                "unknown worker name {bad:?} for --disable-looper (known: {})",
-                LOOPER_NAMES.join(", ")
-            ));
-        }
+        let disabled = disabled
+            .iter()
+            .map(|name| {
+                Worker::parse(name).ok_or_else(|| {
+                    let known: Vec<&str> = Worker::ALL.iter().map(|w| w.name()).collect();
+                    format!(
+                        "unknown worker name {name:?} for --disable-looper (known: {})",
+                        known.join(", ")
+                    )
+                })
+            })
+            .collect::<Result<Vec<Worker>, String>>()?;
         let settings = Settings {
             data_dir: match args.data_dir.or(f.get::<String>("data-dir")?.map(PathBuf::from)) {
                 Some(d) => d,
@@ -398,7 +391,7 @@ impl Settings {
                 }
             },
         };
-        crate::mail::check_settings(&settings)?;
+        check_email_settings(&settings)?;
         if !settings.run_inbox && !settings.run_scheduler {
             return Err("--no-inbox and --no-scheduler together leave nothing to run".into());
         }
@@ -450,6 +443,78 @@ const KNOWN_KEYS: &[&str] = &[
     "body-timeout-secs",
     "config",
 ];
+
+/// Checks the e-mail settings without building anything (start-up validation).
+/// The parts of `--smtp-url`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SmtpUrl {
+    pub implicit_tls: bool,
+    pub host: String,
+    pub port: u16,
+    pub credentials: Option<(String, String)>,
+}
+
+/// Parses `smtp://[user:pass@]host[:port]` (port 25) or `smtps://…` (port 465).
+pub fn parse_smtp_url(url: &str) -> Result<SmtpUrl, String> {
+    let bad = || format!("invalid --smtp-url {url:?}: expected smtp://[user:pass@]host[:port] or smtps://…");
+    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+    let implicit_tls = match scheme.to_ascii_lowercase().as_str() {
+        "smtp" => false,
+        "smtps" => true,
+        _ => return Err(bad()),
+    };
+    let rest = rest.trim_end_matches('/');
+    let (userinfo, hostport) = match rest.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, rest),
+    };
+    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
+        let (host, after) = v6.split_once(']').ok_or_else(bad)?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match hostport.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        }
+    };
+    let port = match port {
+        Some(p) => p.parse::<u16>().map_err(|_| bad())?,
+        None if implicit_tls => 465,
+        None => 25,
+    };
+    if host.is_empty() || host.contains(['/', '?', '#', ' ']) {
+        return Err(bad());
+    }
+    let credentials = userinfo.map(|u| {
+        let (user, pass) = u.split_once(':').unwrap_or((u, ""));
+        (
+            crate::domain::wire::percent_decode(user, false),
+            crate::domain::wire::percent_decode(pass, false),
+        )
+    });
+    Ok(SmtpUrl {
+        implicit_tls,
+        host: host.to_owned(),
+        port,
+        credentials,
+    })
+}
+
+/// Checks the e-mail settings without building anything (start-up validation).
+pub fn check_email_settings(settings: &Settings) -> Result<(), String> {
+    settings
+        .email_from
+        .parse::<lettre::Address>()
+        .map_err(|e| format!("invalid --email-from {:?}: {e}", settings.email_from))?;
+    if let Some(to) = &settings.admin_email {
+        to.parse::<lettre::Address>()
+            .map_err(|e| format!("invalid --admin-email {to:?}: {e}"))?;
+    }
+    match &settings.smtp_url {
+        Some(url) => parse_smtp_url(url).map(|_| ()),
+        None => Ok(()),
+    }
+}
 
 fn pick<T>(flag: Option<T>, file: Option<T>, default: T) -> T {
     flag.or(file).unwrap_or(default)

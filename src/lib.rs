@@ -7,15 +7,17 @@
 pub mod auth;
 pub mod config;
 pub mod datadir;
+pub mod domain;
 pub mod http;
 pub mod inbox;
 pub mod loopers;
 pub mod mail;
 pub mod memory;
+pub mod outbound;
 pub mod payments;
 pub mod scheduler;
 pub mod store;
-pub mod wire;
+pub mod workers;
 
 use config::Settings;
 use std::sync::Arc;
@@ -53,7 +55,7 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             .map_err(|e| format!("cannot load the token signing key: {e}"))?,
     );
     let decoy = auth::passwords::Decoy::start(settings.password_iterations);
-    let http = scheduler::inbox_client::client();
+    let http = outbound::client();
     let open_files = http::server::raise_open_file_limit();
     let limits = Arc::new(http::Limits::new(
         settings.timeouts,
@@ -97,12 +99,12 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
         )));
     }
     if let (Some(listener), Some(mailer)) = (listeners.scheduler, mailer) {
-        let loopers = Arc::new(loopers::Loopers::new(&settings));
+        let workers = Arc::new(workers::Workers::new(&settings));
         let service = Arc::new(scheduler::Scheduler::new(
             store.clone(),
             settings.clone(),
             tokens.clone(),
-            loopers.clone(),
+            workers.clone(),
             payments.clone(),
             decoy,
             http.clone(),
@@ -114,7 +116,7 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
             shutdown.clone(),
         )));
         tasks.extend(loopers::start(
-            loopers,
+            workers,
             store.clone(),
             settings.clone(),
             mailer,

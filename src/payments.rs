@@ -2,7 +2,7 @@
 //! unless a plan is configured; admins and freeloaders never pay.
 
 use crate::config::Settings;
-use crate::wire::Timestamp;
+use crate::domain::wire::Timestamp;
 use serde_json::{json, Value};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,7 +103,7 @@ impl Provider {
     /// The end of the paid period of `customer`'s active or trialing subscriptions to the
     /// plan (`None`: no such subscription).
     pub async fn paid_until(&self, customer: &str) -> Result<Option<Timestamp>, String> {
-        let customer = crate::wire::percent_encode(customer);
+        let customer = crate::domain::wire::percent_encode(customer);
         let body = self.get(&format!("/v1/subscriptions?customer={customer}")).await?;
         let mut until: Option<i64> = None;
         for sub in body["data"].as_array().into_iter().flatten() {
@@ -131,7 +131,7 @@ impl Provider {
         let mut path = "/v1/events?type=checkout.session.completed".to_string();
         if let Some(after) = starting_after {
             path.push_str("&starting_after=");
-            path.push_str(&crate::wire::percent_encode(after));
+            path.push_str(&crate::domain::wire::percent_encode(after));
         }
         let body = self.get(&path).await?;
         let data = body["data"].as_array().cloned().unwrap_or_default();
@@ -194,7 +194,7 @@ impl Payments {
     pub async fn status_of(
         &self,
         accounts: &crate::store::AccountStore,
-        account: &crate::auth::Account,
+        account: &crate::domain::account::Account,
         items: u64,
     ) -> Result<PaymentStatus, crate::http::ApiError> {
         let customer = accounts.customer(account.id)?;
@@ -205,7 +205,7 @@ impl Payments {
     pub async fn cap_of(
         &self,
         accounts: &crate::store::AccountStore,
-        account: &crate::auth::Account,
+        account: &crate::domain::account::Account,
     ) -> Result<Option<u64>, crate::http::ApiError> {
         let customer = accounts.customer(account.id)?;
         self.cap(&account.username, customer.as_deref()).await
@@ -215,7 +215,7 @@ impl Payments {
     pub async fn subscribers(
         &self,
         accounts: &crate::store::AccountStore,
-        all: &[crate::auth::Account],
+        all: &[crate::domain::account::Account],
     ) -> Result<usize, crate::http::ApiError> {
         let mut n = 0;
         for a in all {

@@ -1916,7 +1916,10 @@ async fn loopers_show_running_and_disabled_workers() {
 
     // disabled workers, other numbers
     let s = Server::start_scheduler_with(|st| {
-        st.disabled_loopers = vec!["emailer".into(), "triggerer".into()];
+        st.disabled_loopers = vec![
+            pigeonhole::domain::worker::Worker::Emailer,
+            pigeonhole::domain::worker::Worker::Triggerer,
+        ];
         st.looper_period = 60;
         st.looper_retry_amount = 3;
         st.admin_email = Some("root@example.org".into());
@@ -2203,7 +2206,8 @@ async fn listings_follow_created_and_missed_occurrences_trigger_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_accounts_and_triggers_get_no_queued_emails() {
     // with the emailer disabled, verification e-mails queue up in the database
-    let s = Server::start_scheduler_with(|st| st.disabled_loopers = vec!["emailer".into()]).await;
+    let s = Server::start_scheduler_with(|st| st.disabled_loopers = vec![pigeonhole::domain::worker::Worker::Emailer])
+        .await;
     let api = &s.scheduler;
     let alice = api.user("alice").await;
     let bob = api.user("bob").await;
@@ -2389,8 +2393,8 @@ async fn race_zone_changes(api: &Api, name: &str) -> String {
 /// database itself, with the server stopped).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn due_instants_follow_the_final_zone_despite_concurrent_writes() {
-    use pigeonhole::scheduler::schedule::{due, Zone};
-    use pigeonhole::wire::Timestamp;
+    use pigeonhole::domain::scheduler::schedule::{due, Zone};
+    use pigeonhole::domain::wire::Timestamp;
 
     let s = Server::start_scheduler().await;
     let api = &s.scheduler;

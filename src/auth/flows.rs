@@ -1,11 +1,13 @@
 //! Registration, login, passphrase change and bearer-token checks, shared by both services
 //! (each with its own accounts, rate limiter and token audience).
 
-use super::{passwords, Account, Claims, LoginLimiter, Permissions, RegistrationLimiter, TokenKeys};
+use super::{passwords, Claims, LoginLimiter, RegistrationLimiter, TokenKeys};
 use crate::config::Settings;
+use crate::domain::account::Account;
+use crate::domain::permissions::Permissions;
+use crate::domain::wire::{self, Timestamp};
 use crate::http::{ApiError, Head, Reply, Request};
 use crate::store::{AccountStore, Registration, Store};
-use crate::wire::{self, Timestamp};
 use serde::Deserialize;
 use std::sync::Arc;
 use uuid::Uuid;

@@ -2,72 +2,8 @@
 
 pub mod flows;
 pub mod passwords;
-pub mod permissions;
 pub mod ratelimit;
-pub mod secrets;
 pub mod tokens;
 
-pub use permissions::{Permission, Permissions};
 pub use ratelimit::{LoginLimiter, RegistrationLimiter};
 pub use tokens::{Claims, TokenKeys};
-
-use crate::wire::Timestamp;
-use serde::{Deserialize, Serialize};
-use uuid::Uuid;
-
-/// An account of one service.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Account {
-    pub id: Uuid,
-    pub username: String,
-    /// PBKDF2 PHC string.
-    pub password_hash: String,
-    pub created: Timestamp,
-    pub last_login: Option<Timestamp>,
-    /// Credential epoch: raised by a password change, which revokes earlier tokens.
-    pub epoch: u64,
-}
-
-/// An inbox access key (the secret itself is never stored).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct AccessKey {
-    pub id: Uuid,
-    pub name: String,
-    pub created: Timestamp,
-    /// Creation order among keys with equal `created`.
-    pub seq: u64,
-    pub permissions: Permissions,
-    /// SHA-256 of the secret.
-    pub digest: [u8; 32],
-}
-
-/// Who is calling, as established by a token or the access-key headers.
-#[derive(Clone, Debug)]
-pub struct Principal {
-    pub account: Account,
-    pub permissions: Permissions,
-    /// The access key the credentials came from, if any.
-    pub key: Option<Uuid>,
-}
-
-/// Latest `last-login` first; accounts that never logged in last, oldest registration first.
-pub fn sort_for_admin(accounts: &mut [Account]) {
-    accounts.sort_by(|a, b| match (a.last_login, b.last_login) {
-        (Some(x), Some(y)) => y.cmp(&x),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => a.created.cmp(&b.created),
-    });
-}
-
-/// The `active-users` object of the admin statistics: accounts whose last login lies within
-/// the last 1, 7, 30 and 365 days (a day = 86 400 s).
-pub fn active_users(accounts: &[Account], now: Timestamp) -> serde_json::Value {
-    let active = |days: i64| {
-        accounts
-            .iter()
-            .filter(|a| a.last_login.is_some_and(|t| now.secs - t.secs <= days * 86_400))
-            .count()
-    };
-    serde_json::json!({"daily": active(1), "weekly": active(7), "monthly": active(30), "yearly": active(365)})
-}

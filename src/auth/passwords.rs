@@ -9,7 +9,8 @@ pub struct HashError(pub String);
 
 /// Hashes `password` with `iterations` rounds (blocking: call through [`hash_off_runtime`]).
 pub fn hash(password: &str, iterations: u32) -> Result<String, HashError> {
-    let salt = SaltString::encode_b64(&crate::wire::random_bytes::<16>()).map_err(|e| HashError(e.to_string()))?;
+    let salt =
+        SaltString::encode_b64(&crate::domain::wire::random_bytes::<16>()).map_err(|e| HashError(e.to_string()))?;
     let params = Params {
         rounds: iterations.max(1),
         output_length: 32,

@@ -2,7 +2,7 @@
 //! directory (mode 0600). A token names the service, the account (by UUID), the account's
 //! credential epoch, the permissions and, for access-key logins, the key (spec README §4–5).
 
-use crate::auth::Permissions;
+use crate::domain::permissions::Permissions;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -56,7 +56,7 @@ impl TokenKeys {
                 bytes
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let secret = crate::wire::random_bytes::<64>().to_vec();
+                let secret = crate::domain::wire::random_bytes::<64>().to_vec();
                 write_private(data_dir, &path, &secret)?;
                 secret
             }

@@ -434,6 +434,13 @@ impl ApiError {
     }
 }
 
+impl From<crate::domain::DomainError> for ApiError {
+    /// A value that breaks a rule of the spec: 400 with the rule's message.
+    fn from(e: crate::domain::DomainError) -> ApiError {
+        ApiError::bad_request(e.message)
+    }
+}
+
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> ApiError {
         tracing::error!("store: {e}");
@@ -452,7 +459,7 @@ pub fn pick<R>(method: &Method, options: Vec<(Method, R)>) -> Result<R, ApiError
 
 /// A `:uuid` path capture: 400 unless it is a canonical UUID.
 pub fn path_uuid(segment: &str) -> Result<uuid::Uuid, ApiError> {
-    crate::wire::parse_uuid(segment).ok_or_else(|| ApiError::bad_request("invalid UUID in path"))
+    crate::domain::wire::parse_uuid(segment).ok_or_else(|| ApiError::bad_request("invalid UUID in path"))
 }
 
 /// A service: a route table, who may call each route, and the handlers behind it.

@@ -1,16 +1,18 @@
 //! Inbox handlers: credentials and permission from the headers (before the body is read),
 //! then per route: path → parse → call the store → answer.
 
-use super::models::{AddAccessKeyIn, ContentsIn, InboxItem};
 use super::routes::{self, Access, Route};
-use super::sync::{self, SyncRequest};
 use super::Inbox;
 use crate::auth::flows::Grant;
-use crate::auth::{secrets, AccessKey, Account, Permission, Permissions, Principal};
+use crate::domain::account::{AccessKey, Account, Principal};
+use crate::domain::inbox::models::{AddAccessKeyIn, ContentsIn, InboxItem};
+use crate::domain::inbox::sync::{self, SyncRequest};
+use crate::domain::permissions::{Permission, Permissions};
+use crate::domain::secrets;
+use crate::domain::wire::{self, Timestamp};
 use crate::http::{path_uuid, ApiError, Head, JsonArray, Reply, Request};
 use crate::payments;
 use crate::store::inbox::AddOutcome;
-use crate::wire::{self, Timestamp};
 use serde_json::{json, Value};
 use uuid::Uuid;
 
@@ -123,7 +125,7 @@ impl Inbox {
             Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
                 let mut all = accounts.all()?;
-                crate::auth::sort_for_admin(&mut all);
+                crate::domain::account::sort_for_admin(&mut all);
                 // each account's info is written out as soon as it is made
                 let mut infos = JsonArray::default();
                 for a in &all {
@@ -296,7 +298,7 @@ impl Inbox {
         Ok(Reply::json(&json!({
             "accounts": all.len(),
             "items": items,
-            "active-users": crate::auth::active_users(&all, now),
+            "active-users": crate::domain::account::active_users(&all, now),
             "subscribed-users": self.payments.subscribers(&self.store.inbox.accounts, &all).await?,
         })))
     }

@@ -1,13 +1,11 @@
 //! The inbox service (inbox.md): accounts, access keys, items, sync.
 
 mod handlers;
-pub mod models;
 pub mod routes;
-pub mod sync;
 
 use crate::auth::flows::AccountFlows;
-use crate::auth::Principal;
 use crate::config::Settings;
+use crate::domain::account::Principal;
 use crate::http::{ApiError, Head, Reply, Request, Service};
 use crate::store::Store;
 use std::sync::Arc;

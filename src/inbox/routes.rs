@@ -2,7 +2,7 @@
 //! unknown paths and 405 for a known path with another method. `/intray/...` answers like
 //! `/inbox/...`. Every route also knows who may call it and whether it reads a body.
 
-use crate::auth::Permission;
+use crate::domain::permissions::Permission;
 use crate::http::{pick, ApiError};
 use warp::http::Method;
 

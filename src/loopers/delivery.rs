@@ -5,10 +5,10 @@
 
 use super::dispatch::Dispatcher;
 use super::retry_wait;
-use crate::scheduler::inbox_client::{self, Failure};
-use crate::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
+use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
+use crate::domain::wire::{self, Timestamp};
+use crate::outbound::{self, Failure};
 use crate::store::Store;
-use crate::wire::{self, Timestamp};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -185,14 +185,14 @@ impl InboxSender {
         data: &str,
     ) -> Result<Uuid, Failure> {
         if let Some(token) = self.cached(trigger) {
-            match inbox_client::add_item(&self.client, url, &token, delivery, data).await {
+            match outbound::add_item(&self.client, url, &token, delivery, data).await {
                 // a reused token that is no longer good: log in again (not a retry)
                 Err(f) if f.status == Some(401) => self.remember(trigger, None),
                 other => return other,
             }
         }
-        let token = inbox_client::login(&self.client, url, username, key).await?;
+        let token = outbound::login(&self.client, url, username, key).await?;
         self.remember(trigger, Some(token.clone()));
-        inbox_client::add_item(&self.client, url, &token, delivery, data).await
+        outbound::add_item(&self.client, url, &token, delivery, data).await
     }
 }

@@ -6,11 +6,11 @@
 use super::backoff;
 use super::dispatch::Dispatcher;
 use crate::config::Settings;
+use crate::domain::email::{EmailKind, QueuedEmail};
+use crate::domain::scheduler::models::Outcome;
+use crate::domain::wire::Timestamp;
 use crate::mail::{self, Mailer};
-use crate::scheduler::models::Outcome;
-use crate::store::scheduler::{EmailKind, QueuedEmail};
 use crate::store::Store;
-use crate::wire::Timestamp;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -21,7 +21,7 @@ fn handle(store: &Store, event: &Value) -> Result<(), String> {
     else {
         return Ok(());
     };
-    let Some(account) = crate::wire::parse_uuid(reference) else {
+    let Some(account) = crate::domain::wire::parse_uuid(reference) else {
         return Ok(());
     };
     let e = |e: crate::store::StoreError| e.to_string();

@@ -3,10 +3,10 @@
 //! before any delivery starts, wakes the delivery schedulers, and sleeps until the next due
 //! instant (or the period, whichever is first).
 
-use crate::scheduler::models::ScheduledItem;
-use crate::scheduler::schedule::{self, Zone};
+use crate::domain::scheduler::models::ScheduledItem;
+use crate::domain::scheduler::schedule::{self, Zone};
+use crate::domain::wire::Timestamp;
 use crate::store::Store;
-use crate::wire::Timestamp;
 use std::time::Duration;
 
 const BATCH: usize = 256;

@@ -2,9 +2,9 @@
 //! plain with STARTTLS when offered, STARTTLS required when there are credentials, or
 //! implicit TLS) and the zero-config outbox directory of `.eml` files.
 
-use crate::config::Settings;
-use crate::store::scheduler::Message;
-use crate::wire;
+use crate::config::{parse_smtp_url, Settings, SmtpUrl};
+use crate::domain::email::Message;
+use crate::domain::wire;
 use lettre::message::{header::ContentType, Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Tls, TlsParameters};
@@ -40,74 +40,6 @@ pub fn web_host_and_base(settings: &Settings) -> (String, String) {
         format!("http://{host}")
     };
     (host, base)
-}
-
-/// The parts of `--smtp-url`.
-#[derive(Debug, PartialEq, Eq)]
-pub struct SmtpUrl {
-    pub implicit_tls: bool,
-    pub host: String,
-    pub port: u16,
-    pub credentials: Option<(String, String)>,
-}
-
-/// Parses `smtp://[user:pass@]host[:port]` (port 25) or `smtps://…` (port 465).
-pub fn parse_smtp_url(url: &str) -> Result<SmtpUrl, String> {
-    let bad = || format!("invalid --smtp-url {url:?}: expected smtp://[user:pass@]host[:port] or smtps://…");
-    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
-    let implicit_tls = match scheme.to_ascii_lowercase().as_str() {
-        "smtp" => false,
-        "smtps" => true,
-        _ => return Err(bad()),
-    };
-    let rest = rest.trim_end_matches('/');
-    let (userinfo, hostport) = match rest.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, rest),
-    };
-    let (host, port) = if let Some(v6) = hostport.strip_prefix('[') {
-        let (host, after) = v6.split_once(']').ok_or_else(bad)?;
-        (host, after.strip_prefix(':'))
-    } else {
-        match hostport.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (hostport, None),
-        }
-    };
-    let port = match port {
-        Some(p) => p.parse::<u16>().map_err(|_| bad())?,
-        None if implicit_tls => 465,
-        None => 25,
-    };
-    if host.is_empty() || host.contains(['/', '?', '#', ' ']) {
-        return Err(bad());
-    }
-    let credentials = userinfo.map(|u| {
-        let (user, pass) = u.split_once(':').unwrap_or((u, ""));
-        (wire::percent_decode(user, false), wire::percent_decode(pass, false))
-    });
-    Ok(SmtpUrl {
-        implicit_tls,
-        host: host.to_owned(),
-        port,
-        credentials,
-    })
-}
-
-/// Checks the e-mail settings without building anything (start-up validation).
-pub fn check_settings(settings: &Settings) -> Result<(), String> {
-    settings
-        .email_from
-        .parse::<lettre::Address>()
-        .map_err(|e| format!("invalid --email-from {:?}: {e}", settings.email_from))?;
-    if let Some(to) = &settings.admin_email {
-        to.parse::<lettre::Address>()
-            .map_err(|e| format!("invalid --admin-email {to:?}: {e}"))?;
-    }
-    match &settings.smtp_url {
-        Some(url) => parse_smtp_url(url).map(|_| ()),
-        None => Ok(()),
-    }
 }
 
 /// How a connection to the mail server is secured (scheduler.md §8.1): `smtps` is implicit

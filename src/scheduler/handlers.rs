@@ -1,18 +1,22 @@
 //! Scheduler handlers: the bearer token (and admin status) from the headers, before the
 //! body is read; then per route: path → parse → call the store → answer.
 
-use super::models::{
+use super::routes::{self, Access, Route};
+use super::{resend_limit, Scheduler};
+use crate::domain::account::Account;
+use crate::domain::email::{EmailKind, QueuedEmail};
+use crate::domain::scheduler::models::{
     is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
 };
-use super::routes::{self, Access, Route};
-use super::schedule::{self, Zone};
-use super::sync::{self, SyncRequest};
-use super::{inbox_client, resend_limit, Scheduler};
-use crate::auth::{secrets, Account};
+use crate::domain::scheduler::schedule::{self, Zone};
+use crate::domain::scheduler::sync::{self, SyncRequest};
+use crate::domain::secrets;
+use crate::domain::wire::{self, Timestamp};
+use crate::domain::worker::Worker;
 use crate::http::{parse_json, path_uuid, ApiError, Head, JsonArray, Reply, Request};
+use crate::outbound as inbox_client;
 use crate::payments;
-use crate::store::scheduler::{AddOutcome, EmailKind, QueuedEmail};
-use crate::wire::{self, Timestamp};
+use crate::store::scheduler::AddOutcome;
 use serde_json::{json, Value};
 use uuid::Uuid;
 use warp::http::StatusCode;
@@ -49,7 +53,7 @@ impl Scheduler {
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request, |_, _| Ok(None)).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.settings))),
-            Route::Loopers => return Ok(Reply::json(&self.loopers.to_json())),
+            Route::Loopers => return Ok(Reply::json(&self.workers.to_json())),
             _ => {}
         }
         let Some(account) = caller else {
@@ -71,7 +75,7 @@ impl Scheduler {
                 let zone = Zone::of(&setting);
                 store.put_settings(me, &setting, |item| schedule::due(&item.tickle, &zone))?;
                 self.store.durable().await?;
-                self.loopers.wake("triggerer");
+                self.workers.wake(Worker::Triggerer);
                 Ok(Reply::empty())
             }
             Route::AddItem => self.add_item(&account, &request).await,
@@ -98,7 +102,7 @@ impl Scheduler {
                     return Err(ApiError::not_found("no such scheduled item"));
                 }
                 self.store.durable().await?;
-                self.loopers.wake("triggerer");
+                self.workers.wake(Worker::Triggerer);
                 Ok(Reply::empty())
             }
             Route::DeleteItem(id) => {
@@ -120,8 +124,8 @@ impl Scheduler {
                 let ids = ids.iter().map(|s| path_uuid(s)).collect::<Result<Vec<_>, _>>()?;
                 if store.retry_failed(me, &ids)? {
                     self.store.durable().await?;
-                    self.loopers.wake("triggeredInboxItemSender");
-                    self.loopers.wake("emailer");
+                    self.workers.wake(Worker::TriggeredInboxItemSender);
+                    self.workers.wake(Worker::Emailer);
                 }
                 Ok(Reply::empty())
             }
@@ -151,7 +155,7 @@ impl Scheduler {
                 })?;
                 if changed {
                     self.store.durable().await?;
-                    self.loopers.wake("triggerer");
+                    self.workers.wake(Worker::Triggerer);
                 }
                 Ok(Reply::json(&response))
             }
@@ -180,7 +184,7 @@ impl Scheduler {
             Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
                 let mut all = accounts.all()?;
-                crate::auth::sort_for_admin(&mut all);
+                crate::domain::account::sort_for_admin(&mut all);
                 // each account's info is written out as soon as it is made
                 let mut infos = JsonArray::default();
                 for a in &all {
@@ -238,7 +242,7 @@ impl Scheduler {
         match self.store.scheduler.add_scheduled(&item, due_of, cap)? {
             AddOutcome::Added => {
                 self.store.durable().await?;
-                self.loopers.wake("triggerer");
+                self.workers.wake(Worker::Triggerer);
                 Ok(Reply::json(&item.id))
             }
             AddOutcome::LimitReached => Err(ApiError::new(
@@ -274,7 +278,7 @@ impl Scheduler {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
         self.store.durable().await?;
-        self.loopers.wake("verificationEmailConverter");
+        self.workers.wake(Worker::VerificationEmailConverter);
         Ok(Reply::json(&trigger.id))
     }
 
@@ -351,7 +355,7 @@ impl Scheduler {
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
         }
         self.store.durable().await?;
-        self.loopers.wake("verificationEmailConverter");
+        self.workers.wake(Worker::VerificationEmailConverter);
         Ok(Reply::empty())
     }
 
@@ -407,7 +411,7 @@ impl Scheduler {
             "subscribers": self.payments.subscribers(&self.store.scheduler.accounts, &all).await?,
             "scheduler-items": scheduled,
             "triggered-items": triggered,
-            "active-users": crate::auth::active_users(&all, now),
+            "active-users": crate::domain::account::active_users(&all, now),
         })))
     }
 }

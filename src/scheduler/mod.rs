@@ -2,19 +2,15 @@
 //! items, triggers, sync; its background workers live in `crate::loopers`.
 
 mod handlers;
-pub mod inbox_client;
-pub mod models;
 pub mod resend_limit;
 pub mod routes;
-pub mod schedule;
-pub mod sync;
 
 use crate::auth::flows::AccountFlows;
-use crate::auth::Account;
 use crate::config::Settings;
+use crate::domain::account::Account;
 use crate::http::{ApiError, Head, Reply, Request, Service};
-use crate::loopers::Loopers;
 use crate::store::Store;
+use crate::workers::Workers;
 use std::sync::Arc;
 use warp::http::Method;
 
@@ -25,7 +21,7 @@ pub struct Scheduler {
     pub settings: Arc<Settings>,
     pub flows: AccountFlows,
     pub payments: Arc<crate::payments::Payments>,
-    pub loopers: Arc<Loopers>,
+    pub workers: Arc<Workers>,
     pub http: reqwest::Client,
     /// Verification e-mail resends per trigger (`POST /trigger/email/resend/:id`).
     pub resends: resend_limit::ResendLimiter,
@@ -36,7 +32,7 @@ impl Scheduler {
         store: Arc<Store>,
         settings: Arc<Settings>,
         tokens: Arc<crate::auth::TokenKeys>,
-        loopers: Arc<Loopers>,
+        workers: Arc<Workers>,
         payments: Arc<crate::payments::Payments>,
         decoy: crate::auth::passwords::Decoy,
         http: reqwest::Client,
@@ -47,7 +43,7 @@ impl Scheduler {
             settings,
             flows,
             payments,
-            loopers,
+            workers,
             http,
             resends: resend_limit::ResendLimiter::default(),
         })

@@ -9,8 +9,8 @@
 
 use super::writer::{Batch, Tree};
 use super::{decode, encode, key, lock, Result, Stripes};
-use crate::auth::Account;
-use crate::wire::Timestamp;
+use crate::domain::account::Account;
+use crate::domain::wire::Timestamp;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
 
@@ -62,7 +62,7 @@ impl AccountStore {
             return Ok(Registration::Taken);
         }
         let account = Account {
-            id: crate::wire::new_uuid(),
+            id: crate::domain::wire::new_uuid(),
             username: username.to_owned(),
             password_hash,
             created: now,

@@ -11,9 +11,10 @@
 use super::accounts::AccountStore;
 use super::writer::{Batch, Tree};
 use super::{concat, decode, encode, key, uuid_at, Result, StoreError, Stripes};
-use crate::auth::{AccessKey, Account};
-use crate::inbox::models::{InboxItem, ItemType};
-use crate::wire::Timestamp;
+use crate::domain::account::{AccessKey, Account};
+use crate::domain::inbox::models::{InboxItem, ItemType};
+use crate::domain::inbox::sync::ItemChanges;
+use crate::domain::wire::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -37,13 +38,6 @@ pub enum AddOutcome {
     /// The idempotency key was used before: the item stored then.
     Repeated(Uuid),
     LimitReached,
-}
-
-/// What a sync decided, applied atomically by [`InboxStore::sync`].
-#[derive(Default)]
-pub struct ItemChanges {
-    pub delete: Vec<Uuid>,
-    pub add: Vec<InboxItem>,
 }
 
 pub struct InboxStore {

@@ -198,12 +198,12 @@ impl Store {
 mod tests {
     use super::inbox::AddOutcome;
     use super::*;
-    use crate::inbox::models::{InboxItem, ItemType};
-    use crate::wire::Timestamp;
+    use crate::domain::inbox::models::{InboxItem, ItemType};
+    use crate::domain::wire::Timestamp;
 
     fn item(n: usize) -> InboxItem {
         InboxItem {
-            id: crate::wire::new_uuid(),
+            id: crate::domain::wire::new_uuid(),
             kind: ItemType::Text,
             data: format!("item {n}").into_bytes(),
             created: Timestamp::now(),
@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn concurrent_writes_to_one_account_stay_consistent_and_durable() {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let account = crate::wire::new_uuid();
+        let account = crate::domain::wire::new_uuid();
         let limit = 300;
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         let kept = {

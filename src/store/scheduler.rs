@@ -20,10 +20,12 @@
 use super::accounts::AccountStore;
 use super::writer::{Batch, Tree};
 use super::{concat, decode, encode, key, uuid_at, Result, StoreError, Stripes};
-use crate::scheduler::models::{
+use crate::domain::email::{EmailKind, QueuedEmail};
+use crate::domain::scheduler::models::{
     Attempt, Delivery, Outcome, ScheduledItem, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
 };
-use crate::wire::Timestamp;
+use crate::domain::scheduler::sync::ScheduledChanges;
+use crate::domain::wire::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -50,56 +52,6 @@ struct ScheduledRecord {
     due: Timestamp,
 }
 
-/// An e-mail waiting for the e-mail workers.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct QueuedEmail {
-    /// The account it belongs to (nil for admin notifications).
-    pub owner: Uuid,
-    /// The trigger it belongs to (deleting the trigger drops it).
-    pub trigger: Option<Uuid>,
-    pub kind: EmailKind,
-    /// Transient sending failures so far.
-    pub failures: u32,
-    /// Not to be sent before this instant (back-off).
-    pub not_before: Timestamp,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum EmailKind {
-    /// A verification e-mail to render, with the key in clear (kept only until sent).
-    Verification { to: String, key: String },
-    /// A triggered item to render for a verified e-mail trigger.
-    Triggered { delivery: Delivery, to: String },
-    /// A worker failure to tell the admin about.
-    AdminNotice { worker: String, error: String },
-    /// A message ready to send; `delivery` when its result belongs to a triggered item.
-    Rendered {
-        message: Message,
-        delivery: Option<Delivery>,
-    },
-}
-
-/// A rendered e-mail.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Message {
-    pub to: String,
-    pub subject: String,
-    pub text: String,
-    pub html: String,
-}
-
-impl QueuedEmail {
-    pub fn new(owner: Uuid, trigger: Option<Uuid>, kind: EmailKind) -> QueuedEmail {
-        QueuedEmail {
-            owner,
-            trigger,
-            kind,
-            failures: 0,
-            not_before: Timestamp::from_unix(0, 0),
-        }
-    }
-}
-
 /// The delivery targets of a triggered item, fixed when it triggered.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Targets {
@@ -110,14 +62,6 @@ pub struct Targets {
 pub enum AddOutcome {
     Added,
     LimitReached,
-}
-
-/// What a sync decided, applied atomically by [`SchedulerStore::sync`].
-#[derive(Default)]
-pub struct ScheduledChanges {
-    pub delete: Vec<Uuid>,
-    /// New or changed items with their due instants.
-    pub put: Vec<(ScheduledItem, Timestamp)>,
 }
 
 pub struct SchedulerStore {
@@ -619,7 +563,7 @@ impl SchedulerStore {
             return Ok(None);
         }
         let copy = TriggeredItem {
-            id: crate::wire::new_uuid(),
+            id: crate::domain::wire::new_uuid(),
             owner,
             tickle: record.item.tickle.clone(),
             created: record.item.created,
@@ -696,7 +640,7 @@ impl SchedulerStore {
                     continue;
                 };
                 let delivery = Delivery {
-                    id: crate::wire::new_uuid(),
+                    id: crate::domain::wire::new_uuid(),
                     owner: targets.owner,
                     item,
                     trigger: trigger.id,

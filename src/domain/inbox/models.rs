@@ -1,7 +1,7 @@
 //! Inbox items and the JSON shapes of the inbox service (inbox.md §1.4, §3).
 
-use crate::http::ApiError;
-use crate::wire::{self, Timestamp};
+use crate::domain::wire::{self, Timestamp};
+use crate::domain::DomainError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -87,11 +87,11 @@ pub struct ContentsIn {
 }
 
 impl ContentsIn {
-    pub fn validate(&self) -> Result<(ItemType, Vec<u8>), ApiError> {
+    pub fn validate(&self) -> Result<(ItemType, Vec<u8>), DomainError> {
         let kind = ItemType::parse(&self.kind)
-            .ok_or_else(|| ApiError::bad_request(format!("invalid item type {:?}", self.kind)))?;
+            .ok_or_else(|| DomainError::invalid(format!("invalid item type {:?}", self.kind)))?;
         let data = wire::decode_base64(&self.data)
-            .ok_or_else(|| ApiError::bad_request("item data is not padded standard base64"))?;
+            .ok_or_else(|| DomainError::invalid("item data is not padded standard base64"))?;
         Ok((kind, data))
     }
 }

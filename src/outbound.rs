@@ -132,7 +132,7 @@ pub async fn add_item(
         let text = response.text().await.map_err(|e| request_failure(&what, e))?;
         return match serde_json::from_str::<String>(&text)
             .ok()
-            .and_then(|s| crate::wire::parse_uuid(&s))
+            .and_then(|s| crate::domain::wire::parse_uuid(&s))
         {
             Some(id) => Ok(id),
             None => Err(Failure::permanent(format!(

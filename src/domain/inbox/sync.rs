@@ -3,9 +3,8 @@
 //! changes it returns in one batch.
 
 use super::models::{ContentsOut, InboxItem, ItemType, SyncAddedIn, SyncIn};
-use crate::http::ApiError;
-use crate::store::inbox::ItemChanges;
-use crate::wire::{self, ObjectOf, Timestamp};
+use crate::domain::wire::{self, ObjectOf, Timestamp};
+use crate::domain::DomainError;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use std::cmp::Ordering;
@@ -39,20 +38,20 @@ pub struct SyncResponse {
 
 impl SyncRequest {
     /// Validates the whole request; any invalid part is a 400 and nothing is applied.
-    pub fn parse(input: SyncIn) -> Result<SyncRequest, ApiError> {
-        let uuids = |list: Option<Vec<String>>| -> Result<Vec<Uuid>, ApiError> {
+    pub fn parse(input: SyncIn) -> Result<SyncRequest, DomainError> {
+        let uuids = |list: Option<Vec<String>>| -> Result<Vec<Uuid>, DomainError> {
             list.unwrap_or_default()
                 .iter()
-                .map(|s| wire::parse_uuid(s).ok_or_else(|| ApiError::bad_request(format!("invalid UUID {s:?}"))))
+                .map(|s| wire::parse_uuid(s).ok_or_else(|| DomainError::invalid(format!("invalid UUID {s:?}"))))
                 .collect()
         };
         let mut added = Vec::new();
         for (key, value) in input.added.unwrap_or_default() {
             let entry: SyncAddedIn = serde_json::from_value(value)
-                .map_err(|e| ApiError::bad_request(format!("invalid added item {key:?}: {e}")))?;
+                .map_err(|e| DomainError::invalid(format!("invalid added item {key:?}: {e}")))?;
             let (kind, data) = entry.contents.validate()?;
             let created = Timestamp::parse(&entry.created)
-                .ok_or_else(|| ApiError::bad_request(format!("invalid timestamp {:?}", entry.created)))?;
+                .ok_or_else(|| DomainError::invalid(format!("invalid timestamp {:?}", entry.created)))?;
             added.push((key, NewItem { kind, data, created }));
         }
         Ok(SyncRequest {
@@ -184,6 +183,13 @@ pub fn plan(
         server_deleted,
     };
     (response, changes)
+}
+
+/// What a sync decided, applied atomically by the store.
+#[derive(Default)]
+pub struct ItemChanges {
+    pub delete: Vec<Uuid>,
+    pub add: Vec<InboxItem>,
 }
 
 #[cfg(test)]

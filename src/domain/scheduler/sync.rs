@@ -2,10 +2,9 @@
 //! account's scheduled items, as a pure function; the store applies what it decides.
 
 use super::models::{ScheduledItem, Tickle};
-use crate::http::ApiError;
-use crate::inbox::sync::order_keys;
-use crate::store::scheduler::ScheduledChanges;
-use crate::wire::{self, ObjectOf, Timestamp};
+use crate::domain::inbox::sync::order_keys;
+use crate::domain::wire::{self, ObjectOf, Timestamp};
+use crate::domain::DomainError;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
@@ -40,11 +39,11 @@ pub struct SyncResponse {
     pub conflict_server_deleted: Vec<Uuid>,
 }
 
-fn bad(msg: impl Into<String>) -> ApiError {
-    ApiError::bad_request(msg)
+fn bad(msg: impl Into<String>) -> DomainError {
+    DomainError::invalid(msg)
 }
 
-fn parse_value(v: &Value) -> Result<SyncValue, ApiError> {
+fn parse_value(v: &Value) -> Result<SyncValue, DomainError> {
     let obj = v.as_object().ok_or_else(|| bad("a sync value must be an object"))?;
     let tickle = Tickle::parse(obj.get("contents").ok_or_else(|| bad("a sync value needs contents"))?)?;
     let created = match obj.get("created") {
@@ -54,17 +53,17 @@ fn parse_value(v: &Value) -> Result<SyncValue, ApiError> {
     Ok(SyncValue { tickle, created })
 }
 
-fn parse_id(s: &str) -> Result<Uuid, ApiError> {
+fn parse_id(s: &str) -> Result<Uuid, DomainError> {
     wire::parse_uuid(s).ok_or_else(|| bad(format!("invalid UUID {s:?}")))
 }
 
-fn parse_time(v: &Value) -> Result<u64, ApiError> {
+fn parse_time(v: &Value) -> Result<u64, DomainError> {
     v.as_u64()
         .ok_or_else(|| bad("a server time must be a non-negative integer"))
 }
 
 /// The map under `key` (missing or `null`: empty).
-fn section<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a Map<String, Value>>, ApiError> {
+fn section<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a Map<String, Value>>, DomainError> {
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Object(m)) => Ok(Some(m)),
@@ -74,7 +73,7 @@ fn section<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a Map<
 
 impl SyncRequest {
     /// Validates `{"syncRequestTickles": {...}}`; any invalid part is a 400.
-    pub fn parse(body: &Value) -> Result<SyncRequest, ApiError> {
+    pub fn parse(body: &Value) -> Result<SyncRequest, DomainError> {
         let inner = match body.get("syncRequestTickles") {
             Some(Value::Object(m)) => m,
             _ => return Err(bad("the request needs a syncRequestTickles object")),
@@ -244,10 +243,18 @@ pub fn plan(
     (response, changes)
 }
 
+/// What a sync decided, applied atomically by the store.
+#[derive(Default)]
+pub struct ScheduledChanges {
+    pub delete: Vec<Uuid>,
+    /// New or changed items with their due instants.
+    pub put: Vec<(ScheduledItem, Timestamp)>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::models::Day;
+    use crate::domain::scheduler::models::Day;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 
@@ -570,7 +577,7 @@ mod tests {
     }
 
     fn parse(tickles: Value) -> Result<SyncRequest, u16> {
-        SyncRequest::parse(&json!({"syncRequestTickles": tickles})).map_err(|e| e.status.as_u16())
+        SyncRequest::parse(&json!({"syncRequestTickles": tickles})).map_err(|_: DomainError| 400u16)
     }
 
     #[test]
@@ -643,13 +650,13 @@ mod tests {
     fn parse_refuses_bad_parts() {
         let x = id(0xF).to_string();
         assert_eq!(
-            SyncRequest::parse(&json!({})).err().map(|e| e.status.as_u16()),
+            SyncRequest::parse(&json!({})).err().map(|_: DomainError| 400u16),
             Some(400)
         );
         assert_eq!(
             SyncRequest::parse(&json!({"syncRequestTickles": []}))
                 .err()
-                .map(|e| e.status.as_u16()),
+                .map(|_: DomainError| 400u16),
             Some(400)
         );
         for body in [

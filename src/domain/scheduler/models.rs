@@ -1,8 +1,8 @@
 //! Scheduled items ("tickles"), recurrences, triggered items, triggers and settings, with
 //! their JSON forms (scheduler.md §2).
 
-use crate::http::ApiError;
-use crate::wire::{self, Date, Timestamp};
+use crate::domain::wire::{self, Date, Timestamp};
+use crate::domain::DomainError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
@@ -104,15 +104,15 @@ pub struct Tickle {
     pub recurrence: Option<Recurrence>,
 }
 
-fn bad(msg: impl Into<String>) -> ApiError {
-    ApiError::bad_request(msg)
+fn bad(msg: impl Into<String>) -> DomainError {
+    DomainError::invalid(msg)
 }
 
 fn optional<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     obj.get(key).filter(|v| !v.is_null())
 }
 
-fn parse_tod(v: Option<&Value>, what: &str) -> Result<Option<TimeOfDay>, ApiError> {
+fn parse_tod(v: Option<&Value>, what: &str) -> Result<Option<TimeOfDay>, DomainError> {
     match v {
         None => Ok(None),
         Some(Value::String(s)) => TimeOfDay::parse(s)
@@ -122,7 +122,7 @@ fn parse_tod(v: Option<&Value>, what: &str) -> Result<Option<TimeOfDay>, ApiErro
     }
 }
 
-fn parse_count(v: Option<&Value>, what: &str, min: u64, max: u64) -> Result<u64, ApiError> {
+fn parse_count(v: Option<&Value>, what: &str, min: u64, max: u64) -> Result<u64, DomainError> {
     match v.and_then(Value::as_u64) {
         Some(n) if (min..=max).contains(&n) => Ok(n),
         _ => Err(bad(format!("{what} must be an integer from {min} to {max}"))),
@@ -130,7 +130,7 @@ fn parse_count(v: Option<&Value>, what: &str, min: u64, max: u64) -> Result<u64,
 }
 
 impl Recurrence {
-    pub fn parse(v: &Value) -> Result<Recurrence, ApiError> {
+    pub fn parse(v: &Value) -> Result<Recurrence, DomainError> {
         let obj = v.as_object().ok_or_else(|| bad("recurrence must be an object"))?;
         match (obj.get("every-x-days"), obj.get("every-x-months")) {
             (Some(d), None) => {
@@ -169,7 +169,7 @@ impl Recurrence {
 
 impl Tickle {
     /// Parses item contents; any violation is a 400.
-    pub fn parse(v: &Value) -> Result<Tickle, ApiError> {
+    pub fn parse(v: &Value) -> Result<Tickle, DomainError> {
         let obj = v.as_object().ok_or_else(|| bad("item contents must be an object"))?;
         let content = match obj.get("content") {
             Some(Value::String(s)) => s.as_bytes().to_vec(),
@@ -356,7 +356,7 @@ impl Default for TimeZoneSetting {
 }
 
 impl TimeZoneSetting {
-    pub fn parse(v: &Value) -> Result<TimeZoneSetting, ApiError> {
+    pub fn parse(v: &Value) -> Result<TimeZoneSetting, DomainError> {
         let tz = v
             .as_object()
             .and_then(|o| o.get("timezone"))

@@ -1,7 +1,7 @@
 //! When items are due (scheduler.md §5.1, §2.7) and their next occurrences (§5.3).
 
 use super::models::{Day, Recurrence, Tickle, TimeOfDay, TimeZoneSetting};
-use crate::wire::{self, Timestamp};
+use crate::domain::wire::{self, Timestamp};
 
 /// The zone an account's wall-clock times are read in.
 #[derive(Clone, Debug)]

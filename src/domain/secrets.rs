@@ -6,7 +6,7 @@ use subtle::ConstantTimeEq;
 
 /// A new secret: (hex text shown once, digest to store).
 pub fn new_secret() -> (String, [u8; 32]) {
-    let text = hex::encode(crate::wire::random_bytes::<16>());
+    let text = hex::encode(crate::domain::wire::random_bytes::<16>());
     let d = digest(&text);
     (text, d)
 }
