@@ -77,12 +77,34 @@ pub struct Provider {
     plan: String,
 }
 
-fn unreachable(e: impl std::fmt::Display) -> crate::http::ApiError {
-    tracing::warn!("payment provider: {e}");
-    crate::http::ApiError::new(
-        warp::http::StatusCode::SERVICE_UNAVAILABLE,
-        "the payment provider could not be reached",
-    )
+/// Why a payment status could not be told.
+#[derive(Debug)]
+pub enum PaymentsError {
+    /// The provider could not be reached or answered an error (503 for the request that
+    /// needed it, inbox.md §4.4).
+    Unreachable(String),
+    Store(crate::store::StoreError),
+}
+
+impl From<crate::store::StoreError> for PaymentsError {
+    fn from(e: crate::store::StoreError) -> Self {
+        PaymentsError::Store(e)
+    }
+}
+
+impl From<PaymentsError> for crate::http::ApiError {
+    fn from(e: PaymentsError) -> Self {
+        match e {
+            PaymentsError::Unreachable(why) => {
+                tracing::warn!("payment provider: {why}");
+                crate::http::ApiError::new(
+                    warp::http::StatusCode::SERVICE_UNAVAILABLE,
+                    "the payment provider could not be reached",
+                )
+            }
+            PaymentsError::Store(e) => e.into(),
+        }
+    }
 }
 
 impl Provider {
@@ -157,10 +179,10 @@ impl Payments {
         self.provider.as_ref()
     }
 
-    /// Whether `customer` pays now (never without a provider); 503 when it cannot be told.
-    async fn paid_until(&self, customer: Option<&str>) -> Result<Option<Timestamp>, crate::http::ApiError> {
+    /// Whether `customer` pays now (never without a provider).
+    async fn paid_until(&self, customer: Option<&str>) -> Result<Option<Timestamp>, PaymentsError> {
         match (&self.provider, customer) {
-            (Some(p), Some(c)) => p.paid_until(c).await.map_err(unreachable),
+            (Some(p), Some(c)) => p.paid_until(c).await.map_err(PaymentsError::Unreachable),
             _ => Ok(None),
         }
     }
@@ -171,7 +193,7 @@ impl Payments {
         username: &str,
         customer: Option<&str>,
         items: u64,
-    ) -> Result<PaymentStatus, crate::http::ApiError> {
+    ) -> Result<PaymentStatus, PaymentsError> {
         if item_cap(&self.settings, username).is_none() {
             return Ok(PaymentStatus::NoPaymentNecessary);
         }
@@ -182,7 +204,7 @@ impl Payments {
     }
 
     /// The free-item cap to enforce for the account (`None`: unlimited).
-    pub async fn cap(&self, username: &str, customer: Option<&str>) -> Result<Option<u64>, crate::http::ApiError> {
+    pub async fn cap(&self, username: &str, customer: Option<&str>) -> Result<Option<u64>, PaymentsError> {
         let cap = item_cap(&self.settings, username);
         if cap.is_some() && self.paid_until(customer).await?.is_some() {
             return Ok(None);
@@ -196,7 +218,7 @@ impl Payments {
         accounts: &crate::store::AccountStore,
         account: &crate::domain::account::Account,
         items: u64,
-    ) -> Result<PaymentStatus, crate::http::ApiError> {
+    ) -> Result<PaymentStatus, PaymentsError> {
         let customer = accounts.customer(account.id)?;
         self.status(&account.username, customer.as_deref(), items).await
     }
@@ -206,7 +228,7 @@ impl Payments {
         &self,
         accounts: &crate::store::AccountStore,
         account: &crate::domain::account::Account,
-    ) -> Result<Option<u64>, crate::http::ApiError> {
+    ) -> Result<Option<u64>, PaymentsError> {
         let customer = accounts.customer(account.id)?;
         self.cap(&account.username, customer.as_deref()).await
     }
@@ -216,7 +238,7 @@ impl Payments {
         &self,
         accounts: &crate::store::AccountStore,
         all: &[crate::domain::account::Account],
-    ) -> Result<usize, crate::http::ApiError> {
+    ) -> Result<usize, PaymentsError> {
         let mut n = 0;
         for a in all {
             if matches!(self.status_of(accounts, a, 0).await?, PaymentStatus::Paid { .. }) {
