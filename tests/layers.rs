@@ -16,6 +16,8 @@ const LAYERS: &[&[&str]] = &[
     &["http", "mail", "outbound", "workers"],
     // what both services share: accounts and logins, payments
     &["auth", "payments"],
+    // what the services and the workers share, made once by launch
+    &["context"],
     // the two HTTP services and the background workers
     &["inbox", "scheduler", "loopers"],
     // wiring everything together

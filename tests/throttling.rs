@@ -187,7 +187,8 @@ async fn registrations_are_limited_per_client_address() {
     }
 }
 
-/// Ten failed logins with 8 MiB usernames must not pin 80 MB: the limiter keeps a digest.
+/// Ten failed logins with 8 MiB usernames must not pin 80 MiB: the limiter keeps a digest
+/// (the bound allows for what the allocator keeps of the request buffers).
 #[tokio::test]
 async fn huge_usernames_in_failed_logins_do_not_stay_in_memory() {
     let data = tempfile::tempdir().unwrap();
@@ -206,22 +207,24 @@ async fn huge_usernames_in_failed_logins_do_not_stay_in_memory() {
     }
     let after = settled_rss(pid).await;
     assert!(
-        after <= settled + 16 * 1024,
+        after <= settled + 32 * 1024,
         "RSS grew from {settled} KiB to {after} KiB after ten failed logins with 8 MiB usernames"
     );
 }
 
 /// The resident memory of `pid` once idle: the server hands freed memory back a second
-/// after the last request (src/memory.rs), so wait until two readings a second apart agree
-/// within 1 MiB.
+/// after the last request (src/memory.rs), so wait until three readings a second apart
+/// agree within 1 MiB.
 async fn settled_rss(pid: u32) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = common::process::rss_kib(pid);
+    let mut agreeing = 0;
     loop {
         let poll_interval = Duration::from_millis(1100);
         tokio::time::sleep(poll_interval).await;
         let now = common::process::rss_kib(pid);
-        if now.abs_diff(last) < 1024 || Instant::now() > deadline {
+        agreeing = if now.abs_diff(last) < 1024 { agreeing + 1 } else { 0 };
+        if agreeing == 2 || Instant::now() > deadline {
             return now;
         }
         last = now;

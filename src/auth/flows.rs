@@ -3,7 +3,7 @@
 
 use super::{passwords, Claims, LoginLimiter, RegistrationLimiter, TokenKeys};
 use crate::config::Settings;
-use crate::domain::account::Account;
+use crate::domain::account::{Account, ServiceKind};
 use crate::domain::permissions::Permissions;
 use crate::domain::wire::{self, Timestamp};
 use crate::http::{ApiError, Head, Reply, Request};
@@ -41,8 +41,8 @@ pub struct Grant {
 
 /// The account flows of one service.
 pub struct AccountFlows {
-    /// Token audience: "inbox" or "scheduler".
-    pub service: &'static str,
+    /// The service whose accounts these are (the tokens' audience).
+    pub service: ServiceKind,
     pub settings: Arc<Settings>,
     pub tokens: Arc<TokenKeys>,
     pub store: Arc<Store>,
@@ -53,13 +53,13 @@ pub struct AccountFlows {
 
 impl AccountFlows {
     pub fn new(
-        service: &'static str,
+        service: ServiceKind,
         settings: Arc<Settings>,
         tokens: Arc<TokenKeys>,
         store: Arc<Store>,
         decoy: passwords::Decoy,
-    ) -> Result<AccountFlows, String> {
-        Ok(AccountFlows {
+    ) -> AccountFlows {
+        AccountFlows {
             service,
             settings,
             tokens,
@@ -67,7 +67,7 @@ impl AccountFlows {
             limiter: LoginLimiter::default(),
             registrations: RegistrationLimiter::default(),
             decoy,
-        })
+        }
     }
 
     /// `POST /register`.
@@ -127,7 +127,7 @@ impl AccountFlows {
             return Err(ApiError::unauthorized("wrong username or password"));
         };
         attempt.succeeded();
-        let permissions = if self.service != "inbox" {
+        let permissions = if self.service != ServiceKind::Inbox {
             // the scheduler has no permissions: its tokens carry none
             Permissions::default()
         } else if self.settings.is_admin(&account.username) {

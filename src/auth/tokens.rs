@@ -2,6 +2,7 @@
 //! directory (mode 0600). A token names the service, the account (by UUID), the account's
 //! credential epoch, the permissions and, for access-key logins, the key (spec README §4–5).
 
+use crate::domain::account::ServiceKind;
 use crate::domain::permissions::Permissions;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -81,7 +82,7 @@ impl TokenKeys {
 
     pub fn issue(
         &self,
-        svc: &str,
+        svc: ServiceKind,
         account: Uuid,
         epoch: u64,
         perms: Permissions,
@@ -89,7 +90,7 @@ impl TokenKeys {
     ) -> Result<String, jsonwebtoken::errors::Error> {
         let now = unix_now();
         let claims = Claims {
-            svc: svc.to_owned(),
+            svc: svc.name().to_owned(),
             sub: account,
             ep: epoch,
             perms,
@@ -101,7 +102,7 @@ impl TokenKeys {
     }
 
     /// The claims of a valid, unexpired token of service `svc`.
-    pub fn verify(&self, svc: &str, token: &str) -> Option<Claims> {
+    pub fn verify(&self, svc: ServiceKind, token: &str) -> Option<Claims> {
         let cached = self
             .verified
             .read()
@@ -122,7 +123,7 @@ impl TokenKeys {
                 claims
             }
         };
-        if claims.svc != svc {
+        if claims.svc != svc.name() {
             return None;
         }
         let now = unix_now();
@@ -196,14 +197,14 @@ mod tests {
     fn a_lifetime_also_ends_tokens_issued_without_an_expiry() {
         let forever = TokenKeys::from_secret(&[7u8; 64], None);
         let t = forever
-            .issue("inbox", Uuid::from_u128(5), 0, Permissions::USER, None)
+            .issue(ServiceKind::Inbox, Uuid::from_u128(5), 0, Permissions::USER, None)
             .unwrap();
-        assert!(forever.verify("inbox", &t).is_some());
+        assert!(forever.verify(ServiceKind::Inbox, &t).is_some());
         // the same key, now with a lifetime of 0 s: issued "now" is already too old
         let limited = TokenKeys::from_secret(&[7u8; 64], Some(0));
-        assert!(limited.verify("inbox", &t).is_none());
+        assert!(limited.verify(ServiceKind::Inbox, &t).is_none());
         let hour = TokenKeys::from_secret(&[7u8; 64], Some(3600));
-        assert!(hour.verify("inbox", &t).is_some(), "issued within the hour");
+        assert!(hour.verify(ServiceKind::Inbox, &t).is_some(), "issued within the hour");
         let old = Claims {
             svc: "inbox".into(),
             sub: Uuid::from_u128(5),
@@ -214,8 +215,8 @@ mod tests {
             exp: None,
         };
         let t = jsonwebtoken::encode(&Header::new(Algorithm::HS512), &old, &hour.encoding).unwrap();
-        assert!(forever.verify("inbox", &t).is_some());
-        assert!(hour.verify("inbox", &t).is_none(), "issued over an hour ago");
+        assert!(forever.verify(ServiceKind::Inbox, &t).is_some());
+        assert!(hour.verify(ServiceKind::Inbox, &t).is_none(), "issued over an hour ago");
     }
 
     #[test]
@@ -227,10 +228,13 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let t = first
-            .issue("inbox", Uuid::from_u128(1), 0, Permissions::USER, None)
+            .issue(ServiceKind::Inbox, Uuid::from_u128(1), 0, Permissions::USER, None)
             .unwrap();
         let again = TokenKeys::load_or_create(dir.path(), None).unwrap();
-        assert!(again.verify("inbox", &t).is_some(), "the same key after a restart");
+        assert!(
+            again.verify(ServiceKind::Inbox, &t).is_some(),
+            "the same key after a restart"
+        );
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let err = TokenKeys::load_or_create(dir.path(), None).err().unwrap().to_string();
         assert!(err.contains("chmod 600") && err.contains("644"), "{err}");
@@ -244,60 +248,78 @@ mod tests {
     fn issue_and_verify() {
         let keys = TokenKeys::from_secret(&[7u8; 64], None);
         let id = Uuid::from_u128(5);
-        let t = keys.issue("inbox", id, 3, Permissions::USER, None).unwrap();
-        let c = keys.verify("inbox", &t).unwrap();
+        let t = keys.issue(ServiceKind::Inbox, id, 3, Permissions::USER, None).unwrap();
+        let c = keys.verify(ServiceKind::Inbox, &t).unwrap();
         assert_eq!(
             (c.sub, c.ep, c.perms, c.key, c.exp),
             (id, 3, Permissions::USER, None, None)
         );
-        assert!(keys.verify("scheduler", &t).is_none(), "a token is for one service");
+        assert!(
+            keys.verify(ServiceKind::Scheduler, &t).is_none(),
+            "a token is for one service"
+        );
         let other = TokenKeys::from_secret(&[8u8; 64], None);
-        assert!(other.verify("inbox", &t).is_none());
+        assert!(other.verify(ServiceKind::Inbox, &t).is_none());
         let mut tampered = t.clone();
         tampered.pop();
-        assert!(keys.verify("inbox", &tampered).is_none());
+        assert!(keys.verify(ServiceKind::Inbox, &tampered).is_none());
     }
 
     #[test]
     fn remembered_tokens_still_expire_and_keep_their_service() {
         let keys = TokenKeys::from_secret(&[7u8; 64], Some(1));
-        let t = keys.issue("inbox", Uuid::nil(), 0, Permissions::USER, None).unwrap();
-        assert!(keys.verify("inbox", &t).is_some());
-        assert!(keys.verify("inbox", &t).is_some(), "from the cache");
+        let t = keys
+            .issue(ServiceKind::Inbox, Uuid::nil(), 0, Permissions::USER, None)
+            .unwrap();
+        assert!(keys.verify(ServiceKind::Inbox, &t).is_some());
+        assert!(keys.verify(ServiceKind::Inbox, &t).is_some(), "from the cache");
         assert!(
-            keys.verify("scheduler", &t).is_none(),
+            keys.verify(ServiceKind::Scheduler, &t).is_none(),
             "the cache does not widen the audience"
         );
         std::thread::sleep(std::time::Duration::from_millis(2100));
-        assert!(keys.verify("inbox", &t).is_none(), "a remembered token expires too");
+        assert!(
+            keys.verify(ServiceKind::Inbox, &t).is_none(),
+            "a remembered token expires too"
+        );
     }
 
     #[test]
     fn alg_none_is_refused() {
         let keys = TokenKeys::from_secret(&[7u8; 64], None);
-        let t = keys.issue("inbox", Uuid::nil(), 0, Permissions::USER, None).unwrap();
+        let t = keys
+            .issue(ServiceKind::Inbox, Uuid::nil(), 0, Permissions::USER, None)
+            .unwrap();
         let payload = t.split('.').nth(1).unwrap();
         let none_header = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0"; // {"alg":"none","typ":"JWT"}
-        assert!(keys.verify("inbox", &format!("{none_header}.{payload}.")).is_none());
+        assert!(keys
+            .verify(ServiceKind::Inbox, &format!("{none_header}.{payload}."))
+            .is_none());
     }
 
     #[test]
     fn expired_tokens_are_refused() {
         let keys = TokenKeys::from_secret(&[7u8; 64], Some(0));
-        let t = keys.issue("inbox", Uuid::nil(), 0, Permissions::USER, None).unwrap();
-        assert!(keys.verify("inbox", &t).is_none());
+        let t = keys
+            .issue(ServiceKind::Inbox, Uuid::nil(), 0, Permissions::USER, None)
+            .unwrap();
+        assert!(keys.verify(ServiceKind::Inbox, &t).is_none());
         let keys = TokenKeys::from_secret(&[7u8; 64], Some(3600));
-        let t = keys.issue("inbox", Uuid::nil(), 0, Permissions::USER, None).unwrap();
-        assert!(keys.verify("inbox", &t).unwrap().exp.is_some());
+        let t = keys
+            .issue(ServiceKind::Inbox, Uuid::nil(), 0, Permissions::USER, None)
+            .unwrap();
+        assert!(keys.verify(ServiceKind::Inbox, &t).unwrap().exp.is_some());
     }
 
     #[test]
     fn key_file_is_private_and_stable() {
         let dir = tempfile::tempdir().unwrap();
         let a = TokenKeys::load_or_create(dir.path(), None).unwrap();
-        let t = a.issue("inbox", Uuid::nil(), 0, Permissions::USER, None).unwrap();
+        let t = a
+            .issue(ServiceKind::Inbox, Uuid::nil(), 0, Permissions::USER, None)
+            .unwrap();
         let b = TokenKeys::load_or_create(dir.path(), None).unwrap();
-        assert!(b.verify("inbox", &t).is_some());
+        assert!(b.verify(ServiceKind::Inbox, &t).is_some());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -62,3 +62,21 @@ pub fn active_users(accounts: &[Account], now: Timestamp) -> serde_json::Value {
     };
     serde_json::json!({"daily": active(1), "weekly": active(7), "monthly": active(30), "yearly": active(365)})
 }
+
+/// Which of the two services an account, a login or a token belongs to (each service has
+/// accounts of its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ServiceKind {
+    Inbox,
+    Scheduler,
+}
+
+impl ServiceKind {
+    /// The name in logs and in tokens (the `svc` claim).
+    pub fn name(self) -> &'static str {
+        match self {
+            ServiceKind::Inbox => "inbox",
+            ServiceKind::Scheduler => "scheduler",
+        }
+    }
+}

@@ -4,13 +4,13 @@
 use super::routes::{self, Access, Route};
 use super::Inbox;
 use crate::auth::flows::Grant;
-use crate::domain::account::{AccessKey, Account, Principal};
+use crate::domain::account::{AccessKey, Account, Principal, ServiceKind};
 use crate::domain::inbox::models::{AddAccessKeyIn, ContentsIn, InboxItem};
 use crate::domain::inbox::sync::{self, SyncRequest};
 use crate::domain::permissions::{Permission, Permissions};
 use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
-use crate::http::{path_uuid, ApiError, Head, JsonArray, Reply, Request};
+use crate::http::{path_uuid, ApiError, Head, Reply, Request};
 use crate::payments;
 use crate::store::inbox::AddOutcome;
 use serde_json::{json, Value};
@@ -21,7 +21,7 @@ impl Inbox {
     /// the route's permission (and is an admin for `/admin/...`).
     pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
         match routes::access(route) {
-            Access::Public if *route == Route::Register && !self.settings.registration_open => {
+            Access::Public if *route == Route::Register && !self.ctx.settings.registration_open => {
                 Err(ApiError::registration_closed())
             }
             Access::Public => Ok(None),
@@ -44,7 +44,7 @@ impl Inbox {
         caller: Option<Principal>,
         request: Request,
     ) -> Result<Reply, ApiError> {
-        let accounts = &self.store.inbox.accounts;
+        let accounts = &self.ctx.store.inbox.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
             Route::Register => return self.flows.register(accounts, &request).await,
@@ -54,13 +54,13 @@ impl Inbox {
                     .login(accounts, &request, |a, secret| self.key_login(a, secret))
                     .await
             }
-            Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.settings))),
+            Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
             _ => {}
         }
         let Some(who) = caller else {
             return Err(ApiError::internal("a protected route without a caller"));
         };
-        let store = &self.store.inbox;
+        let store = &self.ctx.store.inbox;
         let id = who.account.id;
         match route {
             Route::Permissions => Ok(Reply::json(&who.permissions.names())),
@@ -68,7 +68,7 @@ impl Inbox {
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &who.account, &request).await,
             Route::DeleteAccount => {
                 store.delete_account(id)?;
-                self.store.durable().await?;
+                self.ctx.store.durable().await?;
                 Ok(Reply::empty())
             }
             Route::AddAccessKey => self.add_access_key(&who, &request).await,
@@ -86,7 +86,7 @@ impl Inbox {
             Route::DeleteAccessKey(key) => {
                 let key = path_uuid(&key)?;
                 if store.delete_access_key(id, key)? {
-                    self.store.durable().await?;
+                    self.ctx.store.durable().await?;
                 }
                 Ok(Reply::empty())
             }
@@ -101,7 +101,7 @@ impl Inbox {
             Route::DeleteItem(item) => {
                 let item = path_uuid(&item)?;
                 if store.delete_item(id, item)? {
-                    self.store.durable().await?;
+                    self.ctx.store.durable().await?;
                 }
                 Ok(Reply::empty())
             }
@@ -115,30 +115,29 @@ impl Inbox {
             Route::Size => Ok(Reply::json(&store.count(id)?)),
             Route::Sync => {
                 let request = SyncRequest::parse(request.json()?)?;
-                let cap = self.payments.cap_of(&self.store.inbox.accounts, &who.account).await?;
+                let cap = self
+                    .ctx
+                    .payments
+                    .cap_of(&self.ctx.store.inbox.accounts, &who.account)
+                    .await?;
                 let (response, changed) = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
                 if changed {
-                    self.store.durable().await?;
+                    self.ctx.store.durable().await?;
                 }
                 Ok(Reply::json(&response))
             }
             Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
-                let mut all = accounts.all()?;
-                crate::domain::account::sort_for_admin(&mut all);
-                // each account's info is written out as soon as it is made
-                let mut infos = JsonArray::default();
-                for a in &all {
-                    infos.push(&self.account_info(a).await?);
-                }
-                Ok(infos.into_reply())
+                self.ctx
+                    .admin_accounts(ServiceKind::Inbox, |a| async move { self.account_info(&a).await })
+                    .await
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;
                 if !store.delete_account(victim)? {
                     return Err(ApiError::not_found("account not found"));
                 }
-                self.store.durable().await?;
+                self.ctx.store.durable().await?;
                 Ok(Reply::empty())
             }
             Route::Root | Route::Register | Route::Login | Route::Pricing => {
@@ -149,10 +148,10 @@ impl Inbox {
 
     /// A bearer token, else the `Username` + `Access-Key` header pair (inbox.md §2.4–2.5).
     fn credentials(&self, request: &Head) -> Result<Principal, ApiError> {
-        let accounts = &self.store.inbox.accounts;
+        let accounts = &self.ctx.store.inbox.accounts;
         if let Some((account, claims)) = self.flows.bearer(accounts, request)? {
             if let Some(key) = claims.key {
-                if self.store.inbox.access_key(account.id, key)?.is_none() {
+                if self.ctx.store.inbox.access_key(account.id, key)?.is_none() {
                     return Err(ApiError::unauthorized("the access key of this token was deleted"));
                 }
             }
@@ -185,6 +184,7 @@ impl Inbox {
         }
         let digest = secrets::digest(secret);
         Ok(self
+            .ctx
             .store
             .inbox
             .access_key_by_digest(&digest)?
@@ -219,16 +219,10 @@ impl Inbox {
     }
 
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
-        let count = self.store.inbox.count(account.id)?;
-        Ok(json!({
-            "uuid": account.id,
-            "username": account.username,
-            "created": account.created.to_string(),
-            "last-login": account.last_login.map(|t| t.to_string()),
-            "admin": self.flows.is_admin(account),
-            "count": count,
-            "status": self.payments.status_of(&self.store.inbox.accounts, account, count).await?.to_json(),
-        }))
+        let count = self.ctx.store.inbox.count(account.id)?;
+        self.ctx
+            .account_info(ServiceKind::Inbox, account, &[("count", count)])
+            .await
     }
 
     async fn add_access_key(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
@@ -245,14 +239,14 @@ impl Inbox {
             id: wire::new_uuid(),
             name: body.name,
             created: Timestamp::now(),
-            seq: self.store.inbox.next_key_seq()?,
+            seq: self.ctx.store.inbox.next_key_seq()?,
             permissions,
             digest,
         };
-        if !self.store.inbox.add_access_key(who.account.id, &key)? {
+        if !self.ctx.store.inbox.add_access_key(who.account.id, &key)? {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
-        self.store.durable().await?;
+        self.ctx.store.durable().await?;
         Ok(Reply::json(&json!({
             "accessKeyCreatedKey": secret,
             "accessKeyCreatedCreatedTimestamp": key.created.to_string(),
@@ -273,12 +267,16 @@ impl Inbox {
             data,
             created: Timestamp::now(),
         };
-        let cap = self.payments.cap_of(&self.store.inbox.accounts, &who.account).await?;
-        match self.store.inbox.add_item(who.account.id, &item, idempotency, cap)? {
+        let cap = self
+            .ctx
+            .payments
+            .cap_of(&self.ctx.store.inbox.accounts, &who.account)
+            .await?;
+        match self.ctx.store.inbox.add_item(who.account.id, &item, idempotency, cap)? {
             // a repeated key may name an item whose first request is still being flushed:
             // answer only once it is on disk as well
             AddOutcome::Added(id) | AddOutcome::Repeated(id) => {
-                self.store.durable().await?;
+                self.ctx.store.durable().await?;
                 Ok(Reply::json(&id))
             }
             AddOutcome::LimitReached => Err(ApiError::new(
@@ -289,17 +287,17 @@ impl Inbox {
     }
 
     async fn admin_stats(&self) -> Result<Reply, ApiError> {
-        let all = self.store.inbox.accounts.all()?;
+        let all = self.ctx.store.inbox.accounts.all()?;
         let now = Timestamp::now();
         let mut items = 0u64;
         for a in &all {
-            items += self.store.inbox.count(a.id)?;
+            items += self.ctx.store.inbox.count(a.id)?;
         }
         Ok(Reply::json(&json!({
             "accounts": all.len(),
             "items": items,
             "active-users": crate::domain::account::active_users(&all, now),
-            "subscribed-users": self.payments.subscribers(&self.store.inbox.accounts, &all).await?,
+            "subscribed-users": self.ctx.payments.subscribers(&self.ctx.store.inbox.accounts, &all).await?,
         })))
     }
 }

@@ -5,36 +5,30 @@ pub mod routes;
 
 use crate::auth::flows::AccountFlows;
 use crate::config::Settings;
+use crate::context::Context;
 use crate::domain::account::Principal;
+use crate::domain::account::ServiceKind;
 use crate::http::{ApiError, Head, Reply, Request, Service};
-use crate::store::Store;
 use std::sync::Arc;
 use warp::http::Method;
 
 pub const API_PAGE: &str = include_str!("../../assets/inbox.html");
 
 pub struct Inbox {
-    pub store: Arc<Store>,
-    pub settings: Arc<Settings>,
+    pub ctx: Arc<Context>,
     pub flows: AccountFlows,
-    pub payments: Arc<crate::payments::Payments>,
 }
 
 impl Inbox {
-    pub fn new(
-        store: Arc<Store>,
-        settings: Arc<Settings>,
-        tokens: Arc<crate::auth::TokenKeys>,
-        payments: Arc<crate::payments::Payments>,
-        decoy: crate::auth::passwords::Decoy,
-    ) -> Result<Inbox, String> {
-        let flows = AccountFlows::new("inbox", settings.clone(), tokens, store.clone(), decoy)?;
-        Ok(Inbox {
-            store,
-            settings,
-            flows,
-            payments,
-        })
+    pub fn new(ctx: Arc<Context>) -> Inbox {
+        let flows = AccountFlows::new(
+            ServiceKind::Inbox,
+            ctx.settings.clone(),
+            ctx.tokens.clone(),
+            ctx.store.clone(),
+            ctx.decoy.clone(),
+        );
+        Inbox { ctx, flows }
     }
 }
 
@@ -43,7 +37,7 @@ impl Service for Inbox {
     type Caller = Principal;
 
     fn name(&self) -> &'static str {
-        "inbox"
+        self.flows.service.name()
     }
 
     fn route(&self, method: &Method, segments: &[&str]) -> Result<routes::Route, ApiError> {
@@ -68,6 +62,6 @@ impl Service for Inbox {
     }
 
     fn settings(&self) -> &Settings {
-        &self.settings
+        &self.ctx.settings
     }
 }

@@ -10,10 +10,9 @@ pub mod email;
 pub mod payments;
 pub mod triggerer;
 
-use crate::config::Settings;
+use crate::context::Context;
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::worker::Worker;
-use crate::store::Store;
 use crate::workers::{Status, Workers};
 use std::future::Future;
 use std::sync::Arc;
@@ -92,14 +91,12 @@ pub fn retry_wait(delay: Duration, retry: u32, asked: Option<Duration>) -> Durat
 type PassFuture = std::pin::Pin<Box<dyn Future<Output = Result<Option<Duration>, String>> + Send>>;
 
 pub fn start(
-    workers: Arc<Workers>,
-    store: Arc<Store>,
-    settings: Arc<Settings>,
+    ctx: &Context,
     mailer: crate::mail::Mailer,
-    payments: Arc<crate::payments::Payments>,
-    http: reqwest::Client,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let (workers, store, settings) = (ctx.workers.clone(), ctx.store.clone(), ctx.settings.clone());
+    let (payments, http) = (ctx.payments.clone(), ctx.http.clone());
     let notify_admin = {
         let store = store.clone();
         let workers = workers.clone();
@@ -264,6 +261,7 @@ pub fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Settings;
     use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::Mutex;
 

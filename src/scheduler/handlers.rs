@@ -3,7 +3,7 @@
 
 use super::routes::{self, Access, Route};
 use super::{resend_limit, Scheduler};
-use crate::domain::account::Account;
+use crate::domain::account::{Account, ServiceKind};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{
     is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
@@ -13,7 +13,7 @@ use crate::domain::scheduler::sync::{self, SyncRequest};
 use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
-use crate::http::{parse_json, path_uuid, ApiError, Head, JsonArray, Reply, Request};
+use crate::http::{parse_json, path_uuid, ApiError, Head, Reply, Request};
 use crate::outbound as inbox_client;
 use crate::payments;
 use crate::store::scheduler::AddOutcome;
@@ -26,7 +26,7 @@ impl Scheduler {
     /// account (an admin's for `/admin/...`).
     pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Account>, ApiError> {
         match routes::access(route) {
-            Access::Public if *route == Route::Register && !self.settings.registration_open => {
+            Access::Public if *route == Route::Register && !self.ctx.settings.registration_open => {
                 Err(ApiError::registration_closed())
             }
             Access::Public => Ok(None),
@@ -47,26 +47,26 @@ impl Scheduler {
         caller: Option<Account>,
         request: Request,
     ) -> Result<Reply, ApiError> {
-        let accounts = &self.store.scheduler.accounts;
+        let accounts = &self.ctx.store.scheduler.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request, |_, _| Ok(None)).await,
-            Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.settings))),
-            Route::Loopers => return Ok(Reply::json(&self.workers.to_json())),
+            Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
+            Route::Loopers => return Ok(Reply::json(&self.ctx.workers.to_json())),
             _ => {}
         }
         let Some(account) = caller else {
             return Err(ApiError::internal("a protected route without a caller"));
         };
-        let store = &self.store.scheduler;
+        let store = &self.ctx.store.scheduler;
         let me = account.id;
         match route {
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &account, &request).await,
             Route::GetAccount => Ok(Reply::json(&self.account_info(&account).await?)),
             Route::DeleteAccount => {
                 store.delete_account(me)?;
-                self.store.durable().await?;
+                self.ctx.store.durable().await?;
                 Ok(Reply::empty())
             }
             Route::GetSettings => Ok(Reply::json(&store.settings(me)?.to_json())),
@@ -74,8 +74,8 @@ impl Scheduler {
                 let setting = TimeZoneSetting::parse(&request.json::<Value>()?)?;
                 let zone = Zone::of(&setting);
                 store.put_settings(me, &setting, |item| schedule::due(&item.tickle, &zone))?;
-                self.store.durable().await?;
-                self.workers.wake(Worker::Triggerer);
+                self.ctx.store.durable().await?;
+                self.ctx.workers.wake(Worker::Triggerer);
                 Ok(Reply::empty())
             }
             Route::AddItem => self.add_item(&account, &request).await,
@@ -101,20 +101,20 @@ impl Scheduler {
                 if !edited {
                     return Err(ApiError::not_found("no such scheduled item"));
                 }
-                self.store.durable().await?;
-                self.workers.wake(Worker::Triggerer);
+                self.ctx.store.durable().await?;
+                self.ctx.workers.wake(Worker::Triggerer);
                 Ok(Reply::empty())
             }
             Route::DeleteItem(id) => {
                 let id = path_uuid(&id)?;
                 if store.delete_item(me, id)? {
-                    self.store.durable().await?;
+                    self.ctx.store.durable().await?;
                 }
                 Ok(Reply::empty())
             }
             Route::DeleteTriggereds => {
                 if store.delete_triggered_items(me)? {
-                    self.store.durable().await?;
+                    self.ctx.store.durable().await?;
                 }
                 Ok(Reply::empty())
             }
@@ -123,9 +123,9 @@ impl Scheduler {
                 let ids: Vec<String> = parse_json(&request.body)?;
                 let ids = ids.iter().map(|s| path_uuid(s)).collect::<Result<Vec<_>, _>>()?;
                 if store.retry_failed(me, &ids)? {
-                    self.store.durable().await?;
-                    self.workers.wake(Worker::TriggeredInboxItemSender);
-                    self.workers.wake(Worker::Emailer);
+                    self.ctx.store.durable().await?;
+                    self.ctx.workers.wake(Worker::TriggeredInboxItemSender);
+                    self.ctx.workers.wake(Worker::Emailer);
                 }
                 Ok(Reply::empty())
             }
@@ -148,14 +148,18 @@ impl Scheduler {
             }
             Route::Sync => {
                 let request = SyncRequest::parse(&request.json::<Value>()?)?;
-                let cap = self.payments.cap_of(&self.store.scheduler.accounts, &account).await?;
+                let cap = self
+                    .ctx
+                    .payments
+                    .cap_of(&self.ctx.store.scheduler.accounts, &account)
+                    .await?;
                 let (response, changed) = store.sync(me, |items, setting| {
                     let zone = Zone::of(setting);
                     sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
                 })?;
                 if changed {
-                    self.store.durable().await?;
-                    self.workers.wake(Worker::Triggerer);
+                    self.ctx.store.durable().await?;
+                    self.ctx.workers.wake(Worker::Triggerer);
                 }
                 Ok(Reply::json(&response))
             }
@@ -173,7 +177,7 @@ impl Scheduler {
             Route::DeleteTrigger(id) => {
                 let id = path_uuid(&id)?;
                 if store.delete_trigger(me, id)? {
-                    self.store.durable().await?;
+                    self.ctx.store.durable().await?;
                 }
                 Ok(Reply::empty())
             }
@@ -183,21 +187,16 @@ impl Scheduler {
             Route::AddInboxTrigger => self.add_inbox_trigger(me, &request).await,
             Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
-                let mut all = accounts.all()?;
-                crate::domain::account::sort_for_admin(&mut all);
-                // each account's info is written out as soon as it is made
-                let mut infos = JsonArray::default();
-                for a in &all {
-                    infos.push(&self.account_info(a).await?);
-                }
-                Ok(infos.into_reply())
+                self.ctx
+                    .admin_accounts(ServiceKind::Scheduler, |a| async move { self.account_info(&a).await })
+                    .await
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;
                 if !store.delete_account(victim)? {
                     return Err(ApiError::not_found("account not found"));
                 }
-                self.store.durable().await?;
+                self.ctx.store.durable().await?;
                 Ok(Reply::empty())
             }
             Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => {
@@ -207,24 +206,16 @@ impl Scheduler {
     }
 
     fn token_account(&self, request: &Head) -> Result<Account, ApiError> {
-        match self.flows.bearer(&self.store.scheduler.accounts, request)? {
+        match self.flows.bearer(&self.ctx.store.scheduler.accounts, request)? {
             Some((account, _)) => Ok(account),
             None => Err(ApiError::unauthorized("a bearer token is required")),
         }
     }
 
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
-        let (scheduled, triggered) = self.store.scheduler.counts(account.id)?;
-        Ok(json!({
-            "uuid": account.id,
-            "username": account.username,
-            "created": account.created.to_string(),
-            "last-login": account.last_login.map(|t| t.to_string()),
-            "admin": self.flows.is_admin(account),
-            "scheduler-item-count": scheduled,
-            "triggered-item-count": triggered,
-            "status": self.payments.status_of(&self.store.scheduler.accounts, account, scheduled).await?.to_json(),
-        }))
+        let (scheduled, triggered) = self.ctx.store.scheduler.counts(account.id)?;
+        let counts = [("scheduler-item-count", scheduled), ("triggered-item-count", triggered)];
+        self.ctx.account_info(ServiceKind::Scheduler, account, &counts).await
     }
 
     async fn add_item(&self, account: &Account, request: &Request) -> Result<Reply, ApiError> {
@@ -236,13 +227,17 @@ impl Scheduler {
             created: Timestamp::now(),
             server_time: 0,
         };
-        let cap = self.payments.cap_of(&self.store.scheduler.accounts, account).await?;
+        let cap = self
+            .ctx
+            .payments
+            .cap_of(&self.ctx.store.scheduler.accounts, account)
+            .await?;
         // the due instant under the zone of the moment of the write (read under the lock)
         let due_of = |setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
-        match self.store.scheduler.add_scheduled(&item, due_of, cap)? {
+        match self.ctx.store.scheduler.add_scheduled(&item, due_of, cap)? {
             AddOutcome::Added => {
-                self.store.durable().await?;
-                self.workers.wake(Worker::Triggerer);
+                self.ctx.store.durable().await?;
+                self.ctx.workers.wake(Worker::Triggerer);
                 Ok(Reply::json(&item.id))
             }
             AddOutcome::LimitReached => Err(ApiError::new(
@@ -274,11 +269,11 @@ impl Scheduler {
             },
         };
         let email = verification_email(owner, trigger.id, address, key);
-        if !self.store.scheduler.add_trigger(&trigger, Some(email))? {
+        if !self.ctx.store.scheduler.add_trigger(&trigger, Some(email))? {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
-        self.store.durable().await?;
-        self.workers.wake(Worker::VerificationEmailConverter);
+        self.ctx.store.durable().await?;
+        self.ctx.workers.wake(Worker::VerificationEmailConverter);
         Ok(Reply::json(&trigger.id))
     }
 
@@ -288,7 +283,7 @@ impl Scheduler {
             return Err(ApiError::bad_request("the verification key must be 32 hex digits"));
         }
         let given = secrets::digest(key);
-        let trigger = self.store.scheduler.trigger(owner, id)?;
+        let trigger = self.ctx.store.scheduler.trigger(owner, id)?;
         let Some(TriggerKind::Email { key_digest, .. }) = trigger.map(|t| t.kind) else {
             return Err(ApiError::not_found("no such e-mail trigger"));
         };
@@ -296,6 +291,7 @@ impl Scheduler {
             return Err(ApiError::bad_request("wrong verification key"));
         }
         let updated = self
+            .ctx
             .store
             .scheduler
             .update_trigger(owner, id, |mut t| match &mut t.kind {
@@ -310,13 +306,13 @@ impl Scheduler {
         if !updated {
             return Err(ApiError::bad_request("wrong verification key"));
         }
-        self.store.durable().await?;
+        self.ctx.store.durable().await?;
         Ok(Reply::empty())
     }
 
     async fn resend(&self, owner: Uuid, id: &str) -> Result<Reply, ApiError> {
         let id = path_uuid(id)?;
-        match self.store.scheduler.trigger(owner, id)?.map(|t| t.kind) {
+        match self.ctx.store.scheduler.trigger(owner, id)?.map(|t| t.kind) {
             Some(TriggerKind::Email { verified: false, .. }) => {}
             Some(TriggerKind::Email { verified: true, .. }) => {
                 return Err(ApiError::bad_request("this e-mail trigger is already verified"))
@@ -336,6 +332,7 @@ impl Scheduler {
         }
         let (key, digest) = secrets::new_secret();
         let updated = self
+            .ctx
             .store
             .scheduler
             .update_trigger(owner, id, |mut t| match &mut t.kind {
@@ -354,8 +351,8 @@ impl Scheduler {
             self.resends.uncount(id);
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
         }
-        self.store.durable().await?;
-        self.workers.wake(Worker::VerificationEmailConverter);
+        self.ctx.store.durable().await?;
+        self.ctx.workers.wake(Worker::VerificationEmailConverter);
         Ok(Reply::empty())
     }
 
@@ -377,7 +374,7 @@ impl Scheduler {
             .filter(|k| !k.is_empty() && k.len() % 2 == 0 && k.bytes().all(|c| c.is_ascii_hexdigit()))
             .ok_or_else(|| ApiError::bad_request("addInboxTriggerAccessKey must be an even-length hex string"))?
             .to_ascii_lowercase();
-        if let Err(failure) = inbox_client::login(&self.http, &url, &username, &access_key).await {
+        if let Err(failure) = inbox_client::login(&self.ctx.http, &url, &username, &access_key).await {
             return Ok(Reply::json(&json!({"Left": failure.reason})));
         }
         let trigger = Trigger {
@@ -390,25 +387,25 @@ impl Scheduler {
                 access_key,
             },
         };
-        if !self.store.scheduler.add_trigger(&trigger, None)? {
+        if !self.ctx.store.scheduler.add_trigger(&trigger, None)? {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
-        self.store.durable().await?;
+        self.ctx.store.durable().await?;
         Ok(Reply::json(&json!({"Right": trigger.id})))
     }
 
     async fn admin_stats(&self) -> Result<Reply, ApiError> {
-        let all = self.store.scheduler.accounts.all()?;
+        let all = self.ctx.store.scheduler.accounts.all()?;
         let now = Timestamp::now();
         let (mut scheduled, mut triggered) = (0u64, 0u64);
         for a in &all {
-            let (s, t) = self.store.scheduler.counts(a.id)?;
+            let (s, t) = self.ctx.store.scheduler.counts(a.id)?;
             scheduled += s;
             triggered += t;
         }
         Ok(Reply::json(&json!({
             "users": all.len(),
-            "subscribers": self.payments.subscribers(&self.store.scheduler.accounts, &all).await?,
+            "subscribers": self.ctx.payments.subscribers(&self.ctx.store.scheduler.accounts, &all).await?,
             "scheduler-items": scheduled,
             "triggered-items": triggered,
             "active-users": crate::domain::account::active_users(&all, now),

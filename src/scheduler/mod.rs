@@ -7,46 +7,36 @@ pub mod routes;
 
 use crate::auth::flows::AccountFlows;
 use crate::config::Settings;
+use crate::context::Context;
 use crate::domain::account::Account;
+use crate::domain::account::ServiceKind;
 use crate::http::{ApiError, Head, Reply, Request, Service};
-use crate::store::Store;
-use crate::workers::Workers;
 use std::sync::Arc;
 use warp::http::Method;
 
 pub const API_PAGE: &str = include_str!("../../assets/scheduler.html");
 
 pub struct Scheduler {
-    pub store: Arc<Store>,
-    pub settings: Arc<Settings>,
+    pub ctx: Arc<Context>,
     pub flows: AccountFlows,
-    pub payments: Arc<crate::payments::Payments>,
-    pub workers: Arc<Workers>,
-    pub http: reqwest::Client,
     /// Verification e-mail resends per trigger (`POST /trigger/email/resend/:id`).
     pub resends: resend_limit::ResendLimiter,
 }
 
 impl Scheduler {
-    pub fn new(
-        store: Arc<Store>,
-        settings: Arc<Settings>,
-        tokens: Arc<crate::auth::TokenKeys>,
-        workers: Arc<Workers>,
-        payments: Arc<crate::payments::Payments>,
-        decoy: crate::auth::passwords::Decoy,
-        http: reqwest::Client,
-    ) -> Result<Scheduler, String> {
-        let flows = AccountFlows::new("scheduler", settings.clone(), tokens, store.clone(), decoy)?;
-        Ok(Scheduler {
-            store,
-            settings,
+    pub fn new(ctx: Arc<Context>) -> Scheduler {
+        let flows = AccountFlows::new(
+            ServiceKind::Scheduler,
+            ctx.settings.clone(),
+            ctx.tokens.clone(),
+            ctx.store.clone(),
+            ctx.decoy.clone(),
+        );
+        Scheduler {
+            ctx,
             flows,
-            payments,
-            workers,
-            http,
             resends: resend_limit::ResendLimiter::default(),
-        })
+        }
     }
 }
 
@@ -55,7 +45,7 @@ impl Service for Scheduler {
     type Caller = Account;
 
     fn name(&self) -> &'static str {
-        "scheduler"
+        self.flows.service.name()
     }
 
     fn route(&self, method: &Method, segments: &[&str]) -> Result<routes::Route, ApiError> {
@@ -80,6 +70,6 @@ impl Service for Scheduler {
     }
 
     fn settings(&self) -> &Settings {
-        &self.settings
+        &self.ctx.settings
     }
 }

@@ -1,0 +1,77 @@
+//! What the services and the workers share, made once in `launch`: the store, the settings,
+//! the token keys, the decoy password hash, payments, the HTTP client and the workers' table.
+//! Also the account answers both services give alike (`GET /account`, the admin listing).
+
+use crate::auth::passwords::Decoy;
+use crate::auth::TokenKeys;
+use crate::config::Settings;
+use crate::domain::account::{sort_for_admin, Account, ServiceKind};
+use crate::http::{ApiError, JsonArray, Reply};
+use crate::payments::Payments;
+use crate::store::{AccountStore, Store};
+use crate::workers::Workers;
+use serde_json::{json, Map, Value};
+use std::future::Future;
+use std::sync::Arc;
+
+pub struct Context {
+    pub settings: Arc<Settings>,
+    pub store: Arc<Store>,
+    pub tokens: Arc<TokenKeys>,
+    /// The password hash that unknown usernames are checked against (same cost as a real one).
+    pub decoy: Decoy,
+    pub payments: Arc<Payments>,
+    /// The process's client for outgoing HTTP (inbox deliveries, the payment provider).
+    pub http: reqwest::Client,
+    pub workers: Arc<Workers>,
+}
+
+impl Context {
+    /// The accounts of `service`.
+    pub fn accounts(&self, service: ServiceKind) -> &AccountStore {
+        match service {
+            ServiceKind::Inbox => &self.store.inbox.accounts,
+            ServiceKind::Scheduler => &self.store.scheduler.accounts,
+        }
+    }
+
+    /// `GET /account` of both services (inbox.md §3.4, scheduler.md §2.7): the common keys,
+    /// the service's item `counts` (the first is the one the free item limit counts) and
+    /// the payment status.
+    pub async fn account_info(
+        &self,
+        service: ServiceKind,
+        account: &Account,
+        counts: &[(&str, u64)],
+    ) -> Result<Value, ApiError> {
+        let items = counts.first().map_or(0, |(_, n)| *n);
+        let status = self.payments.status_of(self.accounts(service), account, items).await?;
+        let mut info = Map::new();
+        info.insert("uuid".into(), json!(account.id));
+        info.insert("username".into(), json!(account.username));
+        info.insert("created".into(), json!(account.created.to_string()));
+        info.insert("last-login".into(), json!(account.last_login.map(|t| t.to_string())));
+        info.insert("admin".into(), json!(self.settings.is_admin(&account.username)));
+        for (key, n) in counts {
+            info.insert((*key).into(), json!(n));
+        }
+        info.insert("status".into(), status.to_json());
+        Ok(Value::Object(info))
+    }
+
+    /// `GET /admin/accounts`: every account of `service` (latest login first), each as
+    /// `info` makes it, written out one by one.
+    pub async fn admin_accounts<F, Fut>(&self, service: ServiceKind, info: F) -> Result<Reply, ApiError>
+    where
+        F: Fn(Account) -> Fut,
+        Fut: Future<Output = Result<Value, ApiError>>,
+    {
+        let mut all = self.accounts(service).all()?;
+        sort_for_admin(&mut all);
+        let mut infos = JsonArray::default();
+        for a in all {
+            infos.push(&info(a).await?);
+        }
+        Ok(infos.into_reply())
+    }
+}
