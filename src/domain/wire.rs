@@ -103,7 +103,7 @@ impl Timestamp {
             }
             _ => return None,
         };
-        let days = days_from_civil(date.0, date.1, date.2);
+        let days = days_from_civil(date.0, date.1, date.2)?;
         let (s59, extra) = if sec == 60 { (59, 1_000_000_000) } else { (sec, 0) };
         let secs = days * 86_400 + h as i64 * 3600 + mi as i64 * 60 + s59 as i64 - offset_secs;
         if !in_supported_range(secs) {
@@ -126,7 +126,8 @@ impl fmt::Display for Timestamp {
         };
         let days = secs.div_euclid(86_400);
         let sod = secs.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
+        // every stored instant lies in years 0000–9999, well within the calendar's range
+        let (y, m, d) = civil_from_days(days).unwrap_or((1970, 1, 1));
         let (h, mi, mut s) = (sod / 3600, (sod % 3600) / 60, sod % 60);
         if leap {
             s += 1;
@@ -190,9 +191,7 @@ pub(crate) fn parse_date_prefix(b: &[u8]) -> Option<(Date, &[u8])> {
     let y = b[..4].iter().fold(0i64, |a, c| a * 10 + (c - b'0') as i64);
     let m = two_digits(b[5], b[6])?;
     let d = two_digits(b[8], b[9])?;
-    if !(1..=12).contains(&m) || d < 1 || d > days_in_month(y, m) {
-        return None;
-    }
+    civil_date(y, m, d)?;
     Some(((y, m, d), &b[10..]))
 }
 
@@ -237,43 +236,28 @@ pub(crate) fn parse_time_prefix(b: &[u8], need_seconds: bool) -> Option<(u32, u3
     Some((h, mi, sec, nanos, rest))
 }
 
-pub fn is_leap_year(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+/// The calendar date `y-m-d` (proleptic Gregorian, years -9999–9999), when it exists.
+pub fn civil_date(y: i64, m: u32, d: u32) -> Option<jiff::civil::Date> {
+    let (y, m, d) = (i16::try_from(y).ok()?, i8::try_from(m).ok()?, i8::try_from(d).ok()?);
+    jiff::civil::Date::new(y, m, d).ok()
 }
+
+const EPOCH_DAY: jiff::civil::Date = jiff::civil::date(1970, 1, 1);
 
 pub fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if is_leap_year(y) => 29,
-        2 => 28,
-        _ => 0,
-    }
+    civil_date(y, m, 1).map_or(0, |d| d.days_in_month() as u32)
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = m as i64;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d as i64 - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// Days since 1970-01-01 of a date (`None` when there is no such date).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> Option<i64> {
+    let span = civil_date(y, m, d)?.since(EPOCH_DAY).ok()?;
+    Some(i64::from(span.get_days()))
 }
 
-/// The date of a day number since 1970-01-01.
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+/// The date of a day number since 1970-01-01 (`None` outside the years -9999–9999).
+pub fn civil_from_days(z: i64) -> Option<(i64, u32, u32)> {
+    let date = EPOCH_DAY.checked_add(jiff::Span::new().try_days(z).ok()?).ok()?;
+    Some((i64::from(date.year()), date.month() as u32, date.day() as u32))
 }
 
 /// True when `secs` lies within years 0000–9999.
@@ -483,9 +467,15 @@ mod tests {
     #[test]
     fn civil_conversion_round_trips() {
         for days in (-800_000..800_000).step_by(997) {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days);
+            let (y, m, d) = civil_from_days(days).expect("within the calendar");
+            assert_eq!(days_from_civil(y, m, d), Some(days));
         }
+        assert_eq!(days_from_civil(2000, 3, 1), Some(11_017));
+        assert_eq!(days_from_civil(1969, 12, 31), Some(-1));
+        assert_eq!(days_from_civil(2023, 2, 29), None, "not a date");
+        assert_eq!(days_in_month(2024, 2), 29);
+        assert_eq!(days_in_month(1900, 2), 28);
+        assert_eq!(civil_from_days(10_000_000), None, "beyond year 9999");
     }
 
     #[test]

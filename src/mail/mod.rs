@@ -147,17 +147,7 @@ fn write_eml(dir: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
             std::fs::File::open(parent)?.sync_all()?;
         }
     }
-    let now = time::OffsetDateTime::now_utc();
-    let stamp = format!(
-        "{:04}{:02}{:02}T{:02}{:02}{:02}{:06}Z",
-        now.year(),
-        now.month() as u8,
-        now.day(),
-        now.hour(),
-        now.minute(),
-        now.second(),
-        now.microsecond()
-    );
+    let stamp = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S%6fZ").to_string();
     let name = format!("{stamp}-{}.eml", Uuid::new_v4());
     let tmp = dir.join(format!(".{name}.tmp"));
     let mut file = std::fs::File::create(&tmp)?;

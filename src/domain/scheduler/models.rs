@@ -66,13 +66,15 @@ impl Day {
         Day { year, month, day }
     }
 
-    /// Days since 1970-01-01.
+    /// Days since 1970-01-01. A `Day` is a real date (made by `parse`, `from_number` or
+    /// month arithmetic that clamps the day), so the fallback is never taken.
     pub fn number(&self) -> i64 {
-        wire::days_from_civil(self.year, self.month, self.day)
+        wire::days_from_civil(self.year, self.month, self.day).unwrap_or_default()
     }
 
-    pub fn from_number(n: i64) -> Day {
-        Day::from_date(wire::civil_from_days(n))
+    /// The date `n` days after 1970-01-01 (`None` beyond the years -9999–9999).
+    pub fn from_number(n: i64) -> Option<Day> {
+        wire::civil_from_days(n).map(Day::from_date)
     }
 }
 

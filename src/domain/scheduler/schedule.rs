@@ -84,7 +84,7 @@ fn step_by(day: Day, recurrence: &Recurrence, k: u64) -> Option<(Day, Option<Tim
     let next = match *recurrence {
         Recurrence::EveryDays { days, time } => {
             let n = day.number().checked_add(i64::try_from(days as u64 * k).ok()?)?;
-            (Day::from_number(n), time)
+            (Day::from_number(n)?, time)
         }
         Recurrence::EveryMonths {
             months,

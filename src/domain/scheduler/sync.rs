@@ -263,7 +263,7 @@ mod tests {
     fn tickle(content: &str, day: i64) -> Tickle {
         Tickle {
             content: content.as_bytes().to_vec(),
-            day: Day::from_number(day),
+            day: Day::from_number(day).expect("a test day"),
             time: None,
             recurrence: None,
         }
