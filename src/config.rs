@@ -22,6 +22,107 @@ pub struct Cli {
 pub enum Command {
     /// Run both services (and the scheduler's workers) until SIGINT/SIGTERM.
     Serve(Box<ServeArgs>),
+    /// Set up an account on a running server (both services, the link from the scheduler to
+    /// the inbox, and this machine's command-line client); safe to run again.
+    Setup(SetupArgs),
+    /// Capture a note into the inbox (the words given, else standard input).
+    Add(AddArgs),
+    /// List the inbox, oldest first.
+    Inbox(ClientOpts),
+    /// Show the oldest inbox item (process the inbox one item at a time).
+    Next(ClientOpts),
+    /// Remove an inbox item when it is dealt with (the oldest, or the one whose id starts with ID).
+    Done(DoneArgs),
+    /// Schedule a reminder: it comes back into the inbox (or by e-mail) when it is due.
+    Remind(RemindArgs),
+    /// List scheduled reminders.
+    Scheduled(ClientOpts),
+    /// List triggered reminders, with how each delivery went.
+    Triggered(ClientOpts),
+}
+
+/// Options of every client command.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ClientOpts {
+    /// Print JSON for scripts instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// The client's settings [default: $XDG_CONFIG_HOME/pigeonhole/client.toml]
+    #[arg(long, env = "PIGEONHOLE_CLIENT_CONFIG", value_name = "FILE")]
+    pub client_config: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SetupArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The server's inbox service
+    #[arg(
+        long,
+        env = "PIGEONHOLE_INBOX_URL",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8001"
+    )]
+    pub inbox_url: String,
+    /// The server's scheduler service
+    #[arg(
+        long,
+        env = "PIGEONHOLE_SCHEDULER_URL",
+        value_name = "URL",
+        default_value = "http://127.0.0.1:8002"
+    )]
+    pub scheduler_url: String,
+    /// The account's name [default: asked]
+    #[arg(long, env = "PIGEONHOLE_USERNAME", value_name = "NAME")]
+    pub username: Option<String>,
+    /// Read the password from the first line of standard input (else PIGEONHOLE_PASSWORD, else asked)
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct AddArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The note (all words); none: standard input
+    pub text: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DoneArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The item's id, or its first characters [default: the oldest item]
+    pub id: Option<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RemindArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// What to be reminded of (all words)
+    #[arg(required = true)]
+    pub text: Vec<String>,
+    /// Due after this long: 90s, 30m, 2h, 1h30m, 3d, 1w
+    #[arg(
+        long = "in",
+        value_name = "DURATION",
+        conflicts_with = "at",
+        required_unless_present = "at"
+    )]
+    pub after: Option<String>,
+    /// Due then, in the account's time zone: "2026-12-01 09:00", "2026-12-01", or "09:00" (next)
+    #[arg(long, value_name = "WHEN")]
+    pub at: Option<String>,
+    /// Repeat every N days: 3d, 2w
+    #[arg(long, value_name = "DAYS", conflicts_with = "every_month")]
+    pub every: Option<String>,
+    /// Repeat every month (on the day it is due, or on --day)
+    #[arg(long)]
+    pub every_month: bool,
+    /// With --every-month: the day of the month (1–31; the last day of shorter months)
+    #[arg(long, value_name = "N", requires = "every_month")]
+    pub day: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Deserialize)]
@@ -574,7 +675,9 @@ mod tests {
         let mut full = vec!["pigeonhole", "serve"];
         full.extend_from_slice(args);
         let cli = Cli::try_parse_from(full).map_err(|e| e.to_string())?;
-        let Command::Serve(a) = cli.command;
+        let Command::Serve(a) = cli.command else {
+            return Err("not the serve command".into());
+        };
         Settings::resolve(*a)
     }
 

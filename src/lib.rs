@@ -6,6 +6,7 @@
 //! layers and the path of a request are in docs/architecture.md.
 
 pub mod auth;
+pub mod client;
 pub mod config;
 pub mod context;
 pub mod datadir;

@@ -7,7 +7,10 @@ use tokio::net::TcpListener;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Command::Serve(args) = cli.command;
+    let args = match cli.command {
+        Command::Serve(args) => args,
+        client => return run_client(client),
+    };
     let settings = match Settings::resolve(*args) {
         Ok(s) => s,
         Err(e) => {
@@ -37,6 +40,24 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
+            eprintln!("pigeonhole: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A command of the command-line client: one line on stderr and status 1 when it fails.
+fn run_client(command: Command) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pigeonhole: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(pigeonhole::client::run(command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
             eprintln!("pigeonhole: {e}");
             ExitCode::FAILURE
         }

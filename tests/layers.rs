@@ -20,8 +20,8 @@ const LAYERS: &[&[&str]] = &[
     &["context"],
     // the two HTTP services and the background workers
     &["inbox", "scheduler", "loopers"],
-    // wiring everything together
-    &["lib", "launch"],
+    // wiring everything together; the command-line client (an HTTP client of the services)
+    &["lib", "launch", "client"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -61,6 +61,25 @@ fn named_instant(tz: &jiff::tz::TimeZone, day: Day, seconds: i64, nanos: u32) ->
     })
 }
 
+/// The wall-clock day and time of `at` in `zone` (to whole seconds): the inverse of
+/// [`instant`], for clients that read "in two hours" in the account's zone.
+pub fn local(at: Timestamp, zone: &Zone) -> Option<(Day, TimeOfDay)> {
+    let offset = match zone {
+        Zone::Fixed(minutes) => i64::from(*minutes) * 60,
+        Zone::Named(tz) => i64::from(tz.to_offset(jiff::Timestamp::from_second(at.secs).ok()?).seconds()),
+    };
+    let local = at.secs + offset;
+    let day = Day::from_number(local.div_euclid(86_400))?;
+    let second = local.rem_euclid(86_400) as u32;
+    let time = TimeOfDay {
+        hour: second / 3600,
+        minute: second % 3600 / 60,
+        second: second % 60,
+        nanos: 0,
+    };
+    Some((day, time))
+}
+
 /// The due instant of an item (midnight when it has no time).
 pub fn due(tickle: &Tickle, zone: &Zone) -> Timestamp {
     let (seconds, nanos) = tickle.time.map(|t| (t.seconds(), t.nanos)).unwrap_or((0, 0));
@@ -124,6 +143,25 @@ pub fn first_after(tickle: &Tickle, zone: &Zone, now: Timestamp) -> Option<Tickl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_wall_time_is_the_inverse_of_instant() {
+        let zurich = Zone::Named(jiff::tz::TimeZone::get("Europe/Zurich").unwrap());
+        for (zone, text) in [
+            (&zurich, "2026-07-01T10:15:30Z"),
+            (&zurich, "2026-01-01T23:30:00Z"),
+            (&Zone::Fixed(-300), "2026-03-01T02:00:00Z"),
+        ] {
+            let at = Timestamp::parse(text).unwrap();
+            let (day, time) = local(at, zone).unwrap();
+            assert_eq!(instant(day, time.seconds(), 0, zone), at, "{text}");
+        }
+        let (day, time) = local(Timestamp::parse("2026-07-01T10:15:30Z").unwrap(), &zurich).unwrap();
+        assert_eq!(
+            (day.to_string(), time.to_string()),
+            ("2026-07-01".into(), "12:15:30".into())
+        );
+    }
 
     fn day(s: &str) -> Day {
         Day::parse(s).unwrap()

@@ -1,0 +1,140 @@
+//! The two services as the client sees them: requests with credentials, and failures as one
+//! clear line (the server's own words when it gave some).
+
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde_json::Value;
+
+/// How a request identifies itself.
+#[derive(Clone, Debug)]
+pub enum Credentials {
+    None,
+    Bearer(String),
+    /// The `Username` + `Access-Key` header pair.
+    Key {
+        username: String,
+        secret: String,
+    },
+}
+
+/// One service at `base`.
+#[derive(Clone)]
+pub struct Service {
+    pub name: &'static str,
+    pub base: String,
+    http: reqwest::Client,
+    pub credentials: Credentials,
+}
+
+/// A request's answer: status and body.
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Vec<u8>,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Answer {
+    pub fn json(&self) -> Result<Value, String> {
+        serde_json::from_slice(&self.body).map_err(|e| format!("the server's answer is not JSON: {e}"))
+    }
+
+    /// The server's reason of an error answer (`{"error": …}`), else the status.
+    pub fn reason(&self) -> String {
+        serde_json::from_slice::<Value>(&self.body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| self.status.to_string())
+    }
+}
+
+impl Service {
+    pub fn new(name: &'static str, base: &str, http: reqwest::Client) -> Service {
+        Service {
+            name,
+            base: base.trim_end_matches('/').to_owned(),
+            http,
+            credentials: Credentials::None,
+        }
+    }
+
+    pub fn with(&self, credentials: Credentials) -> Service {
+        Service {
+            credentials,
+            ..self.clone()
+        }
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        let rb = self.http.request(method, format!("{}{path}", self.base));
+        match &self.credentials {
+            Credentials::None => rb,
+            Credentials::Bearer(t) => rb.bearer_auth(t),
+            Credentials::Key { username, secret } => rb.header("Username", username).header("Access-Key", secret),
+        }
+    }
+
+    /// Sends `method path` with an optional JSON body; any answer is returned.
+    pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, String> {
+        let mut rb = self.request(method.clone(), path);
+        if let Some(body) = body {
+            rb = rb.json(body);
+        }
+        let response = rb
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach the {} service at {}: {e}", self.name, self.base))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| format!("the {} service broke off its answer: {e}", self.name))?
+            .to_vec();
+        Ok(Answer { status, body, headers })
+    }
+
+    /// Like [`Service::call`], but anything other than a 2xx answer is an error naming
+    /// what was asked and the server's reason.
+    pub async fn ok(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, String> {
+        let answer = self.call(method.clone(), path, body).await?;
+        if answer.status.is_success() {
+            Ok(answer)
+        } else {
+            Err(format!(
+                "{method} {path} on the {} service: {}",
+                self.name,
+                answer.reason()
+            ))
+        }
+    }
+
+    pub async fn get_json(&self, path: &str) -> Result<Value, String> {
+        self.ok(Method::GET, path, None).await?.json()
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, String> {
+        self.ok(Method::POST, path, Some(body)).await?.json()
+    }
+
+    /// `POST /login`: the token of the `JWT-Cookie`, `Ok(None)` for wrong credentials.
+    pub async fn login(&self, username: &str, password: &str) -> Result<Option<String>, String> {
+        let body = serde_json::json!({"username": username, "password": password});
+        let answer = self.call(Method::POST, "/login", Some(&body)).await?;
+        if answer.status == StatusCode::UNAUTHORIZED {
+            return Ok(None);
+        }
+        if !answer.status.is_success() {
+            return Err(format!("logging in at the {} service: {}", self.name, answer.reason()));
+        }
+        let token = answer
+            .headers
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(|c| c.split(';').next()?.trim().strip_prefix("JWT-Cookie="))
+            .next()
+            .map(str::to_owned);
+        token
+            .map(Some)
+            .ok_or_else(|| format!("the {} service answered the login without a token", self.name))
+    }
+}

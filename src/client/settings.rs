@@ -1,0 +1,116 @@
+//! The command-line client's settings: where the services are and this machine's
+//! credentials, in `$XDG_CONFIG_HOME/pigeonhole/client.toml` (mode 0600), written by
+//! `pigeonhole setup`.
+
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ClientSettings {
+    pub inbox_url: String,
+    pub scheduler_url: String,
+    pub username: String,
+    /// The secret of this machine's inbox access key.
+    pub inbox_key: String,
+    /// The secret of this machine's scheduler access key.
+    pub scheduler_key: String,
+}
+
+/// The settings file: the one given, else `$XDG_CONFIG_HOME/pigeonhole/client.toml`, else
+/// `~/.config/pigeonhole/client.toml`.
+pub fn path(given: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(x).join("pigeonhole/client.toml"));
+    }
+    match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+        Some(home) => Ok(PathBuf::from(home).join(".config/pigeonhole/client.toml")),
+        None => Err("neither XDG_CONFIG_HOME nor HOME is set: give --client-config FILE".into()),
+    }
+}
+
+impl ClientSettings {
+    /// The settings at `path`; `Ok(None)` when there are none yet.
+    pub fn load(path: &Path) -> Result<Option<ClientSettings>, String> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        toml::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("{} is not a client settings file: {e}", path.display()))
+    }
+
+    /// The settings at `path`, which must exist.
+    pub fn require(path: &Path) -> Result<ClientSettings, String> {
+        ClientSettings::load(path)?
+            .ok_or_else(|| format!("no client settings at {}: run `pigeonhole setup` first", path.display()))
+    }
+
+    /// Writes the settings to `path` (mode 0600, its directory 0700): a temporary file,
+    /// synced, renamed.
+    pub fn save(&self, path: &Path) -> Result<(), String> {
+        let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(fail)?;
+        let text = format!(
+            "# Written by `pigeonhole setup`: this machine's credentials. Keep it private.\n{}",
+            toml::to_string(self).map_err(|e| e.to_string())?
+        );
+        let tmp = path.with_extension("toml.tmp");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(fail)?;
+        file.write_all(text.as_bytes()).map_err(fail)?;
+        file.sync_all().map_err(fail)?;
+        std::fs::rename(&tmp, path).map_err(fail)?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn saved_settings_are_private_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("conf/pigeonhole/client.toml");
+        assert_eq!(ClientSettings::load(&path).unwrap(), None);
+        let s = ClientSettings {
+            inbox_url: "http://127.0.0.1:8001".into(),
+            scheduler_url: "http://127.0.0.1:8002".into(),
+            username: "alice".into(),
+            inbox_key: "0123456789abcdef0123456789abcdef".into(),
+            scheduler_key: "fedcba9876543210fedcba9876543210".into(),
+        };
+        s.save(&path).unwrap();
+        assert_eq!(ClientSettings::load(&path).unwrap(), Some(s));
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::fs::write(&path, "nonsense = [").unwrap();
+        assert!(ClientSettings::load(&path).is_err());
+        assert_eq!(
+            super::path(Some(Path::new("/x/y.toml"))).unwrap(),
+            PathBuf::from("/x/y.toml")
+        );
+    }
+}
