@@ -2102,3 +2102,72 @@ async fn route_checks_come_before_body_size_and_options_without_preflight() {
         .await
         .expect_error(404);
 }
+
+/// Plain-text capture: `POST /inbox/text` takes the body as the note, whatever its type (a
+/// phone shortcut, `curl --data-binary`), while `POST /inbox/item` keeps requiring JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_text_capture() {
+    let s = Server::start().await;
+    let alice = s.user("alice").await;
+    let text_of = |item: &serde_json::Value| {
+        let data = item["contents"]["data"].as_str().expect("data");
+        assert_eq!(item["contents"]["type"], "text");
+        String::from_utf8(base64::Engine::decode(&base64::engine::general_purpose::STANDARD, data).unwrap()).unwrap()
+    };
+    for (content_type, body, stored) in [
+        (Some("text/plain; charset=utf-8"), "buy milk\n", "buy milk"),
+        (Some("application/x-www-form-urlencoded"), "call mum", "call mum"),
+        (None, "two\nlines\r\n", "two\nlines"),
+        (
+            Some("application/json"),
+            "{\"not\": \"parsed\"}",
+            "{\"not\": \"parsed\"}",
+        ),
+    ] {
+        let id = s
+            .post_raw("/inbox/text", &alice, content_type, body)
+            .await
+            .expect_json(200);
+        let item = s
+            .get(&format!("/inbox/item/{}", id.as_str().unwrap()), &alice)
+            .await
+            .expect_json(200);
+        assert_eq!(text_of(&item), stored, "{content_type:?}");
+    }
+    assert_eq!(s.size(&alice).await, 4);
+    // bad input gets a clear error and changes nothing
+    s.post_raw("/inbox/text", &alice, Some("text/plain"), "\n")
+        .await
+        .expect_error(400);
+    s.post_raw("/inbox/text", &Auth::None, Some("text/plain"), "x")
+        .await
+        .expect_error(401);
+    let (reader, _) = s.add_key(&alice, "reader", &["PermitGetItems"]).await;
+    s.post_raw("/inbox/text", &Auth::key("alice", &reader), Some("text/plain"), "x")
+        .await
+        .expect_error(401);
+    s.get("/inbox/text", &alice).await.expect_error(405);
+    s.post_raw("/inbox/item", &alice, Some("text/plain"), "buy milk")
+        .await
+        .expect_error(415);
+    assert_eq!(s.size(&alice).await, 4);
+    // a repeated Idempotency-Key stores nothing new
+    let first = s
+        .send(
+            s.request(Method::POST, "/inbox/text", &alice)
+                .header("Idempotency-Key", "shortcut-1")
+                .body("once"),
+        )
+        .await
+        .expect_json(200);
+    let again = s
+        .send(
+            s.request(Method::POST, "/inbox/text", &alice)
+                .header("Idempotency-Key", "shortcut-1")
+                .body("once"),
+        )
+        .await
+        .expect_json(200);
+    assert_eq!(first, again);
+    assert_eq!(s.size(&alice).await, 5);
+}

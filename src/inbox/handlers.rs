@@ -5,7 +5,7 @@ use super::routes::{self, Access, Route};
 use super::Inbox;
 use crate::auth::flows::Grant;
 use crate::domain::account::{AccessKey, Account, Principal, ServiceKind};
-use crate::domain::inbox::models::{AddAccessKeyIn, ContentsIn, InboxItem};
+use crate::domain::inbox::models::{AddAccessKeyIn, ContentsIn, InboxItem, ItemType};
 use crate::domain::inbox::sync::{self, SyncRequest};
 use crate::domain::permissions::{Permission, Permissions};
 use crate::domain::secrets;
@@ -90,6 +90,7 @@ impl Inbox {
                 }
                 Ok(Reply::empty())
             }
+            Route::AddText => self.add_text(&who, &request).await,
             Route::AddItem => self.add_item(&who, &request).await,
             Route::GetItem(item) => {
                 let item = path_uuid(&item)?;
@@ -254,9 +255,39 @@ impl Inbox {
         })))
     }
 
+    /// `POST /inbox/item`: the item's contents as JSON (inbox.md §3.5).
     async fn add_item(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
         let contents: ContentsIn = request.json()?;
         let (kind, data) = contents.validate()?;
+        self.store_item(who, request, kind, data).await
+    }
+
+    /// `POST /inbox/text`: the body is the text of a new item, whatever its content type
+    /// (a phone shortcut, `curl --data-binary 'buy milk'`), without its trailing line break.
+    /// `POST /inbox/item` keeps requiring JSON, as Intray's clients expect.
+    async fn add_text(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
+        let mut text: &[u8] = &request.body;
+        for end in [&b"\r\n"[..], b"\n"] {
+            if let Some(rest) = text.strip_suffix(end) {
+                text = rest;
+                break;
+            }
+        }
+        if text.is_empty() {
+            return Err(ApiError::bad_request(
+                "the note is empty: send its text as the request body",
+            ));
+        }
+        self.store_item(who, request, ItemType::Text, text.to_vec()).await
+    }
+
+    async fn store_item(
+        &self,
+        who: &Principal,
+        request: &Request,
+        kind: ItemType,
+        data: Vec<u8>,
+    ) -> Result<Reply, ApiError> {
         let idempotency = match request.header("idempotency-key") {
             Some(v) => Some(idempotency_key(v.as_bytes())?),
             None => None,

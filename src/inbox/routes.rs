@@ -21,6 +21,8 @@ pub enum Route {
     GetAccessKey(String),
     DeleteAccessKey(String),
     AddItem,
+    /// `POST /inbox/text`: the body, whatever its type, is a text item (plain-text capture).
+    AddText,
     GetItem(String),
     DeleteItem(String),
     Items,
@@ -69,7 +71,7 @@ pub fn access(route: &Route) -> Access {
         Route::ListAccessKeys => Needs(P::PermitGetAccessKeys),
         Route::GetAccessKey(_) => Needs(P::PermitGetAccessKey),
         Route::DeleteAccessKey(_) => Needs(P::PermitDeleteAccessKey),
-        Route::AddItem => Needs(P::PermitAdd),
+        Route::AddItem | Route::AddText => Needs(P::PermitAdd),
         Route::GetItem(_) => Needs(P::PermitGetItem),
         Route::DeleteItem(_) => Needs(P::PermitDelete),
         Route::Items => Needs(P::PermitGetItems),
@@ -83,11 +85,17 @@ pub fn access(route: &Route) -> Access {
     }
 }
 
-/// The six endpoints that take a body (inbox.md §1.1).
+/// The six endpoints that take a body (inbox.md §1.1), and plain-text capture.
 pub fn takes_body(route: &Route) -> bool {
     matches!(
         route,
-        Route::Register | Route::Login | Route::ChangePassphrase | Route::AddAccessKey | Route::AddItem | Route::Sync
+        Route::Register
+            | Route::Login
+            | Route::ChangePassphrase
+            | Route::AddAccessKey
+            | Route::AddItem
+            | Route::AddText
+            | Route::Sync
     )
 }
 
@@ -109,6 +117,7 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
             Some(DeleteAccessKey(own(id))),
         ),
         ["inbox" | "intray", "item"] => by_method(method, None, Some(AddItem), None),
+        ["inbox" | "intray", "text"] => by_method(method, None, Some(AddText), None),
         ["inbox" | "intray", "item", id] => by_method(method, Some(GetItem(own(id))), None, Some(DeleteItem(own(id)))),
         ["inbox" | "intray", "items"] => by_method(method, Some(Items), None, None),
         ["inbox" | "intray", "uuids"] => by_method(method, Some(Uuids), None, None),
@@ -135,6 +144,8 @@ mod tests {
     fn table() {
         assert_eq!(r(Method::GET, "/"), Ok(Route::Root));
         assert_eq!(r(Method::POST, "/intray/item"), Ok(Route::AddItem));
+        assert_eq!(r(Method::POST, "/inbox/text"), Ok(Route::AddText));
+        assert_eq!(r(Method::GET, "/inbox/text"), Err(405));
         assert_eq!(r(Method::DELETE, "/inbox/item/x"), Ok(Route::DeleteItem("x".into())));
         assert_eq!(r(Method::GET, "/login"), Err(405));
         assert_eq!(r(Method::PUT, "/inbox/items"), Err(405));
