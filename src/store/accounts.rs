@@ -1,32 +1,14 @@
 //! Accounts, shared in shape by both services (each service keeps its own accounts in its
-//! own tree). Keys:
-//!
-//! * `a` + account uuid → [`Account`]
-//! * `n` + username (UTF-8) → account uuid (the username index); a username of more than
-//!   200 bytes is indexed as `n` + `0xFF` + its SHA-256 (`0xFF` never occurs in UTF-8), so
-//!   keys stay short whatever clients register (see [`super::chunks`])
-//! * `u` + account uuid → the payment provider's customer id
+//! own tree): the account records (`a`), the username index (`n` → account uuid) and the
+//! payment customer (`u`); layouts in [`super::keys`].
 
+use super::records::{self, raw};
 use super::writer::{Batch, Tree};
-use super::{decode, encode, key, lock, Result, Stripes};
+use super::{keys, lock, Result, Stripes};
 use crate::domain::account::Account;
 use crate::domain::wire::Timestamp;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
-
-pub(crate) const ACCOUNT: u8 = b'a';
-pub(crate) const USERNAME: u8 = b'n';
-pub(crate) const CUSTOMER: u8 = b'u';
-
-/// The username index key of `username`.
-fn username_key(username: &str) -> Vec<u8> {
-    if username.len() <= 200 {
-        key(USERNAME, &[username.as_bytes()])
-    } else {
-        use sha2::Digest;
-        key(USERNAME, &[&[0xFF], &sha2::Sha256::digest(username.as_bytes())])
-    }
-}
 
 pub enum Registration {
     Created(Account),
@@ -57,7 +39,7 @@ impl AccountStore {
         // Registrations are rare: one lock for all of them makes "exactly one of several
         // concurrent registrations of a username wins" trivially true.
         let _guard = lock(&self.registrations);
-        let name_key = username_key(username);
+        let name_key = keys::username(username);
         if self.tree.contains_key(&name_key)? {
             return Ok(Registration::Taken);
         }
@@ -70,32 +52,32 @@ impl AccountStore {
             epoch: 0,
         };
         let mut batch = Batch::default();
-        batch.insert(name_key, account.id.as_bytes().to_vec());
-        batch.insert(key(ACCOUNT, &[account.id.as_bytes()]), encode(&account));
+        batch.insert(name_key, raw::uuid(account.id));
+        batch.insert(keys::account(account.id), records::account::encode(&account));
         self.tree.apply_batch(batch);
         Ok(Registration::Created(account))
     }
 
     pub fn get(&self, id: Uuid) -> Result<Option<Account>> {
-        match self.tree.get(key(ACCOUNT, &[id.as_bytes()]))? {
-            Some(v) => Ok(Some(decode(&v)?)),
+        match self.tree.get(keys::account(id))? {
+            Some(v) => Ok(Some(records::account::decode(&v)?)),
             None => Ok(None),
         }
     }
 
     pub fn by_username(&self, username: &str) -> Result<Option<Account>> {
-        match self.tree.get(username_key(username))? {
-            Some(id) => match Uuid::from_slice(&id) {
-                Ok(id) => self.get(id),
-                Err(_) => Ok(None),
-            },
+        match self.tree.get(keys::username(username))? {
+            Some(id) => self.get(raw::to_uuid("username index", &id)?),
             None => Ok(None),
         }
     }
 
     /// Every account (admin listing and statistics).
     pub fn all(&self) -> Result<Vec<Account>> {
-        self.tree.scan_prefix([ACCOUNT]).map(|kv| decode(&kv?.1)).collect()
+        self.tree
+            .scan_prefix(keys::accounts())
+            .map(|kv| records::account::decode(&kv?.1))
+            .collect()
     }
 
     pub fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<bool> {
@@ -107,7 +89,7 @@ impl AccountStore {
             Some(prev) if prev > at => prev,
             _ => at,
         });
-        self.tree.insert(key(ACCOUNT, &[id.as_bytes()]), encode(&account));
+        self.tree.insert(keys::account(id), records::account::encode(&account));
         Ok(true)
     }
 
@@ -124,16 +106,13 @@ impl AccountStore {
         }
         account.password_hash = new_hash;
         account.epoch += 1;
-        self.tree.insert(key(ACCOUNT, &[id.as_bytes()]), encode(&account));
+        self.tree.insert(keys::account(id), records::account::encode(&account));
         Ok(true)
     }
 
     /// The payment customer recorded for the account.
     pub fn customer(&self, id: Uuid) -> Result<Option<String>> {
-        Ok(self
-            .tree
-            .get(key(CUSTOMER, &[id.as_bytes()]))?
-            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+        Ok(self.tree.get(keys::customer(id))?.map(|v| raw::to_customer(&v)))
     }
 
     /// Records the payment customer of an existing account; `false` when there is none.
@@ -142,14 +121,14 @@ impl AccountStore {
         if self.get(id)?.is_none() {
             return Ok(false);
         }
-        self.tree.insert(key(CUSTOMER, &[id.as_bytes()]), customer.as_bytes());
+        self.tree.insert(keys::customer(id), raw::customer(customer));
         Ok(true)
     }
 
     /// Adds the removal of the account record, its username and customer to `batch`.
     pub(crate) fn delete_into(&self, account: &Account, batch: &mut Batch) {
-        batch.remove(key(CUSTOMER, &[account.id.as_bytes()]));
-        batch.remove(username_key(&account.username));
-        batch.remove(key(ACCOUNT, &[account.id.as_bytes()]));
+        batch.remove(keys::customer(account.id));
+        batch.remove(keys::username(&account.username));
+        batch.remove(keys::account(account.id));
     }
 }

@@ -1,15 +1,23 @@
-//! The only module that knows sled. Key layout, typed codecs, atomic batches, per-account
-//! serialisation and durability: a write is acknowledged only after a `flush()` that
-//! concurrent writers share (one writer thread and group commit, see [`writer`]).
+//! Persistence of the domain; the only module that knows sled. Two layers:
 //!
-//! Layout: one tree per service (`inbox`, `scheduler`) plus `meta`; inside a tree every
-//! key starts with a one-byte prefix naming the record kind, followed by big-endian ids so
-//! that prefix scans come out in a useful order. Each service module documents its
-//! prefixes.
+//! * the per-service data API, in domain operations (add an item, sync under the account
+//!   lock, the items due up to an instant, …): [`accounts`], [`inbox`] and [`scheduler`]
+//!   (one file per job). They build atomic batches of keys ([`keys`]) and records
+//!   ([`records`]: private, versioned record types, the only things encoded) and serialise
+//!   the read-check-write sequences of one account with striped locks;
+//! * the engine: one writer thread with group commit and an in-memory overlay of queued
+//!   writes ([`writer`]), values over 4 KiB in chunks ([`chunks`]), and the `fsync`s after
+//!   each flush ([`stable`]). This is the small layer a second storage engine would
+//!   replace; nothing above it names sled.
+//!
+//! A write is acknowledged only after a `flush()` (and its syncs) that concurrent writers
+//! share.
 
 mod accounts;
 mod chunks;
 pub mod inbox;
+mod keys;
+mod records;
 pub mod scheduler;
 mod stable;
 mod writer;
@@ -17,11 +25,9 @@ mod writer;
 pub use accounts::{AccountStore, Registration};
 pub use writer::WriterStats;
 
-use serde::{de::DeserializeOwned, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use uuid::Uuid;
 
 #[derive(Debug)]
 pub enum StoreError {
@@ -63,41 +69,6 @@ impl From<std::io::Error> for StoreError {
 }
 
 pub type Result<T> = std::result::Result<T, StoreError>;
-
-/// Encodes a record: a format byte, then postcard.
-pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    let mut out = vec![1u8];
-    // postcard serialisation of our plain records cannot fail: they contain no maps with
-    // non-serialisable keys and no custom serialisers that error.
-    out.extend(postcard::to_allocvec(value).expect("postcard encodes plain records"));
-    out
-}
-
-pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
-    match bytes.split_first() {
-        Some((1, rest)) => postcard::from_bytes(rest).map_err(|e| StoreError::Codec(e.to_string())),
-        _ => Err(StoreError::Codec("unknown record format".into())),
-    }
-}
-
-/// `prefix` followed by the given parts.
-pub(crate) fn key(prefix: u8, parts: &[&[u8]]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + parts.iter().map(|p| p.len()).sum::<usize>());
-    k.push(prefix);
-    for p in parts {
-        k.extend_from_slice(p);
-    }
-    k
-}
-
-/// The parts, one after the other.
-pub(crate) fn concat(parts: &[&[u8]]) -> Vec<u8> {
-    parts.concat()
-}
-
-pub(crate) fn uuid_at(bytes: &[u8], at: usize) -> Option<Uuid> {
-    bytes.get(at..at + 16).and_then(|b| Uuid::from_slice(b).ok())
-}
 
 /// Locks `m`, also when a thread panicked while holding it: every lock of the store guards
 /// either nothing (account stripes, registrations: the data lives in sled, and batches are
@@ -168,8 +139,8 @@ impl Store {
             &dir.join("db"),
         )?;
         let stripes = Arc::new(Stripes::new(256));
-        let inbox = inbox::InboxStore::new(&db, writer.tree(0), stripes.clone());
-        let scheduler = scheduler::SchedulerStore::new(&db, writer.tree(1), stripes);
+        let inbox = inbox::InboxStore::new(writer.tree(0), stripes.clone());
+        let scheduler = scheduler::SchedulerStore::new(writer.tree(1), stripes);
         Ok(Arc::new(Store {
             inbox,
             scheduler,
@@ -200,6 +171,50 @@ mod tests {
     use super::*;
     use crate::domain::inbox::models::{InboxItem, ItemType};
     use crate::domain::wire::Timestamp;
+    use uuid::Uuid;
+
+    /// Only the engine layer (writer, chunks, stable files, opening in this file) names
+    /// sled: the service stores and everything outside the store speak domain operations.
+    #[test]
+    fn only_the_engine_names_sled() {
+        fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).expect("read src") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    files(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let engine = ["store/mod.rs", "store/writer.rs", "store/chunks.rs", "store/stable.rs"];
+        let mut all = Vec::new();
+        files(&src, &mut all);
+        let mut offenders = Vec::new();
+        for file in all {
+            let rel = file
+                .strip_prefix(&src)
+                .expect("under src")
+                .to_string_lossy()
+                .into_owned();
+            if engine.contains(&rel.as_str()) {
+                continue;
+            }
+            let code = std::fs::read_to_string(&file).expect("read");
+            for (n, line) in code.lines().enumerate() {
+                let line = line.trim_start();
+                if !line.starts_with("//") && (line.contains("sled::") || line.contains("use sled")) {
+                    offenders.push(format!("src/{rel}:{}: {line}", n + 1));
+                }
+            }
+        }
+        assert!(
+            offenders.is_empty(),
+            "sled outside the engine layer:\n{}",
+            offenders.join("\n")
+        );
+    }
 
     fn item(n: usize) -> InboxItem {
         InboxItem {

@@ -37,6 +37,10 @@ use tokio::sync::watch;
 
 type Write = (Vec<u8>, Option<IVec>);
 
+/// A stored value as reads answer it (derefs to `[u8]`). Only this engine layer knows it is
+/// sled's.
+pub(crate) type Bytes = IVec;
+
 /// Per tree: key → (number of the newest batch writing it, its value or `None`).
 type Overlay = BTreeMap<Vec<u8>, (u64, Option<IVec>)>;
 
@@ -118,9 +122,10 @@ impl Shared {
         })
     }
 
-    fn queue(&self, tree: usize, batch: Batch) {
+    /// Queues `batch`; answers its number (0: it was empty, nothing to wait for).
+    fn queue(&self, tree: usize, batch: Batch) -> u64 {
         if batch.writes.is_empty() {
-            return;
+            return 0;
         }
         let mut p = lock(&self.pending);
         p.last_seq += 1;
@@ -139,6 +144,7 @@ impl Shared {
         });
         drop(p);
         self.queued.notify_one();
+        seq
     }
 
     /// The newest queued value of `key`: `Some(None)` when its removal is queued, `None`
@@ -231,6 +237,18 @@ impl Shared {
         });
     }
 
+    /// A ticket for every batch queued so far.
+    fn queued_ticket(&self) -> Ticket {
+        self.ticket(lock(&self.pending).last_seq)
+    }
+
+    fn ticket(&self, upto: u64) -> Ticket {
+        Ticket {
+            upto,
+            flushed: Some(self.flushed.subscribe()),
+        }
+    }
+
     fn run(&self) {
         loop {
             {
@@ -243,6 +261,41 @@ impl Shared {
                 }
             }
             self.cycle();
+        }
+    }
+}
+
+/// A write's place in the writer's order: it is on disk once every batch numbered up to
+/// `upto` is (0: nothing to wait for). The store wraps it with the write's result into a
+/// [`super::Written`] receipt.
+#[derive(Clone)]
+pub(crate) struct Ticket {
+    upto: u64,
+    flushed: Option<watch::Receiver<Flushed>>,
+}
+
+impl Ticket {
+    /// Nothing to wait for: resolves at once.
+    pub(crate) fn none() -> Ticket {
+        Ticket { upto: 0, flushed: None }
+    }
+
+    /// Resolves once every batch up to this ticket's is on disk.
+    pub(crate) async fn wait(self) -> Result<()> {
+        let (upto, Some(mut rx)) = (self.upto, self.flushed) else {
+            return Ok(());
+        };
+        if upto == 0 {
+            return Ok(());
+        }
+        let state = rx
+            .wait_for(|f| f.ok_upto >= upto || f.failed_upto >= upto)
+            .await
+            .map_err(|_| StoreError::NotDurable)?;
+        if state.ok_upto >= upto {
+            Ok(())
+        } else {
+            Err(StoreError::NotDurable)
         }
     }
 }
@@ -260,7 +313,6 @@ pub struct WriterStats {
 /// The writer thread and the handle that request code waits on.
 pub(crate) struct Writer {
     shared: Arc<Shared>,
-    flushed: watch::Receiver<Flushed>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -270,14 +322,12 @@ impl Writer {
     pub(crate) fn start(db: sled::Db, trees: Vec<sled::Tree>, db_dir: &std::path::Path) -> std::io::Result<Writer> {
         let stable = Stable::open(db_dir)?;
         let shared = Shared::new(db, trees, Some(stable));
-        let flushed = shared.flushed.subscribe();
         let run = shared.clone();
         let thread = std::thread::Builder::new()
             .name("pigeonhole-writer".into())
             .spawn(move || run.run())?;
         Ok(Writer {
             shared,
-            flushed,
             thread: Some(thread),
         })
     }
@@ -292,17 +342,7 @@ impl Writer {
 
     /// Resolves once every batch queued before this call is on disk.
     pub(crate) async fn durable(&self) -> Result<()> {
-        let mine = lock(&self.shared.pending).last_seq;
-        let mut rx = self.flushed.clone();
-        let state = rx
-            .wait_for(|f| f.ok_upto >= mine || f.failed_upto >= mine)
-            .await
-            .map_err(|_| StoreError::NotDurable)?;
-        if state.ok_upto >= mine {
-            Ok(())
-        } else {
-            Err(StoreError::NotDurable)
-        }
+        self.shared.queued_ticket().wait().await
     }
 
     /// Applies, flushes and syncs everything queued, in the calling thread (shutdown, tools).
@@ -420,35 +460,46 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
-    pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> sled::Result<Option<IVec>> {
+    pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
         match self.shared.overlay_get(self.index, key.as_ref()) {
             Some(v) => Ok(v),
             None => match self.sled.get(key.as_ref())? {
-                Some(stored) => whole(&self.sled, key.as_ref(), stored),
+                Some(stored) => Ok(whole(&self.sled, key.as_ref(), stored)?),
                 None => Ok(None),
             },
         }
     }
 
-    pub(crate) fn contains_key(&self, key: impl AsRef<[u8]>) -> sled::Result<bool> {
+    pub(crate) fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         Ok(self.get(key)?.is_some())
     }
 
-    /// Queues `batch` (atomic: on disk all of it or none of it).
-    pub(crate) fn apply_batch(&self, batch: Batch) {
-        self.shared.queue(self.index, batch);
+    /// Queues `batch` (atomic: on disk all of it or none of it); the ticket resolves once it
+    /// is on disk.
+    pub(crate) fn apply_batch(&self, batch: Batch) -> Ticket {
+        let seq = self.shared.queue(self.index, batch);
+        if seq == 0 {
+            return Ticket::none();
+        }
+        self.shared.ticket(seq)
     }
 
-    pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) {
+    pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) -> Ticket {
         let mut batch = Batch::default();
         batch.insert(key, value);
-        self.apply_batch(batch);
+        self.apply_batch(batch)
     }
 
-    pub(crate) fn remove(&self, key: impl AsRef<[u8]>) {
+    pub(crate) fn remove(&self, key: impl AsRef<[u8]>) -> Ticket {
         let mut batch = Batch::default();
         batch.remove(key);
-        self.apply_batch(batch);
+        self.apply_batch(batch)
+    }
+
+    /// A number larger than every one this database handed out before, also across
+    /// restarts (order of items stored within the same instant, queue order).
+    pub(crate) fn next_id(&self) -> Result<u64> {
+        Ok(self.shared.db.generate_id()?)
     }
 
     /// The records whose key starts with `prefix`, in key order.
@@ -593,13 +644,14 @@ impl Iterator for Merged {
 }
 
 impl Iterator for Scan {
-    type Item = sled::Result<(IVec, IVec)>;
+    type Item = Result<(Bytes, Bytes)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self {
+        let next = match self {
             Scan::Sled(it) => it.next(),
             Scan::Merged(it) => it.next(),
-        }
+        };
+        next.map(|kv| kv.map_err(StoreError::from))
     }
 }
 

@@ -1,0 +1,205 @@
+//! Deliveries: the target lists fixed when an item triggered (`r`), the pending inbox
+//! deliveries made of them (`v`), and the outcomes recorded on triggered items. A delivery
+//! to an e-mail trigger goes through the e-mail queue ([`super::emails`]) instead.
+
+use super::SchedulerStore;
+use crate::domain::email::{EmailKind, QueuedEmail};
+use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
+use crate::domain::wire::Timestamp;
+use crate::store::keys::{self, TargetKind};
+use crate::store::records;
+use crate::store::writer::Batch;
+use crate::store::Result;
+use uuid::Uuid;
+
+impl SchedulerStore {
+    /// Turns up to `limit` target lists of one kind (`email` or inbox) into pending
+    /// deliveries (inbox) or queued e-mails to render (e-mail); triggers deleted meanwhile,
+    /// and e-mail triggers no longer verified, are skipped. Answers how many lists it took.
+    pub fn expand_targets(&self, email: bool, limit: usize) -> Result<usize> {
+        let kind = if email { TargetKind::Email } else { TargetKind::Inbox };
+        let lists: Vec<_> = self
+            .tree
+            .scan_prefix(keys::targets_of(kind))
+            .take(limit)
+            .collect::<Result<_>>()?;
+        for (k, v) in &lists {
+            let targets = records::targets::decode(v)?;
+            let Some(item) = keys::targets_item(k) else { continue };
+            let _guard = self.accounts.lock(targets.owner);
+            if self.tree.get(k)?.is_none() {
+                continue; // dropped meanwhile (item or account deleted)
+            }
+            let mut batch = Batch::default();
+            batch.remove(k);
+            for trigger_id in &targets.triggers {
+                let Some(trigger) = self.trigger(targets.owner, *trigger_id)? else {
+                    continue;
+                };
+                let delivery = Delivery {
+                    id: crate::domain::wire::new_uuid(),
+                    owner: targets.owner,
+                    item,
+                    trigger: trigger.id,
+                    trigger_created: trigger.created,
+                    email,
+                    failures: 0,
+                    not_before: Timestamp::from_unix(0, 0),
+                };
+                match (&trigger.kind, email) {
+                    (TriggerKind::Inbox { .. }, false) => self.put_delivery(&mut batch, &delivery)?,
+                    (
+                        TriggerKind::Email {
+                            address,
+                            verified: true,
+                            ..
+                        },
+                        true,
+                    ) => {
+                        let to = address.clone();
+                        let queued =
+                            QueuedEmail::new(targets.owner, Some(trigger.id), EmailKind::Triggered { delivery, to });
+                        self.put_email(&mut batch, &queued)?;
+                    }
+                    _ => {}
+                }
+            }
+            self.tree.apply_batch(batch);
+        }
+        Ok(lists.len())
+    }
+
+    fn put_delivery(&self, batch: &mut Batch, delivery: &Delivery) -> Result<()> {
+        batch.insert(
+            keys::delivery(self.seq()?, delivery.id),
+            records::delivery::encode(delivery),
+        );
+        Ok(())
+    }
+
+    /// Pending inbox deliveries, oldest first, with their keys.
+    pub fn pending_deliveries(&self, limit: usize) -> Result<Vec<(Vec<u8>, Delivery)>> {
+        self.tree
+            .scan_prefix(keys::deliveries())
+            .take(limit)
+            .map(|kv| {
+                let (k, v) = kv?;
+                Ok((k.to_vec(), records::delivery::decode(&v)?))
+            })
+            .collect()
+    }
+
+    /// Replaces a pending delivery (after a transient failure) if it is still pending.
+    pub fn postpone_delivery(&self, k: &[u8], delivery: &Delivery) -> Result<()> {
+        let _guard = self.accounts.lock(delivery.owner);
+        if self.tree.get(k)?.is_some() {
+            self.tree.insert(k, records::delivery::encode(delivery));
+        }
+        Ok(())
+    }
+
+    /// Records the final outcome of a delivery on its triggered item and removes the
+    /// pending record (`k`: its delivery key, or e-mail queue key), in one batch. Nothing
+    /// happens when the record was dropped meanwhile.
+    pub fn finish_delivery(&self, k: &[u8], delivery: &Delivery, outcome: Outcome) -> Result<()> {
+        let _guard = self.accounts.lock(delivery.owner);
+        if self.tree.get(k)?.is_none() {
+            return Ok(());
+        }
+        let mut batch = Batch::default();
+        batch.remove(k);
+        if let Some((item_key, mut item)) = self.triggered_location(delivery.owner, delivery.item)? {
+            item.attempts.push(Attempt {
+                trigger: delivery.trigger,
+                trigger_created: delivery.trigger_created,
+                delivery: delivery.id,
+                outcome,
+            });
+            item.attempts
+                .sort_by_key(|a| (a.outcome.is_email(), a.trigger_created, a.trigger));
+            batch.insert(item_key, records::triggered::encode(&item));
+        }
+        self.tree.apply_batch(batch);
+        Ok(())
+    }
+
+    /// Removes a pending delivery or queued e-mail without recording anything.
+    pub fn remove_pending(&self, k: &[u8]) -> Result<()> {
+        self.tree.remove(k);
+        Ok(())
+    }
+
+    /// `POST /scheduler/item/retry`: the failed deliveries of the account's triggered items
+    /// `ids` become pending again (same delivery id, fresh budget), unless their trigger is
+    /// gone. Answers whether anything changed.
+    pub fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> Result<bool> {
+        let _guard = self.accounts.lock(account);
+        let mut batch = Batch::default();
+        let mut changed = false;
+        for id in ids {
+            let Some((item_key, mut item)) = self.triggered_location(account, *id)? else {
+                continue;
+            };
+            let mut keep = Vec::new();
+            for attempt in std::mem::take(&mut item.attempts) {
+                let trigger = self.trigger(account, attempt.trigger)?;
+                let (Some(trigger), true) = (trigger, attempt.outcome.is_failure()) else {
+                    keep.push(attempt);
+                    continue;
+                };
+                changed = true;
+                let delivery = Delivery {
+                    id: attempt.delivery,
+                    owner: account,
+                    item: item.id,
+                    trigger: trigger.id,
+                    trigger_created: trigger.created,
+                    email: attempt.outcome.is_email(),
+                    failures: 0,
+                    not_before: Timestamp::from_unix(0, 0),
+                };
+                match &trigger.kind {
+                    TriggerKind::Inbox { .. } => self.put_delivery(&mut batch, &delivery)?,
+                    TriggerKind::Email { address, .. } => {
+                        let to = address.clone();
+                        let queued = QueuedEmail::new(account, Some(trigger.id), EmailKind::Triggered { delivery, to });
+                        self.put_email(&mut batch, &queued)?;
+                    }
+                }
+            }
+            item.attempts = keep;
+            batch.insert(item_key, records::triggered::encode(&item));
+        }
+        if changed {
+            self.tree.apply_batch(batch);
+        }
+        Ok(changed)
+    }
+
+    /// Adds to `batch` the removal of every pending delivery and queued e-mail of `owner`
+    /// for which `drop(triggered item, trigger)` holds. Target lists are dropped by item
+    /// only (a deleted trigger is skipped when they are expanded).
+    pub(super) fn drop_pending(
+        &self,
+        batch: &mut Batch,
+        owner: Uuid,
+        drop: impl Fn(Option<Uuid>, Option<Uuid>) -> bool,
+    ) -> Result<()> {
+        for kv in self.tree.scan_prefix(keys::deliveries()) {
+            let (k, v) = kv?;
+            let d = records::delivery::decode(&v)?;
+            if d.owner == owner && drop(Some(d.item), Some(d.trigger)) {
+                batch.remove(k);
+            }
+        }
+        self.drop_emails(batch, owner, &drop)?;
+        for kv in self.tree.scan_prefix(keys::all_targets()) {
+            let (k, v) = kv?;
+            let t = records::targets::decode(&v)?;
+            if t.owner == owner && drop(keys::targets_item(&k), None) {
+                batch.remove(k);
+            }
+        }
+        Ok(())
+    }
+}
