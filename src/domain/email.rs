@@ -33,6 +33,27 @@ pub enum EmailKind {
     },
 }
 
+/// Where a queued e-mail stands (scheduler.md §9.1): waiting for the converter of its
+/// kind, or rendered and waiting for the emailer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    Verification,
+    Triggered,
+    AdminNotice,
+    Rendered,
+}
+
+impl EmailKind {
+    pub fn stage(&self) -> Stage {
+        match self {
+            EmailKind::Verification { .. } => Stage::Verification,
+            EmailKind::Triggered { .. } => Stage::Triggered,
+            EmailKind::AdminNotice { .. } => Stage::AdminNotice,
+            EmailKind::Rendered { .. } => Stage::Rendered,
+        }
+    }
+}
+
 /// A rendered e-mail.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {

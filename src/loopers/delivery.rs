@@ -8,6 +8,7 @@ use super::retry_wait;
 use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
 use crate::domain::wire::{self, Timestamp};
 use crate::outbound::{self, Failure};
+use crate::store::scheduler::QueueKey;
 use crate::store::Store;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -89,7 +90,7 @@ impl InboxSender {
         let mut next: Option<Timestamp> = None;
         let mut dropped = false;
         for (k, d) in pending {
-            if self.dispatcher.is_running(&k) {
+            if self.dispatcher.is_running(k.as_bytes()) {
                 continue;
             }
             if d.not_before > now {
@@ -106,8 +107,9 @@ impl InboxSender {
                 continue;
             };
             let target = url.clone();
-            let job = self.clone().deliver(store.clone(), k.clone(), d, trigger);
-            self.dispatcher.start(k, target, job);
+            let running = k.as_bytes().to_vec();
+            let job = self.clone().deliver(store.clone(), k, d, trigger);
+            self.dispatcher.start(running, target, job);
         }
         if dropped {
             store.durable().await.map_err(|e| e.to_string())?;
@@ -120,7 +122,7 @@ impl InboxSender {
     async fn deliver(
         self: Arc<Self>,
         store: Arc<Store>,
-        k: Vec<u8>,
+        k: QueueKey,
         d: Delivery,
         trigger: Trigger,
     ) -> Result<bool, String> {

@@ -11,6 +11,7 @@
 //! keys (`d`, `S`, `X`, `G`) map an id to it, so that an item is found by id and its account
 //! checked from the first 16 bytes.
 
+use crate::domain::email::Stage;
 use crate::domain::wire::Timestamp;
 use uuid::Uuid;
 
@@ -57,8 +58,19 @@ const SETTINGS: u8 = b'z';
 const TARGETS: u8 = b'r';
 /// `v` + sequence + delivery uuid → pending inbox delivery.
 const DELIVERY: u8 = b'v';
-/// `m` + sequence → queued e-mail.
-const EMAIL: u8 = b'm';
+/// `m` + sequence → queued e-mail of any stage: the queue before the stages had prefixes of
+/// their own. Read once at open and moved (see `scheduler::emails`); nothing writes it.
+const LEGACY_EMAIL: u8 = b'm';
+/// `V` + sequence → verification e-mail to render.
+const EMAIL_VERIFICATION: u8 = b'V';
+/// `T` + sequence → triggered-item e-mail to render.
+const EMAIL_TRIGGERED: u8 = b'T';
+/// `N` + sequence → admin notification to render.
+const EMAIL_ADMIN_NOTICE: u8 = b'N';
+/// `M` + sequence → rendered e-mail waiting for the emailer.
+const EMAIL_RENDERED: u8 = b'M';
+/// `o` + owner + sequence → the stage prefix of the owner's queued e-mail.
+const EMAIL_OWNER: u8 = b'o';
 /// `E` + payment event id → nothing: handled.
 const EVENT_HANDLED: u8 = b'E';
 /// `F` + payment event id → the event whose handling failed.
@@ -300,14 +312,78 @@ pub(super) fn deliveries() -> Vec<u8> {
     vec![DELIVERY]
 }
 
-/// `m` + sequence: a queued e-mail.
-pub(super) fn email(seq: u64) -> Vec<u8> {
-    key(EMAIL, &[&seq.to_be_bytes()])
+/// Whether `k` is the key of a pending inbox delivery.
+pub(super) fn is_delivery(k: &[u8]) -> bool {
+    k.first() == Some(&DELIVERY)
 }
 
-/// Prefix of the e-mail queue, oldest first.
-pub(super) fn emails() -> Vec<u8> {
-    vec![EMAIL]
+/// The key prefix of an e-mail queue stage.
+pub(super) fn stage_prefix(stage: Stage) -> u8 {
+    match stage {
+        Stage::Verification => EMAIL_VERIFICATION,
+        Stage::Triggered => EMAIL_TRIGGERED,
+        Stage::AdminNotice => EMAIL_ADMIN_NOTICE,
+        Stage::Rendered => EMAIL_RENDERED,
+    }
+}
+
+/// The stage whose key prefix is `prefix`.
+pub(super) fn stage_of_prefix(prefix: u8) -> Option<Stage> {
+    [
+        Stage::Verification,
+        Stage::Triggered,
+        Stage::AdminNotice,
+        Stage::Rendered,
+    ]
+    .into_iter()
+    .find(|s| stage_prefix(*s) == prefix)
+}
+
+/// A queued e-mail: its stage's prefix + sequence. The sequence stays when the e-mail moves
+/// on to the rendered stage, so the emailer sends in the order queued.
+pub(super) fn email(stage: Stage, seq: u64) -> Vec<u8> {
+    key(stage_prefix(stage), &[&seq.to_be_bytes()])
+}
+
+/// Prefix of one stage of the queue, oldest first.
+pub(super) fn emails(stage: Stage) -> Vec<u8> {
+    vec![stage_prefix(stage)]
+}
+
+/// The stage and sequence of a queued e-mail's key.
+pub(super) fn email_entry(k: &[u8]) -> Option<(Stage, u64)> {
+    let (prefix, seq) = k.split_first()?;
+    Some((stage_of_prefix(*prefix)?, u64::from_be_bytes(seq.try_into().ok()?)))
+}
+
+/// The owner index of a queued e-mail: `o` + owner + sequence (the value: its stage's
+/// prefix), so deleting an account, a trigger or a triggered item finds the owner's e-mails
+/// without reading anyone else's. Admin notifications (no owner) are not indexed.
+pub(super) fn email_of_owner(owner: Uuid, seq: u64) -> Vec<u8> {
+    key(EMAIL_OWNER, &[owner.as_bytes(), &seq.to_be_bytes()])
+}
+
+/// Prefix of the owner index of one account.
+pub(super) fn emails_of_owner(owner: Uuid) -> Vec<u8> {
+    key(EMAIL_OWNER, &[owner.as_bytes()])
+}
+
+/// The sequence of an owner-index key.
+pub(super) fn email_owner_seq(k: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(k.get(17..25)?.try_into().ok()?))
+}
+
+/// Prefix of the queue as it was before stages had prefixes (`m` + sequence).
+pub(super) fn legacy_emails() -> Vec<u8> {
+    vec![LEGACY_EMAIL]
+}
+
+/// The sequence of a legacy queue key.
+pub(super) fn legacy_email_seq(k: &[u8]) -> Option<u64> {
+    if k.len() != 9 {
+        return None;
+    }
+    Some(u64::from_be_bytes(k[1..].try_into().ok()?))
 }
 
 // Payment events.
@@ -478,12 +554,35 @@ mod tests {
         let k = delivery(7, id(0x22));
         pin(k.clone(), &format!("76 0000000000000007 {B}"));
         pin(deliveries(), "76");
+        assert!(is_delivery(&k));
+        assert!(!is_delivery(&email(Stage::Rendered, 7)));
     }
 
     #[test]
     fn email_queue_keys() {
-        pin(email(9), "6d 0000000000000009");
-        pin(emails(), "6d");
+        pin(email(Stage::Verification, 8), "56 0000000000000008");
+        pin(email(Stage::Triggered, 8), "54 0000000000000008");
+        pin(email(Stage::AdminNotice, 8), "4e 0000000000000008");
+        pin(email(Stage::Rendered, 8), "4d 0000000000000008");
+        pin(emails(Stage::Rendered), "4d");
+        assert_eq!(email_entry(&email(Stage::Triggered, 8)), Some((Stage::Triggered, 8)));
+        assert_eq!(email_entry(&delivery(8, id(0x22))), None);
+        assert_eq!(email_entry(b"M"), None);
+    }
+
+    #[test]
+    fn email_owner_index_keys() {
+        let k = email_of_owner(id(0x11), 8);
+        pin(k.clone(), &format!("6f {A} 0000000000000008"));
+        pin(emails_of_owner(id(0x11)), &format!("6f {A}"));
+        assert_eq!(email_owner_seq(&k), Some(8));
+    }
+
+    #[test]
+    fn legacy_email_queue_keys() {
+        pin(legacy_emails(), "6d");
+        assert_eq!(legacy_email_seq(&hex::decode("6d0000000000000009").unwrap()), Some(9));
+        assert_eq!(legacy_email_seq(b"m"), None);
     }
 
     #[test]

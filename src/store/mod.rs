@@ -141,6 +141,13 @@ impl Store {
         let stripes = Arc::new(Stripes::new(256));
         let inbox = inbox::InboxStore::new(writer.tree(0), stripes.clone());
         let scheduler = scheduler::SchedulerStore::new(writer.tree(1), stripes);
+        // e-mails queued by a version without stage prefixes: moved once, in one batch,
+        // and on disk before anything else happens
+        let moved = scheduler.move_legacy_emails()?;
+        if moved > 0 {
+            writer.flush_now()?;
+            tracing::info!("moved {moved} queued e-mails to the queues of their stages");
+        }
         Ok(Arc::new(Store {
             inbox,
             scheduler,
@@ -213,6 +220,184 @@ mod tests {
             offenders.is_empty(),
             "sled outside the engine layer:\n{}",
             offenders.join("\n")
+        );
+    }
+
+    /// A database written before the e-mail queue had a prefix per stage holds its queue
+    /// under `m` + sequence: opening it moves every entry to its stage with the same
+    /// sequence (so the order stays) and indexes it by owner, once; nothing is lost, and
+    /// deleting the account then finds its e-mails through the index.
+    #[test]
+    fn e_mails_queued_by_an_older_version_are_moved_to_their_stages_at_open() {
+        use crate::domain::account::Account;
+        use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
+        use crate::domain::scheduler::models::Delivery;
+
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let owner = Uuid::from_bytes([0x11; 16]);
+        let trigger = Some(Uuid::from_bytes([0x44; 16]));
+        let delivery = Delivery {
+            id: Uuid::from_bytes([0x55; 16]),
+            owner,
+            item: Uuid::from_bytes([0x33; 16]),
+            trigger: Uuid::from_bytes([0x44; 16]),
+            trigger_created: Timestamp::from_unix(1_700_000_100, 0),
+            email: true,
+            failures: 0,
+            not_before: Timestamp::from_unix(0, 0),
+        };
+        let html = "<p>long</p>".repeat(1000); // over 4 KiB: stored in chunks
+        let queued = [
+            (
+                7u64,
+                QueuedEmail::new(
+                    owner,
+                    trigger,
+                    EmailKind::Verification {
+                        to: "c@x.org".into(),
+                        key: "k".into(),
+                    },
+                ),
+            ),
+            (
+                8,
+                QueuedEmail::new(
+                    owner,
+                    trigger,
+                    EmailKind::Triggered {
+                        delivery: delivery.clone(),
+                        to: "c@x.org".into(),
+                    },
+                ),
+            ),
+            (
+                9,
+                QueuedEmail::new(
+                    Uuid::nil(),
+                    None,
+                    EmailKind::AdminNotice {
+                        worker: "emailer".into(),
+                        error: "e".into(),
+                    },
+                ),
+            ),
+            (
+                10,
+                QueuedEmail::new(
+                    owner,
+                    trigger,
+                    EmailKind::Rendered {
+                        message: Message {
+                            to: "c@x.org".into(),
+                            subject: "S".into(),
+                            text: "T".into(),
+                            html,
+                        },
+                        delivery: Some(delivery),
+                    },
+                ),
+            ),
+            (
+                11,
+                QueuedEmail::new(
+                    Uuid::nil(),
+                    None,
+                    EmailKind::AdminNotice {
+                        worker: "triggerer".into(),
+                        error: "f".into(),
+                    },
+                ),
+            ),
+        ];
+        // the database as the older version left it (through the writer, so that the large
+        // e-mail is in chunks as it would have been)
+        {
+            let store = Store::open(dir.path()).expect("open");
+            let account = Account {
+                id: owner,
+                username: "carol".into(),
+                password_hash: "hash".into(),
+                created: Timestamp::from_unix(1_700_000_000, 0),
+                last_login: None,
+                epoch: 0,
+            };
+            let tree = store.writer.tree(1);
+            let mut batch = writer::Batch::default();
+            batch.insert(keys::account(owner), records::account::encode(&account));
+            batch.insert(keys::username("carol"), records::raw::uuid(owner));
+            for (seq, email) in &queued {
+                let mut k = keys::legacy_emails();
+                k.extend_from_slice(&seq.to_be_bytes());
+                batch.insert(k, records::email::encode(email));
+            }
+            tree.apply_batch(batch);
+            store.flush().expect("flush");
+        }
+        let legacy_left = |dir: &Path| {
+            let db = sled::Config::new().path(dir.join("db")).open().expect("sled");
+            let tree = db.open_tree("scheduler").expect("tree");
+            tree.scan_prefix(keys::legacy_emails()).count()
+        };
+        assert_eq!(legacy_left(dir.path()), 5);
+
+        let store = Store::open(dir.path()).expect("open and move the queue");
+        let stage = |stage: Stage| -> Vec<String> {
+            let found = store.scheduler.queued_emails(stage, usize::MAX).expect("queue");
+            found.iter().map(|(_, e)| format!("{e:?}")).collect()
+        };
+        let expected = |seqs: &[u64]| -> Vec<String> {
+            queued
+                .iter()
+                .filter(|(s, _)| seqs.contains(s))
+                .map(|(_, e)| format!("{e:?}"))
+                .collect()
+        };
+        assert_eq!(stage(Stage::Verification), expected(&[7]));
+        assert_eq!(stage(Stage::Triggered), expected(&[8]));
+        assert_eq!(stage(Stage::AdminNotice), expected(&[9, 11]), "in the order queued");
+        assert_eq!(stage(Stage::Rendered), expected(&[10]));
+        let keys_of = |stage: Stage| -> Vec<Vec<u8>> {
+            let found = store.scheduler.queued_emails(stage, usize::MAX).expect("queue");
+            found.iter().map(|(k, _)| k.as_bytes().to_vec()).collect()
+        };
+        assert_eq!(
+            keys_of(Stage::AdminNotice),
+            vec![keys::email(Stage::AdminNotice, 9), keys::email(Stage::AdminNotice, 11)]
+        );
+
+        // the account's e-mails are found through the owner index; admin notices stay
+        let deleted = store.scheduler.delete_account(owner).expect("delete");
+        assert!(deleted);
+        drop(store);
+        assert_eq!(legacy_left(dir.path()), 0, "moved, and the move is on disk");
+        let store = Store::open(dir.path()).expect("reopen");
+        for stage in [Stage::Verification, Stage::Triggered, Stage::Rendered] {
+            assert!(store
+                .scheduler
+                .queued_emails(stage, usize::MAX)
+                .expect("queue")
+                .is_empty());
+        }
+        assert_eq!(
+            store
+                .scheduler
+                .queued_emails(Stage::AdminNotice, usize::MAX)
+                .expect("queue")
+                .len(),
+            2
+        );
+        drop(store);
+        let db = sled::Config::new().path(dir.path().join("db")).open().expect("sled");
+        let tree = db.open_tree("scheduler").expect("tree");
+        assert_eq!(
+            tree.scan_prefix(keys::emails_of_owner(owner)).count(),
+            0,
+            "index entries removed"
+        );
+        assert_eq!(
+            tree.scan_prefix([chunks::CHUNK_PREFIX]).count(),
+            0,
+            "no chunk left behind"
         );
     }
 

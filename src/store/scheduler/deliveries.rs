@@ -2,7 +2,7 @@
 //! deliveries made of them (`v`), and the outcomes recorded on triggered items. A delivery
 //! to an e-mail trigger goes through the e-mail queue ([`super::emails`]) instead.
 
-use super::SchedulerStore;
+use super::{QueueKey, SchedulerStore};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
 use crate::domain::wire::Timestamp;
@@ -78,22 +78,22 @@ impl SchedulerStore {
     }
 
     /// Pending inbox deliveries, oldest first, with their keys.
-    pub fn pending_deliveries(&self, limit: usize) -> Result<Vec<(Vec<u8>, Delivery)>> {
+    pub fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Delivery)>> {
         self.tree
             .scan_prefix(keys::deliveries())
             .take(limit)
             .map(|kv| {
                 let (k, v) = kv?;
-                Ok((k.to_vec(), records::delivery::decode(&v)?))
+                Ok((QueueKey(k.to_vec()), records::delivery::decode(&v)?))
             })
             .collect()
     }
 
     /// Replaces a pending delivery (after a transient failure) if it is still pending.
-    pub fn postpone_delivery(&self, k: &[u8], delivery: &Delivery) -> Result<()> {
+    pub fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<()> {
         let _guard = self.accounts.lock(delivery.owner);
-        if self.tree.get(k)?.is_some() {
-            self.tree.insert(k, records::delivery::encode(delivery));
+        if self.tree.get(k.as_bytes())?.is_some() {
+            self.tree.insert(k.as_bytes(), records::delivery::encode(delivery));
         }
         Ok(())
     }
@@ -101,13 +101,13 @@ impl SchedulerStore {
     /// Records the final outcome of a delivery on its triggered item and removes the
     /// pending record (`k`: its delivery key, or e-mail queue key), in one batch. Nothing
     /// happens when the record was dropped meanwhile.
-    pub fn finish_delivery(&self, k: &[u8], delivery: &Delivery, outcome: Outcome) -> Result<()> {
+    pub fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<()> {
         let _guard = self.accounts.lock(delivery.owner);
-        if self.tree.get(k)?.is_none() {
+        if self.tree.get(k.as_bytes())?.is_none() {
             return Ok(());
         }
         let mut batch = Batch::default();
-        batch.remove(k);
+        Self::remove_pending_into(&mut batch, k, delivery.owner);
         if let Some((item_key, mut item)) = self.triggered_location(delivery.owner, delivery.item)? {
             item.attempts.push(Attempt {
                 trigger: delivery.trigger,
@@ -124,9 +124,31 @@ impl SchedulerStore {
     }
 
     /// Removes a pending delivery or queued e-mail without recording anything.
-    pub fn remove_pending(&self, k: &[u8]) -> Result<()> {
-        self.tree.remove(k);
+    pub fn remove_pending(&self, k: &QueueKey) -> Result<()> {
+        if keys::is_delivery(k.as_bytes()) {
+            self.tree.remove(k.as_bytes());
+            return Ok(());
+        }
+        let Some(owner) = self.email_owner(k.as_bytes())? else {
+            return Ok(());
+        };
+        let _guard = self.accounts.lock(owner);
+        if self.tree.get(k.as_bytes())?.is_none() {
+            return Ok(()); // dropped meanwhile
+        }
+        let mut batch = Batch::default();
+        Self::remove_pending_into(&mut batch, k, owner);
+        self.tree.apply_batch(batch);
         Ok(())
+    }
+
+    /// Adds to `batch` the removal of the pending delivery or queued e-mail `k` of `owner`.
+    fn remove_pending_into(batch: &mut Batch, k: &QueueKey, owner: Uuid) {
+        if keys::is_delivery(k.as_bytes()) {
+            batch.remove(k.as_bytes());
+        } else {
+            Self::remove_email(batch, k.as_bytes(), owner);
+        }
     }
 
     /// `POST /scheduler/item/retry`: the failed deliveries of the account's triggered items

@@ -7,7 +7,8 @@
 //! * [`triggers`]: the account's delivery targets (`g`, id index `G`);
 //! * [`deliveries`]: target lists fixed at triggering (`r`), pending inbox deliveries
 //!   (`v`), outcomes and retries;
-//! * [`emails`]: the e-mail queue;
+//! * [`emails`]: the e-mail queue, one prefix per stage (`V`, `T`, `N` to render, `M`
+//!   rendered) and an index by owner (`o`);
 //! * [`payments`]: payment events handled (`E`) or failed (`F`).
 //!
 //! Writes that belong together (triggering: the triggered copy, its target lists, the item
@@ -25,6 +26,16 @@ use super::writer::{Batch, Bytes, Tree};
 use super::{keys, Result, Stripes};
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// A pending inbox delivery or queued e-mail, as the workers name it while they handle it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QueueKey(Vec<u8>);
+
+impl QueueKey {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
 
 pub enum AddOutcome {
     Added,
