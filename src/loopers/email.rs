@@ -11,7 +11,7 @@ use crate::domain::scheduler::models::Outcome;
 use crate::domain::wire::Timestamp;
 use crate::mail::{self, Mailer};
 use crate::store::scheduler::QueueKey;
-use crate::store::Store;
+use crate::store::{Store, Written};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,10 +34,12 @@ impl Converter {
     }
 }
 
-/// Renders every queued e-mail of the converter's kind; answers how many it rendered.
+/// Renders every queued e-mail of the converter's kind; answers how many it rendered, once
+/// they are durable.
 pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Result<usize, String> {
     let s = &store.scheduler;
     let mut rendered = 0;
+    let mut written = Vec::new();
     let queued = s.queued_emails(which.stage(), usize::MAX).map_err(|e| e.to_string())?;
     for (k, mut email) in queued {
         let (message, delivery) = match (&email.kind, which) {
@@ -52,7 +54,7 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
                         Some(delivery.clone()),
                     ),
                     None => {
-                        s.remove_pending(&k).map_err(|e| e.to_string())?;
+                        written.push(s.remove_pending(&k).map_err(|e| e.to_string())?);
                         continue;
                     }
                 }
@@ -64,12 +66,10 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
             _ => continue,
         };
         email.kind = EmailKind::Rendered { message, delivery };
-        s.replace_email(&k, &email).map_err(|e| e.to_string())?;
+        written.push(s.replace_email(&k, &email).map_err(|e| e.to_string())?);
         rendered += 1;
     }
-    if rendered > 0 {
-        store.durable().await.map_err(|e| e.to_string())?;
-    }
+    Written::all(written).durable().await.map_err(|e| e.to_string())?;
     Ok(rendered)
 }
 
@@ -168,8 +168,8 @@ impl Emailer {
                     later.failures,
                     self.retry_amount
                 );
-                s.replace_email(&k, &later).map_err(|e| e.to_string())?;
-                store.durable().await.map_err(|e| e.to_string())?;
+                let postponed = s.replace_email(&k, &later).map_err(|e| e.to_string())?;
+                postponed.durable().await.map_err(|e| e.to_string())?;
                 return Ok(true);
             }
             Err(f) => {
@@ -177,13 +177,13 @@ impl Emailer {
                 Some(f.reason)
             }
         };
-        match (delivery, failure) {
+        let recorded = match (delivery, failure) {
             (Some(d), None) => s.finish_delivery(&k, d, Outcome::EmailSent),
             (Some(d), Some(reason)) => s.finish_delivery(&k, d, Outcome::EmailFailed(reason)),
             (None, _) => s.remove_pending(&k),
         }
         .map_err(|e| e.to_string())?;
-        store.durable().await.map_err(|e| e.to_string())?;
+        recorded.durable().await.map_err(|e| e.to_string())?;
         Ok(false)
     }
 }
@@ -204,10 +204,10 @@ mod tests {
             worker: "emailer".into(),
             error: "disk on fire".into(),
         };
-        store
+        let queued = store
             .scheduler
-            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
-            .unwrap();
+            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice));
+        queued.unwrap().durable().await.unwrap();
         // other converters leave it alone
         assert_eq!(convert(&store, &settings, Converter::Verification).await.unwrap(), 0);
         assert_eq!(convert(&store, &settings, Converter::AdminNotice).await.unwrap(), 1);

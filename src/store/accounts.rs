@@ -4,7 +4,7 @@
 
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
-use super::{keys, lock, Result, Stripes};
+use super::{keys, lock, Result, Stripes, Written};
 use crate::domain::account::Account;
 use crate::domain::wire::Timestamp;
 use std::sync::{Arc, Mutex};
@@ -35,13 +35,13 @@ impl AccountStore {
         self.stripes.lock(id.as_bytes())
     }
 
-    pub fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Registration> {
+    pub fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
         // Registrations are rare: one lock for all of them makes "exactly one of several
         // concurrent registrations of a username wins" trivially true.
         let _guard = lock(&self.registrations);
         let name_key = keys::username(username);
         if self.tree.contains_key(&name_key)? {
-            return Ok(Registration::Taken);
+            return Ok(Written::unchanged(Registration::Taken));
         }
         let account = Account {
             id: crate::domain::wire::new_uuid(),
@@ -54,8 +54,8 @@ impl AccountStore {
         let mut batch = Batch::default();
         batch.insert(name_key, raw::uuid(account.id));
         batch.insert(keys::account(account.id), records::account::encode(&account));
-        self.tree.apply_batch(batch);
-        Ok(Registration::Created(account))
+        let ticket = self.tree.apply_batch(batch);
+        Ok(Written::new(Registration::Created(account), ticket))
     }
 
     pub fn get(&self, id: Uuid) -> Result<Option<Account>> {
@@ -80,34 +80,35 @@ impl AccountStore {
             .collect()
     }
 
-    pub fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<bool> {
+    /// Records a login; `false` when the account is gone.
+    pub fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
         let _guard = self.lock(id);
         let Some(mut account) = self.get(id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         account.last_login = Some(match account.last_login {
             Some(prev) if prev > at => prev,
             _ => at,
         });
-        self.tree.insert(keys::account(id), records::account::encode(&account));
-        Ok(true)
+        let ticket = self.tree.insert(keys::account(id), records::account::encode(&account));
+        Ok(Written::new(true, ticket))
     }
 
     /// Replaces the password hash if it is still `expected` (the caller verified the old
     /// password against it) and starts a new credential epoch, which revokes every earlier
     /// token. `false` when the account is gone or the password changed meanwhile.
-    pub fn change_password(&self, id: Uuid, expected: &str, new_hash: String) -> Result<bool> {
+    pub fn change_password(&self, id: Uuid, expected: &str, new_hash: String) -> Result<Written<bool>> {
         let _guard = self.lock(id);
         let Some(mut account) = self.get(id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         if account.password_hash != expected {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         }
         account.password_hash = new_hash;
         account.epoch += 1;
-        self.tree.insert(keys::account(id), records::account::encode(&account));
-        Ok(true)
+        let ticket = self.tree.insert(keys::account(id), records::account::encode(&account));
+        Ok(Written::new(true, ticket))
     }
 
     /// The payment customer recorded for the account.
@@ -116,13 +117,13 @@ impl AccountStore {
     }
 
     /// Records the payment customer of an existing account; `false` when there is none.
-    pub fn set_customer(&self, id: Uuid, customer: &str) -> Result<bool> {
+    pub fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
         let _guard = self.lock(id);
         if self.get(id)?.is_none() {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         }
-        self.tree.insert(keys::customer(id), raw::customer(customer));
-        Ok(true)
+        let ticket = self.tree.insert(keys::customer(id), raw::customer(customer));
+        Ok(Written::new(true, ticket))
     }
 
     /// Adds the removal of the account record, its username and customer to `batch`.

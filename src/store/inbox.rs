@@ -7,7 +7,7 @@
 use super::accounts::AccountStore;
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
-use super::{keys, Result, StoreError, Stripes};
+use super::{keys, Result, StoreError, Stripes, Written};
 use crate::domain::account::{AccessKey, Account};
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::inbox::sync::ItemChanges;
@@ -54,24 +54,27 @@ impl InboxStore {
 
     /// Stores `item` for `account` unless the account already has `max_items` items
     /// (`None`: no limit). With an idempotency key that was used before, stores nothing and
-    /// answers the first item's id (also when the account is at its limit).
+    /// answers the first item's id (also when the account is at its limit), durable once
+    /// the first request's item is.
     pub fn add_item(
         &self,
         account: Uuid,
         item: &InboxItem,
         idempotency: Option<&str>,
         max_items: Option<u64>,
-    ) -> Result<AddOutcome> {
+    ) -> Result<Written<AddOutcome>> {
         let _guard = self.accounts.lock(account);
         let idem_key = idempotency.map(|k| keys::idempotency(account, k));
         if let Some(k) = &idem_key {
             if let Some(v) = self.tree.get(k)? {
-                return Ok(AddOutcome::Repeated(raw::to_uuid("idempotency key", &v)?));
+                // the first request's batch may still be waiting for its flush
+                let first = AddOutcome::Repeated(raw::to_uuid("idempotency key", &v)?);
+                return Ok(Written::new(first, self.tree.queued()));
             }
         }
         let n = self.count(account)?;
         if max_items.is_some_and(|max| n >= max) {
-            return Ok(AddOutcome::LimitReached);
+            return Ok(Written::unchanged(AddOutcome::LimitReached));
         }
         let mut batch = Batch::default();
         self.put_item(&mut batch, account, item)?;
@@ -79,8 +82,8 @@ impl InboxStore {
         if let Some(k) = idem_key {
             batch.insert(k, raw::uuid(item.id));
         }
-        self.tree.apply_batch(batch);
-        Ok(AddOutcome::Added(item.id))
+        let ticket = self.tree.apply_batch(batch);
+        Ok(Written::new(AddOutcome::Added(item.id), ticket))
     }
 
     /// The key of the account's item `id`.
@@ -110,18 +113,17 @@ impl InboxStore {
     }
 
     /// Deletes the account's item `id`; nothing happens when it has none such.
-    pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<bool> {
+    pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some(k) = self.locate(account, id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let n = self.count(account)?;
         let mut batch = Batch::default();
         batch.remove(k);
         batch.remove(keys::item_id(id));
         self.put_count(&mut batch, account, n.saturating_sub(1));
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// The account's items, oldest first.
@@ -153,10 +155,10 @@ impl InboxStore {
         }
     }
 
-    /// Runs one sync atomically (answering also whether it changed anything): `decide` sees the account's items as they are (with the
+    /// Runs one sync atomically: `decide` sees the account's items as they are (with the
     /// account's writes held off) and says what to delete and add; the changes are applied
     /// in one batch.
-    pub fn sync<R>(&self, account: Uuid, decide: impl FnOnce(&[InboxItem]) -> (R, ItemChanges)) -> Result<(R, bool)> {
+    pub fn sync<R>(&self, account: Uuid, decide: impl FnOnce(&[InboxItem]) -> (R, ItemChanges)) -> Result<Written<R>> {
         let _guard = self.accounts.lock(account);
         let items = self.items(account)?;
         let (answer, changes) = decide(&items);
@@ -173,18 +175,18 @@ impl InboxStore {
             self.put_item(&mut batch, account, item)?;
             n += 1;
         }
-        let changed = !changes.delete.is_empty() || !changes.add.is_empty();
-        if changed {
-            self.put_count(&mut batch, account, n);
-            self.tree.apply_batch(batch);
+        if changes.delete.is_empty() && changes.add.is_empty() {
+            return Ok(Written::unchanged(answer));
         }
-        Ok((answer, changed))
+        self.put_count(&mut batch, account, n);
+        Ok(Written::new(answer, self.tree.apply_batch(batch)))
     }
 
-    pub fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<bool> {
+    /// Stores a new access key of the account; `false` when the account is gone.
+    pub fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         if self.accounts.get(account)?.is_none() {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         }
         let mut batch = Batch::default();
         batch.insert(
@@ -195,8 +197,7 @@ impl InboxStore {
             keys::key_digest(&access_key.digest),
             keys::key_owner(account, access_key.id),
         );
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// The account's access keys, oldest first.
@@ -232,24 +233,23 @@ impl InboxStore {
         self.tree.next_id()
     }
 
-    pub fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<bool> {
+    pub fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some(k) = self.access_key(account, id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();
         batch.remove(keys::access_key(account, id));
         batch.remove(keys::key_digest(&k.digest));
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// Deletes the account and everything of it (items, access keys, idempotency keys) in
     /// one batch. `false` when there was no such account.
-    pub fn delete_account(&self, account: Uuid) -> Result<bool> {
+    pub fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some(record): Option<Account> = self.accounts.get(account)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();
         for kv in self.tree.scan_prefix(keys::items_of(account)) {
@@ -267,7 +267,6 @@ impl InboxStore {
         }
         batch.remove(keys::count(account));
         self.accounts.delete_into(&record, &mut batch);
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 }

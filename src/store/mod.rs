@@ -21,9 +21,11 @@ mod records;
 pub mod scheduler;
 mod stable;
 mod writer;
+mod written;
 
 pub use accounts::{AccountStore, Registration};
 pub use writer::WriterStats;
+pub use written::Written;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -154,11 +156,6 @@ impl Store {
             writer,
             _lock: lock,
         }))
-    }
-
-    /// Waits until every write made so far is on disk (shared with concurrent callers).
-    pub async fn durable(&self) -> Result<()> {
-        self.writer.durable().await
     }
 
     /// What the group commit did so far (benchmarks, diagnostics).
@@ -330,7 +327,7 @@ mod tests {
                 k.extend_from_slice(&seq.to_be_bytes());
                 batch.insert(k, records::email::encode(email));
             }
-            tree.apply_batch(batch);
+            let _ = tree.apply_batch(batch); // made durable by the flush
             store.flush().expect("flush");
         }
         let legacy_left = |dir: &Path| {
@@ -367,7 +364,8 @@ mod tests {
 
         // the account's e-mails are found through the owner index; admin notices stay
         let deleted = store.scheduler.delete_account(owner).expect("delete");
-        assert!(deleted);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        assert!(runtime.block_on(deleted.durable()).expect("durable"));
         drop(store);
         assert_eq!(legacy_left(dir.path()), 0, "moved, and the move is on disk");
         let store = Store::open(dir.path()).expect("reopen");
@@ -428,25 +426,28 @@ mod tests {
         let dir = tempfile::tempdir().expect("temporary directory");
         let account = crate::domain::wire::new_uuid();
         let limit = 300;
-        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         let kept = {
             let store = Store::open(dir.path()).expect("open");
             let threads: Vec<_> = (0..8)
                 .map(|t| {
                     let store = store.clone();
                     std::thread::spawn(move || {
+                        // each thread waits for its writes as a handler does
+                        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+                        let durable = |w: Written<_>| runtime.block_on(w.durable()).expect("durable");
                         let mut kept = Vec::new();
                         for n in 0..60 {
                             // Every thread uses the same 20 idempotency keys: each stores one item.
                             let key = (n % 3 == 0).then(|| format!("key {}", n % 20));
-                            match store.inbox.add_item(account, &item(n), key.as_deref(), Some(limit)) {
-                                Ok(AddOutcome::Added(id)) if n % 5 == 4 => {
-                                    assert!(store.inbox.delete_item(account, id).expect("delete"));
+                            let added = store.inbox.add_item(account, &item(n), key.as_deref(), Some(limit));
+                            match durable(added.expect("add")) {
+                                AddOutcome::Added(id) if n % 5 == 4 => {
+                                    let deleted = store.inbox.delete_item(account, id).expect("delete");
+                                    assert!(runtime.block_on(deleted.durable()).expect("durable"));
                                 }
-                                Ok(AddOutcome::Added(id)) => kept.push((id, key)),
-                                Ok(AddOutcome::Repeated(_)) => assert!(key.is_some(), "thread {t}"),
-                                Ok(AddOutcome::LimitReached) => {}
-                                Err(e) => panic!("add: {e}"),
+                                AddOutcome::Added(id) => kept.push((id, key)),
+                                AddOutcome::Repeated(_) => assert!(key.is_some(), "thread {t}"),
+                                AddOutcome::LimitReached => {}
                             }
                             let count = store.inbox.count(account).expect("count");
                             assert!(count <= limit, "{count} items");
@@ -456,7 +457,6 @@ mod tests {
                 })
                 .collect();
             let kept: Vec<_> = threads.into_iter().flat_map(|t| t.join().expect("thread")).collect();
-            runtime.block_on(store.durable()).expect("durable");
             let ids = item_ids(&store, account);
             assert_eq!(ids.len() as u64, store.inbox.count(account).expect("count"));
             let mut expected: Vec<Uuid> = kept.iter().map(|(id, _)| *id).collect();

@@ -5,8 +5,9 @@
 //! in-memory *overlay* (key → newest queued value), so that the read-check-write sequences
 //! under an account lock see it. One thread, the writer, takes everything queued, applies it
 //! to sled as one `apply_batch` per tree, drops those keys from the overlay and then calls
-//! `flush()`; [`Writer::durable`] resolves once a flush that covers every change queued
-//! before the call has finished.
+//! `flush()`. Queuing a batch answers a [`Ticket`] (the batch's number), which resolves once
+//! a flush that covers that batch, and so every batch queued before it, has finished; the
+//! store hands it out inside a [`super::Written`] receipt.
 //!
 //! Why not let each request call `apply_batch` and share the flushes: in sled 0.34 the first
 //! `apply_batch` of a process turns on a process-wide reader/writer lock; every later
@@ -239,12 +240,13 @@ impl Shared {
 
     /// A ticket for every batch queued so far.
     fn queued_ticket(&self) -> Ticket {
-        self.ticket(lock(&self.pending).last_seq)
+        self.ticket(lock(&self.pending).last_seq, false)
     }
 
-    fn ticket(&self, upto: u64) -> Ticket {
+    fn ticket(&self, upto: u64, wrote: bool) -> Ticket {
         Ticket {
             upto,
+            wrote,
             flushed: Some(self.flushed.subscribe()),
         }
     }
@@ -268,16 +270,36 @@ impl Shared {
 /// A write's place in the writer's order: it is on disk once every batch numbered up to
 /// `upto` is (0: nothing to wait for). The store wraps it with the write's result into a
 /// [`super::Written`] receipt.
-#[derive(Clone)]
+#[must_use = "a ticket is how a write's durability is awaited"]
 pub(crate) struct Ticket {
     upto: u64,
+    /// The write queued a batch of its own (`false`: it changed nothing, or it rests only
+    /// on batches queued before it, like a repeated idempotency key).
+    wrote: bool,
     flushed: Option<watch::Receiver<Flushed>>,
 }
 
 impl Ticket {
     /// Nothing to wait for: resolves at once.
     pub(crate) fn none() -> Ticket {
-        Ticket { upto: 0, flushed: None }
+        Ticket {
+            upto: 0,
+            wrote: false,
+            flushed: None,
+        }
+    }
+
+    pub(crate) fn wrote(&self) -> bool {
+        self.wrote
+    }
+
+    /// The later of two tickets (waiting for it covers both: batches reach the disk in
+    /// the order they were queued).
+    pub(crate) fn and(self, other: Ticket) -> Ticket {
+        let wrote = self.wrote || other.wrote;
+        let mut later = if other.upto > self.upto { other } else { self };
+        later.wrote = wrote;
+        later
     }
 
     /// Resolves once every batch up to this ticket's is on disk.
@@ -338,11 +360,6 @@ impl Writer {
             sled: self.shared.trees[index].clone(),
             shared: self.shared.clone(),
         }
-    }
-
-    /// Resolves once every batch queued before this call is on disk.
-    pub(crate) async fn durable(&self) -> Result<()> {
-        self.shared.queued_ticket().wait().await
     }
 
     /// Applies, flushes and syncs everything queued, in the calling thread (shutdown, tools).
@@ -481,7 +498,7 @@ impl Tree {
         if seq == 0 {
             return Ticket::none();
         }
-        self.shared.ticket(seq)
+        self.shared.ticket(seq, true)
     }
 
     pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) -> Ticket {
@@ -494,6 +511,13 @@ impl Tree {
         let mut batch = Batch::default();
         batch.remove(key);
         self.apply_batch(batch)
+    }
+
+    /// A ticket for every batch queued so far, of any tree: for an answer that rests on
+    /// what earlier writes queued (a repeated idempotency key answers the item of a request
+    /// that may still be waiting for its flush).
+    pub(crate) fn queued(&self) -> Ticket {
+        self.shared.queued_ticket()
     }
 
     /// A number larger than every one this database handed out before, also across
@@ -656,6 +680,8 @@ impl Iterator for Scan {
 }
 
 #[cfg(test)]
+// These tests run cycles by hand and look at sled itself, not at the tickets.
+#[allow(unused_must_use)]
 mod tests {
     use super::*;
 
@@ -797,25 +823,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn durable_waits_for_the_writer_and_drop_writes_what_is_queued() {
+    async fn tickets_wait_for_the_writer_and_drop_writes_what_is_queued() {
         let dir = tempfile::tempdir().expect("temporary directory");
         {
             let db = sled::Config::new().path(dir.path()).open().expect("open");
             let writer = Writer::start(db.clone(), vec![db.open_tree("t").expect("tree")], dir.path()).expect("writer");
             let tree = writer.tree(0);
             let before = writer.stats();
-            tree.insert("acknowledged", "yes");
-            writer.durable().await.expect("durable");
+            let first = tree.insert("first", "yes");
+            let ticket = tree.insert("acknowledged", "yes");
+            assert!(ticket.wrote());
+            ticket.wait().await.expect("durable");
+            first.wait().await.expect("an earlier batch is durable too");
             let after = writer.stats();
-            assert_eq!((after.batches, after.cycles), (before.batches + 1, before.cycles + 1));
+            assert_eq!(after.batches, before.batches + 2);
             assert!(after.syncs > before.syncs, "the cycle synced the files: {after:?}");
             assert_eq!(
                 tree.sled.get("acknowledged").expect("get").as_deref(),
                 Some(&b"yes"[..])
             );
-            // Nothing queued: answers at once.
-            writer.durable().await.expect("durable");
-            tree.insert("queued at drop", "yes");
+            // Nothing to wait for: answers at once.
+            Ticket::none().wait().await.expect("durable");
+            tree.queued().wait().await.expect("durable");
+            let empty = tree.apply_batch(Batch::default());
+            assert!(!empty.wrote());
+            empty.wait().await.expect("durable");
+            let _ = tree.insert("queued at drop", "yes");
         }
         let db = sled::Config::new().path(dir.path()).open().expect("reopen");
         let tree = db.open_tree("t").expect("tree");

@@ -8,24 +8,43 @@ use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
 use crate::domain::wire::Timestamp;
 use crate::store::keys::{self, TargetKind};
 use crate::store::records;
-use crate::store::writer::Batch;
-use crate::store::Result;
+use crate::store::writer::{Batch, Ticket};
+use crate::store::{Result, StoreError, Written};
 use uuid::Uuid;
 
 impl SchedulerStore {
-    /// Turns up to `limit` target lists of one kind (`email` or inbox) into pending
-    /// deliveries (inbox) or queued e-mails to render (e-mail); triggers deleted meanwhile,
-    /// and e-mail triggers no longer verified, are skipped. Answers how many lists it took.
-    pub fn expand_targets(&self, email: bool, limit: usize) -> Result<usize> {
+    /// Turns every waiting target list of one kind (`email` or inbox) into pending
+    /// deliveries (inbox) or queued e-mails to render (e-mail), each list in a batch of its
+    /// own, reading 256 lists at a time; triggers deleted meanwhile, and e-mail triggers no
+    /// longer verified, are skipped. Answers how many lists it took.
+    pub fn expand_targets(&self, email: bool) -> Result<Written<usize>> {
+        const ROUND: usize = 256;
         let kind = if email { TargetKind::Email } else { TargetKind::Inbox };
+        let mut total = 0;
+        let mut written = Ticket::none();
+        loop {
+            // every list read is removed (or was dropped meanwhile): each round progresses
+            let (n, ticket) = self.expand_lists(kind, ROUND)?;
+            total += n;
+            written = written.and(ticket);
+            if n < ROUND {
+                return Ok(Written::new(total, written));
+            }
+        }
+    }
+
+    /// Expands up to `limit` target lists of `kind`; answers how many it read.
+    fn expand_lists(&self, kind: TargetKind, limit: usize) -> Result<(usize, Ticket)> {
+        let email = kind == TargetKind::Email;
         let lists: Vec<_> = self
             .tree
             .scan_prefix(keys::targets_of(kind))
             .take(limit)
             .collect::<Result<_>>()?;
+        let mut written = Ticket::none();
         for (k, v) in &lists {
             let targets = records::targets::decode(v)?;
-            let Some(item) = keys::targets_item(k) else { continue };
+            let item = keys::targets_item(k).ok_or_else(|| StoreError::Codec("target list key".into()))?;
             let _guard = self.accounts.lock(targets.owner);
             if self.tree.get(k)?.is_none() {
                 continue; // dropped meanwhile (item or account deleted)
@@ -64,9 +83,9 @@ impl SchedulerStore {
                     _ => {}
                 }
             }
-            self.tree.apply_batch(batch);
+            written = written.and(self.tree.apply_batch(batch));
         }
-        Ok(lists.len())
+        Ok((lists.len(), written))
     }
 
     fn put_delivery(&self, batch: &mut Batch, delivery: &Delivery) -> Result<()> {
@@ -90,21 +109,22 @@ impl SchedulerStore {
     }
 
     /// Replaces a pending delivery (after a transient failure) if it is still pending.
-    pub fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<()> {
+    pub fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<Written<()>> {
         let _guard = self.accounts.lock(delivery.owner);
-        if self.tree.get(k.as_bytes())?.is_some() {
-            self.tree.insert(k.as_bytes(), records::delivery::encode(delivery));
+        if self.tree.get(k.as_bytes())?.is_none() {
+            return Ok(Written::unchanged(()));
         }
-        Ok(())
+        let ticket = self.tree.insert(k.as_bytes(), records::delivery::encode(delivery));
+        Ok(Written::new((), ticket))
     }
 
     /// Records the final outcome of a delivery on its triggered item and removes the
     /// pending record (`k`: its delivery key, or e-mail queue key), in one batch. Nothing
     /// happens when the record was dropped meanwhile.
-    pub fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<()> {
+    pub fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<Written<()>> {
         let _guard = self.accounts.lock(delivery.owner);
         if self.tree.get(k.as_bytes())?.is_none() {
-            return Ok(());
+            return Ok(Written::unchanged(()));
         }
         let mut batch = Batch::default();
         Self::remove_pending_into(&mut batch, k, delivery.owner);
@@ -119,27 +139,24 @@ impl SchedulerStore {
                 .sort_by_key(|a| (a.outcome.is_email(), a.trigger_created, a.trigger));
             batch.insert(item_key, records::triggered::encode(&item));
         }
-        self.tree.apply_batch(batch);
-        Ok(())
+        Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 
     /// Removes a pending delivery or queued e-mail without recording anything.
-    pub fn remove_pending(&self, k: &QueueKey) -> Result<()> {
+    pub fn remove_pending(&self, k: &QueueKey) -> Result<Written<()>> {
         if keys::is_delivery(k.as_bytes()) {
-            self.tree.remove(k.as_bytes());
-            return Ok(());
+            return Ok(Written::new((), self.tree.remove(k.as_bytes())));
         }
         let Some(owner) = self.email_owner(k.as_bytes())? else {
-            return Ok(());
+            return Ok(Written::unchanged(()));
         };
         let _guard = self.accounts.lock(owner);
         if self.tree.get(k.as_bytes())?.is_none() {
-            return Ok(()); // dropped meanwhile
+            return Ok(Written::unchanged(())); // dropped meanwhile
         }
         let mut batch = Batch::default();
         Self::remove_pending_into(&mut batch, k, owner);
-        self.tree.apply_batch(batch);
-        Ok(())
+        Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 
     /// Adds to `batch` the removal of the pending delivery or queued e-mail `k` of `owner`.
@@ -153,8 +170,8 @@ impl SchedulerStore {
 
     /// `POST /scheduler/item/retry`: the failed deliveries of the account's triggered items
     /// `ids` become pending again (same delivery id, fresh budget), unless their trigger is
-    /// gone. Answers whether anything changed.
-    pub fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> Result<bool> {
+    /// gone ([`Written::changed`]: whether anything did).
+    pub fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> Result<Written<()>> {
         let _guard = self.accounts.lock(account);
         let mut batch = Batch::default();
         let mut changed = false;
@@ -192,10 +209,10 @@ impl SchedulerStore {
             item.attempts = keep;
             batch.insert(item_key, records::triggered::encode(&item));
         }
-        if changed {
-            self.tree.apply_batch(batch);
+        if !changed {
+            return Ok(Written::unchanged(()));
         }
-        Ok(changed)
+        Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 
     /// Adds to `batch` the removal of every pending delivery and queued e-mail of `owner`

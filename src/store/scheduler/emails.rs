@@ -15,7 +15,7 @@ use crate::domain::email::{EmailKind, QueuedEmail, Stage};
 use crate::store::keys;
 use crate::store::records;
 use crate::store::writer::Batch;
-use crate::store::{Result, StoreError};
+use crate::store::{Result, StoreError, Written};
 use uuid::Uuid;
 
 impl SchedulerStore {
@@ -36,11 +36,10 @@ impl SchedulerStore {
     }
 
     /// Queues an e-mail (admin notifications).
-    pub fn queue_email(&self, email: &QueuedEmail) -> Result<()> {
+    pub fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>> {
         let mut batch = Batch::default();
         self.put_email(&mut batch, email)?;
-        self.tree.apply_batch(batch);
-        Ok(())
+        Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 
     /// Up to `limit` queued e-mails of one stage, oldest first, with their keys.
@@ -57,21 +56,20 @@ impl SchedulerStore {
 
     /// Replaces a queued e-mail if it is still queued: rendered (it moves on to the rendered
     /// stage, keeping its place in the order) or postponed.
-    pub fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<()> {
+    pub fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>> {
         let Some((stage, seq)) = keys::email_entry(k.as_bytes()) else {
             return Err(StoreError::Codec("not a queued e-mail's key".into()));
         };
         let _guard = self.accounts.lock(email.owner);
         if self.tree.get(k.as_bytes())?.is_none() {
-            return Ok(());
+            return Ok(Written::unchanged(()));
         }
         let mut batch = Batch::default();
         if stage != email.kind.stage() {
             batch.remove(k.as_bytes());
         }
         Self::put_email_at(&mut batch, seq, email);
-        self.tree.apply_batch(batch);
-        Ok(())
+        Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 
     /// Adds to `batch` the removal of the queued e-mail `k` of `owner` (with its index
@@ -128,8 +126,8 @@ impl SchedulerStore {
 
     /// Moves every e-mail of the queue as it was before stages had prefixes (`m` +
     /// sequence) to its stage's prefix with the same sequence, indexed by owner, in one
-    /// batch; answers how many. An entry that does not decode stays where it is (and is
-    /// logged): nothing queued is lost by an upgrade.
+    /// batch; answers how many (the caller makes the move durable). An entry that does not
+    /// decode stays where it is (and is logged): nothing queued is lost by an upgrade.
     pub(in crate::store) fn move_legacy_emails(&self) -> Result<usize> {
         let mut batch = Batch::default();
         let mut moved = 0;
@@ -146,7 +144,8 @@ impl SchedulerStore {
             Self::put_email_at(&mut batch, seq, &email);
             moved += 1;
         }
-        self.tree.apply_batch(batch);
+        // made durable by the caller (Store::open flushes before anything else happens)
+        let _ = self.tree.apply_batch(batch);
         Ok(moved)
     }
 }

@@ -14,7 +14,7 @@ use crate::domain::wire::Timestamp;
 use crate::store::keys::{self, TargetKind};
 use crate::store::records::{self, raw, targets::Targets};
 use crate::store::writer::Batch;
-use crate::store::{Result, StoreError};
+use crate::store::{Result, StoreError, Written};
 use uuid::Uuid;
 
 impl SchedulerStore {
@@ -32,7 +32,7 @@ impl SchedulerStore {
         account: Uuid,
         settings: &TimeZoneSetting,
         due_of: impl Fn(&ScheduledItem) -> Timestamp,
-    ) -> Result<()> {
+    ) -> Result<Written<()>> {
         let _guard = self.accounts.lock(account);
         let mut batch = Batch::default();
         batch.insert(keys::settings(account), records::settings::encode(settings));
@@ -46,8 +46,7 @@ impl SchedulerStore {
                 batch.insert(k, records::scheduled::encode(&item, due));
             }
         }
-        self.tree.apply_batch(batch);
-        Ok(())
+        Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 
     /// Adds the writes that store `item` (new or replacing its earlier version) to `batch`;
@@ -98,18 +97,17 @@ impl SchedulerStore {
         item: &ScheduledItem,
         due_of: impl FnOnce(&TimeZoneSetting) -> Timestamp,
         cap: Option<u64>,
-    ) -> Result<AddOutcome> {
+    ) -> Result<Written<AddOutcome>> {
         let _guard = self.accounts.lock(item.owner);
         let (s, t) = self.counts(item.owner)?;
         if cap.is_some_and(|cap| s >= cap) {
-            return Ok(AddOutcome::LimitReached);
+            return Ok(Written::unchanged(AddOutcome::LimitReached));
         }
         let due = due_of(&self.settings(item.owner)?);
         let mut batch = Batch::default();
         self.put_scheduled(&mut batch, item, due)?;
         Self::put_counts(&mut batch, item.owner, (s + 1, t));
-        self.tree.apply_batch(batch);
-        Ok(AddOutcome::Added)
+        Ok(Written::new(AddOutcome::Added, self.tree.apply_batch(batch)))
     }
 
     pub fn scheduled(&self, account: Uuid, id: Uuid) -> Result<Option<ScheduledItem>> {
@@ -124,16 +122,15 @@ impl SchedulerStore {
         account: Uuid,
         id: Uuid,
         edit: impl FnOnce(ScheduledItem, &TimeZoneSetting) -> (ScheduledItem, Timestamp),
-    ) -> Result<bool> {
+    ) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some((_, item, _)) = self.scheduled_location(account, id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let (item, due) = edit(item, &self.settings(account)?);
         let mut batch = Batch::default();
         self.put_scheduled(&mut batch, &item, due)?;
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// The key and record of the account's triggered item `id`.
@@ -150,7 +147,7 @@ impl SchedulerStore {
 
     /// Deletes the account's scheduled or triggered item `id` (a triggered item with its
     /// pending deliveries); nothing happens when it has none such.
-    pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<bool> {
+    pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let (s, t) = self.counts(account)?;
         let mut batch = Batch::default();
@@ -162,15 +159,14 @@ impl SchedulerStore {
             self.drop_pending(&mut batch, account, |item, _| item == Some(id))?;
             (s, t.saturating_sub(1))
         } else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         Self::put_counts(&mut batch, account, counts);
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// Deletes all triggered items of the account, with their pending deliveries.
-    pub fn delete_triggered_items(&self, account: Uuid) -> Result<bool> {
+    pub fn delete_triggered_items(&self, account: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let (s, _) = self.counts(account)?;
         let mut batch = Batch::default();
@@ -183,12 +179,11 @@ impl SchedulerStore {
             ids.insert(item.id);
         }
         if ids.is_empty() {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         }
         self.drop_pending(&mut batch, account, |item, _| item.is_some_and(|i| ids.contains(&i)))?;
         Self::put_counts(&mut batch, account, (s, 0));
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// Adds to `batch` the removal of every scheduled and triggered item of the account
@@ -234,14 +229,14 @@ impl SchedulerStore {
             .map(|kv| records::triggered::decode(&kv?.1))
     }
 
-    /// Runs one sync atomically (answering also whether it changed anything): `decide` sees
-    /// the account's scheduled items and settings as they are (with the account's writes
-    /// held off) and says what to delete and store, with due instants under those settings.
+    /// Runs one sync atomically: `decide` sees the account's scheduled items and settings as
+    /// they are (with the account's writes held off) and says what to delete and store,
+    /// with due instants under those settings.
     pub fn sync<R>(
         &self,
         account: Uuid,
         decide: impl FnOnce(&[ScheduledItem], &TimeZoneSetting) -> (R, ScheduledChanges),
-    ) -> Result<(R, bool)> {
+    ) -> Result<Written<R>> {
         let _guard = self.accounts.lock(account);
         let items = self.scheduled_items(account)?;
         let (answer, changes) = decide(&items, &self.settings(account)?);
@@ -257,12 +252,11 @@ impl SchedulerStore {
                 s += 1;
             }
         }
-        let changed = !changes.delete.is_empty() || !changes.put.is_empty();
-        if changed {
-            Self::put_counts(&mut batch, account, (s, t));
-            self.tree.apply_batch(batch);
+        if changes.delete.is_empty() && changes.put.is_empty() {
+            return Ok(Written::unchanged(answer));
         }
-        Ok((answer, changed))
+        Self::put_counts(&mut batch, account, (s, t));
+        Ok(Written::new(answer, self.tree.apply_batch(batch)))
     }
 
     /// The earliest due instant in the index (the triggerer sleeps until then).
@@ -291,26 +285,23 @@ impl SchedulerStore {
         Ok(out)
     }
 
-    /// Triggers the scheduled item `id` of `owner` if it is still due at `now`, in one
-    /// batch: the triggered copy (with the delivery targets of this moment), and the item
-    /// deleted or, when `next` gives its next occurrence (with its due instant under the
-    /// owner's settings, read under the account lock), moved there. `None` when the item is
-    /// gone or no longer due (edited or deleted meanwhile).
+    /// Triggers the item of the due-index entry (`at`, `owner`, `id`, as [`Self::due_items`]
+    /// read it) if it is still due at `now`, in one batch: the triggered copy (with the
+    /// delivery targets of this moment), and the item deleted or, when `next` gives its
+    /// next occurrence (with its due instant under the owner's settings, read under the
+    /// account lock), moved there. `None` when the item is gone or no longer due (edited or
+    /// deleted meanwhile); then the entry is removed, so that it is not read again.
     pub fn trigger_item(
         &self,
-        owner: Uuid,
-        id: Uuid,
+        (at, owner, id): (Timestamp, Uuid, Uuid),
         now: Timestamp,
         next: impl FnOnce(&ScheduledItem, &TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>,
-    ) -> Result<Option<TriggeredItem>> {
+    ) -> Result<Written<Option<TriggeredItem>>> {
         let _guard = self.accounts.lock(owner);
-        let Some((item_key, item, due)) = self.scheduled_location(owner, id)? else {
-            // a stale index entry (should not happen): the triggerer drops it
-            return Ok(None);
+        let item = self.scheduled_location(owner, id)?;
+        let Some((item_key, item, due)) = item.filter(|(_, _, due)| *due <= now) else {
+            return Ok(Written::new(None, self.tree.remove(keys::due(at, id))));
         };
-        if due > now {
-            return Ok(None);
-        }
         let copy = TriggeredItem {
             id: crate::domain::wire::new_uuid(),
             owner,
@@ -355,13 +346,6 @@ impl SchedulerStore {
             }
         }
         Self::put_counts(&mut batch, owner, (s, t + 1));
-        self.tree.apply_batch(batch);
-        Ok(Some(copy))
-    }
-
-    /// Removes a due-index entry whose item no longer exists.
-    pub fn drop_due_entry(&self, due: Timestamp, id: Uuid) -> Result<()> {
-        self.tree.remove(keys::due(due, id));
-        Ok(())
+        Ok(Written::new(Some(copy), self.tree.apply_batch(batch)))
     }
 }

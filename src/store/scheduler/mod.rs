@@ -23,7 +23,7 @@ mod triggers;
 use super::accounts::AccountStore;
 use super::records::raw;
 use super::writer::{Batch, Bytes, Tree};
-use super::{keys, Result, Stripes};
+use super::{keys, Result, Stripes, Written};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -93,10 +93,10 @@ impl SchedulerStore {
     }
 
     /// Deletes the account and everything of it in one batch; `false` when there was none.
-    pub fn delete_account(&self, account: Uuid) -> Result<bool> {
+    pub fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some(record) = self.accounts.get(account)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();
         self.drop_items_of(&mut batch, account)?;
@@ -105,7 +105,6 @@ impl SchedulerStore {
         batch.remove(keys::settings(account));
         batch.remove(keys::count(account));
         self.accounts.delete_into(&record, &mut batch);
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 }

@@ -4,7 +4,7 @@
 use super::SchedulerStore;
 use crate::store::keys;
 use crate::store::writer::Batch;
-use crate::store::Result;
+use crate::store::{Result, Written};
 
 impl SchedulerStore {
     /// Whether the payment event was handled (successfully or queued for the retrier).
@@ -13,7 +13,7 @@ impl SchedulerStore {
     }
 
     /// Marks a payment event handled; `failed` keeps it (JSON) for the retrier instead.
-    pub fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> Result<()> {
+    pub fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> Written<()> {
         let mut batch = Batch::default();
         match failed {
             Some(event) => batch.insert(keys::event_failed(id), event),
@@ -22,8 +22,7 @@ impl SchedulerStore {
                 batch.insert(keys::event_handled(id), &[] as &[u8]);
             }
         }
-        self.tree.apply_batch(batch);
-        Ok(())
+        Written::new((), self.tree.apply_batch(batch))
     }
 
     /// Payment events whose handling failed (JSON).

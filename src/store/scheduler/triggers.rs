@@ -7,16 +7,16 @@ use crate::domain::scheduler::models::Trigger;
 use crate::store::keys;
 use crate::store::records;
 use crate::store::writer::Batch;
-use crate::store::Result;
+use crate::store::{Result, Written};
 use uuid::Uuid;
 
 impl SchedulerStore {
     /// Stores a new trigger of its owner, with the e-mail that goes with it (verification),
     /// in one batch; `false` when the owner's account is gone.
-    pub fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<bool> {
+    pub fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(trigger.owner);
         if self.accounts.get(trigger.owner)?.is_none() {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         }
         let place = keys::trigger_place(trigger.owner, self.seq()?, trigger.id);
         let mut batch = Batch::default();
@@ -25,8 +25,7 @@ impl SchedulerStore {
         if let Some(email) = email {
             self.put_email(&mut batch, &email)?;
         }
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// The key and record of the account's trigger `id`.
@@ -56,35 +55,33 @@ impl SchedulerStore {
         account: Uuid,
         id: Uuid,
         update: impl FnOnce(Trigger) -> Option<(Trigger, Option<QueuedEmail>)>,
-    ) -> Result<bool> {
+    ) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some((k, trigger)) = self.trigger_location(account, id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let Some((trigger, email)) = update(trigger) else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();
         batch.insert(k, records::trigger::encode(&trigger));
         if let Some(email) = email {
             self.put_email(&mut batch, &email)?;
         }
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// Deletes a trigger of the account with its pending deliveries and queued e-mails.
-    pub fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<bool> {
+    pub fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some((k, _)) = self.trigger_location(account, id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();
         batch.remove(k);
         batch.remove(keys::trigger_id(id));
         self.drop_pending(&mut batch, account, |_, trigger| trigger == Some(id))?;
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// Adds to `batch` the removal of every trigger of the account.
