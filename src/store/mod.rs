@@ -10,8 +10,8 @@
 //!   each flush ([`stable`]). This is the small layer a second storage engine would
 //!   replace; nothing above it names sled.
 //!
-//! A write is acknowledged only after a `flush()` (and its syncs) that concurrent writers
-//! share.
+//! Every write answers a [`Written`] receipt whose result is had only once the write is on
+//! disk (after a `flush()` and its syncs that concurrent writers share, see [`written`]).
 
 mod accounts;
 mod chunks;
