@@ -399,6 +399,56 @@ mod tests {
         );
     }
 
+    /// A receipt yields its result once the write is acknowledged by the writer; a write
+    /// that changed nothing resolves at once, except a repeated idempotency key, whose
+    /// receipt also covers the first request's batch.
+    #[tokio::test]
+    async fn receipts_resolve_once_written_and_at_once_when_nothing_changed() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store = Store::open(dir.path()).expect("open");
+        let acknowledged = || store.writer_stats().batches;
+
+        let before = acknowledged();
+        let created = store.inbox.accounts.register("alice", "hash".into(), Timestamp::now());
+        let created = created.expect("register");
+        assert!(created.changed());
+        let Registration::Created(alice) = created.durable().await.expect("durable") else {
+            panic!("a fresh store has no alice");
+        };
+        assert_eq!(acknowledged(), before + 1);
+
+        let taken = store.inbox.accounts.register("alice", "hash".into(), Timestamp::now());
+        let taken = taken.expect("register");
+        assert!(!taken.changed());
+        assert!(matches!(taken.durable().await.expect("at once"), Registration::Taken));
+        let missing = store.inbox.delete_item(alice.id, Uuid::nil()).expect("delete");
+        assert!(!missing.changed());
+        assert!(!missing.durable().await.expect("at once"));
+
+        let before = acknowledged();
+        let first = store.inbox.add_item(alice.id, &item(1), Some("k"), None).expect("add");
+        let repeat = store.inbox.add_item(alice.id, &item(2), Some("k"), None).expect("add");
+        assert!(first.changed() && !repeat.changed());
+        let AddOutcome::Repeated(id) = repeat.durable().await.expect("durable") else {
+            panic!("the key was used");
+        };
+        assert!(acknowledged() > before, "the first request's batch is on disk");
+        assert!(matches!(first.durable().await.expect("durable"), AddOutcome::Added(first) if first == id));
+
+        let both = store
+            .inbox
+            .add_item(alice.id, &item(3), None, None)
+            .expect("add")
+            .and(Written::nothing());
+        assert!(both.changed());
+        let many = Written::all((4..8).map(|n| store.inbox.add_item(alice.id, &item(n), None, None).expect("add")));
+        assert_eq!(many.durable().await.expect("durable").len(), 4);
+        // the last of 7 batches (registration, items 1, 3 and 4–7) covers every earlier one
+        assert_eq!(acknowledged(), 7);
+        both.durable().await.expect("durable");
+        assert_eq!(store.inbox.count(alice.id).expect("count"), 6);
+    }
+
     fn item(n: usize) -> InboxItem {
         InboxItem {
             id: crate::domain::wire::new_uuid(),

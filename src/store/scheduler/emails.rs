@@ -73,10 +73,10 @@ impl SchedulerStore {
     }
 
     /// Adds to `batch` the removal of the queued e-mail `k` of `owner` (with its index
-    /// entry).
+    /// entry; admin notifications have no owner and no entry).
     pub(super) fn remove_email(batch: &mut Batch, k: &[u8], owner: Uuid) {
         batch.remove(k);
-        if let Some((_, seq)) = keys::email_entry(k) {
+        if let (false, Some((_, seq))) = (owner.is_nil(), keys::email_entry(k)) {
             batch.remove(keys::email_of_owner(owner, seq));
         }
     }
