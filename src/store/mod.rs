@@ -33,7 +33,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 #[derive(Debug)]
 pub enum StoreError {
-    Sled(sled::Error),
+    /// The storage engine failed (its own error, as text: no engine type leaves the store).
+    Engine(String),
     Codec(String),
     Io(std::io::Error),
     Locked(PathBuf),
@@ -43,7 +44,7 @@ pub enum StoreError {
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StoreError::Sled(e) => write!(f, "database error: {e}"),
+            StoreError::Engine(e) => write!(f, "database error: {e}"),
             StoreError::Codec(e) => write!(f, "corrupt record: {e}"),
             StoreError::Io(e) => write!(f, "i/o error: {e}"),
             StoreError::Locked(p) => write!(
@@ -60,7 +61,7 @@ impl std::error::Error for StoreError {}
 
 impl From<sled::Error> for StoreError {
     fn from(e: sled::Error) -> Self {
-        StoreError::Sled(e)
+        StoreError::Engine(e.to_string())
     }
 }
 
