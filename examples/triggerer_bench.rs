@@ -14,7 +14,7 @@ use pigeonhole::domain::scheduler::models::{Day, ScheduledItem, Tickle};
 use pigeonhole::domain::wire::{new_uuid, Timestamp};
 use pigeonhole::loopers::triggerer;
 use pigeonhole::store::scheduler::AddOutcome;
-use pigeonhole::store::{Registration, Store};
+use pigeonhole::store::{Registration, Store, Written};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,14 +32,17 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn register(store: &Store, name: &str) -> Uuid {
-    match store
+async fn register(store: &Store, name: &str) -> Uuid {
+    let registered = store
         .scheduler
         .accounts
-        .register(name, "bench-hash".into(), Timestamp::now())
-    {
-        Ok(Registration::Created(account)) => account.id,
-        Ok(Registration::Taken) => panic!("username {name} taken in a fresh store"),
+        .register(name, "bench-hash".into(), Timestamp::now());
+    match registered {
+        Ok(written) => match written.durable().await {
+            Ok(Registration::Created(account)) => account.id,
+            Ok(Registration::Taken) => panic!("username {name} taken in a fresh store"),
+            Err(e) => panic!("register {name}: {e}"),
+        },
         Err(e) => panic!("register {name}: {e}"),
     }
 }
@@ -59,18 +62,29 @@ fn item(owner: Uuid, n: usize, day: Day) -> ScheduledItem {
     }
 }
 
-fn add(store: &Store, item: &ScheduledItem, due: Timestamp) {
+/// Queues an item (the receipt is awaited by the caller, many at once).
+fn add(store: &Store, item: &ScheduledItem, due: Timestamp) -> Written<AddOutcome> {
     match store.scheduler.add_scheduled(item, |_| due, None) {
-        Ok(AddOutcome::Added) => {}
-        Ok(AddOutcome::LimitReached) => panic!("limit reached without a cap"),
+        Ok(written) => written,
+        Err(e) => panic!("add_scheduled: {e}"),
+    }
+}
+
+/// Waits until the queued items are durable and checks that each was added.
+async fn added(receipts: Vec<Written<AddOutcome>>) {
+    match Written::all(receipts).durable().await {
+        Ok(outcomes) => assert!(
+            outcomes.iter().all(|o| matches!(o, AddOutcome::Added)),
+            "limit reached without a cap"
+        ),
         Err(e) => panic!("add_scheduled: {e}"),
     }
 }
 
 /// Fills `store` with `n` items due in 2099, `PER_ACCOUNT` per account, through
-/// `add_scheduled` (one atomic batch per item, as the API does). Answers the accounts and the
-/// fill time.
-fn fill(store: &Store, label: &str, n: usize) -> (Vec<Uuid>, Duration) {
+/// `add_scheduled` (one atomic batch per item, as the API does; the items of one account
+/// are awaited together). Answers the accounts and the fill time.
+async fn fill(store: &Store, label: &str, n: usize) -> (Vec<Uuid>, Duration) {
     let started = Instant::now();
     let day = Day {
         year: 2099,
@@ -78,17 +92,19 @@ fn fill(store: &Store, label: &str, n: usize) -> (Vec<Uuid>, Duration) {
         day: 1,
     };
     let mut accounts = Vec::new();
+    let mut receipts = Vec::new();
     let step = (n / 10).max(1);
     for i in 0..n {
         if i % PER_ACCOUNT == 0 {
-            accounts.push(register(store, &format!("{label}{:07}", i / PER_ACCOUNT)));
+            added(std::mem::take(&mut receipts)).await;
+            accounts.push(register(store, &format!("{label}{:07}", i / PER_ACCOUNT)).await);
         }
         let owner = *accounts.last().expect("an account was registered");
-        add(
+        receipts.push(add(
             store,
             &item(owner, i, day),
             Timestamp::from_unix(FAR_FUTURE + i as i64, 0),
-        );
+        ));
         if (i + 1) % step == 0 && n >= 100_000 {
             println!(
                 "  {label}: {:>9} / {n} items, {:.1} s",
@@ -97,6 +113,7 @@ fn fill(store: &Store, label: &str, n: usize) -> (Vec<Uuid>, Duration) {
             );
         }
     }
+    added(receipts).await;
     store.flush().expect("flush after filling");
     (accounts, started.elapsed())
 }
@@ -158,14 +175,16 @@ async fn due_pass(store: &Store, accounts: &[Uuid], n: usize) -> Duration {
         month: 1,
         day: 1,
     };
+    let mut receipts = Vec::new();
     for i in 0..n {
         let owner = accounts[i % accounts.len()];
-        add(
+        receipts.push(add(
             store,
             &item(owner, i, day),
             Timestamp::from_unix(now.secs - 60, i as u32),
-        );
+        ));
     }
+    added(receipts).await;
     store.flush().expect("flush before the due pass");
     let started = Instant::now();
     let (triggered, _) = triggerer::pass(store).await.expect("triggerer pass");
@@ -190,9 +209,9 @@ async fn main() {
     let large: Arc<Store> = Store::open(large_dir.path()).expect("open the large store");
 
     println!("filling {small_n} items ...");
-    let (small_accounts, small_fill) = fill(&small, "small", small_n);
+    let (small_accounts, small_fill) = fill(&small, "small", small_n).await;
     println!("filling {large_n} items ...");
-    let (large_accounts, large_fill) = fill(&large, "large", large_n);
+    let (large_accounts, large_fill) = fill(&large, "large", large_n).await;
     let fill_rate = |n: usize, d: Duration| d.as_secs_f64() * 1e6 / n as f64;
     println!(
         "fill: {small_n} items in {:.2} s ({:.1} µs/item, {} accounts, {:.1} MB on disk)",

@@ -7,7 +7,7 @@ use crate::domain::account::{Account, ServiceKind};
 use crate::domain::permissions::Permissions;
 use crate::domain::wire::{self, Timestamp};
 use crate::http::{ApiError, Head, Reply, Request};
-use crate::store::{AccountStore, Registration, Store};
+use crate::store::{AccountStore, Registration};
 use serde::Deserialize;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -45,7 +45,6 @@ pub struct AccountFlows {
     pub service: ServiceKind,
     pub settings: Arc<Settings>,
     pub tokens: Arc<TokenKeys>,
-    pub store: Arc<Store>,
     limiter: LoginLimiter,
     registrations: RegistrationLimiter,
     decoy: passwords::Decoy,
@@ -56,14 +55,12 @@ impl AccountFlows {
         service: ServiceKind,
         settings: Arc<Settings>,
         tokens: Arc<TokenKeys>,
-        store: Arc<Store>,
         decoy: passwords::Decoy,
     ) -> AccountFlows {
         AccountFlows {
             service,
             settings,
             tokens,
-            store,
             limiter: LoginLimiter::default(),
             registrations: RegistrationLimiter::default(),
             decoy,
@@ -85,11 +82,8 @@ impl AccountFlows {
         let hash = passwords::hash_off_runtime(body.password, self.settings.password_iterations)
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
-        match accounts.register(&body.name, hash, Timestamp::now())? {
-            Registration::Created(_) => {
-                self.store.durable().await?;
-                Ok(Reply::empty())
-            }
+        match accounts.register(&body.name, hash, Timestamp::now())?.durable().await? {
+            Registration::Created(_) => Ok(Reply::empty()),
             Registration::Taken => Err(ApiError::new(
                 warp::http::StatusCode::CONFLICT,
                 "username already taken",
@@ -141,10 +135,10 @@ impl AccountFlows {
 
     /// Records the login and answers 204 with the token cookie.
     async fn grant_token(&self, accounts: &AccountStore, account: &Account, grant: Grant) -> Result<Reply, ApiError> {
-        if !accounts.set_last_login(account.id, Timestamp::now())? {
+        let recorded = accounts.set_last_login(account.id, Timestamp::now())?;
+        if !recorded.durable().await? {
             return Err(ApiError::unauthorized("wrong username or password"));
         }
-        self.store.durable().await?;
         let token = self
             .tokens
             .issue(self.service, account.id, account.epoch, grant.permissions, grant.key)
@@ -170,10 +164,10 @@ impl AccountFlows {
         let new_hash = passwords::hash_off_runtime(body.new, self.settings.password_iterations)
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
-        if !accounts.change_password(account.id, &current, new_hash)? {
+        let changed = accounts.change_password(account.id, &current, new_hash)?;
+        if !changed.durable().await? {
             return Err(ApiError::forbidden("the passphrase changed meanwhile"));
         }
-        self.store.durable().await?;
         Ok(Reply::no_content())
     }
 

@@ -3,11 +3,10 @@
 
 use super::permissions::Permissions;
 use super::wire::Timestamp;
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// An account of one service.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Account {
     pub id: Uuid,
     pub username: String,
@@ -20,7 +19,7 @@ pub struct Account {
 }
 
 /// An inbox access key (the secret itself is never stored).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct AccessKey {
     pub id: Uuid,
     pub name: String,

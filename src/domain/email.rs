@@ -2,11 +2,10 @@
 
 use super::scheduler::models::Delivery;
 use super::wire::Timestamp;
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// An e-mail waiting for the e-mail workers.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct QueuedEmail {
     /// The account it belongs to (nil for admin notifications).
     pub owner: Uuid,
@@ -19,7 +18,7 @@ pub struct QueuedEmail {
     pub not_before: Timestamp,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub enum EmailKind {
     /// A verification e-mail to render, with the key in clear (kept only until sent).
     Verification { to: String, key: String },
@@ -34,8 +33,29 @@ pub enum EmailKind {
     },
 }
 
+/// Where a queued e-mail stands (scheduler.md §9.1): waiting for the converter of its
+/// kind, or rendered and waiting for the emailer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    Verification,
+    Triggered,
+    AdminNotice,
+    Rendered,
+}
+
+impl EmailKind {
+    pub fn stage(&self) -> Stage {
+        match self {
+            EmailKind::Verification { .. } => Stage::Verification,
+            EmailKind::Triggered { .. } => Stage::Triggered,
+            EmailKind::AdminNotice { .. } => Stage::AdminNotice,
+            EmailKind::Rendered { .. } => Stage::Rendered,
+        }
+    }
+}
+
 /// A rendered e-mail.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
     pub to: String,
     pub subject: String,

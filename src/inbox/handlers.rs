@@ -1,5 +1,6 @@
 //! Inbox handlers: credentials and permission from the headers (before the body is read),
-//! then per route: path → parse → call the store → answer.
+//! then per route: path → parse → call the store → await the write's receipt (durable) →
+//! answer.
 
 use super::routes::{self, Access, Route};
 use super::Inbox;
@@ -67,8 +68,7 @@ impl Inbox {
             Route::GetAccount => Ok(Reply::json(&self.account_info(&who.account).await?)),
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &who.account, &request).await,
             Route::DeleteAccount => {
-                store.delete_account(id)?;
-                self.ctx.store.durable().await?;
+                store.delete_account(id)?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::AddAccessKey => self.add_access_key(&who, &request).await,
@@ -85,9 +85,7 @@ impl Inbox {
             }
             Route::DeleteAccessKey(key) => {
                 let key = path_uuid(&key)?;
-                if store.delete_access_key(id, key)? {
-                    self.ctx.store.durable().await?;
-                }
+                store.delete_access_key(id, key)?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::AddText => self.add_text(&who, &request).await,
@@ -101,9 +99,7 @@ impl Inbox {
             }
             Route::DeleteItem(item) => {
                 let item = path_uuid(&item)?;
-                if store.delete_item(id, item)? {
-                    self.ctx.store.durable().await?;
-                }
+                store.delete_item(id, item)?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::Items => {
@@ -121,11 +117,8 @@ impl Inbox {
                     .payments
                     .cap_of(&self.ctx.store.inbox.accounts, &who.account)
                     .await?;
-                let (response, changed) = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
-                if changed {
-                    self.ctx.store.durable().await?;
-                }
-                Ok(Reply::json(&response))
+                let synced = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
+                Ok(Reply::json(&synced.durable().await?))
             }
             Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
@@ -135,10 +128,9 @@ impl Inbox {
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;
-                if !store.delete_account(victim)? {
+                if !store.delete_account(victim)?.durable().await? {
                     return Err(ApiError::not_found("account not found"));
                 }
-                self.ctx.store.durable().await?;
                 Ok(Reply::empty())
             }
             Route::Root | Route::Register | Route::Login | Route::Pricing => {
@@ -244,10 +236,16 @@ impl Inbox {
             permissions,
             digest,
         };
-        if !self.ctx.store.inbox.add_access_key(who.account.id, &key)? {
+        if !self
+            .ctx
+            .store
+            .inbox
+            .add_access_key(who.account.id, &key)?
+            .durable()
+            .await?
+        {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
-        self.ctx.store.durable().await?;
         Ok(Reply::json(&json!({
             "accessKeyCreatedKey": secret,
             "accessKeyCreatedCreatedTimestamp": key.created.to_string(),
@@ -303,13 +301,11 @@ impl Inbox {
             .payments
             .cap_of(&self.ctx.store.inbox.accounts, &who.account)
             .await?;
-        match self.ctx.store.inbox.add_item(who.account.id, &item, idempotency, cap)? {
-            // a repeated key may name an item whose first request is still being flushed:
-            // answer only once it is on disk as well
-            AddOutcome::Added(id) | AddOutcome::Repeated(id) => {
-                self.ctx.store.durable().await?;
-                Ok(Reply::json(&id))
-            }
+        // a repeated key may name an item whose first request is still being flushed: its
+        // receipt waits for that flush as well
+        let added = self.ctx.store.inbox.add_item(who.account.id, &item, idempotency, cap)?;
+        match added.durable().await? {
+            AddOutcome::Added(id) | AddOutcome::Repeated(id) => Ok(Reply::json(&id)),
             AddOutcome::LimitReached => Err(ApiError::new(
                 warp::http::StatusCode::PAYMENT_REQUIRED,
                 "the free item limit is reached",

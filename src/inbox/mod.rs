@@ -25,7 +25,6 @@ impl Inbox {
             ServiceKind::Inbox,
             ctx.settings.clone(),
             ctx.tokens.clone(),
-            ctx.store.clone(),
             ctx.decoy.clone(),
         );
         Inbox { ctx, flows }

@@ -8,26 +8,18 @@ use super::retry_wait;
 use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
 use crate::domain::wire::{self, Timestamp};
 use crate::outbound::{self, Failure};
-use crate::store::Store;
+use crate::store::scheduler::QueueKey;
+use crate::store::{Store, Written};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The scheduler stage for one kind (`email` or inbox): expands every waiting target list.
+/// The scheduler stage for one kind (`email` or inbox): expands every waiting target list;
+/// answers how many, once the deliveries made of them are durable.
 pub async fn schedule(store: &Store, email: bool) -> Result<usize, String> {
-    let mut total = 0;
-    loop {
-        let n = store.scheduler.expand_targets(email, 256).map_err(|e| e.to_string())?;
-        total += n;
-        if n < 256 {
-            break;
-        }
-    }
-    if total > 0 {
-        store.durable().await.map_err(|e| e.to_string())?;
-    }
-    Ok(total)
+    let expanded = store.scheduler.expand_targets(email).map_err(|e| e.to_string())?;
+    expanded.durable().await.map_err(|e| e.to_string())
 }
 
 /// Inbox deliveries in flight at once, overall and per target (inbox base URL).
@@ -87,9 +79,9 @@ impl InboxSender {
         let now = Timestamp::now();
         let pending = s.pending_deliveries(usize::MAX).map_err(|e| e.to_string())?;
         let mut next: Option<Timestamp> = None;
-        let mut dropped = false;
+        let mut dropped = Vec::new();
         for (k, d) in pending {
-            if self.dispatcher.is_running(&k) {
+            if self.dispatcher.is_running(k.as_bytes()) {
                 continue;
             }
             if d.not_before > now {
@@ -98,20 +90,18 @@ impl InboxSender {
             }
             let Some(trigger) = s.trigger(d.owner, d.trigger).map_err(|e| e.to_string())? else {
                 // the trigger was deleted meanwhile: the delivery is dropped
-                s.remove_pending(&k).map_err(|e| e.to_string())?;
-                dropped = true;
+                dropped.push(s.remove_pending(&k).map_err(|e| e.to_string())?);
                 continue;
             };
             let TriggerKind::Inbox { url, .. } = &trigger.kind else {
                 continue;
             };
             let target = url.clone();
-            let job = self.clone().deliver(store.clone(), k.clone(), d, trigger);
-            self.dispatcher.start(k, target, job);
+            let running = k.as_bytes().to_vec();
+            let job = self.clone().deliver(store.clone(), k, d, trigger);
+            self.dispatcher.start(running, target, job);
         }
-        if dropped {
-            store.durable().await.map_err(|e| e.to_string())?;
-        }
+        Written::all(dropped).durable().await.map_err(|e| e.to_string())?;
         Ok(next.map(|at| Duration::from_secs_f64(Timestamp::now().seconds_until(&at).max(0.0))))
     }
 
@@ -120,7 +110,7 @@ impl InboxSender {
     async fn deliver(
         self: Arc<Self>,
         store: Arc<Store>,
-        k: Vec<u8>,
+        k: QueueKey,
         d: Delivery,
         trigger: Trigger,
     ) -> Result<bool, String> {
@@ -135,20 +125,18 @@ impl InboxSender {
         };
         let Some(item) = s.triggered(d.owner, d.item).map_err(|e| e.to_string())? else {
             // the triggered item was deleted meanwhile: the delivery is dropped
-            s.remove_pending(&k).map_err(|e| e.to_string())?;
-            store.durable().await.map_err(|e| e.to_string())?;
+            let dropped = s.remove_pending(&k).map_err(|e| e.to_string())?;
+            dropped.durable().await.map_err(|e| e.to_string())?;
             return Ok(false);
         };
         let data = wire::encode_base64(&item.tickle.content);
         let what = format!("item {} (delivery {}) to the inbox at {url}", d.item, d.id);
         tracing::info!("delivering {what}, attempt {}", d.failures + 1);
         let result = self.attempt(url, username, access_key, trigger.id, d.id, &data).await;
-        let postponed = match result {
+        let (postponed, recorded) = match result {
             Ok(id) => {
                 tracing::info!("delivered {what}: inbox item {id}");
-                s.finish_delivery(&k, &d, Outcome::InboxAdded(id))
-                    .map_err(|e| e.to_string())?;
-                false
+                (false, s.finish_delivery(&k, &d, Outcome::InboxAdded(id)))
             }
             Err(f) if f.transient && d.failures < self.retry_amount => {
                 let mut later = d.clone();
@@ -161,17 +149,15 @@ impl InboxSender {
                     later.failures,
                     self.retry_amount
                 );
-                s.postpone_delivery(&k, &later).map_err(|e| e.to_string())?;
-                true
+                (true, s.postpone_delivery(&k, &later))
             }
             Err(f) => {
                 tracing::warn!("delivering {what} failed for good: {}", f.reason);
-                s.finish_delivery(&k, &d, Outcome::InboxFailed(f.reason))
-                    .map_err(|e| e.to_string())?;
-                false
+                (false, s.finish_delivery(&k, &d, Outcome::InboxFailed(f.reason)))
             }
         };
-        store.durable().await.map_err(|e| e.to_string())?;
+        let recorded = recorded.map_err(|e| e.to_string())?;
+        recorded.durable().await.map_err(|e| e.to_string())?;
         Ok(postponed)
     }
 

@@ -6,11 +6,12 @@
 use super::backoff;
 use super::dispatch::Dispatcher;
 use crate::config::Settings;
-use crate::domain::email::{EmailKind, QueuedEmail};
+use crate::domain::email::{EmailKind, QueuedEmail, Stage};
 use crate::domain::scheduler::models::Outcome;
 use crate::domain::wire::Timestamp;
 use crate::mail::{self, Mailer};
-use crate::store::Store;
+use crate::store::scheduler::QueueKey;
+use crate::store::{Store, Written};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,11 +23,25 @@ pub enum Converter {
     AdminNotice,
 }
 
-/// Renders every queued e-mail of the converter's kind; answers how many it rendered.
+impl Converter {
+    /// The stage of the queue it reads.
+    fn stage(self) -> Stage {
+        match self {
+            Converter::Verification => Stage::Verification,
+            Converter::Triggered => Stage::Triggered,
+            Converter::AdminNotice => Stage::AdminNotice,
+        }
+    }
+}
+
+/// Renders every queued e-mail of the converter's kind; answers how many it rendered, once
+/// they are durable.
 pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Result<usize, String> {
     let s = &store.scheduler;
     let mut rendered = 0;
-    for (k, mut email) in s.queued_emails(usize::MAX).map_err(|e| e.to_string())? {
+    let mut written = Vec::new();
+    let queued = s.queued_emails(which.stage(), usize::MAX).map_err(|e| e.to_string())?;
+    for (k, mut email) in queued {
         let (message, delivery) = match (&email.kind, which) {
             (EmailKind::Verification { to, key }, Converter::Verification) => {
                 let Some(trigger) = email.trigger else { continue };
@@ -39,7 +54,7 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
                         Some(delivery.clone()),
                     ),
                     None => {
-                        s.remove_pending(&k).map_err(|e| e.to_string())?;
+                        written.push(s.remove_pending(&k).map_err(|e| e.to_string())?);
                         continue;
                     }
                 }
@@ -51,12 +66,10 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
             _ => continue,
         };
         email.kind = EmailKind::Rendered { message, delivery };
-        s.replace_email(&k, &email).map_err(|e| e.to_string())?;
+        written.push(s.replace_email(&k, &email).map_err(|e| e.to_string())?);
         rendered += 1;
     }
-    if rendered > 0 {
-        store.durable().await.map_err(|e| e.to_string())?;
-    }
+    Written::all(written).durable().await.map_err(|e| e.to_string())?;
     Ok(rendered)
 }
 
@@ -101,13 +114,16 @@ impl Emailer {
             return Err(e);
         }
         let now = Timestamp::now();
-        let queued = store.scheduler.queued_emails(usize::MAX).map_err(|e| e.to_string())?;
+        let queued = store
+            .scheduler
+            .queued_emails(Stage::Rendered, usize::MAX)
+            .map_err(|e| e.to_string())?;
         let mut next: Option<Timestamp> = None;
         for (k, email) in queued {
             let EmailKind::Rendered { message, .. } = &email.kind else {
                 continue;
             };
-            if self.dispatcher.is_running(&k) {
+            if self.dispatcher.is_running(k.as_bytes()) {
                 continue;
             }
             if email.not_before > now {
@@ -115,14 +131,15 @@ impl Emailer {
                 continue;
             }
             let target = domain(&message.to);
-            let job = self.clone().send_one(store.clone(), k.clone(), email);
-            self.dispatcher.start(k, target, job);
+            let running = k.as_bytes().to_vec();
+            let job = self.clone().send_one(store.clone(), k, email);
+            self.dispatcher.start(running, target, job);
         }
         Ok(next.map(|at| Duration::from_secs_f64(Timestamp::now().seconds_until(&at).max(0.0))))
     }
 
     /// Sends one e-mail and records the result durably; answers whether it was postponed.
-    async fn send_one(self: Arc<Self>, store: Arc<Store>, k: Vec<u8>, email: QueuedEmail) -> Result<bool, String> {
+    async fn send_one(self: Arc<Self>, store: Arc<Store>, k: QueueKey, email: QueuedEmail) -> Result<bool, String> {
         let s = &store.scheduler;
         let EmailKind::Rendered { message, delivery } = &email.kind else {
             return Ok(false);
@@ -151,8 +168,8 @@ impl Emailer {
                     later.failures,
                     self.retry_amount
                 );
-                s.replace_email(&k, &later).map_err(|e| e.to_string())?;
-                store.durable().await.map_err(|e| e.to_string())?;
+                let postponed = s.replace_email(&k, &later).map_err(|e| e.to_string())?;
+                postponed.durable().await.map_err(|e| e.to_string())?;
                 return Ok(true);
             }
             Err(f) => {
@@ -160,13 +177,13 @@ impl Emailer {
                 Some(f.reason)
             }
         };
-        match (delivery, failure) {
+        let recorded = match (delivery, failure) {
             (Some(d), None) => s.finish_delivery(&k, d, Outcome::EmailSent),
             (Some(d), Some(reason)) => s.finish_delivery(&k, d, Outcome::EmailFailed(reason)),
             (None, _) => s.remove_pending(&k),
         }
         .map_err(|e| e.to_string())?;
-        store.durable().await.map_err(|e| e.to_string())?;
+        recorded.durable().await.map_err(|e| e.to_string())?;
         Ok(false)
     }
 }
@@ -187,14 +204,19 @@ mod tests {
             worker: "emailer".into(),
             error: "disk on fire".into(),
         };
-        store
+        let queued = store
             .scheduler
-            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
-            .unwrap();
+            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice));
+        queued.unwrap().durable().await.unwrap();
         // other converters leave it alone
         assert_eq!(convert(&store, &settings, Converter::Verification).await.unwrap(), 0);
         assert_eq!(convert(&store, &settings, Converter::AdminNotice).await.unwrap(), 1);
-        let queued = store.scheduler.queued_emails(10).unwrap();
+        assert!(store
+            .scheduler
+            .queued_emails(Stage::AdminNotice, 10)
+            .unwrap()
+            .is_empty());
+        let queued = store.scheduler.queued_emails(Stage::Rendered, 10).unwrap();
         let EmailKind::Rendered { message, delivery } = &queued[0].1.kind else {
             panic!("not rendered: {:?}", queued[0].1.kind);
         };
@@ -207,7 +229,7 @@ mod tests {
         let emailer = Arc::new(Emailer::new(mailer, Duration::from_millis(1), 3, || {}));
         assert_eq!(emailer.pass(&store).await.unwrap(), None);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !store.scheduler.queued_emails(10).unwrap().is_empty() {
+        while !store.scheduler.queued_emails(Stage::Rendered, 10).unwrap().is_empty() {
             assert!(std::time::Instant::now() < deadline, "not sent and removed");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

@@ -112,7 +112,16 @@ pub fn start(
                     .scheduler
                     .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
                 {
-                    Ok(()) => workers.wake(Worker::AdminNotificationEmailConverter),
+                    // the converter is woken once the notice is on disk
+                    Ok(queued) => {
+                        let workers = workers.clone();
+                        tokio::spawn(async move {
+                            match queued.durable().await {
+                                Ok(()) => workers.wake(Worker::AdminNotificationEmailConverter),
+                                Err(e) => tracing::error!("could not queue the admin notification: {e}"),
+                            }
+                        });
+                    }
                     Err(e) => tracing::error!("could not queue the admin notification: {e}"),
                 }
             }

@@ -5,43 +5,42 @@
 //! retrier.
 
 use crate::payments::Payments;
-use crate::store::Store;
+use crate::store::{Store, Written};
 use serde_json::Value;
 
 /// At most this many pages per fetcher pass.
 const MAX_PAGES: usize = 100;
 
 /// Records the customer of a subscription checkout on the accounts it names.
-fn handle(store: &Store, event: &Value) -> Result<(), String> {
+fn handle(store: &Store, event: &Value) -> Result<Written<()>, String> {
+    let nothing = Ok(Written::nothing());
     let session = &event["data"]["object"];
     if session["mode"].as_str() != Some("subscription") {
-        return Ok(());
+        return nothing;
     }
     let (Some(reference), Some(customer)) = (session["client_reference_id"].as_str(), session["customer"].as_str())
     else {
-        return Ok(());
+        return nothing;
     };
     let Some(account) = crate::domain::wire::parse_uuid(reference) else {
-        return Ok(());
+        return nothing;
     };
     let e = |e: crate::store::StoreError| e.to_string();
-    store.inbox.accounts.set_customer(account, customer).map_err(e)?;
-    store.scheduler.accounts.set_customer(account, customer).map_err(e)?;
-    Ok(())
+    let inbox = store.inbox.accounts.set_customer(account, customer).map_err(e)?;
+    let scheduler = store.scheduler.accounts.set_customer(account, customer).map_err(e)?;
+    Ok(inbox.and(scheduler).discard())
 }
 
-fn record(store: &Store, id: &str, event: &Value, result: Result<(), String>) -> Result<(), String> {
-    let failed = match result {
-        Ok(()) => None,
+/// Marks the event handled, or failed (kept for the retrier) when `result` is an error.
+fn record(store: &Store, id: &str, event: &Value, result: Result<Written<()>, String>) -> Written<()> {
+    let (handled, failed) = match result {
+        Ok(handled) => (handled, None),
         Err(why) => {
             tracing::warn!("payment event {id} could not be handled: {why}");
-            Some(event.to_string().into_bytes())
+            (Written::nothing(), Some(event.to_string().into_bytes()))
         }
     };
-    store
-        .scheduler
-        .mark_event(id, failed.as_deref())
-        .map_err(|e| e.to_string())
+    handled.and(store.scheduler.mark_event(id, failed.as_deref())).discard()
 }
 
 /// One fetcher pass.
@@ -50,6 +49,7 @@ pub async fn fetch(store: &Store, payments: &Payments) -> Result<(), String> {
         return Ok(());
     };
     let mut after: Option<String> = None;
+    let mut written = Vec::new();
     for _ in 0..MAX_PAGES {
         let (events, more) = provider.events(after.as_deref()).await?;
         let mut new = 0;
@@ -59,7 +59,7 @@ pub async fn fetch(store: &Store, payments: &Payments) -> Result<(), String> {
                 continue;
             }
             new += 1;
-            record(store, id, event, handle(store, event))?;
+            written.push(record(store, id, event, handle(store, event)));
         }
         // events come newest first: a page with nothing new means the rest is known
         if !more || new == 0 {
@@ -67,15 +67,18 @@ pub async fn fetch(store: &Store, payments: &Payments) -> Result<(), String> {
         }
         after = events.last().and_then(|e| e["id"].as_str()).map(str::to_owned);
     }
-    store.durable().await.map_err(|e| e.to_string())
+    Written::all(written).durable().await.map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// One retrier pass: handles the failed events again.
 pub async fn retry(store: &Store) -> Result<(), String> {
+    let mut written = Vec::new();
     for raw in store.scheduler.failed_events().map_err(|e| e.to_string())? {
         let event: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
         let Some(id) = event["id"].as_str() else { continue };
-        record(store, id, &event, handle(store, &event))?;
+        written.push(record(store, id, &event, handle(store, &event)));
     }
-    store.durable().await.map_err(|e| e.to_string())
+    Written::all(written).durable().await.map_err(|e| e.to_string())?;
+    Ok(())
 }

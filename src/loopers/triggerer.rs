@@ -6,7 +6,7 @@
 use crate::domain::scheduler::models::ScheduledItem;
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::Timestamp;
-use crate::store::Store;
+use crate::store::{Store, Written};
 use std::time::Duration;
 
 const BATCH: usize = 256;
@@ -18,22 +18,22 @@ pub async fn pass(store: &Store) -> Result<(usize, Option<Duration>), String> {
     loop {
         let now = Timestamp::now();
         let due = s.due_items(now, BATCH).map_err(|e| e.to_string())?;
-        for (at, owner, id) in &due {
+        let mut written = Vec::with_capacity(due.len());
+        for entry in &due {
             let copy = s
-                .trigger_item(*owner, *id, now, |item, setting| {
+                .trigger_item(*entry, now, |item, setting| {
                     next_occurrence(item, &Zone::of(setting), now)
                 })
                 .map_err(|e| e.to_string())?;
-            match copy {
-                Some(copy) => {
-                    tracing::info!("triggered item {id} of account {owner}: triggered item {}", copy.id);
-                    triggered += 1;
-                }
-                None => s.drop_due_entry(*at, *id).map_err(|e| e.to_string())?,
-            }
+            written.push(copy);
         }
-        if !due.is_empty() {
-            store.durable().await.map_err(|e| e.to_string())?;
+        // one flush for the round, and durable before any delivery starts
+        let copies = Written::all(written).durable().await.map_err(|e| e.to_string())?;
+        for ((_, owner, id), copy) in due.iter().zip(copies) {
+            if let Some(copy) = copy {
+                tracing::info!("triggered item {id} of account {owner}: triggered item {}", copy.id);
+                triggered += 1;
+            }
         }
         if due.len() < BATCH {
             break;

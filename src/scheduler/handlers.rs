@@ -1,5 +1,6 @@
 //! Scheduler handlers: the bearer token (and admin status) from the headers, before the
-//! body is read; then per route: path → parse → call the store → answer.
+//! body is read; then per route: path → parse → call the store → await the write's receipt
+//! (durable) → wake the workers that have new work → answer.
 
 use super::routes::{self, Access, Route};
 use super::{resend_limit, Scheduler};
@@ -65,16 +66,17 @@ impl Scheduler {
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &account, &request).await,
             Route::GetAccount => Ok(Reply::json(&self.account_info(&account).await?)),
             Route::DeleteAccount => {
-                store.delete_account(me)?;
-                self.ctx.store.durable().await?;
+                store.delete_account(me)?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::GetSettings => Ok(Reply::json(&store.settings(me)?.to_json())),
             Route::PutSettings => {
                 let setting = TimeZoneSetting::parse(&request.json::<Value>()?)?;
                 let zone = Zone::of(&setting);
-                store.put_settings(me, &setting, |item| schedule::due(&item.tickle, &zone))?;
-                self.ctx.store.durable().await?;
+                store
+                    .put_settings(me, &setting, |item| schedule::due(&item.tickle, &zone))?
+                    .durable()
+                    .await?;
                 self.ctx.workers.wake(Worker::Triggerer);
                 Ok(Reply::empty())
             }
@@ -98,32 +100,29 @@ impl Scheduler {
                     let due = schedule::due(&item.tickle, &Zone::of(setting));
                     (item, due)
                 })?;
-                if !edited {
+                if !edited.durable().await? {
                     return Err(ApiError::not_found("no such scheduled item"));
                 }
-                self.ctx.store.durable().await?;
                 self.ctx.workers.wake(Worker::Triggerer);
                 Ok(Reply::empty())
             }
             Route::DeleteItem(id) => {
                 let id = path_uuid(&id)?;
-                if store.delete_item(me, id)? {
-                    self.ctx.store.durable().await?;
-                }
+                store.delete_item(me, id)?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::DeleteTriggereds => {
-                if store.delete_triggered_items(me)? {
-                    self.ctx.store.durable().await?;
-                }
+                store.delete_triggered_items(me)?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::Retry => {
                 request.require_json()?;
                 let ids: Vec<String> = parse_json(&request.body)?;
                 let ids = ids.iter().map(|s| path_uuid(s)).collect::<Result<Vec<_>, _>>()?;
-                if store.retry_failed(me, &ids)? {
-                    self.ctx.store.durable().await?;
+                let retried = store.retry_failed(me, &ids)?;
+                let changed = retried.changed();
+                retried.durable().await?;
+                if changed {
                     self.ctx.workers.wake(Worker::TriggeredInboxItemSender);
                     self.ctx.workers.wake(Worker::Emailer);
                 }
@@ -153,12 +152,13 @@ impl Scheduler {
                     .payments
                     .cap_of(&self.ctx.store.scheduler.accounts, &account)
                     .await?;
-                let (response, changed) = store.sync(me, |items, setting| {
+                let synced = store.sync(me, |items, setting| {
                     let zone = Zone::of(setting);
                     sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
                 })?;
+                let changed = synced.changed();
+                let response = synced.durable().await?;
                 if changed {
-                    self.ctx.store.durable().await?;
                     self.ctx.workers.wake(Worker::Triggerer);
                 }
                 Ok(Reply::json(&response))
@@ -176,9 +176,7 @@ impl Scheduler {
             }
             Route::DeleteTrigger(id) => {
                 let id = path_uuid(&id)?;
-                if store.delete_trigger(me, id)? {
-                    self.ctx.store.durable().await?;
-                }
+                store.delete_trigger(me, id)?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::AddEmailTrigger => self.add_email_trigger(me, &request).await,
@@ -193,10 +191,9 @@ impl Scheduler {
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;
-                if !store.delete_account(victim)? {
+                if !store.delete_account(victim)?.durable().await? {
                     return Err(ApiError::not_found("account not found"));
                 }
-                self.ctx.store.durable().await?;
                 Ok(Reply::empty())
             }
             Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => {
@@ -234,9 +231,15 @@ impl Scheduler {
             .await?;
         // the due instant under the zone of the moment of the write (read under the lock)
         let due_of = |setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
-        match self.ctx.store.scheduler.add_scheduled(&item, due_of, cap)? {
+        match self
+            .ctx
+            .store
+            .scheduler
+            .add_scheduled(&item, due_of, cap)?
+            .durable()
+            .await?
+        {
             AddOutcome::Added => {
-                self.ctx.store.durable().await?;
                 self.ctx.workers.wake(Worker::Triggerer);
                 Ok(Reply::json(&item.id))
             }
@@ -269,10 +272,10 @@ impl Scheduler {
             },
         };
         let email = verification_email(owner, trigger.id, address, key);
-        if !self.ctx.store.scheduler.add_trigger(&trigger, Some(email))? {
+        let added = self.ctx.store.scheduler.add_trigger(&trigger, Some(email))?;
+        if !added.durable().await? {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
-        self.ctx.store.durable().await?;
         self.ctx.workers.wake(Worker::VerificationEmailConverter);
         Ok(Reply::json(&trigger.id))
     }
@@ -303,10 +306,9 @@ impl Scheduler {
                 }
                 _ => None,
             })?;
-        if !updated {
+        if !updated.durable().await? {
             return Err(ApiError::bad_request("wrong verification key"));
         }
-        self.ctx.store.durable().await?;
         Ok(Reply::empty())
     }
 
@@ -347,11 +349,10 @@ impl Scheduler {
                 }
                 _ => None,
             })?;
-        if !updated {
+        if !updated.durable().await? {
             self.resends.uncount(id);
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
         }
-        self.ctx.store.durable().await?;
         self.ctx.workers.wake(Worker::VerificationEmailConverter);
         Ok(Reply::empty())
     }
@@ -387,10 +388,9 @@ impl Scheduler {
                 access_key,
             },
         };
-        if !self.ctx.store.scheduler.add_trigger(&trigger, None)? {
+        if !self.ctx.store.scheduler.add_trigger(&trigger, None)?.durable().await? {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
-        self.ctx.store.durable().await?;
         Ok(Reply::json(&json!({"Right": trigger.id})))
     }
 

@@ -29,7 +29,6 @@ impl Scheduler {
             ServiceKind::Scheduler,
             ctx.settings.clone(),
             ctx.tokens.clone(),
-            ctx.store.clone(),
             ctx.decoy.clone(),
         );
         Scheduler {

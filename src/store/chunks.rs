@@ -92,6 +92,16 @@ mod tests {
         assert_eq!(manifest_len(&[1u8; 12]), None);
     }
 
+    /// The layouts of manifests and chunk keys (what existing databases hold).
+    #[test]
+    fn manifest_and_chunk_key_layouts() {
+        assert_eq!(hex::encode(manifest(123_456)), "ff504843000000000001e240");
+        assert_eq!(
+            hex::encode(chunk_key(b"i-some-item", 1)),
+            "ff091bcf2da078869083f3b5333182cf0d00000001"
+        );
+    }
+
     #[test]
     fn chunk_keys_are_ordered_per_value_and_outside_record_prefixes() {
         let a0 = chunk_key(b"i-some-item", 0);

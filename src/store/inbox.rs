@@ -1,37 +1,18 @@
-//! The inbox service's tree. Keys (after the account keys of [`super::accounts`]):
-//!
-//! * `i` + account + created (12 bytes, time order) + sequence (8) → item record: the
-//!   account's items in the order of inbox.md §1.5, so listing is one prefix scan
-//! * `d` + item uuid → account + created + sequence (find an item by id)
-//! * `c` + account → number of items (u64, big-endian)
-//! * `k` + account + key uuid → [`AccessKey`]
-//! * `h` + SHA-256 of a secret → account + key uuid (access-key authentication)
-//! * `p` + account + idempotency key → item uuid (inbox.md §3.13)
+//! The inbox service's data, in its own tree (layouts in [`super::keys`]): besides the
+//! accounts, items by account + created + sequence (`i`, the order of inbox.md §1.5, so
+//! listing is one prefix scan) with an id index (`d`), the item count (`c`), access keys
+//! (`k`) with the index of their secrets' digests (`h`), and idempotency keys (`p`,
+//! inbox.md §3.13).
 
 use super::accounts::AccountStore;
+use super::records::{self, raw};
 use super::writer::{Batch, Tree};
-use super::{concat, decode, encode, key, uuid_at, Result, StoreError, Stripes};
+use super::{keys, Result, StoreError, Stripes, Written};
 use crate::domain::account::{AccessKey, Account};
-use crate::domain::inbox::models::{InboxItem, ItemType};
+use crate::domain::inbox::models::InboxItem;
 use crate::domain::inbox::sync::ItemChanges;
-use crate::domain::wire::Timestamp;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
-
-const ITEM: u8 = b'i';
-const ITEM_ID: u8 = b'd';
-const COUNT: u8 = b'c';
-const ACCESS_KEY: u8 = b'k';
-const KEY_DIGEST: u8 = b'h';
-const IDEMPOTENCY: u8 = b'p';
-
-#[derive(Serialize, Deserialize)]
-struct ItemRecord {
-    id: Uuid,
-    kind: ItemType,
-    data: Vec<u8>,
-}
 
 pub enum AddOutcome {
     Added(Uuid),
@@ -42,101 +23,83 @@ pub enum AddOutcome {
 
 pub struct InboxStore {
     tree: Tree,
-    db: sled::Db,
     pub accounts: AccountStore,
 }
 
 impl InboxStore {
-    pub(super) fn new(db: &sled::Db, tree: Tree, stripes: Arc<Stripes>) -> InboxStore {
+    pub(super) fn new(tree: Tree, stripes: Arc<Stripes>) -> InboxStore {
         InboxStore {
             accounts: AccountStore::new(tree.clone(), stripes),
             tree,
-            db: db.clone(),
         }
     }
 
-    fn next_seq(&self) -> Result<[u8; 8]> {
-        Ok(self.db.generate_id()?.to_be_bytes())
-    }
-
     pub fn count(&self, account: Uuid) -> Result<u64> {
-        Ok(match self.tree.get(key(COUNT, &[account.as_bytes()]))? {
-            Some(v) => u64::from_be_bytes(v.as_ref().try_into().unwrap_or([0; 8])),
-            None => 0,
-        })
+        match self.tree.get(keys::count(account))? {
+            Some(v) => raw::to_count(&v),
+            None => Ok(0),
+        }
     }
 
     fn put_count(&self, batch: &mut Batch, account: Uuid, n: u64) {
-        batch.insert(key(COUNT, &[account.as_bytes()]), n.to_be_bytes().to_vec());
+        batch.insert(keys::count(account), raw::count(n));
     }
 
     fn put_item(&self, batch: &mut Batch, account: Uuid, item: &InboxItem) -> Result<()> {
-        let seq = self.next_seq()?;
-        let created = item.created.to_key();
-        let record = ItemRecord {
-            id: item.id,
-            kind: item.kind,
-            data: item.data.clone(),
-        };
-        batch.insert(key(ITEM, &[account.as_bytes(), &created, &seq]), encode(&record));
-        batch.insert(
-            key(ITEM_ID, &[item.id.as_bytes()]),
-            concat(&[account.as_bytes(), &created, &seq]),
-        );
+        let place = keys::item_place(account, item.created, self.tree.next_id()?);
+        batch.insert(keys::item(&place), records::item::encode(item));
+        batch.insert(keys::item_id(item.id), place);
         Ok(())
     }
 
     /// Stores `item` for `account` unless the account already has `max_items` items
     /// (`None`: no limit). With an idempotency key that was used before, stores nothing and
-    /// answers the first item's id (also when the account is at its limit).
+    /// answers the first item's id (also when the account is at its limit), durable once
+    /// the first request's item is.
     pub fn add_item(
         &self,
         account: Uuid,
         item: &InboxItem,
         idempotency: Option<&str>,
         max_items: Option<u64>,
-    ) -> Result<AddOutcome> {
+    ) -> Result<Written<AddOutcome>> {
         let _guard = self.accounts.lock(account);
-        let idem_key = idempotency.map(|k| key(IDEMPOTENCY, &[account.as_bytes(), k.as_bytes()]));
+        let idem_key = idempotency.map(|k| keys::idempotency(account, k));
         if let Some(k) = &idem_key {
             if let Some(v) = self.tree.get(k)? {
-                let id = uuid_at(&v, 0).ok_or_else(|| StoreError::Codec("idempotency record".into()))?;
-                return Ok(AddOutcome::Repeated(id));
+                // the first request's batch may still be waiting for its flush
+                let first = AddOutcome::Repeated(raw::to_uuid("idempotency key", &v)?);
+                return Ok(Written::new(first, self.tree.queued()));
             }
         }
         let n = self.count(account)?;
         if max_items.is_some_and(|max| n >= max) {
-            return Ok(AddOutcome::LimitReached);
+            return Ok(Written::unchanged(AddOutcome::LimitReached));
         }
         let mut batch = Batch::default();
         self.put_item(&mut batch, account, item)?;
         self.put_count(&mut batch, account, n + 1);
         if let Some(k) = idem_key {
-            batch.insert(k, item.id.as_bytes().to_vec());
+            batch.insert(k, raw::uuid(item.id));
         }
-        self.tree.apply_batch(batch);
-        Ok(AddOutcome::Added(item.id))
+        let ticket = self.tree.apply_batch(batch);
+        Ok(Written::new(AddOutcome::Added(item.id), ticket))
     }
 
+    /// The key of the account's item `id`.
     fn locate(&self, account: Uuid, id: Uuid) -> Result<Option<Vec<u8>>> {
-        let Some(loc) = self.tree.get(key(ITEM_ID, &[id.as_bytes()]))? else {
+        let Some(place) = self.tree.get(keys::item_id(id))? else {
             return Ok(None);
         };
-        if loc.len() != 36 || &loc[..16] != account.as_bytes() {
+        if !keys::is_item_place_of(&place, account) {
             return Ok(None);
         }
-        Ok(Some(key(ITEM, &[&loc])))
+        Ok(Some(keys::item(&place)))
     }
 
     fn item_from(k: &[u8], v: &[u8]) -> Result<InboxItem> {
-        let record: ItemRecord = decode(v)?;
-        let created = Timestamp::from_key(&k[17..29]).ok_or_else(|| StoreError::Codec("item key".into()))?;
-        Ok(InboxItem {
-            id: record.id,
-            kind: record.kind,
-            data: record.data,
-            created,
-        })
+        let created = keys::created_of(k).ok_or_else(|| StoreError::Codec("item key".into()))?;
+        records::item::decode(v, created)
     }
 
     pub fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
@@ -150,18 +113,17 @@ impl InboxStore {
     }
 
     /// Deletes the account's item `id`; nothing happens when it has none such.
-    pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<bool> {
+    pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some(k) = self.locate(account, id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let n = self.count(account)?;
         let mut batch = Batch::default();
         batch.remove(k);
-        batch.remove(key(ITEM_ID, &[id.as_bytes()]));
+        batch.remove(keys::item_id(id));
         self.put_count(&mut batch, account, n.saturating_sub(1));
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// The account's items, oldest first.
@@ -172,7 +134,7 @@ impl InboxStore {
     /// The account's items, oldest first, read one at a time (a list answered while it is
     /// sent holds one item).
     pub fn item_scan(&self, account: Uuid) -> impl Iterator<Item = Result<InboxItem>> + Send + 'static {
-        self.tree.scan_prefix(key(ITEM, &[account.as_bytes()])).map(|kv| {
+        self.tree.scan_prefix(keys::items_of(account)).map(|kv| {
             let (k, v) = kv?;
             Self::item_from(&k, &v)
         })
@@ -180,17 +142,11 @@ impl InboxStore {
 
     /// The ids of the account's items, oldest first.
     pub fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
-        self.tree
-            .scan_prefix(key(ITEM, &[account.as_bytes()]))
-            .map(|kv| {
-                let (_, v) = kv?;
-                Ok(decode::<ItemRecord>(&v)?.id)
-            })
-            .collect()
+        self.item_scan(account).map(|item| Ok(item?.id)).collect()
     }
 
     pub fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
-        match self.tree.scan_prefix(key(ITEM, &[account.as_bytes()])).next() {
+        match self.tree.scan_prefix(keys::items_of(account)).next() {
             Some(kv) => {
                 let (k, v) = kv?;
                 Ok(Some(Self::item_from(&k, &v)?))
@@ -199,10 +155,10 @@ impl InboxStore {
         }
     }
 
-    /// Runs one sync atomically (answering also whether it changed anything): `decide` sees the account's items as they are (with the
+    /// Runs one sync atomically: `decide` sees the account's items as they are (with the
     /// account's writes held off) and says what to delete and add; the changes are applied
     /// in one batch.
-    pub fn sync<R>(&self, account: Uuid, decide: impl FnOnce(&[InboxItem]) -> (R, ItemChanges)) -> Result<(R, bool)> {
+    pub fn sync<R>(&self, account: Uuid, decide: impl FnOnce(&[InboxItem]) -> (R, ItemChanges)) -> Result<Written<R>> {
         let _guard = self.accounts.lock(account);
         let items = self.items(account)?;
         let (answer, changes) = decide(&items);
@@ -211,7 +167,7 @@ impl InboxStore {
         for id in &changes.delete {
             if let Some(k) = self.locate(account, *id)? {
                 batch.remove(k);
-                batch.remove(key(ITEM_ID, &[id.as_bytes()]));
+                batch.remove(keys::item_id(*id));
                 n -= 1;
             }
         }
@@ -219,101 +175,98 @@ impl InboxStore {
             self.put_item(&mut batch, account, item)?;
             n += 1;
         }
-        let changed = !changes.delete.is_empty() || !changes.add.is_empty();
-        if changed {
-            self.put_count(&mut batch, account, n);
-            self.tree.apply_batch(batch);
+        if changes.delete.is_empty() && changes.add.is_empty() {
+            return Ok(Written::unchanged(answer));
         }
-        Ok((answer, changed))
+        self.put_count(&mut batch, account, n);
+        Ok(Written::new(answer, self.tree.apply_batch(batch)))
     }
 
-    pub fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<bool> {
+    /// Stores a new access key of the account; `false` when the account is gone.
+    pub fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         if self.accounts.get(account)?.is_none() {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         }
         let mut batch = Batch::default();
         batch.insert(
-            key(ACCESS_KEY, &[account.as_bytes(), access_key.id.as_bytes()]),
-            encode(access_key),
+            keys::access_key(account, access_key.id),
+            records::access_key::encode(access_key),
         );
         batch.insert(
-            key(KEY_DIGEST, &[&access_key.digest]),
-            concat(&[account.as_bytes(), access_key.id.as_bytes()]),
+            keys::key_digest(&access_key.digest),
+            keys::key_owner(account, access_key.id),
         );
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// The account's access keys, oldest first.
     pub fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        let mut keys = self
+        let mut found = self
             .tree
-            .scan_prefix(key(ACCESS_KEY, &[account.as_bytes()]))
-            .map(|kv| decode::<AccessKey>(&kv?.1))
+            .scan_prefix(keys::access_keys_of(account))
+            .map(|kv| records::access_key::decode(&kv?.1))
             .collect::<Result<Vec<_>>>()?;
-        keys.sort_by_key(|k| (k.created, k.seq));
-        Ok(keys)
+        found.sort_by_key(|k| (k.created, k.seq));
+        Ok(found)
     }
 
     pub fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
-        match self.tree.get(key(ACCESS_KEY, &[account.as_bytes(), id.as_bytes()]))? {
-            Some(v) => Ok(Some(decode(&v)?)),
+        match self.tree.get(keys::access_key(account, id))? {
+            Some(v) => Ok(Some(records::access_key::decode(&v)?)),
             None => Ok(None),
         }
     }
 
     /// The access key whose secret has this SHA-256 digest: (owner, key).
     pub fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
-        let Some(v) = self.tree.get(key(KEY_DIGEST, &[digest]))? else {
+        let Some(v) = self.tree.get(keys::key_digest(digest))? else {
             return Ok(None);
         };
-        let (Some(account), Some(id)) = (uuid_at(&v, 0), uuid_at(&v, 16)) else {
+        let (Some(account), Some(id)) = (keys::uuid_at(&v, 0), keys::uuid_at(&v, 16)) else {
             return Ok(None);
         };
         Ok(self.access_key(account, id)?.map(|k| (account, k)))
     }
 
     pub fn next_key_seq(&self) -> Result<u64> {
-        Ok(self.db.generate_id()?)
+        self.tree.next_id()
     }
 
-    pub fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<bool> {
+    pub fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some(k) = self.access_key(account, id)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();
-        batch.remove(key(ACCESS_KEY, &[account.as_bytes(), id.as_bytes()]));
-        batch.remove(key(KEY_DIGEST, &[&k.digest]));
-        self.tree.apply_batch(batch);
-        Ok(true)
+        batch.remove(keys::access_key(account, id));
+        batch.remove(keys::key_digest(&k.digest));
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     /// Deletes the account and everything of it (items, access keys, idempotency keys) in
     /// one batch. `false` when there was no such account.
-    pub fn delete_account(&self, account: Uuid) -> Result<bool> {
+    pub fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some(record): Option<Account> = self.accounts.get(account)? else {
-            return Ok(false);
+            return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();
-        for kv in self.tree.scan_prefix(key(ITEM, &[account.as_bytes()])) {
+        for kv in self.tree.scan_prefix(keys::items_of(account)) {
             let (k, v) = kv?;
-            let item: ItemRecord = decode(&v)?;
+            let item = Self::item_from(&k, &v)?;
             batch.remove(k);
-            batch.remove(key(ITEM_ID, &[item.id.as_bytes()]));
+            batch.remove(keys::item_id(item.id));
         }
         for access_key in self.access_keys(account)? {
-            batch.remove(key(ACCESS_KEY, &[account.as_bytes(), access_key.id.as_bytes()]));
-            batch.remove(key(KEY_DIGEST, &[&access_key.digest]));
+            batch.remove(keys::access_key(account, access_key.id));
+            batch.remove(keys::key_digest(&access_key.digest));
         }
-        for kv in self.tree.scan_prefix(key(IDEMPOTENCY, &[account.as_bytes()])) {
+        for kv in self.tree.scan_prefix(keys::idempotency_of(account)) {
             batch.remove(kv?.0);
         }
-        batch.remove(key(COUNT, &[account.as_bytes()]));
+        batch.remove(keys::count(account));
         self.accounts.delete_into(&record, &mut batch);
-        self.tree.apply_batch(batch);
-        Ok(true)
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 }

@@ -5,8 +5,9 @@
 //! in-memory *overlay* (key → newest queued value), so that the read-check-write sequences
 //! under an account lock see it. One thread, the writer, takes everything queued, applies it
 //! to sled as one `apply_batch` per tree, drops those keys from the overlay and then calls
-//! `flush()`; [`Writer::durable`] resolves once a flush that covers every change queued
-//! before the call has finished.
+//! `flush()`. Queuing a batch answers a [`Ticket`] (the batch's number), which resolves once
+//! a flush that covers that batch, and so every batch queued before it, has finished; the
+//! store hands it out inside a [`super::Written`] receipt.
 //!
 //! Why not let each request call `apply_batch` and share the flushes: in sled 0.34 the first
 //! `apply_batch` of a process turns on a process-wide reader/writer lock; every later
@@ -36,6 +37,10 @@ use std::thread::JoinHandle;
 use tokio::sync::watch;
 
 type Write = (Vec<u8>, Option<IVec>);
+
+/// A stored value as reads answer it (derefs to `[u8]`). Only this engine layer knows it is
+/// sled's.
+pub(crate) type Bytes = IVec;
 
 /// Per tree: key → (number of the newest batch writing it, its value or `None`).
 type Overlay = BTreeMap<Vec<u8>, (u64, Option<IVec>)>;
@@ -118,9 +123,10 @@ impl Shared {
         })
     }
 
-    fn queue(&self, tree: usize, batch: Batch) {
+    /// Queues `batch`; answers its number (0: it was empty, nothing to wait for).
+    fn queue(&self, tree: usize, batch: Batch) -> u64 {
         if batch.writes.is_empty() {
-            return;
+            return 0;
         }
         let mut p = lock(&self.pending);
         p.last_seq += 1;
@@ -139,6 +145,7 @@ impl Shared {
         });
         drop(p);
         self.queued.notify_one();
+        seq
     }
 
     /// The newest queued value of `key`: `Some(None)` when its removal is queued, `None`
@@ -231,6 +238,19 @@ impl Shared {
         });
     }
 
+    /// A ticket for every batch queued so far.
+    fn queued_ticket(&self) -> Ticket {
+        self.ticket(lock(&self.pending).last_seq, false)
+    }
+
+    fn ticket(&self, upto: u64, wrote: bool) -> Ticket {
+        Ticket {
+            upto,
+            wrote,
+            flushed: Some(self.flushed.subscribe()),
+        }
+    }
+
     fn run(&self) {
         loop {
             {
@@ -243,6 +263,61 @@ impl Shared {
                 }
             }
             self.cycle();
+        }
+    }
+}
+
+/// A write's place in the writer's order: it is on disk once every batch numbered up to
+/// `upto` is (0: nothing to wait for). The store wraps it with the write's result into a
+/// [`super::Written`] receipt.
+#[must_use = "a ticket is how a write's durability is awaited"]
+pub(crate) struct Ticket {
+    upto: u64,
+    /// The write queued a batch of its own (`false`: it changed nothing, or it rests only
+    /// on batches queued before it, like a repeated idempotency key).
+    wrote: bool,
+    flushed: Option<watch::Receiver<Flushed>>,
+}
+
+impl Ticket {
+    /// Nothing to wait for: resolves at once.
+    pub(crate) fn none() -> Ticket {
+        Ticket {
+            upto: 0,
+            wrote: false,
+            flushed: None,
+        }
+    }
+
+    pub(crate) fn wrote(&self) -> bool {
+        self.wrote
+    }
+
+    /// The later of two tickets (waiting for it covers both: batches reach the disk in
+    /// the order they were queued).
+    pub(crate) fn and(self, other: Ticket) -> Ticket {
+        let wrote = self.wrote || other.wrote;
+        let mut later = if other.upto > self.upto { other } else { self };
+        later.wrote = wrote;
+        later
+    }
+
+    /// Resolves once every batch up to this ticket's is on disk.
+    pub(crate) async fn wait(self) -> Result<()> {
+        let (upto, Some(mut rx)) = (self.upto, self.flushed) else {
+            return Ok(());
+        };
+        if upto == 0 {
+            return Ok(());
+        }
+        let state = rx
+            .wait_for(|f| f.ok_upto >= upto || f.failed_upto >= upto)
+            .await
+            .map_err(|_| StoreError::NotDurable)?;
+        if state.ok_upto >= upto {
+            Ok(())
+        } else {
+            Err(StoreError::NotDurable)
         }
     }
 }
@@ -260,7 +335,6 @@ pub struct WriterStats {
 /// The writer thread and the handle that request code waits on.
 pub(crate) struct Writer {
     shared: Arc<Shared>,
-    flushed: watch::Receiver<Flushed>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -270,14 +344,12 @@ impl Writer {
     pub(crate) fn start(db: sled::Db, trees: Vec<sled::Tree>, db_dir: &std::path::Path) -> std::io::Result<Writer> {
         let stable = Stable::open(db_dir)?;
         let shared = Shared::new(db, trees, Some(stable));
-        let flushed = shared.flushed.subscribe();
         let run = shared.clone();
         let thread = std::thread::Builder::new()
             .name("pigeonhole-writer".into())
             .spawn(move || run.run())?;
         Ok(Writer {
             shared,
-            flushed,
             thread: Some(thread),
         })
     }
@@ -287,21 +359,6 @@ impl Writer {
             index,
             sled: self.shared.trees[index].clone(),
             shared: self.shared.clone(),
-        }
-    }
-
-    /// Resolves once every batch queued before this call is on disk.
-    pub(crate) async fn durable(&self) -> Result<()> {
-        let mine = lock(&self.shared.pending).last_seq;
-        let mut rx = self.flushed.clone();
-        let state = rx
-            .wait_for(|f| f.ok_upto >= mine || f.failed_upto >= mine)
-            .await
-            .map_err(|_| StoreError::NotDurable)?;
-        if state.ok_upto >= mine {
-            Ok(())
-        } else {
-            Err(StoreError::NotDurable)
         }
     }
 
@@ -420,35 +477,53 @@ pub(crate) struct Tree {
 }
 
 impl Tree {
-    pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> sled::Result<Option<IVec>> {
+    pub(crate) fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
         match self.shared.overlay_get(self.index, key.as_ref()) {
             Some(v) => Ok(v),
             None => match self.sled.get(key.as_ref())? {
-                Some(stored) => whole(&self.sled, key.as_ref(), stored),
+                Some(stored) => Ok(whole(&self.sled, key.as_ref(), stored)?),
                 None => Ok(None),
             },
         }
     }
 
-    pub(crate) fn contains_key(&self, key: impl AsRef<[u8]>) -> sled::Result<bool> {
+    pub(crate) fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
         Ok(self.get(key)?.is_some())
     }
 
-    /// Queues `batch` (atomic: on disk all of it or none of it).
-    pub(crate) fn apply_batch(&self, batch: Batch) {
-        self.shared.queue(self.index, batch);
+    /// Queues `batch` (atomic: on disk all of it or none of it); the ticket resolves once it
+    /// is on disk.
+    pub(crate) fn apply_batch(&self, batch: Batch) -> Ticket {
+        let seq = self.shared.queue(self.index, batch);
+        if seq == 0 {
+            return Ticket::none();
+        }
+        self.shared.ticket(seq, true)
     }
 
-    pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) {
+    pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) -> Ticket {
         let mut batch = Batch::default();
         batch.insert(key, value);
-        self.apply_batch(batch);
+        self.apply_batch(batch)
     }
 
-    pub(crate) fn remove(&self, key: impl AsRef<[u8]>) {
+    pub(crate) fn remove(&self, key: impl AsRef<[u8]>) -> Ticket {
         let mut batch = Batch::default();
         batch.remove(key);
-        self.apply_batch(batch);
+        self.apply_batch(batch)
+    }
+
+    /// A ticket for every batch queued so far, of any tree: for an answer that rests on
+    /// what earlier writes queued (a repeated idempotency key answers the item of a request
+    /// that may still be waiting for its flush).
+    pub(crate) fn queued(&self) -> Ticket {
+        self.shared.queued_ticket()
+    }
+
+    /// A number larger than every one this database handed out before, also across
+    /// restarts (order of items stored within the same instant, queue order).
+    pub(crate) fn next_id(&self) -> Result<u64> {
+        Ok(self.shared.db.generate_id()?)
     }
 
     /// The records whose key starts with `prefix`, in key order.
@@ -593,17 +668,20 @@ impl Iterator for Merged {
 }
 
 impl Iterator for Scan {
-    type Item = sled::Result<(IVec, IVec)>;
+    type Item = Result<(Bytes, Bytes)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self {
+        let next = match self {
             Scan::Sled(it) => it.next(),
             Scan::Merged(it) => it.next(),
-        }
+        };
+        next.map(|kv| kv.map_err(StoreError::from))
     }
 }
 
 #[cfg(test)]
+// These tests run cycles by hand and look at sled itself, not at the tickets.
+#[allow(unused_must_use)]
 mod tests {
     use super::*;
 
@@ -745,25 +823,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn durable_waits_for_the_writer_and_drop_writes_what_is_queued() {
+    async fn tickets_wait_for_the_writer_and_drop_writes_what_is_queued() {
         let dir = tempfile::tempdir().expect("temporary directory");
         {
             let db = sled::Config::new().path(dir.path()).open().expect("open");
             let writer = Writer::start(db.clone(), vec![db.open_tree("t").expect("tree")], dir.path()).expect("writer");
             let tree = writer.tree(0);
             let before = writer.stats();
-            tree.insert("acknowledged", "yes");
-            writer.durable().await.expect("durable");
+            let first = tree.insert("first", "yes");
+            let ticket = tree.insert("acknowledged", "yes");
+            assert!(ticket.wrote());
+            ticket.wait().await.expect("durable");
+            first.wait().await.expect("an earlier batch is durable too");
             let after = writer.stats();
-            assert_eq!((after.batches, after.cycles), (before.batches + 1, before.cycles + 1));
+            assert_eq!(after.batches, before.batches + 2);
             assert!(after.syncs > before.syncs, "the cycle synced the files: {after:?}");
             assert_eq!(
                 tree.sled.get("acknowledged").expect("get").as_deref(),
                 Some(&b"yes"[..])
             );
-            // Nothing queued: answers at once.
-            writer.durable().await.expect("durable");
-            tree.insert("queued at drop", "yes");
+            // Nothing to wait for: answers at once.
+            Ticket::none().wait().await.expect("durable");
+            tree.queued().wait().await.expect("durable");
+            let empty = tree.apply_batch(Batch::default());
+            assert!(!empty.wrote());
+            empty.wait().await.expect("durable");
+            let _ = tree.insert("queued at drop", "yes");
         }
         let db = sled::Config::new().path(dir.path()).open().expect("reopen");
         let tree = db.open_tree("t").expect("tree");

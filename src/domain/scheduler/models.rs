@@ -3,12 +3,11 @@
 
 use crate::domain::wire::{self, Date, Timestamp};
 use crate::domain::DomainError;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
 /// A time of day; `second` may be 60 (a leap second, kept as such).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimeOfDay {
     pub hour: u32,
     pub minute: u32,
@@ -45,7 +44,7 @@ impl std::fmt::Display for TimeOfDay {
 }
 
 /// A calendar day.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Day {
     pub year: i64,
     pub month: u32,
@@ -84,7 +83,7 @@ impl std::fmt::Display for Day {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Recurrence {
     EveryDays {
         days: u32,
@@ -98,7 +97,7 @@ pub enum Recurrence {
 }
 
 /// Item contents (scheduler.md §2.2).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tickle {
     pub content: Vec<u8>,
     pub day: Day,
@@ -224,7 +223,7 @@ impl Tickle {
 }
 
 /// A scheduled (untriggered) item.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScheduledItem {
     pub id: Uuid,
     pub owner: Uuid,
@@ -246,7 +245,7 @@ impl ScheduledItem {
 }
 
 /// The result of one finished delivery (scheduler.md §2.5).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     InboxAdded(Uuid),
     InboxFailed(String),
@@ -254,7 +253,7 @@ pub enum Outcome {
     EmailFailed(String),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attempt {
     pub trigger: Uuid,
     /// Creation time of the trigger (attempts are listed in trigger order).
@@ -275,7 +274,7 @@ impl Outcome {
 }
 
 /// A pending delivery of a triggered item to one trigger (scheduler.md §7).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {
     /// Also the `Idempotency-Key` of every attempt.
     pub id: Uuid,
@@ -312,7 +311,7 @@ impl Attempt {
 }
 
 /// A triggered copy of an item.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TriggeredItem {
     pub id: Uuid,
     pub owner: Uuid,
@@ -339,7 +338,7 @@ impl TriggeredItem {
 }
 
 /// The account's time zone setting (scheduler.md §2.7).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TimeZoneSetting {
     /// Minutes east of UTC.
     pub offset: i32,
@@ -446,7 +445,7 @@ mod tests {
 }
 
 /// A delivery target of an account (scheduler.md §2.6, §6).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trigger {
     pub id: Uuid,
     pub owner: Uuid,
@@ -454,7 +453,7 @@ pub struct Trigger {
     pub kind: TriggerKind,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TriggerKind {
     Email {
         address: String,

@@ -1,0 +1,351 @@
+//! Scheduled items with the due index, triggered items, the time-zone setting, and
+//! triggering.
+//!
+//! Every scheduled item record carries its due instant, and its due-index entry (`q` + due
+//! instant + item id → owner) is written in the same batch as the item, so the triggerer
+//! reads only what is due. Writes that compute a due instant get the account's setting read
+//! under the account lock, so a concurrent setting change cannot leave an item indexed
+//! under the zone it replaced.
+
+use super::{AddOutcome, SchedulerStore};
+use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind, TriggeredItem};
+use crate::domain::scheduler::sync::ScheduledChanges;
+use crate::domain::wire::Timestamp;
+use crate::store::keys::{self, TargetKind};
+use crate::store::records::{self, raw, targets::Targets};
+use crate::store::writer::Batch;
+use crate::store::{Result, StoreError, Written};
+use uuid::Uuid;
+
+impl SchedulerStore {
+    pub fn settings(&self, account: Uuid) -> Result<TimeZoneSetting> {
+        match self.tree.get(keys::settings(account))? {
+            Some(v) => records::settings::decode(&v),
+            None => Ok(TimeZoneSetting::default()),
+        }
+    }
+
+    /// Stores the settings and re-indexes every scheduled item of the account with the due
+    /// instant `due_of` computes under them, in one batch.
+    pub fn put_settings(
+        &self,
+        account: Uuid,
+        settings: &TimeZoneSetting,
+        due_of: impl Fn(&ScheduledItem) -> Timestamp,
+    ) -> Result<Written<()>> {
+        let _guard = self.accounts.lock(account);
+        let mut batch = Batch::default();
+        batch.insert(keys::settings(account), records::settings::encode(settings));
+        for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
+            let (k, v) = kv?;
+            let (item, old_due) = records::scheduled::decode(&v)?;
+            let due = due_of(&item);
+            if due != old_due {
+                batch.remove(keys::due(old_due, item.id));
+                batch.insert(keys::due(due, item.id), raw::uuid(account));
+                batch.insert(k, records::scheduled::encode(&item, due));
+            }
+        }
+        Ok(Written::new((), self.tree.apply_batch(batch)))
+    }
+
+    /// Adds the writes that store `item` (new or replacing its earlier version) to `batch`;
+    /// answers whether it is new.
+    fn put_scheduled(&self, batch: &mut Batch, item: &ScheduledItem, due: Timestamp) -> Result<bool> {
+        let (item_key, is_new) = match self.scheduled_location(item.owner, item.id)? {
+            Some((k, _, old_due)) => {
+                batch.remove(keys::due(old_due, item.id));
+                (k, false)
+            }
+            None => {
+                let place = keys::item_place(item.owner, item.created, self.seq()?);
+                batch.insert(keys::scheduled_id(item.id), place.clone());
+                (keys::scheduled(&place), true)
+            }
+        };
+        batch.insert(item_key, records::scheduled::encode(item, due));
+        batch.insert(keys::due(due, item.id), raw::uuid(item.owner));
+        Ok(is_new)
+    }
+
+    fn remove_scheduled(&self, batch: &mut Batch, account: Uuid, id: Uuid) -> Result<bool> {
+        let Some((k, _, due)) = self.scheduled_location(account, id)? else {
+            return Ok(false);
+        };
+        batch.remove(k);
+        batch.remove(keys::scheduled_id(id));
+        batch.remove(keys::due(due, id));
+        Ok(true)
+    }
+
+    /// The key, item and due instant of the account's scheduled item `id`.
+    fn scheduled_location(&self, account: Uuid, id: Uuid) -> Result<Option<(Vec<u8>, ScheduledItem, Timestamp)>> {
+        match self.locate(keys::scheduled_id(id), account, keys::scheduled)? {
+            Some((k, v)) => {
+                let (item, due) = records::scheduled::decode(&v)?;
+                Ok(Some((k, item, due)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Stores a new scheduled item unless the account has `cap` scheduled items already;
+    /// `due_of` gives its due instant under the account's settings, read under the account
+    /// lock (so a concurrent settings change cannot leave it indexed under the old zone).
+    pub fn add_scheduled(
+        &self,
+        item: &ScheduledItem,
+        due_of: impl FnOnce(&TimeZoneSetting) -> Timestamp,
+        cap: Option<u64>,
+    ) -> Result<Written<AddOutcome>> {
+        let _guard = self.accounts.lock(item.owner);
+        let (s, t) = self.counts(item.owner)?;
+        if cap.is_some_and(|cap| s >= cap) {
+            return Ok(Written::unchanged(AddOutcome::LimitReached));
+        }
+        let due = due_of(&self.settings(item.owner)?);
+        let mut batch = Batch::default();
+        self.put_scheduled(&mut batch, item, due)?;
+        Self::put_counts(&mut batch, item.owner, (s + 1, t));
+        Ok(Written::new(AddOutcome::Added, self.tree.apply_batch(batch)))
+    }
+
+    pub fn scheduled(&self, account: Uuid, id: Uuid) -> Result<Option<ScheduledItem>> {
+        Ok(self.scheduled_location(account, id)?.map(|(_, item, _)| item))
+    }
+
+    /// Replaces the contents of a scheduled item with `edit`, which returns the new item
+    /// and its due instant under the account's settings (read under the account lock);
+    /// `false` when the account has no such scheduled item.
+    pub fn edit_scheduled(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        edit: impl FnOnce(ScheduledItem, &TimeZoneSetting) -> (ScheduledItem, Timestamp),
+    ) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(account);
+        let Some((_, item, _)) = self.scheduled_location(account, id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        let (item, due) = edit(item, &self.settings(account)?);
+        let mut batch = Batch::default();
+        self.put_scheduled(&mut batch, &item, due)?;
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// The key and record of the account's triggered item `id`.
+    pub(super) fn triggered_location(&self, account: Uuid, id: Uuid) -> Result<Option<(Vec<u8>, TriggeredItem)>> {
+        match self.locate(keys::triggered_id(id), account, keys::triggered)? {
+            Some((k, v)) => Ok(Some((k, records::triggered::decode(&v)?))),
+            None => Ok(None),
+        }
+    }
+
+    pub fn triggered(&self, account: Uuid, id: Uuid) -> Result<Option<TriggeredItem>> {
+        Ok(self.triggered_location(account, id)?.map(|(_, t)| t))
+    }
+
+    /// Deletes the account's scheduled or triggered item `id` (a triggered item with its
+    /// pending deliveries); nothing happens when it has none such.
+    pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(account);
+        let (s, t) = self.counts(account)?;
+        let mut batch = Batch::default();
+        let counts = if self.remove_scheduled(&mut batch, account, id)? {
+            (s.saturating_sub(1), t)
+        } else if let Some((k, _)) = self.triggered_location(account, id)? {
+            batch.remove(k);
+            batch.remove(keys::triggered_id(id));
+            self.drop_pending(&mut batch, account, |item, _| item == Some(id))?;
+            (s, t.saturating_sub(1))
+        } else {
+            return Ok(Written::unchanged(false));
+        };
+        Self::put_counts(&mut batch, account, counts);
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// Deletes all triggered items of the account, with their pending deliveries.
+    pub fn delete_triggered_items(&self, account: Uuid) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(account);
+        let (s, _) = self.counts(account)?;
+        let mut batch = Batch::default();
+        let mut ids = std::collections::HashSet::new();
+        for kv in self.tree.scan_prefix(keys::triggered_of(account)) {
+            let (k, v) = kv?;
+            let item = records::triggered::decode(&v)?;
+            batch.remove(k);
+            batch.remove(keys::triggered_id(item.id));
+            ids.insert(item.id);
+        }
+        if ids.is_empty() {
+            return Ok(Written::unchanged(false));
+        }
+        self.drop_pending(&mut batch, account, |item, _| item.is_some_and(|i| ids.contains(&i)))?;
+        Self::put_counts(&mut batch, account, (s, 0));
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// Adds to `batch` the removal of every scheduled and triggered item of the account
+    /// (with their due-index entries).
+    pub(super) fn drop_items_of(&self, batch: &mut Batch, account: Uuid) -> Result<()> {
+        for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
+            let (k, v) = kv?;
+            let (item, due) = records::scheduled::decode(&v)?;
+            batch.remove(k);
+            batch.remove(keys::scheduled_id(item.id));
+            batch.remove(keys::due(due, item.id));
+        }
+        for kv in self.tree.scan_prefix(keys::triggered_of(account)) {
+            let (k, v) = kv?;
+            let item = records::triggered::decode(&v)?;
+            batch.remove(k);
+            batch.remove(keys::triggered_id(item.id));
+        }
+        Ok(())
+    }
+
+    /// The account's scheduled items in creation order.
+    pub fn scheduled_items(&self, account: Uuid) -> Result<Vec<ScheduledItem>> {
+        self.scheduled_scan(account).collect()
+    }
+
+    /// [`Self::scheduled_items`] read one at a time.
+    pub fn scheduled_scan(&self, account: Uuid) -> impl Iterator<Item = Result<ScheduledItem>> + Send + 'static {
+        self.tree
+            .scan_prefix(keys::scheduled_of(account))
+            .map(|kv| Ok(records::scheduled::decode(&kv?.1)?.0))
+    }
+
+    /// The account's triggered items by original `created`, then by triggering time.
+    pub fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>> {
+        self.triggered_scan(account).collect()
+    }
+
+    /// [`Self::triggered_items`] read one at a time.
+    pub fn triggered_scan(&self, account: Uuid) -> impl Iterator<Item = Result<TriggeredItem>> + Send + 'static {
+        self.tree
+            .scan_prefix(keys::triggered_of(account))
+            .map(|kv| records::triggered::decode(&kv?.1))
+    }
+
+    /// Runs one sync atomically: `decide` sees the account's scheduled items and settings as
+    /// they are (with the account's writes held off) and says what to delete and store,
+    /// with due instants under those settings.
+    pub fn sync<R>(
+        &self,
+        account: Uuid,
+        decide: impl FnOnce(&[ScheduledItem], &TimeZoneSetting) -> (R, ScheduledChanges),
+    ) -> Result<Written<R>> {
+        let _guard = self.accounts.lock(account);
+        let items = self.scheduled_items(account)?;
+        let (answer, changes) = decide(&items, &self.settings(account)?);
+        let (mut s, t) = self.counts(account)?;
+        let mut batch = Batch::default();
+        for id in &changes.delete {
+            if self.remove_scheduled(&mut batch, account, *id)? {
+                s = s.saturating_sub(1);
+            }
+        }
+        for (item, due) in &changes.put {
+            if self.put_scheduled(&mut batch, item, *due)? {
+                s += 1;
+            }
+        }
+        if changes.delete.is_empty() && changes.put.is_empty() {
+            return Ok(Written::unchanged(answer));
+        }
+        Self::put_counts(&mut batch, account, (s, t));
+        Ok(Written::new(answer, self.tree.apply_batch(batch)))
+    }
+
+    /// The earliest due instant in the index (the triggerer sleeps until then).
+    pub fn next_due(&self) -> Result<Option<Timestamp>> {
+        match self.tree.scan_prefix(keys::due_index()).next() {
+            Some(kv) => Ok(keys::due_entry(&kv?.0).map(|(at, _)| at)),
+            None => Ok(None),
+        }
+    }
+
+    /// Up to `limit` (due instant, owner, item id) entries due at or before `now`, earliest
+    /// first. Reads only index entries that are due.
+    pub fn due_items(&self, now: Timestamp, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {
+        let mut out = Vec::new();
+        for kv in self
+            .tree
+            .range_inclusive(&keys::due_index(), &keys::due_until(now))
+            .take(limit)
+        {
+            let (k, v) = kv?;
+            let (Some((due, id)), Ok(owner)) = (keys::due_entry(&k), raw::to_uuid("due index", &v)) else {
+                return Err(StoreError::Codec("due index entry".into()));
+            };
+            out.push((due, owner, id));
+        }
+        Ok(out)
+    }
+
+    /// Triggers the item of the due-index entry (`at`, `owner`, `id`, as [`Self::due_items`]
+    /// read it) if it is still due at `now`, in one batch: the triggered copy (with the
+    /// delivery targets of this moment), and the item deleted or, when `next` gives its
+    /// next occurrence (with its due instant under the owner's settings, read under the
+    /// account lock), moved there. `None` when the item is gone or no longer due (edited or
+    /// deleted meanwhile); then the entry is removed, so that it is not read again.
+    pub fn trigger_item(
+        &self,
+        (at, owner, id): (Timestamp, Uuid, Uuid),
+        now: Timestamp,
+        next: impl FnOnce(&ScheduledItem, &TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>,
+    ) -> Result<Written<Option<TriggeredItem>>> {
+        let _guard = self.accounts.lock(owner);
+        let item = self.scheduled_location(owner, id)?;
+        let Some((item_key, item, due)) = item.filter(|(_, _, due)| *due <= now) else {
+            return Ok(Written::new(None, self.tree.remove(keys::due(at, id))));
+        };
+        let copy = TriggeredItem {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            tickle: item.tickle.clone(),
+            created: item.created,
+            triggered: now,
+            attempts: Vec::new(),
+        };
+        let (mut s, t) = self.counts(owner)?;
+        let mut batch = Batch::default();
+        let seq = self.seq()?;
+        let place = keys::triggered_place(owner, copy.created, now, seq);
+        batch.insert(keys::triggered(&place), records::triggered::encode(&copy));
+        batch.insert(keys::triggered_id(copy.id), place);
+        let triggers = self.triggers(owner)?;
+        let inbox: Vec<Uuid> = triggers
+            .iter()
+            .filter(|t| matches!(t.kind, TriggerKind::Inbox { .. }))
+            .map(|t| t.id)
+            .collect();
+        let email: Vec<Uuid> = triggers
+            .iter()
+            .filter(|t| matches!(t.kind, TriggerKind::Email { verified: true, .. }))
+            .map(|t| t.id)
+            .collect();
+        for (kind, list) in [(TargetKind::Inbox, inbox), (TargetKind::Email, email)] {
+            if !list.is_empty() {
+                let targets = Targets { owner, triggers: list };
+                batch.insert(keys::targets(kind, seq, copy.id), records::targets::encode(&targets));
+            }
+        }
+        batch.remove(keys::due(due, id));
+        match next(&item, &self.settings(owner)?) {
+            Some((moved, due)) => {
+                batch.insert(item_key, records::scheduled::encode(&moved, due));
+                batch.insert(keys::due(due, id), raw::uuid(owner));
+            }
+            None => {
+                batch.remove(item_key);
+                batch.remove(keys::scheduled_id(id));
+                s = s.saturating_sub(1);
+            }
+        }
+        Self::put_counts(&mut batch, owner, (s, t + 1));
+        Ok(Written::new(Some(copy), self.tree.apply_batch(batch)))
+    }
+}

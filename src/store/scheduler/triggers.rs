@@ -1,0 +1,97 @@
+//! Triggers: where an account's triggered items are delivered (`g` by account + sequence,
+//! so listing is in creation order; `G` finds one by id).
+
+use super::SchedulerStore;
+use crate::domain::email::QueuedEmail;
+use crate::domain::scheduler::models::Trigger;
+use crate::store::keys;
+use crate::store::records;
+use crate::store::writer::Batch;
+use crate::store::{Result, Written};
+use uuid::Uuid;
+
+impl SchedulerStore {
+    /// Stores a new trigger of its owner, with the e-mail that goes with it (verification),
+    /// in one batch; `false` when the owner's account is gone.
+    pub fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(trigger.owner);
+        if self.accounts.get(trigger.owner)?.is_none() {
+            return Ok(Written::unchanged(false));
+        }
+        let place = keys::trigger_place(trigger.owner, self.seq()?, trigger.id);
+        let mut batch = Batch::default();
+        batch.insert(keys::trigger(&place), records::trigger::encode(trigger));
+        batch.insert(keys::trigger_id(trigger.id), place);
+        if let Some(email) = email {
+            self.put_email(&mut batch, &email)?;
+        }
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// The key and record of the account's trigger `id`.
+    fn trigger_location(&self, account: Uuid, id: Uuid) -> Result<Option<(Vec<u8>, Trigger)>> {
+        match self.locate(keys::trigger_id(id), account, keys::trigger)? {
+            Some((k, v)) => Ok(Some((k, records::trigger::decode(&v)?))),
+            None => Ok(None),
+        }
+    }
+
+    pub fn trigger(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>> {
+        Ok(self.trigger_location(account, id)?.map(|(_, t)| t))
+    }
+
+    /// The account's triggers in creation order.
+    pub fn triggers(&self, account: Uuid) -> Result<Vec<Trigger>> {
+        self.tree
+            .scan_prefix(keys::triggers_of(account))
+            .map(|kv| records::trigger::decode(&kv?.1))
+            .collect()
+    }
+
+    /// Replaces a trigger of the account (verification, new key) and optionally queues an
+    /// e-mail, in one batch; `false` when the account has no such trigger.
+    pub fn update_trigger(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        update: impl FnOnce(Trigger) -> Option<(Trigger, Option<QueuedEmail>)>,
+    ) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(account);
+        let Some((k, trigger)) = self.trigger_location(account, id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        let Some((trigger, email)) = update(trigger) else {
+            return Ok(Written::unchanged(false));
+        };
+        let mut batch = Batch::default();
+        batch.insert(k, records::trigger::encode(&trigger));
+        if let Some(email) = email {
+            self.put_email(&mut batch, &email)?;
+        }
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// Deletes a trigger of the account with its pending deliveries and queued e-mails.
+    pub fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(account);
+        let Some((k, _)) = self.trigger_location(account, id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        let mut batch = Batch::default();
+        batch.remove(k);
+        batch.remove(keys::trigger_id(id));
+        self.drop_pending(&mut batch, account, |_, trigger| trigger == Some(id))?;
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// Adds to `batch` the removal of every trigger of the account.
+    pub(super) fn drop_triggers_of(&self, batch: &mut Batch, account: Uuid) -> Result<()> {
+        for kv in self.tree.scan_prefix(keys::triggers_of(account)) {
+            let (k, v) = kv?;
+            let trigger = records::trigger::decode(&v)?;
+            batch.remove(k);
+            batch.remove(keys::trigger_id(trigger.id));
+        }
+        Ok(())
+    }
+}
