@@ -165,7 +165,6 @@ async fn unknown_paths_and_methods_are_json_errors() {
         "/trigger/email/verify/x",
         "/intray/items",
         "/inbox/items",
-        "/access-key",
         "/trigger/",
     ] {
         api.get(path, &alice).await.expect_error(404);
@@ -2469,4 +2468,113 @@ async fn resends_are_limited_per_trigger() {
         .await
         .expect_empty(200);
     resend(&id).await.expect_error(400);
+}
+
+/// Scheduler access keys work like the inbox's (inbox.md §2.5, §3.9), with permissions named
+/// after the scheduler's endpoints: a script can schedule without a password or a token.
+#[tokio::test]
+async fn scheduler_access_keys() {
+    let s = Server::start().await;
+    let api = &s.scheduler;
+    let alice = api.user("alice").await;
+    let everything = api.get("/permissions", &alice).await.expect_json(200);
+    let names: Vec<&str> = everything
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 24, "{names:?}");
+    assert_eq!((names[0], names[23]), ("PermitAddItem", "PermitGetPermissions"));
+
+    let created = api
+        .post(
+            "/access-key",
+            &alice,
+            &json!({"addAccessKeyName": "remind script",
+                    "addAccessKeyPermissions": ["PermitGetSettings", "PermitAddItem", "PermitAddItem"]}),
+        )
+        .await
+        .expect_json(200);
+    let secret = created["accessKeyCreatedKey"].as_str().unwrap().to_owned();
+    let key_id = created["accessKeyCreatedUUID"].as_str().unwrap().to_owned();
+    let listed = api.get("/access-key", &alice).await.expect_json(200);
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert_eq!(listed[0]["name"], "remind script");
+    assert_eq!(listed[0]["permissions"], json!(["PermitAddItem", "PermitGetSettings"]));
+    api.get(&format!("/access-key/{key_id}"), &alice).await.expect_json(200);
+
+    // the header pair: what the key allows, and nothing else
+    let script = Auth::key("alice", &secret.to_uppercase());
+    api.get("/account/settings", &script).await.expect_json(200);
+    let item = json!({"content": "from a script", "scheduled-day": "2099-01-01"});
+    api.post("/scheduler/item", &script, &item).await.expect_json(200);
+    api.get("/scheduler/items", &script).await.expect_error(401);
+    api.get("/permissions", &script).await.expect_error(401);
+    api.get("/account/settings", &Auth::key("bob", &secret))
+        .await
+        .expect_error(401);
+    // a key cannot make a key with more than it has
+    api.post(
+        "/access-key",
+        &script,
+        &json!({"addAccessKeyName": "x", "addAccessKeyPermissions": []}),
+    )
+    .await
+    .expect_error(401);
+    // names of the inbox's table are not the scheduler's permissions
+    api.post(
+        "/access-key",
+        &alice,
+        &json!({"addAccessKeyName": "x", "addAccessKeyPermissions": ["PermitAdd"]}),
+    )
+    .await
+    .expect_error(400);
+    // a login with the key's secret gets a token with the key's permissions
+    let key_token = api.login_ok("alice", &secret).await;
+    assert_eq!(
+        api.get("/permissions", &key_token).await.status,
+        401,
+        "the key has no PermitGetPermissions"
+    );
+    api.get("/account/settings", &key_token).await.expect_json(200);
+    assert_eq!(
+        api.get("/scheduler/items", &alice)
+            .await
+            .expect_json(200)
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // deleting the key ends the header pair and the key's tokens; the password token lives on
+    api.delete(&format!("/access-key/{key_id}"), &alice)
+        .await
+        .expect_empty(200);
+    api.get("/account/settings", &script).await.expect_error(401);
+    api.get("/account/settings", &key_token).await.expect_error(401);
+    api.get("/account/settings", &alice).await.expect_json(200);
+    // the inbox's keys are the inbox's: the same account name there has none of these
+    s.api.register("alice", "alice-password").await.expect_empty(200);
+    let other = api
+        .post(
+            "/access-key",
+            &alice,
+            &json!({"addAccessKeyName": "y", "addAccessKeyPermissions": ["PermitGetItems"]}),
+        )
+        .await
+        .expect_json(200);
+    let other_secret = other["accessKeyCreatedKey"].as_str().unwrap();
+    s.api
+        .get("/inbox/size", &Auth::key("alice", other_secret))
+        .await
+        .expect_error(401);
+    // deleting the account deletes its keys
+    api.delete("/account", &alice).await.expect_empty(200);
+    let again = api.user("alice").await;
+    api.get("/account/settings", &Auth::key("alice", other_secret))
+        .await
+        .expect_error(401);
+    assert_eq!(api.get("/access-key", &again).await.expect_json(200), json!([]));
 }

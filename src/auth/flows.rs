@@ -3,12 +3,14 @@
 
 use super::{passwords, Claims, LoginLimiter, RegistrationLimiter, TokenKeys};
 use crate::config::Settings;
-use crate::domain::account::{Account, ServiceKind};
-use crate::domain::permissions::Permissions;
+use crate::domain::account::{AccessKey, Account, Principal, ServiceKind};
+use crate::domain::permissions::{Access, Permission, Permissions, Table};
+use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
 use crate::http::{ApiError, Head, Reply, Request};
 use crate::store::{AccountStore, Registration};
 use serde::Deserialize;
+use serde_json::{json, Value};
 use std::sync::Arc;
 use uuid::Uuid;
 use warp::http::header::{HeaderValue, AUTHORIZATION, SET_COOKIE};
@@ -92,21 +94,20 @@ impl AccountFlows {
     }
 
     /// `POST /login`. A password of 32 hex digits is first tried as an access-key secret of
-    /// the account (`key_login`, one SHA-256): such a login is never throttled. Otherwise the
-    /// attempt takes its slot in the limits before the password is hashed (inbox.md §1.7).
-    pub async fn login(
-        &self,
-        accounts: &AccountStore,
-        request: &Request,
-        key_login: impl FnOnce(&Account, &str) -> Result<Option<Grant>, ApiError>,
-    ) -> Result<Reply, ApiError> {
+    /// the account (one SHA-256): such a login is never throttled. Otherwise the attempt
+    /// takes its slot in the limits before the password is hashed (inbox.md §1.7).
+    pub async fn login(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
         let body: LoginIn = request.json()?;
         if !wire::is_valid_username(&body.username) {
             return Err(ApiError::bad_request("invalid username"));
         }
         let account = accounts.by_username(&body.username)?;
         if let Some(a) = &account {
-            if let Some(grant) = key_login(a, &body.password)? {
+            if let Some(key) = find_key(accounts, a, &body.password)? {
+                let grant = Grant {
+                    permissions: key.permissions,
+                    key: Some(key.id),
+                };
                 return self.grant_token(accounts, a, grant).await;
             }
         }
@@ -121,15 +122,10 @@ impl AccountFlows {
             return Err(ApiError::unauthorized("wrong username or password"));
         };
         attempt.succeeded();
-        let permissions = if self.service != ServiceKind::Inbox {
-            // the scheduler has no permissions: its tokens carry none
-            Permissions::default()
-        } else if self.settings.is_admin(&account.username) {
-            Permissions::ADMIN
-        } else {
-            Permissions::USER
+        let grant = Grant {
+            permissions: self.password_permissions(&account),
+            key: None,
         };
-        let grant = Grant { permissions, key: None };
         self.grant_token(accounts, &account, grant).await
     }
 
@@ -194,6 +190,199 @@ impl AccountFlows {
 
     pub fn is_admin(&self, account: &Account) -> bool {
         self.settings.is_admin(&account.username)
+    }
+
+    /// The permission table of this service.
+    pub fn table(&self) -> Table {
+        match self.service {
+            ServiceKind::Inbox => Table::Inbox,
+            ServiceKind::Scheduler => Table::Scheduler,
+        }
+    }
+
+    /// What a password login grants: every permission of the service but the admin's, all
+    /// of them for an admin.
+    fn password_permissions(&self, account: &Account) -> Permissions {
+        match self.is_admin(account) {
+            true => self.table().admin(),
+            false => self.table().user(),
+        }
+    }
+
+    /// Checks 3 and 4 of the order of checks (inbox.md §1.2): `None` for a public route,
+    /// else the caller, who has the route's permission (and is an admin for `/admin/...`).
+    /// `POST /register` while registration is closed is refused here (`register_route`).
+    pub fn admit(
+        &self,
+        accounts: &AccountStore,
+        access: Access,
+        register_route: bool,
+        head: &Head,
+    ) -> Result<Option<Principal>, ApiError> {
+        let require = |who: &Principal, p: Permission| match who.permissions.contains(p) {
+            true => Ok(()),
+            false => Err(ApiError::unauthorized(format!("these credentials lack {}", p.name()))),
+        };
+        match access {
+            Access::Public if register_route && !self.settings.registration_open => {
+                Err(ApiError::registration_closed())
+            }
+            Access::Public => Ok(None),
+            Access::Needs(permission) => {
+                let who = self.credentials(accounts, head)?;
+                require(&who, permission)?;
+                Ok(Some(who))
+            }
+            Access::Admin(permission) => {
+                let who = self.credentials(accounts, head)?;
+                require(&who, permission)?;
+                if !self.is_admin(&who.account) {
+                    return Err(ApiError::unauthorized("admins only"));
+                }
+                Ok(Some(who))
+            }
+        }
+    }
+
+    /// A bearer token, else the `Username` + `Access-Key` header pair (inbox.md §2.4–2.5).
+    /// A token obtained with an access key carries that key's permissions and stops working
+    /// when the key is deleted. A scheduler token from a password login has every
+    /// permission of the account (scheduler tokens made before access keys carry none).
+    pub fn credentials(&self, accounts: &AccountStore, head: &Head) -> Result<Principal, ApiError> {
+        if let Some((account, claims)) = self.bearer(accounts, head)? {
+            let permissions = match claims.key {
+                Some(key) => {
+                    if accounts.access_key(account.id, key)?.is_none() {
+                        return Err(ApiError::unauthorized("the access key of this token was deleted"));
+                    }
+                    claims.perms
+                }
+                None if self.service == ServiceKind::Scheduler => self.password_permissions(&account),
+                None => claims.perms,
+            };
+            return Ok(Principal {
+                account,
+                permissions,
+                key: claims.key,
+            });
+        }
+        let missing =
+            || ApiError::unauthorized("credentials required: a bearer token or the Username and Access-Key headers");
+        let (Some(name), Some(secret)) = (head.header("username"), head.header("access-key")) else {
+            return Err(missing());
+        };
+        let name = header_text(name.as_bytes());
+        let secret = std::str::from_utf8(secret.as_bytes()).map_err(|_| missing())?;
+        let account = accounts.by_username(&name)?.ok_or_else(missing)?;
+        let key = find_key(accounts, &account, secret)?.ok_or_else(missing)?;
+        Ok(Principal {
+            account,
+            permissions: key.permissions,
+            key: Some(key.id),
+        })
+    }
+
+    /// `POST /access-key` (inbox.md §3.9): a key with the permissions asked for, which the
+    /// caller must have; the secret is shown this once.
+    pub async fn add_access_key(
+        &self,
+        accounts: &AccountStore,
+        who: &Principal,
+        request: &Request,
+    ) -> Result<Reply, ApiError> {
+        #[derive(Deserialize)]
+        struct AddAccessKeyIn {
+            #[serde(rename = "addAccessKeyName")]
+            name: String,
+            #[serde(rename = "addAccessKeyPermissions")]
+            permissions: Vec<String>,
+        }
+        let body: AddAccessKeyIn = request.json()?;
+        let permissions = self
+            .table()
+            .parse(body.permissions.iter().map(String::as_str))
+            .map_err(|bad| ApiError::bad_request(format!("unknown permission {bad:?}")))?;
+        if !permissions.is_subset_of(who.permissions) {
+            return Err(ApiError::unauthorized(
+                "an access key cannot have permissions its creator lacks",
+            ));
+        }
+        let (secret, digest) = secrets::new_secret();
+        let key = AccessKey {
+            id: wire::new_uuid(),
+            name: body.name,
+            created: Timestamp::now(),
+            seq: accounts.next_key_seq()?,
+            permissions,
+            digest,
+        };
+        if !accounts.add_access_key(who.account.id, &key)?.durable().await? {
+            return Err(ApiError::unauthorized("the account no longer exists"));
+        }
+        Ok(Reply::json(&json!({
+            "accessKeyCreatedKey": secret,
+            "accessKeyCreatedCreatedTimestamp": key.created.to_string(),
+            "accessKeyCreatedUUID": key.id,
+        })))
+    }
+
+    /// `GET /access-key`.
+    pub fn access_keys(&self, accounts: &AccountStore, who: &Principal) -> Result<Reply, ApiError> {
+        let keys: Vec<Value> = accounts
+            .access_keys(who.account.id)?
+            .iter()
+            .map(|k| self.key_info(k))
+            .collect();
+        Ok(Reply::json(&keys))
+    }
+
+    /// `GET /access-key/:uuid`.
+    pub fn access_key(&self, accounts: &AccountStore, who: &Principal, id: Uuid) -> Result<Reply, ApiError> {
+        let found = accounts
+            .access_key(who.account.id, id)?
+            .ok_or_else(|| ApiError::not_found("access key not found"))?;
+        Ok(Reply::json(&self.key_info(&found)))
+    }
+
+    /// `DELETE /access-key/:uuid`: tokens obtained with the key stop working too.
+    pub async fn delete_access_key(
+        &self,
+        accounts: &AccountStore,
+        who: &Principal,
+        id: Uuid,
+    ) -> Result<Reply, ApiError> {
+        accounts.delete_access_key(who.account.id, id)?.durable().await?;
+        Ok(Reply::empty())
+    }
+
+    /// `GET /permissions`: the caller's permissions in the service's table order.
+    pub fn permissions(&self, who: &Principal) -> Reply {
+        Reply::json(&self.table().names(who.permissions))
+    }
+
+    fn key_info(&self, key: &AccessKey) -> Value {
+        json!({"uuid": key.id, "name": key.name, "created": key.created.to_string(),
+               "permissions": self.table().names(key.permissions)})
+    }
+}
+
+/// The account's own access key whose secret is `secret` (32 hex digits, either case).
+fn find_key(accounts: &AccountStore, account: &Account, secret: &str) -> Result<Option<AccessKey>, ApiError> {
+    if !secrets::looks_like_secret(secret) {
+        return Ok(None);
+    }
+    let digest = secrets::digest(secret);
+    Ok(accounts
+        .access_key_by_digest(&digest)?
+        .filter(|(owner, key)| *owner == account.id && secrets::digests_equal(&key.digest, &digest))
+        .map(|(_, key)| key))
+}
+
+/// A header value as text: UTF-8, else ISO-8859-1.
+fn header_text(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_owned(),
+        Err(_) => bytes.iter().map(|b| *b as char).collect(),
     }
 }
 

@@ -93,6 +93,16 @@ pub const SCHEDULER_TABLE: &[Permission] = &[
     Permission::PermitAdminGetStats,
 ];
 
+/// Who may call a route of a service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    /// Credentials that carry the permission.
+    Needs(Permission),
+    /// The permission, and the caller's username is an admin's.
+    Admin(Permission),
+}
+
 /// How many of a table's permissions (at its end) are the admin's.
 const ADMIN_PERMISSIONS: usize = 3;
 

@@ -2,41 +2,24 @@
 //! then per route: path → parse → call the store → await the write's receipt (durable) →
 //! answer.
 
-use super::routes::{self, Access, Route};
+use super::routes::{self, Route};
 use super::Inbox;
-use crate::auth::flows::Grant;
-use crate::domain::account::{AccessKey, Account, Principal, ServiceKind};
-use crate::domain::inbox::models::{AddAccessKeyIn, ContentsIn, InboxItem, ItemType};
+use crate::domain::account::{Account, Principal, ServiceKind};
+use crate::domain::inbox::models::{ContentsIn, InboxItem, ItemType};
 use crate::domain::inbox::sync::{self, SyncRequest};
-use crate::domain::permissions::{Permission, Permissions};
-use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
 use crate::http::{path_uuid, ApiError, Head, Reply, Request};
 use crate::payments;
 use crate::store::inbox::AddOutcome;
 use serde_json::{json, Value};
-use uuid::Uuid;
 
 impl Inbox {
     /// Checks 3 and 4 of inbox.md §1.2: `None` for a public route, else the caller, who has
     /// the route's permission (and is an admin for `/admin/...`).
     pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
-        match routes::access(route) {
-            Access::Public if *route == Route::Register && !self.ctx.settings.registration_open => {
-                Err(ApiError::registration_closed())
-            }
-            Access::Public => Ok(None),
-            Access::Needs(permission) => {
-                let who = self.credentials(head)?;
-                self.require(&who, permission)?;
-                Ok(Some(who))
-            }
-            Access::Admin(permission) => {
-                let who = self.credentials(head)?;
-                self.require_admin(&who, permission)?;
-                Ok(Some(who))
-            }
-        }
+        let accounts = &self.ctx.store.inbox.accounts;
+        self.flows
+            .admit(accounts, routes::access(route), *route == Route::Register, head)
     }
 
     pub(super) async fn dispatch(
@@ -49,12 +32,7 @@ impl Inbox {
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
             Route::Register => return self.flows.register(accounts, &request).await,
-            Route::Login => {
-                return self
-                    .flows
-                    .login(accounts, &request, |a, secret| self.key_login(a, secret))
-                    .await
-            }
+            Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
             _ => {}
         }
@@ -64,30 +42,17 @@ impl Inbox {
         let store = &self.ctx.store.inbox;
         let id = who.account.id;
         match route {
-            Route::Permissions => Ok(Reply::json(&who.permissions.names())),
+            Route::Permissions => Ok(self.flows.permissions(&who)),
             Route::GetAccount => Ok(Reply::json(&self.account_info(&who.account).await?)),
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &who.account, &request).await,
             Route::DeleteAccount => {
                 store.delete_account(id)?.durable().await?;
                 Ok(Reply::empty())
             }
-            Route::AddAccessKey => self.add_access_key(&who, &request).await,
-            Route::ListAccessKeys => {
-                let keys: Vec<Value> = store.access_keys(id)?.iter().map(key_info).collect();
-                Ok(Reply::json(&keys))
-            }
-            Route::GetAccessKey(key) => {
-                let key = path_uuid(&key)?;
-                let found = store
-                    .access_key(id, key)?
-                    .ok_or_else(|| ApiError::not_found("access key not found"))?;
-                Ok(Reply::json(&key_info(&found)))
-            }
-            Route::DeleteAccessKey(key) => {
-                let key = path_uuid(&key)?;
-                store.delete_access_key(id, key)?.durable().await?;
-                Ok(Reply::empty())
-            }
+            Route::AddAccessKey => self.flows.add_access_key(accounts, &who, &request).await,
+            Route::ListAccessKeys => self.flows.access_keys(accounts, &who),
+            Route::GetAccessKey(key) => self.flows.access_key(accounts, &who, path_uuid(&key)?),
+            Route::DeleteAccessKey(key) => self.flows.delete_access_key(accounts, &who, path_uuid(&key)?).await,
             Route::AddText => self.add_text(&who, &request).await,
             Route::AddItem => self.add_item(&who, &request).await,
             Route::GetItem(item) => {
@@ -139,118 +104,11 @@ impl Inbox {
         }
     }
 
-    /// A bearer token, else the `Username` + `Access-Key` header pair (inbox.md §2.4–2.5).
-    fn credentials(&self, request: &Head) -> Result<Principal, ApiError> {
-        let accounts = &self.ctx.store.inbox.accounts;
-        if let Some((account, claims)) = self.flows.bearer(accounts, request)? {
-            if let Some(key) = claims.key {
-                if self.ctx.store.inbox.access_key(account.id, key)?.is_none() {
-                    return Err(ApiError::unauthorized("the access key of this token was deleted"));
-                }
-            }
-            return Ok(Principal {
-                account,
-                permissions: claims.perms,
-                key: claims.key,
-            });
-        }
-        let missing =
-            || ApiError::unauthorized("credentials required: a bearer token or the Username and Access-Key headers");
-        let (Some(name), Some(secret)) = (request.header("username"), request.header("access-key")) else {
-            return Err(missing());
-        };
-        let name = header_text(name.as_bytes());
-        let secret = std::str::from_utf8(secret.as_bytes()).map_err(|_| missing())?;
-        let account = accounts.by_username(&name)?.ok_or_else(missing)?;
-        let (_, key) = self.find_key(&account, secret)?.ok_or_else(missing)?;
-        Ok(Principal {
-            account,
-            permissions: key.permissions,
-            key: Some(key.id),
-        })
-    }
-
-    /// The account's own access key whose secret is `secret`.
-    fn find_key(&self, account: &Account, secret: &str) -> Result<Option<(Uuid, AccessKey)>, ApiError> {
-        if !secrets::looks_like_secret(secret) {
-            return Ok(None);
-        }
-        let digest = secrets::digest(secret);
-        Ok(self
-            .ctx
-            .store
-            .inbox
-            .access_key_by_digest(&digest)?
-            .filter(|(owner, key)| *owner == account.id && secrets::digests_equal(&key.digest, &digest)))
-    }
-
-    fn key_login(&self, account: &Account, secret: &str) -> Result<Option<Grant>, ApiError> {
-        Ok(self.find_key(account, secret)?.map(|(_, key)| Grant {
-            permissions: key.permissions,
-            key: Some(key.id),
-        }))
-    }
-
-    fn require(&self, who: &Principal, permission: Permission) -> Result<(), ApiError> {
-        if who.permissions.contains(permission) {
-            Ok(())
-        } else {
-            Err(ApiError::unauthorized(format!(
-                "these credentials lack {}",
-                permission.name()
-            )))
-        }
-    }
-
-    fn require_admin(&self, who: &Principal, permission: Permission) -> Result<(), ApiError> {
-        self.require(who, permission)?;
-        if self.flows.is_admin(&who.account) {
-            Ok(())
-        } else {
-            Err(ApiError::unauthorized("admins only"))
-        }
-    }
-
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
         let count = self.ctx.store.inbox.count(account.id)?;
         self.ctx
             .account_info(ServiceKind::Inbox, account, &[("count", count)])
             .await
-    }
-
-    async fn add_access_key(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
-        let body: AddAccessKeyIn = request.json()?;
-        let permissions = Permissions::parse(body.permissions.iter().map(String::as_str))
-            .map_err(|bad| ApiError::bad_request(format!("unknown permission {bad:?}")))?;
-        if !permissions.is_subset_of(who.permissions) {
-            return Err(ApiError::unauthorized(
-                "an access key cannot have permissions its creator lacks",
-            ));
-        }
-        let (secret, digest) = secrets::new_secret();
-        let key = AccessKey {
-            id: wire::new_uuid(),
-            name: body.name,
-            created: Timestamp::now(),
-            seq: self.ctx.store.inbox.next_key_seq()?,
-            permissions,
-            digest,
-        };
-        if !self
-            .ctx
-            .store
-            .inbox
-            .add_access_key(who.account.id, &key)?
-            .durable()
-            .await?
-        {
-            return Err(ApiError::unauthorized("the account no longer exists"));
-        }
-        Ok(Reply::json(&json!({
-            "accessKeyCreatedKey": secret,
-            "accessKeyCreatedCreatedTimestamp": key.created.to_string(),
-            "accessKeyCreatedUUID": key.id,
-        })))
     }
 
     /// `POST /inbox/item`: the item's contents as JSON (inbox.md §3.5).
@@ -326,18 +184,6 @@ impl Inbox {
             "active-users": crate::domain::account::active_users(&all, now),
             "subscribed-users": self.ctx.payments.subscribers(&self.ctx.store.inbox.accounts, &all).await?,
         })))
-    }
-}
-
-fn key_info(key: &AccessKey) -> Value {
-    json!({"uuid": key.id, "name": key.name, "created": key.created.to_string(), "permissions": key.permissions.names()})
-}
-
-/// A header value as text: UTF-8, else ISO-8859-1.
-fn header_text(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => s.to_owned(),
-        Err(_) => bytes.iter().map(|b| *b as char).collect(),
     }
 }
 

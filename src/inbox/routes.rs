@@ -2,7 +2,7 @@
 //! unknown paths and 405 for a known path with another method. `/intray/...` answers like
 //! `/inbox/...`. Every route also knows who may call it and whether it reads a body.
 
-use crate::domain::permissions::Permission;
+use crate::domain::permissions::{Access, Permission};
 use crate::http::{pick, ApiError};
 use warp::http::Method;
 
@@ -46,16 +46,6 @@ fn by_method(
         method,
         options.into_iter().filter_map(|(m, r)| r.map(|r| (m, r))).collect(),
     )
-}
-
-/// Who may call a route (inbox.md §0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    Public,
-    /// Credentials that carry the permission.
-    Needs(Permission),
-    /// The permission, and the caller's username is an admin's.
-    Admin(Permission),
 }
 
 pub fn access(route: &Route) -> Access {

@@ -2,9 +2,9 @@
 //! body is read; then per route: path → parse → call the store → await the write's receipt
 //! (durable) → wake the workers that have new work → answer.
 
-use super::routes::{self, Access, Route};
+use super::routes::{self, Route};
 use super::{resend_limit, Scheduler};
-use crate::domain::account::{Account, ServiceKind};
+use crate::domain::account::{Account, Principal, ServiceKind};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{
     is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
@@ -23,48 +23,43 @@ use uuid::Uuid;
 use warp::http::StatusCode;
 
 impl Scheduler {
-    /// Checks 3 and 4 of the order of checks: `None` for a public route, else the caller's
-    /// account (an admin's for `/admin/...`).
-    pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Account>, ApiError> {
-        match routes::access(route) {
-            Access::Public if *route == Route::Register && !self.ctx.settings.registration_open => {
-                Err(ApiError::registration_closed())
-            }
-            Access::Public => Ok(None),
-            Access::Account => self.token_account(head).map(Some),
-            Access::Admin => {
-                let account = self.token_account(head)?;
-                if !self.flows.is_admin(&account) {
-                    return Err(ApiError::unauthorized("admins only"));
-                }
-                Ok(Some(account))
-            }
-        }
+    /// Checks 3 and 4 of the order of checks: `None` for a public route, else the caller,
+    /// whose credentials carry the route's permission (and who is an admin for `/admin/...`).
+    pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
+        let accounts = &self.ctx.store.scheduler.accounts;
+        self.flows
+            .admit(accounts, routes::access(route), *route == Route::Register, head)
     }
 
     pub(super) async fn dispatch(
         &self,
         route: Route,
-        caller: Option<Account>,
+        caller: Option<Principal>,
         request: Request,
     ) -> Result<Reply, ApiError> {
         let accounts = &self.ctx.store.scheduler.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
             Route::Register => return self.flows.register(accounts, &request).await,
-            Route::Login => return self.flows.login(accounts, &request, |_, _| Ok(None)).await,
+            Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
             Route::Loopers => return Ok(Reply::json(&self.ctx.workers.to_json())),
             _ => {}
         }
-        let Some(account) = caller else {
+        let Some(who) = caller else {
             return Err(ApiError::internal("a protected route without a caller"));
         };
+        let account = &who.account;
         let store = &self.ctx.store.scheduler;
         let me = account.id;
         match route {
-            Route::ChangePassphrase => self.flows.change_passphrase(accounts, &account, &request).await,
-            Route::GetAccount => Ok(Reply::json(&self.account_info(&account).await?)),
+            Route::ChangePassphrase => self.flows.change_passphrase(accounts, account, &request).await,
+            Route::GetAccount => Ok(Reply::json(&self.account_info(account).await?)),
+            Route::Permissions => Ok(self.flows.permissions(&who)),
+            Route::AddAccessKey => self.flows.add_access_key(accounts, &who, &request).await,
+            Route::ListAccessKeys => self.flows.access_keys(accounts, &who),
+            Route::GetAccessKey(key) => self.flows.access_key(accounts, &who, path_uuid(&key)?),
+            Route::DeleteAccessKey(key) => self.flows.delete_access_key(accounts, &who, path_uuid(&key)?).await,
             Route::DeleteAccount => {
                 store.delete_account(me)?.durable().await?;
                 Ok(Reply::empty())
@@ -80,7 +75,7 @@ impl Scheduler {
                 self.ctx.workers.wake(Worker::Triggerer);
                 Ok(Reply::empty())
             }
-            Route::AddItem => self.add_item(&account, &request).await,
+            Route::AddItem => self.add_item(account, &request).await,
             Route::GetItem(id) => {
                 let id = path_uuid(&id)?;
                 if let Some(item) = store.scheduled(me, id)? {
@@ -150,7 +145,7 @@ impl Scheduler {
                 let cap = self
                     .ctx
                     .payments
-                    .cap_of(&self.ctx.store.scheduler.accounts, &account)
+                    .cap_of(&self.ctx.store.scheduler.accounts, account)
                     .await?;
                 let synced = store.sync(me, |items, setting| {
                     let zone = Zone::of(setting);
@@ -199,13 +194,6 @@ impl Scheduler {
             Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => {
                 Err(ApiError::internal("unreachable route"))
             }
-        }
-    }
-
-    fn token_account(&self, request: &Head) -> Result<Account, ApiError> {
-        match self.flows.bearer(&self.ctx.store.scheduler.accounts, request)? {
-            Some((account, _)) => Ok(account),
-            None => Err(ApiError::unauthorized("a bearer token is required")),
         }
     }
 

@@ -8,7 +8,7 @@ pub mod routes;
 use crate::auth::flows::AccountFlows;
 use crate::config::Settings;
 use crate::context::Context;
-use crate::domain::account::Account;
+use crate::domain::account::Principal;
 use crate::domain::account::ServiceKind;
 use crate::http::{ApiError, Head, Reply, Request, Service};
 use std::sync::Arc;
@@ -41,7 +41,7 @@ impl Scheduler {
 
 impl Service for Scheduler {
     type Route = routes::Route;
-    type Caller = Account;
+    type Caller = Principal;
 
     fn name(&self) -> &'static str {
         self.flows.service.name()
@@ -51,7 +51,7 @@ impl Service for Scheduler {
         routes::route(method, segments)
     }
 
-    fn authenticate(&self, route: &routes::Route, head: &Head) -> Result<Option<Account>, ApiError> {
+    fn authenticate(&self, route: &routes::Route, head: &Head) -> Result<Option<Principal>, ApiError> {
         self.admit(route, head)
     }
 
@@ -62,7 +62,7 @@ impl Service for Scheduler {
     async fn handle(
         self: Arc<Self>,
         route: routes::Route,
-        caller: Option<Account>,
+        caller: Option<Principal>,
         request: Request,
     ) -> Result<Reply, ApiError> {
         self.dispatch(route, caller, request).await

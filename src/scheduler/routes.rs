@@ -2,6 +2,7 @@
 //! known path with another method. `/tickler/...` answers like `/scheduler/...`, and
 //! `POST /trigger/intray` like `POST /trigger/inbox`.
 
+use crate::domain::permissions::{Access, Permission};
 use crate::http::{pick, ApiError};
 use warp::http::Method;
 
@@ -36,23 +37,47 @@ pub enum Route {
     AdminStats,
     AdminAccounts,
     AdminDeleteAccount(String),
+    Permissions,
+    AddAccessKey,
+    ListAccessKeys,
+    GetAccessKey(String),
+    DeleteAccessKey(String),
 }
 
-/// Who may call a route (scheduler.md §0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    Public,
-    /// A valid bearer token.
-    Account,
-    /// A valid bearer token of an admin.
-    Admin,
-}
-
+/// Who may call a route: public, or credentials (a bearer token, or the `Username` +
+/// `Access-Key` headers) that carry the permission named after the endpoint.
 pub fn access(route: &Route) -> Access {
+    use Access::*;
+    use Permission as P;
     match route {
-        Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Access::Public,
-        Route::AdminStats | Route::AdminAccounts | Route::AdminDeleteAccount(_) => Access::Admin,
-        _ => Access::Account,
+        Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Public,
+        Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
+        Route::GetAccount => Needs(P::PermitGetAccountInfo),
+        Route::DeleteAccount => Needs(P::PermitDeleteAccount),
+        Route::GetSettings => Needs(P::PermitGetSettings),
+        Route::PutSettings => Needs(P::PermitPutSettings),
+        Route::AddItem => Needs(P::PermitAddItem),
+        Route::GetItem(_) => Needs(P::PermitGetItem),
+        Route::EditItem(_) => Needs(P::PermitEditItem),
+        Route::DeleteItem(_) => Needs(P::PermitDeleteItem),
+        Route::DeleteTriggereds => Needs(P::PermitDeleteTriggereds),
+        Route::Retry => Needs(P::PermitRetry),
+        Route::Items => Needs(P::PermitGetItems),
+        Route::Uuids => Needs(P::PermitGetItemUUIDs),
+        Route::Sync => Needs(P::PermitSync),
+        Route::Triggers | Route::GetTrigger(_) => Needs(P::PermitGetTriggers),
+        Route::DeleteTrigger(_) => Needs(P::PermitDeleteTrigger),
+        Route::AddEmailTrigger | Route::AddInboxTrigger => Needs(P::PermitAddTrigger),
+        Route::Verify(..) => Needs(P::PermitVerifyTrigger),
+        Route::Resend(_) => Needs(P::PermitResendVerification),
+        Route::Permissions => Needs(P::PermitGetPermissions),
+        Route::AddAccessKey => Needs(P::PermitPostAddAccessKey),
+        Route::ListAccessKeys => Needs(P::PermitGetAccessKeys),
+        Route::GetAccessKey(_) => Needs(P::PermitGetAccessKey),
+        Route::DeleteAccessKey(_) => Needs(P::PermitDeleteAccessKey),
+        Route::AdminStats => Admin(P::PermitAdminGetStats),
+        Route::AdminAccounts => Admin(P::PermitAdminGetAccounts),
+        Route::AdminDeleteAccount(_) => Admin(P::PermitAdminDeleteAccount),
     }
 }
 
@@ -70,6 +95,7 @@ pub fn takes_body(route: &Route) -> bool {
             | Route::Sync
             | Route::AddEmailTrigger
             | Route::AddInboxTrigger
+            | Route::AddAccessKey
     )
 }
 
@@ -100,6 +126,9 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["trigger", "email", "verify", id, key] => vec![(M::POST, Verify(own(id), own(key)))],
         ["trigger", "email", "resend", id] => vec![(M::POST, Resend(own(id)))],
         ["trigger", "inbox" | "intray"] => vec![(M::POST, AddInboxTrigger)],
+        ["permissions"] => vec![(M::GET, Permissions)],
+        ["access-key"] => vec![(M::GET, ListAccessKeys), (M::POST, AddAccessKey)],
+        ["access-key", id] => vec![(M::GET, GetAccessKey(own(id))), (M::DELETE, DeleteAccessKey(own(id)))],
         ["admin", "stats"] => vec![(M::GET, AdminStats)],
         ["admin", "accounts"] => vec![(M::GET, AdminAccounts)],
         ["admin", "account", id] => vec![(M::DELETE, AdminDeleteAccount(own(id)))],
@@ -126,5 +155,11 @@ mod tests {
         assert_eq!(r(Method::GET, "/trigger/email/verify/a/b"), Err(405));
         assert_eq!(r(Method::GET, "/scheduler/nothing-here"), Err(404));
         assert_eq!(r(Method::GET, "/scheduler/items/"), Err(404));
+        assert_eq!(r(Method::POST, "/access-key"), Ok(Route::AddAccessKey));
+        assert_eq!(
+            r(Method::DELETE, "/access-key/x"),
+            Ok(Route::DeleteAccessKey("x".into()))
+        );
+        assert_eq!(r(Method::GET, "/permissions"), Ok(Route::Permissions));
     }
 }

@@ -1,11 +1,12 @@
 //! Accounts, shared in shape by both services (each service keeps its own accounts in its
-//! own tree): the account records (`a`), the username index (`n` → account uuid) and the
-//! payment customer (`u`); layouts in [`super::keys`].
+//! own tree): the account records (`a`), the username index (`n` → account uuid), the
+//! payment customer (`u`) and access keys (`k`, with the secret digest index `h`); layouts
+//! in [`super::keys`].
 
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
 use super::{keys, lock, Result, Stripes, Written};
-use crate::domain::account::Account;
+use crate::domain::account::{AccessKey, Account};
 use crate::domain::wire::Timestamp;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
@@ -126,10 +127,78 @@ impl AccountStore {
         Ok(Written::new(true, ticket))
     }
 
-    /// Adds the removal of the account record, its username and customer to `batch`.
-    pub(crate) fn delete_into(&self, account: &Account, batch: &mut Batch) {
+    /// Stores a new access key of the account; `false` when the account is gone.
+    pub fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
+        let _guard = self.lock(account);
+        if self.get(account)?.is_none() {
+            return Ok(Written::unchanged(false));
+        }
+        let mut batch = Batch::default();
+        batch.insert(
+            keys::access_key(account, access_key.id),
+            records::access_key::encode(access_key),
+        );
+        batch.insert(
+            keys::key_digest(&access_key.digest),
+            keys::key_owner(account, access_key.id),
+        );
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// The account's access keys, oldest first.
+    pub fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        let mut found = self
+            .tree
+            .scan_prefix(keys::access_keys_of(account))
+            .map(|kv| records::access_key::decode(&kv?.1))
+            .collect::<Result<Vec<_>>>()?;
+        found.sort_by_key(|k| (k.created, k.seq));
+        Ok(found)
+    }
+
+    pub fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
+        match self.tree.get(keys::access_key(account, id))? {
+            Some(v) => Ok(Some(records::access_key::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The access key whose secret has this SHA-256 digest: (owner, key).
+    pub fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
+        let Some(v) = self.tree.get(keys::key_digest(digest))? else {
+            return Ok(None);
+        };
+        let (Some(account), Some(id)) = (keys::uuid_at(&v, 0), keys::uuid_at(&v, 16)) else {
+            return Ok(None);
+        };
+        Ok(self.access_key(account, id)?.map(|k| (account, k)))
+    }
+
+    pub fn next_key_seq(&self) -> Result<u64> {
+        self.tree.next_id()
+    }
+
+    pub fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        let _guard = self.lock(account);
+        let Some(k) = self.access_key(account, id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        let mut batch = Batch::default();
+        batch.remove(keys::access_key(account, id));
+        batch.remove(keys::key_digest(&k.digest));
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// Adds the removal of the account record, its username, customer and access keys to
+    /// `batch`.
+    pub(crate) fn delete_into(&self, account: &Account, batch: &mut Batch) -> Result<()> {
+        for access_key in self.access_keys(account.id)? {
+            batch.remove(keys::access_key(account.id, access_key.id));
+            batch.remove(keys::key_digest(&access_key.digest));
+        }
         batch.remove(keys::customer(account.id));
         batch.remove(keys::username(&account.username));
         batch.remove(keys::account(account.id));
+        Ok(())
     }
 }

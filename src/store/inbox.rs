@@ -8,7 +8,7 @@ use super::accounts::AccountStore;
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
 use super::{keys, Result, StoreError, Stripes, Written};
-use crate::domain::account::{AccessKey, Account};
+use crate::domain::account::Account;
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::inbox::sync::ItemChanges;
 use std::sync::Arc;
@@ -182,68 +182,6 @@ impl InboxStore {
         Ok(Written::new(answer, self.tree.apply_batch(batch)))
     }
 
-    /// Stores a new access key of the account; `false` when the account is gone.
-    pub fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
-        let _guard = self.accounts.lock(account);
-        if self.accounts.get(account)?.is_none() {
-            return Ok(Written::unchanged(false));
-        }
-        let mut batch = Batch::default();
-        batch.insert(
-            keys::access_key(account, access_key.id),
-            records::access_key::encode(access_key),
-        );
-        batch.insert(
-            keys::key_digest(&access_key.digest),
-            keys::key_owner(account, access_key.id),
-        );
-        Ok(Written::new(true, self.tree.apply_batch(batch)))
-    }
-
-    /// The account's access keys, oldest first.
-    pub fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        let mut found = self
-            .tree
-            .scan_prefix(keys::access_keys_of(account))
-            .map(|kv| records::access_key::decode(&kv?.1))
-            .collect::<Result<Vec<_>>>()?;
-        found.sort_by_key(|k| (k.created, k.seq));
-        Ok(found)
-    }
-
-    pub fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
-        match self.tree.get(keys::access_key(account, id))? {
-            Some(v) => Ok(Some(records::access_key::decode(&v)?)),
-            None => Ok(None),
-        }
-    }
-
-    /// The access key whose secret has this SHA-256 digest: (owner, key).
-    pub fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
-        let Some(v) = self.tree.get(keys::key_digest(digest))? else {
-            return Ok(None);
-        };
-        let (Some(account), Some(id)) = (keys::uuid_at(&v, 0), keys::uuid_at(&v, 16)) else {
-            return Ok(None);
-        };
-        Ok(self.access_key(account, id)?.map(|k| (account, k)))
-    }
-
-    pub fn next_key_seq(&self) -> Result<u64> {
-        self.tree.next_id()
-    }
-
-    pub fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        let _guard = self.accounts.lock(account);
-        let Some(k) = self.access_key(account, id)? else {
-            return Ok(Written::unchanged(false));
-        };
-        let mut batch = Batch::default();
-        batch.remove(keys::access_key(account, id));
-        batch.remove(keys::key_digest(&k.digest));
-        Ok(Written::new(true, self.tree.apply_batch(batch)))
-    }
-
     /// Deletes the account and everything of it (items, access keys, idempotency keys) in
     /// one batch. `false` when there was no such account.
     pub fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
@@ -258,15 +196,11 @@ impl InboxStore {
             batch.remove(k);
             batch.remove(keys::item_id(item.id));
         }
-        for access_key in self.access_keys(account)? {
-            batch.remove(keys::access_key(account, access_key.id));
-            batch.remove(keys::key_digest(&access_key.digest));
-        }
         for kv in self.tree.scan_prefix(keys::idempotency_of(account)) {
             batch.remove(kv?.0);
         }
         batch.remove(keys::count(account));
-        self.accounts.delete_into(&record, &mut batch);
+        self.accounts.delete_into(&record, &mut batch)?;
         Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 }

@@ -104,7 +104,7 @@ impl SchedulerStore {
         self.drop_pending(&mut batch, account, |_, _| true)?;
         batch.remove(keys::settings(account));
         batch.remove(keys::count(account));
-        self.accounts.delete_into(&record, &mut batch);
+        self.accounts.delete_into(&record, &mut batch)?;
         Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 }
