@@ -10,6 +10,7 @@
 //! Sizes can be changed with `BENCH_SMALL`, `BENCH_LARGE`, `BENCH_PASSES` and `BENCH_DUE`
 //! (environment variables) for quick runs; docs/performance.md reports the defaults.
 
+use pigeonhole::clock::Clock;
 use pigeonhole::domain::scheduler::models::{Day, ScheduledItem, Tickle};
 use pigeonhole::domain::wire::{new_uuid, Timestamp};
 use pigeonhole::loopers::triggerer;
@@ -142,7 +143,7 @@ fn stats(samples: &mut [Duration]) -> Stats {
 /// One idle pass, checked to have triggered nothing; answers its duration.
 async fn idle_pass(store: &Store) -> Duration {
     let started = Instant::now();
-    let (triggered, sleep) = triggerer::pass(store).await.expect("triggerer pass");
+    let (triggered, sleep) = triggerer::pass(store, &Clock::real()).await.expect("triggerer pass");
     let took = started.elapsed();
     assert_eq!(triggered, 0, "nothing is due");
     assert!(sleep.is_some(), "the next due instant is known");
@@ -168,7 +169,7 @@ async fn due_pass(store: &Store, accounts: &[Uuid], n: usize) -> Duration {
     }
     store.flush().expect("flush before the due pass");
     let started = Instant::now();
-    let (triggered, _) = triggerer::pass(store).await.expect("triggerer pass");
+    let (triggered, _) = triggerer::pass(store, &Clock::real()).await.expect("triggerer pass");
     let took = started.elapsed();
     assert_eq!(triggered, n, "every due item triggers");
     took

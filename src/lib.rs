@@ -6,6 +6,7 @@
 //! layers and the path of a request are in docs/architecture.md.
 
 pub mod auth;
+pub mod clock;
 pub mod config;
 pub mod context;
 pub mod datadir;
@@ -22,4 +23,4 @@ pub mod scheduler;
 pub mod store;
 pub mod workers;
 
-pub use launch::{launch, Listeners};
+pub use launch::{launch, Listeners, Running};

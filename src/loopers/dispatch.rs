@@ -6,6 +6,8 @@
 //! target (inbox base URL, e-mail domain) and a number overall. A due delivery that finds
 //! no free place is started by a later pass, which the task that frees a place wakes.
 
+use crate::domain::worker::Worker;
+use crate::workers::Workers;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -25,8 +27,10 @@ pub struct Dispatcher {
     overall: usize,
     per_target: usize,
     state: Mutex<State>,
-    /// Wakes the worker whose pass starts deliveries.
-    wake: Box<dyn Fn() + Send + Sync>,
+    /// The worker whose passes start the deliveries: woken when one of them needs another
+    /// pass, told how many are in flight.
+    workers: Arc<Workers>,
+    worker: Worker,
 }
 
 #[derive(Default)]
@@ -44,7 +48,7 @@ struct State {
 }
 
 impl Dispatcher {
-    pub fn new(overall: usize, per_target: usize, wake: impl Fn() + Send + Sync + 'static) -> Arc<Dispatcher> {
+    pub fn new(overall: usize, per_target: usize, workers: Arc<Workers>, worker: Worker) -> Arc<Dispatcher> {
         Arc::new(Dispatcher {
             overall: overall.max(1),
             per_target: per_target.max(1),
@@ -52,8 +56,13 @@ impl Dispatcher {
                 tasks: Some(JoinSet::new()),
                 ..State::default()
             }),
-            wake: Box::new(wake),
+            workers,
+            worker,
         })
+    }
+
+    fn wake(&self) {
+        self.workers.wake(self.worker);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -95,6 +104,7 @@ impl Dispatcher {
         }
         state.running.insert(key.clone());
         *state.targets.entry(target.clone()).or_insert(0) += 1;
+        self.workers.delivery_started(self.worker);
         let place = Place {
             dispatcher: self.clone(),
             key,
@@ -111,7 +121,7 @@ impl Dispatcher {
             let dispatcher = place.dispatcher.clone();
             drop(place);
             if again {
-                (dispatcher.wake)();
+                dispatcher.wake();
             }
         });
         Start::Started
@@ -153,8 +163,9 @@ impl Drop for Place {
             }
             std::mem::take(&mut state.starved)
         };
+        self.dispatcher.workers.delivery_ended(self.dispatcher.worker);
         if starved {
-            (self.dispatcher.wake)();
+            self.dispatcher.wake();
         }
     }
 }
@@ -162,9 +173,19 @@ impl Drop for Place {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::config::Settings;
     use std::time::Duration;
     use tokio::sync::Notify;
+
+    const WORKER: Worker = Worker::TriggeredInboxItemSender;
+
+    fn workers() -> Arc<Workers> {
+        Arc::new(Workers::new(&Settings::with_data_dir("/tmp/unused"), |_| true))
+    }
+
+    fn in_flight(workers: &Workers) -> usize {
+        workers.activity(WORKER).borrow().deliveries
+    }
 
     /// A job that runs until `release` is notified.
     fn held(release: &Arc<Notify>) -> impl Future<Output = Result<bool, String>> + Send + 'static {
@@ -177,11 +198,8 @@ mod tests {
 
     #[tokio::test]
     async fn bounds_per_target_and_overall_and_a_freed_place_wakes_the_worker() {
-        let wakes = Arc::new(AtomicUsize::new(0));
-        let w = wakes.clone();
-        let d = Dispatcher::new(3, 2, move || {
-            w.fetch_add(1, Ordering::SeqCst);
-        });
+        let workers = workers();
+        let d = Dispatcher::new(3, 2, workers.clone(), WORKER);
         let release = Arc::new(Notify::new());
         let key = |n: u8| vec![n];
         assert_eq!(d.start(key(1), "a".into(), held(&release)), Start::Started);
@@ -199,23 +217,25 @@ mod tests {
             "three overall"
         );
         assert!(d.is_running(&key(1)) && !d.is_running(&key(3)));
-        assert_eq!(wakes.load(Ordering::SeqCst), 0);
+        assert_eq!(in_flight(&workers), 3);
+        let woken = tokio::time::timeout(Duration::from_millis(50), workers.woken(WORKER)).await;
+        assert!(woken.is_err(), "woken before a place freed");
 
         release.notify_one();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while wakes.load(Ordering::SeqCst) == 0 {
-            assert!(tokio::time::Instant::now() < deadline, "no wake-up after a place freed");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        tokio::time::timeout(Duration::from_secs(5), workers.woken(WORKER))
+            .await
+            .expect("no wake-up after a place freed");
+        assert_eq!(in_flight(&workers), 2);
         assert_eq!(d.start(key(5), "c".into(), held(&release)), Start::Started);
         d.stop().await;
         assert!(!d.is_running(&key(1)), "stopping gives every place back");
+        assert_eq!(in_flight(&workers), 0);
         assert_eq!(d.start(key(6), "d".into(), held(&release)), Start::Full, "stopped");
     }
 
     #[tokio::test]
     async fn failures_are_kept_for_the_next_pass() {
-        let d = Dispatcher::new(2, 2, || {});
+        let d = Dispatcher::new(2, 2, workers(), WORKER);
         assert_eq!(
             d.start(vec![1], "a".into(), async { Err("disk on fire".to_string()) }),
             Start::Started
