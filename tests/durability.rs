@@ -159,7 +159,7 @@ fn traced_pid(strace: u32) -> libc::pid_t {
             return pid.parse().expect("a pid");
         }
         assert!(Instant::now() < deadline, "strace started no process");
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(10)); // poll
     }
 }
 

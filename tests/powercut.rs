@@ -239,7 +239,7 @@ async fn run(w: &Workload, cuts: usize) -> Report {
                 w.min_acks,
                 server.log_text()
             );
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await; // poll
         }
         tokio::time::sleep(Duration::from_millis(rng.below(w.max_extra.as_millis() as u64))).await;
         let cut: Cut = fs.cut(|| server.kill_9());

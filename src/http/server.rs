@@ -510,7 +510,11 @@ impl Connection {
             }
         };
         if let Err(e) = result {
-            tracing::debug!("connection from {peer} ended: {e}");
+            // hyper names the step that failed; its source says why (one of our deadlines)
+            match std::error::Error::source(&e) {
+                Some(why) => tracing::debug!("connection from {peer} ended: {e}: {why}"),
+                None => tracing::debug!("connection from {peer} ended: {e}"),
+            }
         }
     }
 }
