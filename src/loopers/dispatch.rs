@@ -26,6 +26,11 @@ pub enum Start {
 pub struct Dispatcher {
     overall: usize,
     per_target: usize,
+    /// The delivery tasks; `None` once stopped: nothing new starts. Apart from `state`
+    /// because a task can be dropped inside `spawn` (a runtime that shuts down drops what
+    /// is spawned at once), and dropping a task gives its place back in `state`. So `state`
+    /// is never held while a task is spawned or dropped; `tasks` is taken first.
+    tasks: Mutex<Option<JoinSet<()>>>,
     state: Mutex<State>,
     /// The worker whose passes start the deliveries: woken when one of them needs another
     /// pass, told how many are in flight.
@@ -35,8 +40,6 @@ pub struct Dispatcher {
 
 #[derive(Default)]
 struct State {
-    /// `None` once stopped: nothing new starts.
-    tasks: Option<JoinSet<()>>,
     /// Queue keys of the deliveries in flight.
     running: HashSet<Vec<u8>>,
     /// Deliveries in flight per target.
@@ -52,10 +55,8 @@ impl Dispatcher {
         Arc::new(Dispatcher {
             overall: overall.max(1),
             per_target: per_target.max(1),
-            state: Mutex::new(State {
-                tasks: Some(JoinSet::new()),
-                ..State::default()
-            }),
+            tasks: Mutex::new(Some(JoinSet::new())),
+            state: Mutex::new(State::default()),
             workers,
             worker,
         })
@@ -81,9 +82,8 @@ impl Dispatcher {
     where
         F: Future<Output = Result<bool, String>> + Send + 'static,
     {
-        let mut state = self.state();
-        let state = &mut *state;
-        let Some(tasks) = state.tasks.as_mut() else {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(tasks) = tasks.as_mut() else {
             return Start::Full;
         };
         // results of finished tasks are kept until joined
@@ -94,16 +94,19 @@ impl Dispatcher {
                 }
             }
         }
-        if state.running.contains(&key) {
-            return Start::Running;
+        {
+            let mut state = self.state();
+            if state.running.contains(&key) {
+                return Start::Running;
+            }
+            let on_target = state.targets.get(&target).copied().unwrap_or(0);
+            if state.running.len() >= self.overall || on_target >= self.per_target {
+                state.starved = true;
+                return Start::Full;
+            }
+            state.running.insert(key.clone());
+            *state.targets.entry(target.clone()).or_insert(0) += 1;
         }
-        let on_target = state.targets.get(&target).copied().unwrap_or(0);
-        if state.running.len() >= self.overall || on_target >= self.per_target {
-            state.starved = true;
-            return Start::Full;
-        }
-        state.running.insert(key.clone());
-        *state.targets.entry(target.clone()).or_insert(0) += 1;
         self.workers.delivery_started(self.worker);
         let place = Place {
             dispatcher: self.clone(),
@@ -135,7 +138,7 @@ impl Dispatcher {
     /// Abandons the deliveries in flight (they stay pending in the database) and starts no
     /// more; returns once their tasks have ended.
     pub async fn stop(&self) {
-        let tasks = self.state().tasks.take();
+        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(mut tasks) = tasks {
             tasks.shutdown().await;
         }
@@ -231,6 +234,32 @@ mod tests {
         assert!(!d.is_running(&key(1)), "stopping gives every place back");
         assert_eq!(in_flight(&workers), 0);
         assert_eq!(d.start(key(6), "d".into(), held(&release)), Start::Full, "stopped");
+    }
+
+    /// A task spawned while the runtime shuts down (a test that ends while a pass starts
+    /// deliveries) is dropped at once, inside `start`: its place is given back without a
+    /// deadlock.
+    #[test]
+    fn a_delivery_dropped_by_a_closing_runtime_gives_its_place_back() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let handle = runtime.handle().clone();
+        drop(runtime);
+        let workers = workers();
+        let d = Dispatcher::new(2, 2, workers.clone(), WORKER);
+        let (done, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _entered = handle.enter();
+            d.start(vec![1], "a".into(), async { Ok(false) });
+            done.send(d.is_running(&[1])).unwrap();
+        });
+        let running = answer
+            .recv_timeout(Duration::from_secs(5))
+            .expect("start returns (no deadlock)");
+        assert!(!running, "the place was given back");
+        assert_eq!(in_flight(&workers), 0);
     }
 
     #[tokio::test]
