@@ -808,6 +808,10 @@ impl Server {
 
     /// SIGTERM, then waits (at most 30 s, then SIGKILL).
     async fn stop(mut self) -> R<ExitStatus> {
+        #[expect(
+            unsafe_code,
+            reason = "std's Child::kill sends only SIGKILL; a graceful stop is SIGTERM"
+        )]
         // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
         unsafe {
             libc::kill(self.pid() as libc::pid_t, libc::SIGTERM);

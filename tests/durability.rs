@@ -164,6 +164,7 @@ fn traced_pid(strace: u32) -> libc::pid_t {
 }
 
 #[tokio::test]
+#[expect(unsafe_code, reason = "std has no safe kill(2) for a process that is not our child")]
 async fn every_acknowledged_write_is_synced_before_its_answer() {
     if !strace_available() {
         return;

@@ -394,6 +394,7 @@ async fn the_soft_open_file_limit_is_raised_to_the_hard_limit() {
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
     let server = Proc::start_adjusted(data.path(), logs.path(), Services::Both, &[], |command| {
+        #[expect(unsafe_code, reason = "pre_exec is unsafe; std has no safe setrlimit(2)")]
         // SAFETY: between fork and exec only async-signal-safe calls: getrlimit, setrlimit.
         unsafe {
             command.pre_exec(|| {

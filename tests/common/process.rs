@@ -231,6 +231,10 @@ impl Proc {
 
     pub fn signal(&self, signal: libc::c_int) {
         let pid = self.child.id() as libc::pid_t;
+        #[expect(
+            unsafe_code,
+            reason = "std's Child::kill sends only SIGKILL; the tests also send SIGTERM"
+        )]
         // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
         let rc = unsafe { libc::kill(pid, signal) };
         assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
