@@ -1,7 +1,7 @@
 //! Benchmark of the scheduler's triggerer (not a test): a pass must cost time proportional
 //! to the number of DUE items, not to the number of stored items.
 //!
-//! Run with `cargo run --release --example triggerer_bench`. It fills two fresh stores in
+//! Run with `cargo bench --bench triggerer` (a program of its own, no test harness). It fills two fresh stores in
 //! temporary directories (1,000 and 1,000,000 scheduled items, none due: all are due in
 //! 2099), times many idle triggerer passes on each (alternating between the stores, so drift
 //! of the machine affects both alike), prints mean and median per pass and the ratio
