@@ -1,9 +1,11 @@
 //! What the services and the workers share, made once in `launch`: the store, the settings,
-//! the token keys, the decoy password hash, payments, the HTTP client and the workers' table.
+//! the token keys, the decoy password hash, payments, the HTTP client, the workers' table and
+//! the clock the workers decide by.
 //! Also the account answers both services give alike (`GET /account`, the admin listing).
 
 use crate::auth::passwords::Decoy;
 use crate::auth::TokenKeys;
+use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::account::{sort_for_admin, Account, ServiceKind};
 use crate::http::{ApiError, JsonArray, Reply};
@@ -24,6 +26,8 @@ pub struct Context {
     /// The process's client for outgoing HTTP (inbox deliveries, the payment provider).
     pub http: reqwest::Client,
     pub workers: Arc<Workers>,
+    /// What is due now and when back-offs end (real, or set by tests).
+    pub clock: Clock,
 }
 
 impl Context {

@@ -13,6 +13,7 @@ use std::path::Path;
 
 /// Files and directories created by this process are private to its user.
 pub fn private_umask() {
+    #[expect(unsafe_code, reason = "std has no safe umask(2)")]
     // SAFETY: umask(2) only sets the process's file mode creation mask; it cannot fail.
     unsafe {
         libc::umask(0o077);

@@ -1,13 +1,16 @@
 //! Wiring: makes the shared [`Context`] once, serves the services on their listeners, runs
 //! the workers, and at a stop flushes the database.
 
+use crate::clock::Clock;
 use crate::config::Settings;
 use crate::context::Context;
-use crate::{auth, datadir, http, inbox, loopers, mail, memory, outbound, payments, scheduler, store, workers};
+use crate::workers::Workers;
+use crate::{auth, datadir, http, inbox, loopers, mail, memory, outbound, payments, scheduler, store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// Listeners for the services to run (`None`: that service is off).
 pub struct Listeners {
@@ -18,6 +21,30 @@ pub struct Listeners {
 /// Opens the store in the settings' data directory and serves until `shutdown` turns true;
 /// then stops accepting, finishes requests in flight and flushes the database.
 pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::Receiver<bool>) -> Result<(), String> {
+    start(settings, listeners, Clock::real(), shutdown)
+        .await?
+        .finish()
+        .await
+}
+
+/// A started server: the services answer on their listeners and the workers run, until
+/// the shutdown signal.
+pub struct Running {
+    /// The workers' table: tests wait on it for passes that began after their event.
+    pub workers: Arc<Workers>,
+    store: Arc<store::Store>,
+    settings: Arc<Settings>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// [`launch`] until everything runs: the store is open and the services and workers are
+/// started, with `clock` as the workers' clock (tests may pass a manual one).
+pub async fn start(
+    settings: Settings,
+    listeners: Listeners,
+    clock: Clock,
+    shutdown: watch::Receiver<bool>,
+) -> Result<Running, String> {
     // reqwest (inbox deliveries) and lettre use rustls with ring; install it once
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Arc::new(settings);
@@ -72,7 +99,8 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
         decoy,
         payments,
         http,
-        workers: Arc::new(workers::Workers::new(&settings)),
+        workers: Arc::new(Workers::new(&settings, |w| loopers::runs(w, &settings))),
+        clock,
     });
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(memory::release_when_idle(shutdown.clone())));
@@ -95,20 +123,35 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
         )));
         tasks.extend(loopers::start(&ctx, mailer, shutdown.clone()));
     }
-    drop(ctx);
-    for t in tasks {
-        let _ = t.await;
+    Ok(Running {
+        workers: ctx.workers.clone(),
+        store,
+        settings,
+        tasks,
+    })
+}
+
+impl Running {
+    /// Waits until the services and workers have stopped (after the shutdown signal), then
+    /// flushes the database.
+    pub async fn finish(self) -> Result<(), String> {
+        let Running {
+            store, settings, tasks, ..
+        } = self;
+        for t in tasks {
+            let _ = t.await;
+        }
+        store.flush().map_err(|e| e.to_string())?;
+        let w = store.writer_stats();
+        tracing::info!(
+            "stopped; database flushed (writer: {} acknowledged batches in {} cycles, {} syncs)",
+            w.batches,
+            w.cycles,
+            w.syncs
+        );
+        leave_fresh_snapshot(store, &settings.data_dir);
+        Ok(())
     }
-    store.flush().map_err(|e| e.to_string())?;
-    let w = store.writer_stats();
-    tracing::info!(
-        "stopped; database flushed (writer: {} acknowledged batches in {} cycles, {} syncs)",
-        w.batches,
-        w.cycles,
-        w.syncs
-    );
-    leave_fresh_snapshot(store, &settings.data_dir);
-    Ok(())
 }
 
 /// sled writes the snapshot it recovers from only while it opens a database; until then, a

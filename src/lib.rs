@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod clock;
 pub mod config;
 pub mod context;
 pub mod datadir;
@@ -23,4 +24,4 @@ pub mod scheduler;
 pub mod store;
 pub mod workers;
 
-pub use launch::{launch, Listeners};
+pub use launch::{launch, Listeners, Running};

@@ -23,6 +23,7 @@ pub fn note_activity() {
 /// At most two malloc arenas. Call before starting threads.
 pub fn limit_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code, reason = "std has no safe mallopt (glibc)")]
     // SAFETY: mallopt only sets a parameter of glibc's allocator; it is called before the
     // runtime starts any thread, and M_ARENA_MAX with a positive value is a valid setting.
     unsafe {
@@ -33,6 +34,7 @@ pub fn limit_arenas() {
 /// Returns free heap pages to the kernel.
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code, reason = "std has no safe malloc_trim (glibc)")]
     // SAFETY: malloc_trim is thread-safe (it takes each arena's lock) and only releases
     // memory that no allocation uses.
     unsafe {

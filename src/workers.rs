@@ -1,11 +1,13 @@
 //! The table of the scheduler's workers as the rest of the server sees it: each worker's
-//! live status (`GET /loopers`), the signal that wakes it early (new work), and a count of the
-//! passes it has finished (tests wait for a finished pass instead of sleeping). The workers'
-//! passes themselves live in `loopers`; the HTTP services only wake them, by [`Worker`].
+//! live status (`GET /loopers`), the signal that wakes it early (new work), and what it is
+//! doing: passes started and finished, deliveries in flight (tests wait for a pass that
+//! started after their event instead of sleeping). The workers' passes themselves live in
+//! `loopers`; the HTTP services only wake them, by [`Worker`].
 
 use crate::config::Settings;
 use crate::domain::worker::Worker;
 use serde_json::{json, Map, Value};
+use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -20,13 +22,23 @@ pub enum Status {
     Errored(String),
 }
 
+/// What a worker has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// Passes started.
+    pub started: u64,
+    /// Passes finished (with or without an error); passes of one worker never overlap.
+    pub finished: u64,
+    /// Deliveries started by its passes that are still running (sender, emailer).
+    pub deliveries: usize,
+}
+
 /// One worker's entry.
 struct Entry {
     status: Mutex<Status>,
     /// Wakes the worker early (new work).
     wake: Notify,
-    /// Passes finished so far (with or without an error).
-    passes: watch::Sender<u64>,
+    activity: watch::Sender<Activity>,
 }
 
 /// All ten workers and their common settings.
@@ -40,23 +52,19 @@ pub struct Workers {
 }
 
 impl Workers {
-    pub fn new(settings: &Settings) -> Workers {
+    /// The table for `settings`; `runs` tells which workers run with them (the others are
+    /// `Disabled`; `loopers::runs` knows).
+    pub fn new(settings: &Settings, runs: impl Fn(Worker) -> bool) -> Workers {
         let entries = Worker::ALL
             .iter()
-            .map(|&worker| {
-                let applicable = match worker {
-                    Worker::AdminNotificationEmailConverter => settings.admin_email.is_some(),
-                    Worker::PaymentsEventsFetcher | Worker::PaymentsEventsRetrier => {
-                        settings.payment_secret_key.is_some() && settings.payment_plan.is_some()
-                    }
-                    _ => true,
-                };
-                let on = applicable && !settings.disabled_loopers.contains(&worker);
-                Entry {
-                    status: Mutex::new(if on { Status::Starting } else { Status::Disabled }),
-                    wake: Notify::new(),
-                    passes: watch::channel(0).0,
-                }
+            .map(|&worker| Entry {
+                status: Mutex::new(if runs(worker) {
+                    Status::Starting
+                } else {
+                    Status::Disabled
+                }),
+                wake: Notify::new(),
+                activity: watch::channel(Activity::default()).0,
             })
             .collect();
         Workers {
@@ -99,15 +107,46 @@ impl Workers {
         self.entry(worker).wake.notified().await
     }
 
-    /// Records that `worker` finished a pass.
-    pub fn pass_finished(&self, worker: Worker) {
-        self.entry(worker).passes.send_modify(|n| *n += 1);
+    /// Applies `change` to `worker`'s activity; answers the activity after it.
+    fn record(&self, worker: Worker, change: impl FnOnce(&mut Activity)) -> Activity {
+        let activity = &self.entry(worker).activity;
+        activity.send_modify(change);
+        *activity.borrow()
     }
 
-    /// The number of passes `worker` has finished, to wait on: a test that must show that
-    /// "nothing more happens" waits for a pass that started after its event.
-    pub fn passes(&self, worker: Worker) -> watch::Receiver<u64> {
-        self.entry(worker).passes.subscribe()
+    pub fn pass_started(&self, worker: Worker) -> Activity {
+        self.record(worker, |a| a.started += 1)
+    }
+
+    pub fn pass_finished(&self, worker: Worker) -> Activity {
+        self.record(worker, |a| a.finished += 1)
+    }
+
+    pub fn delivery_started(&self, worker: Worker) {
+        self.record(worker, |a| a.deliveries += 1);
+    }
+
+    pub fn delivery_ended(&self, worker: Worker) {
+        self.record(worker, |a| a.deliveries -= 1);
+    }
+
+    /// What `worker` has done so far, to watch.
+    pub fn activity(&self, worker: Worker) -> watch::Receiver<Activity> {
+        self.entry(worker).activity.subscribe()
+    }
+
+    /// Resolves once a pass of `worker` that started after this call has finished and no
+    /// delivery of the worker is in flight: whatever the worker would do about the state of
+    /// the moment of the call, it has done. This is how tests show that "nothing more
+    /// happens" (no second trigger, no duplicate delivery) instead of sleeping a while: a
+    /// pass in flight at the call does not count, it may have read the state before the
+    /// event. Never resolves while the worker does not run (disabled, errored, stopped).
+    pub fn settled(&self, worker: Worker) -> impl Future<Output = ()> + Send + 'static {
+        let mut activity = self.activity(worker);
+        let started = activity.borrow_and_update().started;
+        async move {
+            let _ = activity.wait_for(|a| a.finished > started && a.deliveries == 0).await;
+        }
     }
 
     /// `GET /loopers`.
@@ -143,9 +182,14 @@ mod tests {
         s
     }
 
+    fn all_run(_: Worker) -> bool {
+        true
+    }
+
     #[test]
     fn statuses_follow_the_configuration() {
-        let w = Workers::new(&settings(|s| s.disabled_loopers = vec![Worker::Emailer]));
+        let off = [Worker::Emailer, Worker::AdminNotificationEmailConverter];
+        let w = Workers::new(&settings(|_| {}), |w| !off.contains(&w));
         let j = w.to_json();
         assert_eq!(
             j["emailerLooperInfo"]["looperInfoStatus"]["tag"],
@@ -161,26 +205,54 @@ mod tests {
             j["adminNotificationEmailConverterLooperInfo"]["looperInfoStatus"]["tag"],
             "LooperStatusDisabled"
         );
-        assert_eq!(
-            j["paymentsEventsFetcherLooperInfo"]["looperInfoStatus"]["tag"],
-            "LooperStatusDisabled"
-        );
         assert_eq!(j.as_object().unwrap().len(), 10);
-        let w = Workers::new(&settings(|s| s.admin_email = Some("root@example.org".into())));
-        assert!(w.enabled(Worker::AdminNotificationEmailConverter));
+        assert!(w.enabled(Worker::Triggerer) && !w.enabled(Worker::Emailer));
     }
 
     #[tokio::test]
     async fn a_wake_while_busy_is_kept_and_passes_are_counted() {
-        let w = Workers::new(&settings(|_| {}));
+        let w = Workers::new(&settings(|_| {}), all_run);
         w.wake(Worker::Emailer);
         // the worker was busy when woken: the next wait returns at once
         tokio::time::timeout(Duration::from_secs(5), w.woken(Worker::Emailer))
             .await
             .expect("the wake was kept");
-        let mut passes = w.passes(Worker::Emailer);
+        let mut activity = w.activity(Worker::Emailer);
+        w.pass_started(Worker::Emailer);
         w.pass_finished(Worker::Emailer);
-        passes.wait_for(|n| *n == 1).await.expect("counted");
-        assert_eq!(*w.passes(Worker::Triggerer).borrow(), 0);
+        activity.wait_for(|a| a.finished == 1).await.expect("counted");
+        assert_eq!(*w.activity(Worker::Triggerer).borrow(), Activity::default());
+    }
+
+    /// Resolves in time, or `None`.
+    async fn within<T>(f: impl Future<Output = T>) -> Option<T> {
+        tokio::time::timeout(Duration::from_millis(50), f).await.ok()
+    }
+
+    #[tokio::test]
+    async fn settled_waits_for_a_pass_that_started_after_the_call_and_its_deliveries() {
+        let w = Workers::new(&settings(|_| {}), all_run);
+        let sender = Worker::TriggeredInboxItemSender;
+        // a pass in flight at the call does not count
+        w.pass_started(sender);
+        let mut settled = Box::pin(w.settled(sender));
+        w.delivery_started(sender);
+        w.pass_finished(sender);
+        assert!(
+            within(&mut settled).await.is_none(),
+            "that pass started before the call"
+        );
+        // the next pass finishes, but a delivery is still running
+        w.pass_started(sender);
+        w.pass_finished(sender);
+        assert!(within(&mut settled).await.is_none(), "a delivery is in flight");
+        w.delivery_ended(sender);
+        assert!(within(&mut settled).await.is_some());
+        // an idle worker: its next pass counts
+        let settled = w.settled(sender);
+        w.pass_started(sender);
+        w.pass_finished(sender);
+        assert!(within(settled).await.is_some());
+        assert!(within(w.settled(sender)).await.is_none(), "no pass since");
     }
 }

@@ -76,7 +76,7 @@ async fn acknowledged_writes_survive_kill_9() {
                 "too few writes acknowledged:\n{}",
                 server.log_text()
             );
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await; // poll
         }
         server.signal(libc::SIGKILL);
         let status = server.wait_exit().await;

@@ -159,11 +159,12 @@ fn traced_pid(strace: u32) -> libc::pid_t {
             return pid.parse().expect("a pid");
         }
         assert!(Instant::now() < deadline, "strace started no process");
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(10)); // poll
     }
 }
 
 #[tokio::test]
+#[expect(unsafe_code, reason = "std has no safe kill(2) for a process that is not our child")]
 async fn every_acknowledged_write_is_synced_before_its_answer() {
     if !strace_available() {
         return;

@@ -394,6 +394,7 @@ async fn the_soft_open_file_limit_is_raised_to_the_hard_limit() {
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
     let server = Proc::start_adjusted(data.path(), logs.path(), Services::Both, &[], |command| {
+        #[expect(unsafe_code, reason = "pre_exec is unsafe; std has no safe setrlimit(2)")]
         // SAFETY: between fork and exec only async-signal-safe calls: getrlimit, setrlimit.
         unsafe {
             command.pre_exec(|| {
@@ -431,16 +432,24 @@ async fn one_log_line_per_request_without_colour_codes() {
     let logs = tempfile::tempdir().unwrap();
     let server = Proc::start(data.path(), logs.path(), Services::Both, &["--log-level", "debug"]).await;
     server.api.get("/inbox/nothing-here", &Auth::None).await.expect(404);
-    let scheduler = Api::new(format!(
-        "http://127.0.0.1:{}",
-        // the scheduler's port is named in the log line of its listener
-        server
-            .log_text()
+    // the scheduler's port is named in the log line of its listener (which may come after
+    // the inbox's first answer)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let port = loop {
+        let log = server.log_text();
+        let line = log
             .lines()
-            .find_map(|l| l.split("scheduler service listening on http://127.0.0.1:").nth(1))
-            .expect("the scheduler's address in the log")
-            .trim()
-    ));
+            .find_map(|l| l.split("scheduler service listening on http://127.0.0.1:").nth(1));
+        if let Some(port) = line {
+            break port.trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the scheduler's address is not in the log:\n{log}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await; // poll
+    };
+    let scheduler = Api::new(format!("http://127.0.0.1:{port}"));
     scheduler.get("/pricing", &Auth::None).await.expect(200);
     let deadline = Instant::now() + Duration::from_secs(10);
     let (inbox_line, scheduler_line) = loop {
@@ -450,7 +459,7 @@ async fn one_log_line_per_request_without_colour_codes() {
             break (i, s);
         }
         assert!(Instant::now() < deadline, "no request lines in the log:\n{log}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await; // poll
     };
     for field in [
         "DEBUG",
@@ -557,7 +566,7 @@ async fn a_long_list_is_served_with_bounded_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_the_client_does_not_read_is_dropped() {
-    let (_data, _logs, server, alice) = start_with_alice(&["--body-timeout-secs", "1"]).await;
+    let (_data, _logs, server, alice) = start_with_alice(&["--body-timeout-secs", "1", "--log-level", "debug"]).await;
     // about 27 MiB of answer: more than the kernel buffers of both ends hold
     let data = b64(vec![b'y'; 2 * 1024 * 1024]);
     for _ in 0..10 {
@@ -571,8 +580,16 @@ async fn an_answer_the_client_does_not_read_is_dropped() {
     let mut conn = Raw::connect(&server.api).await;
     conn.send(format!("GET /inbox/items HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n").as_bytes())
         .await;
-    // the client reads nothing for a while: the server's writes stall, and it gives up
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // the client reads nothing: the server's writes stall, and after the timeout it gives up
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !server.log_text().contains("the client stopped reading the answer") {
+        assert!(
+            Instant::now() < deadline,
+            "the stalled answer was not given up:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
     let mut received = 0usize;
     let mut buf = vec![0u8; 64 * 1024];
     let read_all = async {

@@ -2064,7 +2064,12 @@ async fn tokens_expire_with_a_lifetime() {
 
     let short = Server::start_with(|st| st.token_lifetime = Some(1)).await;
     let alice = short.user("alice").await;
-    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    // `exp` is a whole second at most one second after the login: refused from then on
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while short.get("/inbox/size", &alice).await.status == 200 {
+        assert!(std::time::Instant::now() < deadline, "the token still works after 3 s");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await; // poll
+    }
     short.get("/inbox/size", &alice).await.expect_error(401);
     // a new login gives a new token
     let fresh = short.login_ok("alice", "alice-password").await;

@@ -10,8 +10,9 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     // what the data is and its rules; knows nothing else of the crate
     &["domain"],
-    // persistence of the domain (the only code that knows sled), settings, process-wide helpers
-    &["store", "config", "memory", "datadir"],
+    // persistence of the domain (the only code that knows sled), settings, the workers' clock,
+    // process-wide helpers
+    &["store", "config", "memory", "datadir", "clock"],
     // plumbing: HTTP serving, e-mail, outgoing HTTP, the workers' table
     &["http", "mail", "outbound", "workers"],
     // what both services share: accounts and logins, payments

@@ -86,6 +86,7 @@ fn cuts_per_run() -> usize {
 /// `false` when the simulation is to be skipped (`PIGEONHOLE_SKIP_POWERCUT=1`); otherwise
 /// mounts and unmounts a power-cut file system once and panics with the reason if it
 /// cannot.
+#[expect(unsafe_code, reason = "std has no safe getuid(2)")]
 fn simulation_available() -> bool {
     if std::env::var("PIGEONHOLE_SKIP_POWERCUT").is_ok_and(|v| v == "1") {
         eprintln!("PIGEONHOLE_SKIP_POWERCUT=1: the power-cut simulation is skipped");
@@ -239,7 +240,7 @@ async fn run(w: &Workload, cuts: usize) -> Report {
                 w.min_acks,
                 server.log_text()
             );
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await; // poll
         }
         tokio::time::sleep(Duration::from_millis(rng.below(w.max_extra.as_millis() as u64))).await;
         let cut: Cut = fs.cut(|| server.kill_9());
@@ -410,6 +411,7 @@ async fn acknowledged_large_items_survive_power_cuts() {
 /// make contents durable (not `sync_file_range`, not `close`), and a new name only once its
 /// directory is fsynced.
 #[test]
+#[expect(unsafe_code, reason = "std has no safe sync_file_range(2)")]
 fn the_file_system_keeps_only_what_was_synced() {
     let _one = ONE_AT_A_TIME.blocking_lock();
     if !simulation_available() {

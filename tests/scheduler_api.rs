@@ -8,7 +8,7 @@ mod common;
 use common::scheduler::{
     every_days, future_tickle, keys, next_day, tickle, utc_ago, wait_for, wait_for_emails, wait_for_verification_key,
 };
-use common::{Api, Auth, Method, Server};
+use common::{Api, Auth, Method, Server, Worker, VERIFICATION};
 use serde_json::{json, Value};
 
 const NIL: &str = "00000000-0000-0000-0000-000000000000";
@@ -1180,14 +1180,15 @@ async fn a_due_item_is_triggered() {
     let info = account(api, &alice).await;
     assert_eq!(info["scheduler-item-count"], 0);
     assert_eq!(info["triggered-item-count"], 1);
-    // exactly one copy, also a while later
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // exactly one copy, also after the triggerer's next pass
+    s.settle(&[Worker::Triggerer]).await;
     assert_eq!(api.tickles(&alice, Some("onlytriggered")).await.len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_recurring_item_moves_to_its_next_occurrence() {
-    let s = Server::start_scheduler().await;
+    // the workers' clock is moved a day ahead to make the next occurrence due
+    let s = Server::start_on_manual_clock(common::scheduler::fast_loopers).await;
     let api = &s.scheduler;
     let alice = api.user("alice").await;
     let (contents, day, time) = due_tickle("every day", true);
@@ -1221,9 +1222,19 @@ async fn a_due_recurring_item_moves_to_its_next_occurrence() {
     // a client that does not know it yet gets it as server-added with that time
     let r = api.sync_tickles(&alice, json!({})).await;
     assert_eq!(r["server-added"][&id]["time"], 1);
-    // not triggered again for the next occurrence (tomorrow)
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    // not triggered again before the next occurrence (tomorrow)
+    s.settle(&[Worker::Triggerer]).await;
     assert_eq!(api.tickles(&alice, Some("onlytriggered")).await.len(), 1);
+    // a day later it is: once, and the item moves on to the day after
+    s.advance_clock(std::time::Duration::from_secs(86_400));
+    let triggered = wait_for_triggered(api, &alice, 2).await;
+    s.settle(&[Worker::Triggerer]).await;
+    let triggered_now = api.tickles(&alice, Some("onlytriggered")).await;
+    assert_eq!(triggered_now, triggered, "triggered once for tomorrow");
+    let days: Vec<&Value> = triggered.iter().map(|t| &t["contents"]["scheduled-day"]).collect();
+    assert!(days.contains(&&json!(tomorrow)), "{days:?}");
+    let moved = api.tickle_info(&alice, &id).await;
+    assert_eq!(moved["contents"]["scheduled-day"], json!(next_day(&tomorrow)));
     assert_counts(api, &alice).await;
 }
 
@@ -1938,11 +1949,13 @@ async fn loopers_show_running_and_disabled_workers() {
         };
         assert_eq!(&v[name], expected, "{name}");
     }
-    // with the triggerer disabled, a due item stays scheduled
+    // with the triggerer disabled, a due item stays scheduled: the triggerer never runs a
+    // pass while the next stage does
     let api = &s.scheduler;
     let bob = api.user("bob").await;
     let id = api.add_tickle(&bob, &due_tickle("due", false).0).await;
-    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    s.settle(&[Worker::TriggeredInboxItemScheduler]).await;
+    assert_eq!(s.workers.activity(Worker::Triggerer).borrow().started, 0);
     assert_eq!(ids_of(&api.tickles(&bob, None).await), [id]);
 }
 
@@ -2018,7 +2031,7 @@ async fn edits_syncs_and_timezone_changes_make_items_due_at_once() {
     let later = api.add_tickle(&alice, &tickle("later", &day, Some(&time), None)).await;
     let edited = api.add_tickle(&alice, &future_tickle("edited")).await;
     let synced = api.add_tickle(&alice, &future_tickle("synced")).await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    s.settle(&[Worker::Triggerer]).await;
     assert!(api.tickles(&alice, Some("onlytriggered")).await.is_empty());
 
     // an edit that makes the item due triggers it (the worker's period is a minute)
@@ -2076,7 +2089,7 @@ async fn edits_syncs_and_timezone_changes_make_items_due_at_once() {
     )
     .await
     .expect_empty(200);
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    s.settle(&[Worker::Triggerer]).await;
     assert!(api.tickles(&bob, Some("onlytriggered")).await.is_empty());
     put_json(
         api,
@@ -2196,7 +2209,7 @@ async fn listings_follow_created_and_missed_occurrences_trigger_once() {
     let item = api.tickle_info(&bob, &id).await;
     assert_eq!(item["contents"]["scheduled-day"], json!(expected));
     assert_eq!(item["contents"]["scheduled-time"], "08:00:00");
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    s.settle(&[Worker::Triggerer]).await;
     assert_eq!(api.tickles(&bob, Some("onlytriggered")).await.len(), 1);
     assert_counts(api, &alice).await;
     assert_counts(api, &bob).await;
@@ -2215,7 +2228,9 @@ async fn deleted_accounts_and_triggers_get_no_queued_emails() {
     let b = api.add_email_trigger(&bob, "bob@example.org").await;
     let c = api.add_email_trigger(&carol, "carol@example.org").await;
     let c2 = api.add_email_trigger(&carol, "carol2@example.org").await;
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    // rendered, and never sent: the emailer does not run
+    s.settle(&[Worker::VerificationEmailConverter]).await;
+    assert_eq!(s.workers.activity(Worker::Emailer).borrow().started, 0);
     assert!(common::scheduler::read_outbox(&s.outbox()).is_empty());
     api.delete("/account", &alice).await.expect_empty(200);
     api.delete(&format!("/trigger/delete/{c}"), &carol)
@@ -2225,7 +2240,7 @@ async fn deleted_accounts_and_triggers_get_no_queued_emails() {
     let s = s.restart_with(|st| st.disabled_loopers.clear()).await;
     wait_for_emails(&s.outbox(), &format!("Trigger: {b}"), 1).await;
     wait_for_emails(&s.outbox(), &format!("Trigger: {c2}"), 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    s.settle(&VERIFICATION).await;
     let all = common::scheduler::read_outbox(&s.outbox());
     assert_eq!(all.len(), 2, "{all:?}");
     for (_, text) in &all {

@@ -61,6 +61,7 @@ async fn off_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'stati
 
 fn lower_priority() {
     #[cfg(target_os = "linux")]
+    #[allow(unsafe_code, reason = "std has no safe setpriority(2)")]
     // SAFETY: setpriority only changes a scheduling attribute. On Linux, PRIO_PROCESS with
     // id 0 applies to the calling thread only (a documented deviation from POSIX threads).
     unsafe {
@@ -138,6 +139,7 @@ mod tests {
 
     #[cfg(target_os = "linux")]
     #[tokio::test]
+    #[expect(unsafe_code, reason = "std has no safe getpriority(2)")]
     async fn hashing_runs_at_a_lower_priority_on_threads_of_its_own() {
         // SAFETY: getpriority only reads the calling thread's nice value.
         let runtime_nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
@@ -151,11 +153,8 @@ mod tests {
         assert_eq!(name.as_deref(), Some("pigeonhole-hash"));
         assert!(nice >= 10, "nice {nice}");
         // SAFETY: as above.
-        assert_eq!(
-            unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) },
-            runtime_nice,
-            "the caller is untouched"
-        );
+        let caller_nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        assert_eq!(caller_nice, runtime_nice, "the caller is untouched");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,6 +82,7 @@ impl Connections {
 
 /// Raises the soft limit on open files to the hard limit (spec decision 17) and answers the
 /// soft limit now in force.
+#[expect(unsafe_code, reason = "std has no safe getrlimit(2) and setrlimit(2)")]
 pub fn raise_open_file_limit() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -510,7 +511,11 @@ impl Connection {
             }
         };
         if let Err(e) = result {
-            tracing::debug!("connection from {peer} ended: {e}");
+            // hyper names the step that failed; its source says why (one of our deadlines)
+            match std::error::Error::source(&e) {
+                Some(why) => tracing::debug!("connection from {peer} ended: {e}: {why}"),
+                None => tracing::debug!("connection from {peer} ended: {e}"),
+            }
         }
     }
 }
@@ -528,6 +533,7 @@ mod tests {
     }
 
     #[test]
+    #[expect(unsafe_code, reason = "std has no safe getrlimit(2)")]
     fn the_soft_open_file_limit_is_raised_to_the_hard_limit() {
         let soft = raise_open_file_limit();
         let mut limit = libc::rlimit {

@@ -5,11 +5,14 @@
 
 use super::dispatch::Dispatcher;
 use super::retry_wait;
+use crate::clock::Clock;
 use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
 use crate::domain::wire::{self, Timestamp};
+use crate::domain::worker::Worker;
 use crate::outbound::{self, Failure};
 use crate::store::scheduler::QueueKey;
 use crate::store::{Store, Written};
+use crate::workers::Workers;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,24 +35,22 @@ pub struct InboxSender {
     tokens: Mutex<HashMap<Uuid, String>>,
     retry_delay: Duration,
     retry_amount: u32,
+    /// What is due, and when a postponed delivery may be tried again.
+    clock: Clock,
     pub dispatcher: Arc<Dispatcher>,
 }
 
 impl InboxSender {
-    /// `wake` wakes the sender's worker (a place for a waiting delivery freed, or a
-    /// delivery was postponed).
-    pub fn new(
-        client: reqwest::Client,
-        retry_delay: Duration,
-        retry_amount: u32,
-        wake: impl Fn() + Send + Sync + 'static,
-    ) -> InboxSender {
+    /// The sender of `workers`' table (retries as configured there; a freed place or a
+    /// postponed delivery wakes its worker).
+    pub fn new(client: reqwest::Client, clock: Clock, workers: Arc<Workers>) -> InboxSender {
         InboxSender {
             client,
             tokens: Mutex::new(HashMap::new()),
-            retry_delay,
-            retry_amount,
-            dispatcher: Dispatcher::new(OVERALL, PER_TARGET, wake),
+            retry_delay: workers.retry_delay,
+            retry_amount: workers.retry_amount,
+            clock,
+            dispatcher: Dispatcher::new(OVERALL, PER_TARGET, workers, Worker::TriggeredInboxItemSender),
         }
     }
 
@@ -76,7 +77,7 @@ impl InboxSender {
             return Err(e);
         }
         let s = &store.scheduler;
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let pending = s.pending_deliveries(usize::MAX).map_err(|e| e.to_string())?;
         let mut next: Option<Timestamp> = None;
         let mut dropped = Vec::new();
@@ -102,7 +103,7 @@ impl InboxSender {
             self.dispatcher.start(running, target, job);
         }
         Written::all(dropped).durable().await.map_err(|e| e.to_string())?;
-        Ok(next.map(|at| Duration::from_secs_f64(Timestamp::now().seconds_until(&at).max(0.0))))
+        Ok(next.map(|at| self.clock.until(at)))
     }
 
     /// Performs one delivery and records its result durably; answers whether it was
@@ -142,7 +143,7 @@ impl InboxSender {
                 let mut later = d.clone();
                 later.failures += 1;
                 let wait = retry_wait(self.retry_delay, later.failures, f.retry_after);
-                later.not_before = Timestamp::now().plus(wait);
+                later.not_before = self.clock.now().plus(wait);
                 tracing::info!(
                     "delivering {what} failed ({}); retry {} of {} in {wait:?}",
                     f.reason,

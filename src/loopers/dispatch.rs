@@ -6,6 +6,8 @@
 //! target (inbox base URL, e-mail domain) and a number overall. A due delivery that finds
 //! no free place is started by a later pass, which the task that frees a place wakes.
 
+use crate::domain::worker::Worker;
+use crate::workers::Workers;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,15 +26,20 @@ pub enum Start {
 pub struct Dispatcher {
     overall: usize,
     per_target: usize,
+    /// The delivery tasks; `None` once stopped: nothing new starts. Apart from `state`
+    /// because a task can be dropped inside `spawn` (a runtime that shuts down drops what
+    /// is spawned at once), and dropping a task gives its place back in `state`. So `state`
+    /// is never held while a task is spawned or dropped; `tasks` is taken first.
+    tasks: Mutex<Option<JoinSet<()>>>,
     state: Mutex<State>,
-    /// Wakes the worker whose pass starts deliveries.
-    wake: Box<dyn Fn() + Send + Sync>,
+    /// The worker whose passes start the deliveries: woken when one of them needs another
+    /// pass, told how many are in flight.
+    workers: Arc<Workers>,
+    worker: Worker,
 }
 
 #[derive(Default)]
 struct State {
-    /// `None` once stopped: nothing new starts.
-    tasks: Option<JoinSet<()>>,
     /// Queue keys of the deliveries in flight.
     running: HashSet<Vec<u8>>,
     /// Deliveries in flight per target.
@@ -44,16 +51,19 @@ struct State {
 }
 
 impl Dispatcher {
-    pub fn new(overall: usize, per_target: usize, wake: impl Fn() + Send + Sync + 'static) -> Arc<Dispatcher> {
+    pub fn new(overall: usize, per_target: usize, workers: Arc<Workers>, worker: Worker) -> Arc<Dispatcher> {
         Arc::new(Dispatcher {
             overall: overall.max(1),
             per_target: per_target.max(1),
-            state: Mutex::new(State {
-                tasks: Some(JoinSet::new()),
-                ..State::default()
-            }),
-            wake: Box::new(wake),
+            tasks: Mutex::new(Some(JoinSet::new())),
+            state: Mutex::new(State::default()),
+            workers,
+            worker,
         })
+    }
+
+    fn wake(&self) {
+        self.workers.wake(self.worker);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -72,9 +82,8 @@ impl Dispatcher {
     where
         F: Future<Output = Result<bool, String>> + Send + 'static,
     {
-        let mut state = self.state();
-        let state = &mut *state;
-        let Some(tasks) = state.tasks.as_mut() else {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(tasks) = tasks.as_mut() else {
             return Start::Full;
         };
         // results of finished tasks are kept until joined
@@ -85,16 +94,20 @@ impl Dispatcher {
                 }
             }
         }
-        if state.running.contains(&key) {
-            return Start::Running;
+        {
+            let mut state = self.state();
+            if state.running.contains(&key) {
+                return Start::Running;
+            }
+            let on_target = state.targets.get(&target).copied().unwrap_or(0);
+            if state.running.len() >= self.overall || on_target >= self.per_target {
+                state.starved = true;
+                return Start::Full;
+            }
+            state.running.insert(key.clone());
+            *state.targets.entry(target.clone()).or_insert(0) += 1;
         }
-        let on_target = state.targets.get(&target).copied().unwrap_or(0);
-        if state.running.len() >= self.overall || on_target >= self.per_target {
-            state.starved = true;
-            return Start::Full;
-        }
-        state.running.insert(key.clone());
-        *state.targets.entry(target.clone()).or_insert(0) += 1;
+        self.workers.delivery_started(self.worker);
         let place = Place {
             dispatcher: self.clone(),
             key,
@@ -111,7 +124,7 @@ impl Dispatcher {
             let dispatcher = place.dispatcher.clone();
             drop(place);
             if again {
-                (dispatcher.wake)();
+                dispatcher.wake();
             }
         });
         Start::Started
@@ -125,7 +138,7 @@ impl Dispatcher {
     /// Abandons the deliveries in flight (they stay pending in the database) and starts no
     /// more; returns once their tasks have ended.
     pub async fn stop(&self) {
-        let tasks = self.state().tasks.take();
+        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(mut tasks) = tasks {
             tasks.shutdown().await;
         }
@@ -153,8 +166,9 @@ impl Drop for Place {
             }
             std::mem::take(&mut state.starved)
         };
+        self.dispatcher.workers.delivery_ended(self.dispatcher.worker);
         if starved {
-            (self.dispatcher.wake)();
+            self.dispatcher.wake();
         }
     }
 }
@@ -162,9 +176,19 @@ impl Drop for Place {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use crate::config::Settings;
     use std::time::Duration;
     use tokio::sync::Notify;
+
+    const WORKER: Worker = Worker::TriggeredInboxItemSender;
+
+    fn workers() -> Arc<Workers> {
+        Arc::new(Workers::new(&Settings::with_data_dir("/tmp/unused"), |_| true))
+    }
+
+    fn in_flight(workers: &Workers) -> usize {
+        workers.activity(WORKER).borrow().deliveries
+    }
 
     /// A job that runs until `release` is notified.
     fn held(release: &Arc<Notify>) -> impl Future<Output = Result<bool, String>> + Send + 'static {
@@ -177,11 +201,8 @@ mod tests {
 
     #[tokio::test]
     async fn bounds_per_target_and_overall_and_a_freed_place_wakes_the_worker() {
-        let wakes = Arc::new(AtomicUsize::new(0));
-        let w = wakes.clone();
-        let d = Dispatcher::new(3, 2, move || {
-            w.fetch_add(1, Ordering::SeqCst);
-        });
+        let workers = workers();
+        let d = Dispatcher::new(3, 2, workers.clone(), WORKER);
         let release = Arc::new(Notify::new());
         let key = |n: u8| vec![n];
         assert_eq!(d.start(key(1), "a".into(), held(&release)), Start::Started);
@@ -199,23 +220,51 @@ mod tests {
             "three overall"
         );
         assert!(d.is_running(&key(1)) && !d.is_running(&key(3)));
-        assert_eq!(wakes.load(Ordering::SeqCst), 0);
+        assert_eq!(in_flight(&workers), 3);
+        let woken = tokio::time::timeout(Duration::from_millis(50), workers.woken(WORKER)).await;
+        assert!(woken.is_err(), "woken before a place freed");
 
         release.notify_one();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while wakes.load(Ordering::SeqCst) == 0 {
-            assert!(tokio::time::Instant::now() < deadline, "no wake-up after a place freed");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        tokio::time::timeout(Duration::from_secs(5), workers.woken(WORKER))
+            .await
+            .expect("no wake-up after a place freed");
+        assert_eq!(in_flight(&workers), 2);
         assert_eq!(d.start(key(5), "c".into(), held(&release)), Start::Started);
         d.stop().await;
         assert!(!d.is_running(&key(1)), "stopping gives every place back");
+        assert_eq!(in_flight(&workers), 0);
         assert_eq!(d.start(key(6), "d".into(), held(&release)), Start::Full, "stopped");
+    }
+
+    /// A task spawned while the runtime shuts down (a test that ends while a pass starts
+    /// deliveries) is dropped at once, inside `start`: its place is given back without a
+    /// deadlock.
+    #[test]
+    fn a_delivery_dropped_by_a_closing_runtime_gives_its_place_back() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let handle = runtime.handle().clone();
+        drop(runtime);
+        let workers = workers();
+        let d = Dispatcher::new(2, 2, workers.clone(), WORKER);
+        let (done, answer) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _entered = handle.enter();
+            d.start(vec![1], "a".into(), async { Ok(false) });
+            done.send(d.is_running(&[1])).unwrap();
+        });
+        let running = answer
+            .recv_timeout(Duration::from_secs(5))
+            .expect("start returns (no deadlock)");
+        assert!(!running, "the place was given back");
+        assert_eq!(in_flight(&workers), 0);
     }
 
     #[tokio::test]
     async fn failures_are_kept_for_the_next_pass() {
-        let d = Dispatcher::new(2, 2, || {});
+        let d = Dispatcher::new(2, 2, workers(), WORKER);
         assert_eq!(
             d.start(vec![1], "a".into(), async { Err("disk on fire".to_string()) }),
             Start::Started

@@ -5,13 +5,16 @@
 
 use super::backoff;
 use super::dispatch::Dispatcher;
+use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::email::{EmailKind, QueuedEmail, Stage};
 use crate::domain::scheduler::models::Outcome;
 use crate::domain::wire::Timestamp;
+use crate::domain::worker::Worker;
 use crate::mail::{self, Mailer};
 use crate::store::scheduler::QueueKey;
 use crate::store::{Store, Written};
+use crate::workers::Workers;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -82,6 +85,8 @@ pub struct Emailer {
     mailer: Arc<Mailer>,
     retry_delay: Duration,
     retry_amount: u32,
+    /// What is due, and when a postponed e-mail may be tried again.
+    clock: Clock,
     pub dispatcher: Arc<Dispatcher>,
 }
 
@@ -91,19 +96,15 @@ fn domain(address: &str) -> String {
 }
 
 impl Emailer {
-    /// `wake` wakes the emailer's worker (a place for a waiting e-mail freed, or an e-mail
-    /// was postponed).
-    pub fn new(
-        mailer: Arc<Mailer>,
-        retry_delay: Duration,
-        retry_amount: u32,
-        wake: impl Fn() + Send + Sync + 'static,
-    ) -> Emailer {
+    /// The emailer of `workers`' table (retries as configured there; a freed place or a
+    /// postponed e-mail wakes its worker).
+    pub fn new(mailer: Arc<Mailer>, clock: Clock, workers: Arc<Workers>) -> Emailer {
         Emailer {
             mailer,
-            retry_delay,
-            retry_amount,
-            dispatcher: Dispatcher::new(OVERALL, PER_DOMAIN, wake),
+            retry_delay: workers.retry_delay,
+            retry_amount: workers.retry_amount,
+            clock,
+            dispatcher: Dispatcher::new(OVERALL, PER_DOMAIN, workers, Worker::Emailer),
         }
     }
 
@@ -113,7 +114,7 @@ impl Emailer {
         if let Some(e) = self.dispatcher.take_error() {
             return Err(e);
         }
-        let now = Timestamp::now();
+        let now = self.clock.now();
         let queued = store
             .scheduler
             .queued_emails(Stage::Rendered, usize::MAX)
@@ -135,7 +136,7 @@ impl Emailer {
             let job = self.clone().send_one(store.clone(), k, email);
             self.dispatcher.start(running, target, job);
         }
-        Ok(next.map(|at| Duration::from_secs_f64(Timestamp::now().seconds_until(&at).max(0.0))))
+        Ok(next.map(|at| self.clock.until(at)))
     }
 
     /// Sends one e-mail and records the result durably; answers whether it was postponed.
@@ -161,7 +162,7 @@ impl Emailer {
                 let mut later = email.clone();
                 later.failures += 1;
                 let wait = backoff(self.retry_delay, later.failures);
-                later.not_before = Timestamp::now().plus(wait);
+                later.not_before = self.clock.now().plus(wait);
                 tracing::info!(
                     "sending {what} failed ({}); retry {} of {} in {wait:?}",
                     f.reason,
@@ -226,7 +227,8 @@ mod tests {
         assert!(delivery.is_none());
 
         let mailer = Arc::new(Mailer::new(&settings).unwrap());
-        let emailer = Arc::new(Emailer::new(mailer, Duration::from_millis(1), 3, || {}));
+        let workers = Arc::new(Workers::new(&settings, |_| true));
+        let emailer = Arc::new(Emailer::new(mailer, Clock::real(), workers));
         assert_eq!(emailer.pass(&store).await.unwrap(), None);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while !store.scheduler.queued_emails(Stage::Rendered, 10).unwrap().is_empty() {

@@ -1,8 +1,10 @@
-//! Background workers ("loopers", scheduler.md §9). Each is a small task with a trigger
-//! (woken by a [`Notify`] when there is new work, and at least every `--looper-period`), a
-//! live status for `GET /loopers`, and a retry policy: a failed run is retried after
-//! `--looper-retry-delay-us`; after `--looper-retry-amount` consecutive failures the worker
-//! stops, reports `LooperStatusErrored` and an admin notification is created.
+//! Background workers ("loopers", scheduler.md §9), as one table ([`JOBS`]): for each
+//! worker, whether it runs with the settings, whom it wakes after a pass that produced work,
+//! and its pass. One runtime ([`run`]) runs every row: a pass when woken (new work) and at
+//! least every `--looper-period`, the live status for `GET /loopers`, and the retry policy:
+//! a failed pass is retried after `--looper-retry-delay-us`; after `--looper-retry-amount`
+//! consecutive failures the worker stops, reports `LooperStatusErrored` and an admin
+//! notification is created.
 
 pub mod delivery;
 pub mod dispatch;
@@ -10,62 +12,242 @@ pub mod email;
 pub mod payments;
 pub mod triggerer;
 
+use crate::clock::Clock;
+use crate::config::Settings;
 use crate::context::Context;
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::worker::Worker;
 use crate::workers::{Status, Workers};
+use std::fmt::Display;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Runs `worker` until `stop` turns true: `pass` does one pass and answers how long the
-/// worker may sleep at most before the next (`None`: the period). Failed passes are retried
-/// after the retry delay; too many in a row stop the worker as errored, and `on_error` is
-/// told (admin notification). Every finished pass is counted ([`Workers::passes`]).
+/// What one pass did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Work it handed on (items triggered, deliveries queued, e-mails rendered): when there
+    /// is some, the workers its row of [`JOBS`] names are woken.
+    pub produced: usize,
+    /// How long the worker may sleep at most before its next pass (the next due instant,
+    /// the next back-off); `None`: the period.
+    pub next: Option<Duration>,
+}
+
+impl Pass {
+    fn produced(produced: usize) -> Pass {
+        Pass { produced, next: None }
+    }
+
+    fn next(next: Option<Duration>) -> Pass {
+        Pass { produced: 0, next }
+    }
+}
+
+/// What the passes work with: the context, and the two workers that keep deliveries in
+/// flight between their passes.
+pub struct Crew {
+    pub ctx: Arc<Context>,
+    sender: Arc<delivery::InboxSender>,
+    emailer: Arc<email::Emailer>,
+}
+
+type PassFuture = Pin<Box<dyn Future<Output = Result<Pass, String>> + Send>>;
+
+/// One worker: a row of [`JOBS`].
+struct Job {
+    worker: Worker,
+    /// Whether it runs with these settings (besides `--disable-looper`).
+    runs: fn(&Settings) -> bool,
+    /// The workers that have new work after one of its passes produced some.
+    wakes: &'static [Worker],
+    /// One pass, made by [`boxed`] from a pass with an error type of its own.
+    pass: fn(Arc<Crew>) -> PassFuture,
+}
+
+/// A pass as a row of the table holds it: its error, of whatever type the pass has, becomes
+/// the text that `GET /loopers` and the admin notification show.
+fn boxed<E: Display>(pass: impl Future<Output = Result<Pass, E>> + Send + 'static) -> PassFuture {
+    Box::pin(async move { pass.await.map_err(|e| e.to_string()) })
+}
+
+fn always(_: &Settings) -> bool {
+    true
+}
+
+fn with_admin_email(settings: &Settings) -> bool {
+    settings.admin_email.is_some()
+}
+
+fn with_payments(settings: &Settings) -> bool {
+    settings.payment_secret_key.is_some() && settings.payment_plan.is_some()
+}
+
+/// The ten workers (scheduler.md §9.1), in the order of [`Worker::ALL`]. Each runs a pass
+/// when woken and at least every `--looper-period` ([`run`]).
+static JOBS: [Job; 10] = [
+    Job {
+        worker: Worker::Triggerer,
+        runs: always,
+        wakes: &[Worker::TriggeredInboxItemScheduler, Worker::TriggeredEmailScheduler],
+        pass: |c| {
+            boxed(async move {
+                let (triggered, next) = triggerer::pass(&c.ctx.store, &c.ctx.clock).await?;
+                Ok::<_, String>(Pass {
+                    produced: triggered,
+                    next,
+                })
+            })
+        },
+    },
+    Job {
+        worker: Worker::TriggeredInboxItemScheduler,
+        runs: always,
+        wakes: &[Worker::TriggeredInboxItemSender],
+        pass: |c| boxed(async move { delivery::schedule(&c.ctx.store, false).await.map(Pass::produced) }),
+    },
+    Job {
+        worker: Worker::TriggeredInboxItemSender,
+        runs: always,
+        // its deliveries wake it themselves (a freed place, a postponement)
+        wakes: &[],
+        pass: |c| boxed(async move { c.sender.pass(&c.ctx.store).await.map(Pass::next) }),
+    },
+    Job {
+        worker: Worker::TriggeredEmailScheduler,
+        runs: always,
+        wakes: &[Worker::TriggeredEmailConverter],
+        pass: |c| boxed(async move { delivery::schedule(&c.ctx.store, true).await.map(Pass::produced) }),
+    },
+    Job {
+        worker: Worker::TriggeredEmailConverter,
+        runs: always,
+        wakes: &[Worker::Emailer],
+        pass: |c| boxed(async move { convert(&c, email::Converter::Triggered).await }),
+    },
+    Job {
+        worker: Worker::VerificationEmailConverter,
+        runs: always,
+        wakes: &[Worker::Emailer],
+        pass: |c| boxed(async move { convert(&c, email::Converter::Verification).await }),
+    },
+    Job {
+        worker: Worker::Emailer,
+        runs: always,
+        // its e-mails wake it themselves (a freed place, a postponement)
+        wakes: &[],
+        pass: |c| boxed(async move { c.emailer.pass(&c.ctx.store).await.map(Pass::next) }),
+    },
+    Job {
+        worker: Worker::AdminNotificationEmailConverter,
+        runs: with_admin_email,
+        wakes: &[Worker::Emailer],
+        pass: |c| boxed(async move { convert(&c, email::Converter::AdminNotice).await }),
+    },
+    Job {
+        worker: Worker::PaymentsEventsFetcher,
+        runs: with_payments,
+        wakes: &[],
+        pass: |c| {
+            boxed(async move {
+                payments::fetch(&c.ctx.store, &c.ctx.payments)
+                    .await
+                    .map(|()| Pass::default())
+            })
+        },
+    },
+    Job {
+        worker: Worker::PaymentsEventsRetrier,
+        runs: with_payments,
+        wakes: &[],
+        pass: |c| boxed(async move { payments::retry(&c.ctx.store).await.map(|()| Pass::default()) }),
+    },
+];
+
+async fn convert(c: &Crew, which: email::Converter) -> Result<Pass, String> {
+    email::convert(&c.ctx.store, &c.ctx.settings, which)
+        .await
+        .map(Pass::produced)
+}
+
+/// Whether `worker` runs with `settings` (else `GET /loopers` shows it disabled).
+pub fn runs(worker: Worker, settings: &Settings) -> bool {
+    !settings.disabled_loopers.contains(&worker) && (JOBS[worker.index()].runs)(settings)
+}
+
+/// Runs `worker` until `stop` turns true: `pass` does one pass; when it produced work, the
+/// workers in `wakes` are woken. Then the worker sleeps until the period is over, the pass's
+/// own deadline ([`Pass::next`]) comes, it is woken, or the (manual) clock is set. Failed
+/// passes are retried after the retry delay; too many in a row stop the worker as errored,
+/// and `on_error` is told (admin notification). Passes are counted in the workers' table
+/// ([`Workers::activity`]) and logged at `trace`.
 pub async fn run<F, Fut>(
     workers: Arc<Workers>,
+    clock: Clock,
     worker: Worker,
+    wakes: &[Worker],
     mut stop: watch::Receiver<bool>,
     on_error: impl Fn(Worker, &str),
     mut pass: F,
 ) where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<Duration>, String>>,
+    Fut: Future<Output = Result<Pass, String>>,
 {
     if !workers.enabled(worker) {
         return;
     }
     workers.set_status(worker, Status::Running);
     let name = worker.name();
+    let mut clock_changes = clock.changes();
     let mut failures = 0u32;
     while !*stop.borrow() {
+        let started = workers.pass_started(worker);
+        tracing::trace!("worker {name} starts pass {}", started.started);
         // On shutdown a pass in flight is abandoned: its results are written atomically
         // only when a step completes, so what it had not finished stays pending.
         let outcome = tokio::select! {
             r = pass() => r,
             _ = stop.wait_for(|s| *s) => return,
         };
-        workers.pass_finished(worker);
-        let sleep = match outcome {
-            Ok(next) => {
+        let (sleep, errored) = match outcome {
+            Ok(done) => {
                 failures = 0;
-                next.map_or(workers.period, |n| n.min(workers.period))
+                if done.produced > 0 {
+                    for &next in wakes {
+                        workers.wake(next);
+                    }
+                }
+                (done.next.map_or(workers.period, |n| n.min(workers.period)), None)
             }
             Err(e) => {
                 failures += 1;
                 tracing::warn!("worker {name} failed ({failures} in a row): {e}");
                 if failures > workers.retry_amount {
                     workers.set_status(worker, Status::Errored(e.clone()));
-                    on_error(worker, &e);
-                    return;
+                    (workers.retry_delay, Some(e))
+                } else {
+                    (workers.retry_delay, None)
                 }
-                workers.retry_delay
             }
         };
+        let done = workers.pass_finished(worker);
+        // tests of the binary read these two lines to know that a pass began after their
+        // event and left no delivery in flight
+        tracing::trace!(
+            "worker {name} finished pass {}; {} deliveries in flight",
+            done.finished,
+            done.deliveries
+        );
+        if let Some(e) = errored {
+            on_error(worker, &e);
+            return;
+        }
         tokio::select! {
             _ = tokio::time::sleep(sleep) => {}
             _ = workers.woken(worker) => {}
+            _ = clock_changes.changed() => {}
             _ = stop.wait_for(|s| *s) => {}
         }
     }
@@ -87,182 +269,77 @@ pub fn retry_wait(delay: Duration, retry: u32, asked: Option<Duration>) -> Durat
     backoff(delay, retry).max(asked.unwrap_or_default()).min(LONGEST_WAIT)
 }
 
-/// Spawns every enabled worker; they stop when `stop` turns true.
-type PassFuture = std::pin::Pin<Box<dyn Future<Output = Result<Option<Duration>, String>> + Send>>;
+/// A worker stopped after repeated failures: say so, and queue an e-mail to the admin
+/// (with `--admin-email`).
+fn notify_admin(ctx: &Context, worker: Worker, error: &str) {
+    tracing::error!("worker {} stopped after repeated failures: {error}", worker.name());
+    if ctx.settings.admin_email.is_some() {
+        let notice = EmailKind::AdminNotice {
+            worker: worker.name().to_owned(),
+            error: error.to_owned(),
+        };
+        match ctx
+            .store
+            .scheduler
+            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
+        {
+            // the converter is woken once the notice is on disk
+            Ok(queued) => {
+                let workers = ctx.workers.clone();
+                tokio::spawn(async move {
+                    match queued.durable().await {
+                        Ok(()) => workers.wake(Worker::AdminNotificationEmailConverter),
+                        Err(e) => tracing::error!("could not queue the admin notification: {e}"),
+                    }
+                });
+            }
+            Err(e) => tracing::error!("could not queue the admin notification: {e}"),
+        }
+    }
+}
 
+/// Spawns every worker of [`JOBS`] (those that do not run end at once); they stop when
+/// `stop` turns true.
 pub fn start(
-    ctx: &Context,
+    ctx: &Arc<Context>,
     mailer: crate::mail::Mailer,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let (workers, store, settings) = (ctx.workers.clone(), ctx.store.clone(), ctx.settings.clone());
-    let (payments, http) = (ctx.payments.clone(), ctx.http.clone());
-    let notify_admin = {
-        let store = store.clone();
-        let workers = workers.clone();
-        let settings = settings.clone();
-        move |worker: Worker, error: &str| {
-            tracing::error!("worker {} stopped after repeated failures: {error}", worker.name());
-            if settings.admin_email.is_some() {
-                let notice = EmailKind::AdminNotice {
-                    worker: worker.name().to_owned(),
-                    error: error.to_owned(),
-                };
-                match store
-                    .scheduler
-                    .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
-                {
-                    // the converter is woken once the notice is on disk
-                    Ok(queued) => {
-                        let workers = workers.clone();
-                        tokio::spawn(async move {
-                            match queued.durable().await {
-                                Ok(()) => workers.wake(Worker::AdminNotificationEmailConverter),
-                                Err(e) => tracing::error!("could not queue the admin notification: {e}"),
-                            }
-                        });
-                    }
-                    Err(e) => tracing::error!("could not queue the admin notification: {e}"),
-                }
-            }
-        }
-    };
-    let notify_admin = Arc::new(notify_admin);
-    let mailer = Arc::new(mailer);
-    let waker = |worker: Worker| {
-        let workers = workers.clone();
-        move || workers.wake(worker)
-    };
-    let sender = Arc::new(delivery::InboxSender::new(
-        http,
-        workers.retry_delay,
-        workers.retry_amount,
-        waker(Worker::TriggeredInboxItemSender),
-    ));
-    let emailer = Arc::new(email::Emailer::new(
-        mailer,
-        workers.retry_delay,
-        workers.retry_amount,
-        waker(Worker::Emailer),
-    ));
+    let workers = &ctx.workers;
+    let crew = Arc::new(Crew {
+        ctx: ctx.clone(),
+        sender: Arc::new(delivery::InboxSender::new(
+            ctx.http.clone(),
+            ctx.clock.clone(),
+            workers.clone(),
+        )),
+        emailer: Arc::new(email::Emailer::new(
+            Arc::new(mailer),
+            ctx.clock.clone(),
+            workers.clone(),
+        )),
+    });
     let mut tasks = Vec::new();
     // Deliveries run as tasks of their own: at shutdown they are abandoned (they stay
     // pending) before the store is flushed.
-    for dispatcher in [sender.dispatcher.clone(), emailer.dispatcher.clone()] {
+    for dispatcher in [crew.sender.dispatcher.clone(), crew.emailer.dispatcher.clone()] {
         let mut stop = stop.clone();
         tasks.push(tokio::spawn(async move {
             let _ = stop.wait_for(|s| *s).await;
             dispatcher.stop().await;
         }));
     }
-    let mut spawn = |worker: Worker, pass: Box<dyn Fn() -> PassFuture + Send + Sync>| {
-        let n = notify_admin.clone();
+    for job in &JOBS {
+        let (notifying, passing) = (crew.clone(), crew.clone());
         tasks.push(tokio::spawn(run(
             workers.clone(),
-            worker,
+            ctx.clock.clone(),
+            job.worker,
+            job.wakes,
             stop.clone(),
-            move |w, e| n(w, e),
-            pass,
+            move |worker, error| notify_admin(&notifying.ctx, worker, error),
+            move || (job.pass)(passing.clone()),
         )));
-    };
-    let ctx = (workers.clone(), store.clone(), settings.clone());
-    {
-        let (l, s, _) = ctx.clone();
-        spawn(
-            Worker::Triggerer,
-            Box::new(move || {
-                let (l, s) = (l.clone(), s.clone());
-                Box::pin(async move {
-                    let (count, sleep) = triggerer::pass(&s).await?;
-                    if count > 0 {
-                        l.wake(Worker::TriggeredInboxItemScheduler);
-                        l.wake(Worker::TriggeredEmailScheduler);
-                    }
-                    Ok(sleep)
-                })
-            }),
-        );
-    }
-    for (name, email, next) in [
-        (
-            Worker::TriggeredInboxItemScheduler,
-            false,
-            Worker::TriggeredInboxItemSender,
-        ),
-        (Worker::TriggeredEmailScheduler, true, Worker::TriggeredEmailConverter),
-    ] {
-        let (l, s, _) = ctx.clone();
-        spawn(
-            name,
-            Box::new(move || {
-                let (l, s) = (l.clone(), s.clone());
-                Box::pin(async move {
-                    if delivery::schedule(&s, email).await? > 0 {
-                        l.wake(next);
-                    }
-                    Ok(None)
-                })
-            }),
-        );
-    }
-    {
-        let (_, s, _) = ctx.clone();
-        let sender = sender.clone();
-        spawn(
-            Worker::TriggeredInboxItemSender,
-            Box::new(move || {
-                let (s, sender) = (s.clone(), sender.clone());
-                Box::pin(async move { sender.pass(&s).await })
-            }),
-        );
-    }
-    for (name, which) in [
-        (Worker::TriggeredEmailConverter, email::Converter::Triggered),
-        (Worker::VerificationEmailConverter, email::Converter::Verification),
-        (Worker::AdminNotificationEmailConverter, email::Converter::AdminNotice),
-    ] {
-        let (l, s, st) = ctx.clone();
-        spawn(
-            name,
-            Box::new(move || {
-                let (l, s, st) = (l.clone(), s.clone(), st.clone());
-                Box::pin(async move {
-                    if email::convert(&s, &st, which).await? > 0 {
-                        l.wake(Worker::Emailer);
-                    }
-                    Ok(None)
-                })
-            }),
-        );
-    }
-    {
-        let (_, s, _) = ctx.clone();
-        let p = payments.clone();
-        spawn(
-            Worker::PaymentsEventsFetcher,
-            Box::new(move || {
-                let (s, p) = (s.clone(), p.clone());
-                Box::pin(async move { payments::fetch(&s, &p).await.map(|()| None) })
-            }),
-        );
-        let (_, s, _) = ctx.clone();
-        spawn(
-            Worker::PaymentsEventsRetrier,
-            Box::new(move || {
-                let s = s.clone();
-                Box::pin(async move { payments::retry(&s).await.map(|()| None) })
-            }),
-        );
-    }
-    {
-        let (_, s, _) = ctx.clone();
-        spawn(
-            Worker::Emailer,
-            Box::new(move || {
-                let (s, emailer) = (s.clone(), emailer.clone());
-                Box::pin(async move { emailer.pass(&s).await })
-            }),
-        );
     }
     tasks
 }
@@ -297,26 +374,130 @@ mod tests {
         assert_eq!(retry_wait(d, 1, asked(86_400)), Duration::from_secs(600), "capped");
     }
 
+    fn table(s: &Settings) -> Arc<Workers> {
+        Arc::new(Workers::new(s, |w| runs(w, s)))
+    }
+
+    #[test]
+    fn the_table_follows_worker_order_and_the_settings() {
+        for (job, worker) in JOBS.iter().zip(Worker::ALL) {
+            assert_eq!(job.worker, worker);
+        }
+        let s = settings(|s| s.disabled_loopers = vec![Worker::Emailer]);
+        let on: Vec<Worker> = Worker::ALL.into_iter().filter(|&w| runs(w, &s)).collect();
+        assert_eq!(on.len(), 6, "{on:?}");
+        assert!(!on.contains(&Worker::Emailer), "--disable-looper");
+        assert!(
+            !on.contains(&Worker::AdminNotificationEmailConverter),
+            "no --admin-email"
+        );
+        assert!(!on.contains(&Worker::PaymentsEventsFetcher), "no payments");
+        let s = settings(|s| {
+            s.admin_email = Some("root@example.org".into());
+            s.payment_secret_key = Some("sk_test".into());
+        });
+        assert!(runs(Worker::AdminNotificationEmailConverter, &s));
+        assert!(!runs(Worker::PaymentsEventsRetrier, &s), "a key without a plan");
+        let j = table(&s).to_json();
+        assert_eq!(
+            j["paymentsEventsFetcherLooperInfo"]["looperInfoStatus"]["tag"],
+            "LooperStatusDisabled"
+        );
+        assert_eq!(
+            j["adminNotificationEmailConverterLooperInfo"]["looperInfoStatus"]["tag"],
+            "LooperStatusRunning"
+        );
+    }
+
+    /// Spawns `worker` with a pass that counts its calls and produces `produced` each time.
+    fn counting(
+        workers: &Arc<Workers>,
+        clock: &Clock,
+        worker: Worker,
+        wakes: &'static [Worker],
+        produced: usize,
+        stop: &watch::Receiver<bool>,
+    ) -> (Arc<AtomicU32>, tokio::task::JoinHandle<()>) {
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        let task = tokio::spawn(run(
+            workers.clone(),
+            clock.clone(),
+            worker,
+            wakes,
+            stop.clone(),
+            |_, _| {},
+            move || {
+                c.fetch_add(1, Ordering::SeqCst);
+                async move { Ok(Pass::produced(produced)) }
+            },
+        ));
+        (calls, task)
+    }
+
+    /// Within a second (the period is a minute).
+    async fn soon<T>(f: impl Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(1), f).await.expect("in time")
+    }
+
+    #[tokio::test]
+    async fn a_productive_pass_wakes_the_next_workers_and_a_clock_change_wakes_all() {
+        let workers = table(&settings(|s| s.looper_period = 60));
+        let clock = Clock::manual(crate::domain::wire::Timestamp::from_unix(0, 0));
+        let (stop_tx, stop) = watch::channel(false);
+        let (sender, sender_task) = counting(&workers, &clock, Worker::TriggeredInboxItemSender, &[], 0, &stop);
+        let mut sender_passes = workers.activity(Worker::TriggeredInboxItemSender);
+        soon(sender_passes.wait_for(|a| a.finished >= 1)).await.unwrap();
+        let (_, scheduler_task) = counting(
+            &workers,
+            &clock,
+            Worker::TriggeredInboxItemScheduler,
+            &[Worker::TriggeredInboxItemSender],
+            1,
+            &stop,
+        );
+        // the scheduler's first pass produced work: the sender runs again at once
+        soon(sender_passes.wait_for(|a| a.finished >= 2)).await.unwrap();
+        assert_eq!(sender.load(Ordering::SeqCst), 2);
+        // a manual clock that moves wakes the workers to look at the new time
+        let both = [Worker::TriggeredInboxItemSender, Worker::TriggeredInboxItemScheduler].map(|w| workers.settled(w));
+        clock.advance(Duration::from_secs(3600));
+        for settled in both {
+            soon(settled).await;
+        }
+        stop_tx.send(true).unwrap();
+        for task in [sender_task, scheduler_task] {
+            soon(task).await.unwrap();
+        }
+    }
+
     #[tokio::test]
     async fn repeated_failures_stop_the_worker_and_notify() {
-        let workers = Arc::new(Workers::new(&settings(|_| {})));
+        let workers = table(&settings(|_| {}));
         let (_stop_tx, stop) = watch::channel(false);
         let runs = Arc::new(AtomicU32::new(0));
         let notified = Arc::new(Mutex::new(Vec::new()));
         let (r, n) = (runs.clone(), notified.clone());
         run(
             workers.clone(),
+            Clock::real(),
             Worker::Triggerer,
+            &[Worker::TriggeredInboxItemScheduler],
             stop,
             move |w, e| n.lock().unwrap().push(format!("{}: {e}", w.name())),
             move || {
                 r.fetch_add(1, Ordering::SeqCst);
-                async { Err::<Option<Duration>, String>("disk on fire".into()) }
+                async { Err::<Pass, String>("disk on fire".into()) }
             },
         )
         .await;
         assert_eq!(runs.load(Ordering::SeqCst), 4, "the first run and three retries");
-        assert_eq!(*workers.passes(Worker::Triggerer).borrow(), 4);
+        assert_eq!(workers.activity(Worker::Triggerer).borrow().finished, 4);
+        assert_eq!(
+            workers.activity(Worker::TriggeredInboxItemScheduler).borrow().started,
+            0,
+            "failed passes wake nobody"
+        );
         assert_eq!(
             workers.status(Worker::Triggerer),
             Status::Errored("disk on fire".into())
@@ -328,14 +509,16 @@ mod tests {
 
     #[tokio::test]
     async fn a_success_resets_the_failure_count_and_stop_ends_the_worker() {
-        let workers = Arc::new(Workers::new(&settings(|_| {})));
+        let workers = table(&settings(|_| {}));
         let (stop_tx, stop) = watch::channel(false);
         let runs = Arc::new(AtomicU32::new(0));
         let r = runs.clone();
-        let mut passes = workers.passes(Worker::Emailer);
+        let mut activity = workers.activity(Worker::Emailer);
         let task = tokio::spawn(run(
             workers.clone(),
+            Clock::real(),
             Worker::Emailer,
+            &[],
             stop,
             |_, _| {},
             move || {
@@ -343,14 +526,14 @@ mod tests {
                 // fail, fail, fail, succeed, repeatedly: never 4 failures in a row
                 async move {
                     if n % 4 == 3 {
-                        Ok(Some(Duration::from_millis(1)))
+                        Ok(Pass::next(Some(Duration::from_millis(1))))
                     } else {
                         Err("flaky".to_string())
                     }
                 }
             },
         ));
-        passes.wait_for(|n| *n >= 20).await.expect("twenty passes");
+        activity.wait_for(|a| a.finished >= 20).await.expect("twenty passes");
         assert_eq!(workers.status(Worker::Emailer), Status::Running);
         stop_tx.send(true).unwrap();
         tokio::time::timeout(Duration::from_secs(5), task)

@@ -3,6 +3,7 @@
 //! before any delivery starts, wakes the delivery schedulers, and sleeps until the next due
 //! instant (or the period, whichever is first).
 
+use crate::clock::Clock;
 use crate::domain::scheduler::models::ScheduledItem;
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::Timestamp;
@@ -11,12 +12,13 @@ use std::time::Duration;
 
 const BATCH: usize = 256;
 
-/// One pass; answers how long the worker may sleep before the next due instant.
-pub async fn pass(store: &Store) -> Result<(usize, Option<Duration>), String> {
+/// One pass; answers how many items it triggered and how long the worker may sleep before
+/// the next due instant. `clock` says what is due.
+pub async fn pass(store: &Store, clock: &Clock) -> Result<(usize, Option<Duration>), String> {
     let s = &store.scheduler;
     let mut triggered = 0;
     loop {
-        let now = Timestamp::now();
+        let now = clock.now();
         let due = s.due_items(now, BATCH).map_err(|e| e.to_string())?;
         let mut written = Vec::with_capacity(due.len());
         for entry in &due {
@@ -40,11 +42,7 @@ pub async fn pass(store: &Store) -> Result<(usize, Option<Duration>), String> {
         }
     }
     let next = s.next_due().map_err(|e| e.to_string())?;
-    let sleep = next.map(|at| {
-        let secs = Timestamp::now().seconds_until(&at).max(0.0);
-        Duration::from_secs_f64(secs)
-    });
-    Ok((triggered, sleep))
+    Ok((triggered, next.map(|at| clock.until(at))))
 }
 
 /// The item moved to its first occurrence after `now`, with a new server time and due

@@ -7,11 +7,16 @@ pub mod process;
 pub mod scheduler;
 
 use base64::Engine;
+use pigeonhole::clock::Clock;
 use pigeonhole::config::{PaymentPlan, Settings};
+use pigeonhole::domain::wire::Timestamp;
+pub use pigeonhole::domain::worker::Worker;
+use pigeonhole::workers::Workers;
 use reqwest::header::{HeaderMap, HeaderValue};
 pub use reqwest::Method;
 use serde_json::{json, Value};
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -373,11 +378,18 @@ pub fn token_of(r: &Resp) -> String {
     token.to_owned()
 }
 
+/// How long a test waits at most for a worker to finish a pass.
+pub const PASS_WAIT: Duration = Duration::from_secs(20);
+
 /// The real server, running in-process on ephemeral ports until stopped.
 pub struct Server {
     pub api: Api,
     pub scheduler: Api,
     pub settings: Settings,
+    /// The workers' table of the running server (see [`Server::settle`]).
+    pub workers: Arc<Workers>,
+    /// The workers' clock: real, or manual for [`Server::start_on_manual_clock`].
+    pub clock: Clock,
     dir: TempDir,
     shutdown: watch::Sender<bool>,
     task: JoinHandle<Result<(), String>>,
@@ -398,10 +410,20 @@ impl Server {
 
     /// A test server with extra settings applied on top of [`test_settings`].
     pub async fn start_with(adjust: impl FnOnce(&mut Settings)) -> Server {
+        Server::start_on(Clock::real(), adjust).await
+    }
+
+    /// A test server whose workers decide by a manual clock, standing at the real time of
+    /// the start until the test moves it ([`Server::clock`]).
+    pub async fn start_on_manual_clock(adjust: impl FnOnce(&mut Settings)) -> Server {
+        Server::start_on(Clock::manual(Timestamp::now()), adjust).await
+    }
+
+    async fn start_on(clock: Clock, adjust: impl FnOnce(&mut Settings)) -> Server {
         let dir = tempfile::tempdir().expect("temporary data directory");
         let mut settings = test_settings(&dir);
         adjust(&mut settings);
-        Server::launch(dir, settings).await
+        Server::launch(dir, settings, clock).await
     }
 
     /// A monetised test server with `max_items_free` free items.
@@ -413,28 +435,42 @@ impl Server {
         .await
     }
 
-    async fn launch(dir: TempDir, mut settings: Settings) -> Server {
+    /// Starts the server on `dir` (new ports). The database of a server stopped a moment
+    /// ago may not be released yet: a start that fails is tried again for a while.
+    async fn launch(dir: TempDir, mut settings: Settings, clock: Clock) -> Server {
         settings.data_dir = dir.path().to_path_buf();
-        let inbox = TcpListener::bind("127.0.0.1:0").await.expect("bind the inbox port");
-        let scheduler = TcpListener::bind("127.0.0.1:0").await.expect("bind the scheduler port");
-        let inbox_addr = inbox.local_addr().unwrap();
-        let scheduler_addr = scheduler.local_addr().unwrap();
-        let (shutdown, stopped) = watch::channel(false);
-        let task = tokio::spawn(pigeonhole::launch(
-            settings.clone(),
-            pigeonhole::Listeners {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let inbox = TcpListener::bind("127.0.0.1:0").await.expect("bind the inbox port");
+            let scheduler = TcpListener::bind("127.0.0.1:0").await.expect("bind the scheduler port");
+            let inbox_addr = inbox.local_addr().unwrap();
+            let scheduler_addr = scheduler.local_addr().unwrap();
+            let (shutdown, stopped) = watch::channel(false);
+            let listeners = pigeonhole::Listeners {
                 inbox: Some(inbox),
                 scheduler: Some(scheduler),
-            },
-            stopped,
-        ));
-        Server {
-            api: Api::new(format!("http://{inbox_addr}")),
-            scheduler: Api::new(format!("http://{scheduler_addr}")),
-            settings,
-            dir,
-            shutdown,
-            task,
+            };
+            match pigeonhole::launch::start(settings.clone(), listeners, clock.clone(), stopped).await {
+                Ok(running) => {
+                    return Server {
+                        api: Api::new(format!("http://{inbox_addr}")),
+                        scheduler: Api::new(format!("http://{scheduler_addr}")),
+                        settings,
+                        workers: running.workers.clone(),
+                        clock,
+                        dir,
+                        shutdown,
+                        task: tokio::spawn(running.finish()),
+                    }
+                }
+                Err(e) => {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "the server does not start on its data directory: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await; // retry
+                }
+            }
         }
     }
 
@@ -450,36 +486,63 @@ impl Server {
         (self.dir, self.settings)
     }
 
-    /// Stops the server and starts it again on the same data directory (new ports).
+    /// Stops the server and starts it again on the same data directory (new ports, the
+    /// same clock).
     pub async fn restart(self) -> Server {
-        let (mut dir, mut settings) = self.stop().await;
-        // The database of the stopped server may take a moment to be released: retry.
-        for _ in 0..100 {
-            let server = Server::launch(dir, settings).await;
-            match server.wait_ready().await {
-                Ok(()) => return server,
-                Err(_) => {
-                    dir = server.dir;
-                    settings = server.settings;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-        panic!("the server does not start again on its data directory");
+        self.restart_with(|_| {}).await
     }
 
-    /// Waits until `GET /pricing` answers; `Err` when the server task ended instead.
-    pub async fn wait_ready(&self) -> Result<(), String> {
-        loop {
-            if self.task.is_finished() {
-                return Err("the server task ended".into());
-            }
-            if let Ok(r) = self.http.get(self.url("/pricing")).send().await {
-                if r.status().is_success() {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    /// Stops the server and starts it again on the same data directory with `adjust`
+    /// applied to its settings (new ports, the same clock).
+    pub async fn restart_with(self, adjust: impl FnOnce(&mut Settings)) -> Server {
+        let clock = self.clock.clone();
+        let (dir, mut settings) = self.stop().await;
+        adjust(&mut settings);
+        Server::launch(dir, settings, clock).await
+    }
+
+    /// Waits until each of `workers` in turn has finished a pass that started after the
+    /// previous one's (the first: after this call) and has no delivery in flight; each is
+    /// woken, so that it need not wait for its period. Then whatever the workers would do
+    /// about the state of the call has been done: this is how a test shows that nothing
+    /// more happens (no second trigger, no duplicate delivery, no e-mail) rather than by
+    /// sleeping a while, which also passes when a worker simply has not run yet. Panics
+    /// after [`PASS_WAIT`] (a worker that does not run never finishes a pass).
+    pub async fn settle(&self, workers: &[Worker]) {
+        for &worker in workers {
+            let settled = self.workers.settled(worker);
+            self.workers.wake(worker);
+            tokio::time::timeout(PASS_WAIT, settled).await.unwrap_or_else(|_| {
+                panic!(
+                    "worker {} finished no pass within {PASS_WAIT:?} ({:?})",
+                    worker.name(),
+                    *self.workers.activity(worker).borrow()
+                )
+            });
         }
     }
+
+    /// Moves the workers' manual clock forward by `by`; every worker takes a look.
+    pub fn advance_clock(&self, by: Duration) {
+        self.clock.advance(by);
+    }
 }
+
+/// The workers that turn a due item into an inbox delivery, in order: [`Server::settle`]
+/// on them shows that everything due at the call was triggered and delivered.
+pub const INBOX_DELIVERY: [Worker; 3] = [
+    Worker::Triggerer,
+    Worker::TriggeredInboxItemScheduler,
+    Worker::TriggeredInboxItemSender,
+];
+
+/// The workers that turn a due item into a sent e-mail, in order.
+pub const EMAIL_DELIVERY: [Worker; 4] = [
+    Worker::Triggerer,
+    Worker::TriggeredEmailScheduler,
+    Worker::TriggeredEmailConverter,
+    Worker::Emailer,
+];
+
+/// The workers that send a queued verification e-mail, in order.
+pub const VERIFICATION: [Worker; 2] = [Worker::VerificationEmailConverter, Worker::Emailer];

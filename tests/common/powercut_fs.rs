@@ -962,8 +962,11 @@ impl Drop for PowerCutFs {
 fn detach(mountpoint: &Path) {
     use std::os::unix::ffi::OsStrExt;
     if let Ok(path) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) {
+        #[expect(unsafe_code, reason = "std has no safe umount2(2)")]
         // SAFETY: umount2 reads a valid NUL-terminated path; no other preconditions.
-        unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
+        unsafe {
+            libc::umount2(path.as_ptr(), libc::MNT_DETACH)
+        };
     }
 }
 

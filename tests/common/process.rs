@@ -2,7 +2,8 @@
 //! free ports with a data directory, signalled, and killed (SIGKILL) when dropped while
 //! still running.
 
-use super::Api;
+use super::{Api, PASS_WAIT};
+use pigeonhole::domain::worker::Worker;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -167,13 +168,40 @@ impl Proc {
                     return true;
                 }
             }
-            tokio::time::sleep(Duration::from_millis(25)).await;
+            tokio::time::sleep(Duration::from_millis(25)).await; // poll
         }
         panic!("the server did not answer within a minute:\n{}", self.log_text());
     }
 
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Like `Server::settle` for the binary, which must run with `--log-level trace`: waits
+    /// until each of `workers` in turn has logged the end of a pass that started after the
+    /// previous one's (the first: after this call) with no delivery in flight. The workers
+    /// are not woken from outside: each takes up to its period.
+    pub async fn settle(&self, workers: &[Worker]) {
+        for &worker in workers {
+            let name = worker.name();
+            let log = self.log_text();
+            let started = log.lines().rev().find_map(|l| pass_line(l, name, "starts pass "));
+            let started = started.map_or(0, |(n, _)| n);
+            let deadline = Instant::now() + PASS_WAIT;
+            loop {
+                let log = self.log_text();
+                let mut finished = log.lines().filter_map(|l| pass_line(l, name, "finished pass "));
+                if finished.any(|(n, line)| n > started && line.ends_with("; 0 deliveries in flight")) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "worker {name} logged no finished pass after pass {started} within {PASS_WAIT:?} \
+                     (is the binary at --log-level trace?):\n{log}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await; // poll
+            }
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -203,6 +231,10 @@ impl Proc {
 
     pub fn signal(&self, signal: libc::c_int) {
         let pid = self.child.id() as libc::pid_t;
+        #[expect(
+            unsafe_code,
+            reason = "std's Child::kill sends only SIGKILL; the tests also send SIGTERM"
+        )]
         // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
         let rc = unsafe { libc::kill(pid, signal) };
         assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
@@ -219,10 +251,17 @@ impl Proc {
             if let Some(status) = self.child.try_wait().expect("poll the child") {
                 return status;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await; // poll
         }
         panic!("the server did not exit within a minute:\n{}", self.log_text());
     }
+}
+
+/// The pass number of a worker's `trace` line `worker <name> <what><n>…`, with the line.
+fn pass_line<'a>(line: &'a str, name: &str, what: &str) -> Option<(u64, &'a str)> {
+    let (_, rest) = line.split_once(&format!("worker {name} {what}"))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some((digits.parse().ok()?, line))
 }
 
 impl Drop for Proc {

@@ -34,26 +34,6 @@ impl Server {
         .await
     }
 
-    /// Stops the server and starts it again on the same data directory with `adjust`
-    /// applied to its settings (new ports).
-    pub async fn restart_with(self, adjust: impl FnOnce(&mut Settings)) -> Server {
-        let (mut dir, mut settings) = self.stop().await;
-        adjust(&mut settings);
-        // The database of the stopped server may take a moment to be released: retry.
-        for _ in 0..100 {
-            let server = Server::launch(dir, settings).await;
-            match server.wait_ready().await {
-                Ok(()) => return server,
-                Err(_) => {
-                    dir = server.dir;
-                    settings = server.settings;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-        panic!("the server does not start again on its data directory");
-    }
-
     /// The directory of written e-mails (outbox mode, no `--smtp-url`).
     pub fn outbox(&self) -> PathBuf {
         self.settings.data_dir.join("outbox")
@@ -150,7 +130,7 @@ where
         if tokio::time::Instant::now() >= deadline {
             panic!("timed out after {WAIT:?} waiting for {what}");
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
     }
 }
 

@@ -2,10 +2,9 @@
 //! `kill -9` at any moment, and acknowledged deletions must not come back (README.md
 //! decision 10, inbox.md §6, scheduler.md §16).
 //!
-//! Run with `cargo run --release --example crash`. It builds the release binary
-//! (`cargo build --release`) and runs `target/release/pigeonhole`, or the
-//! binary named by `PIGEONHOLE_BIN` (then nothing is built). On ONE data directory it
-//! repeatedly:
+//! Run with `cargo bench --bench crash` (a program of its own, no test harness). It runs the
+//! release binary that `cargo bench` builds with it (`target/release/pigeonhole`), or the
+//! binary named by `PIGEONHOLE_BIN`. On ONE data directory it repeatedly:
 //!
 //! 1. starts `pigeonhole serve` on free loopback ports and waits for `GET /pricing` on both;
 //! 2. runs a concurrent write load on both services for a random 200–800 ms: inbox adds
@@ -141,44 +140,10 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The binary to run: `PIGEONHOLE_BIN`, else the release build next to this example (built
-/// first with `cargo build --release --bin pigeonhole`).
-fn locate_binary() -> Result<PathBuf, String> {
-    if let Some(bin) = std::env::var_os("PIGEONHOLE_BIN") {
-        return Ok(PathBuf::from(bin));
-    }
-    let manifest = env!("CARGO_MANIFEST_DIR");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    println!("building the release binary: cargo build --release");
-    let mut build = Command::new(cargo);
-    build.args(["build", "--release"]).current_dir(manifest);
-    // `cargo run` gives us its package's CARGO_MANIFEST_DIR, CARGO_PKG_* etc.; passed on,
-    // they make ring's build script look changed, so every plain `cargo build --release`
-    // afterwards would rebuild ring and everything above it
-    for (name, _) in std::env::vars_os() {
-        let name = name.to_string_lossy();
-        let added_by_cargo_run = name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_MANIFEST_")
-            || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&name.as_ref());
-        if added_by_cargo_run {
-            build.env_remove(name.as_ref());
-        }
-    }
-    let status = build.status().map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!("cargo build --release failed: {status}"));
-    }
-    // this example runs as <target>/<profile>/examples/crash
-    let target = std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_path_buf()))
-        .unwrap_or_else(|| Path::new(manifest).join("target"));
-    let bin = target.join("release").join("pigeonhole");
-    if bin.is_file() {
-        Ok(bin)
-    } else {
-        Err(format!("{} does not exist after the build", bin.display()))
-    }
+/// The binary to run: `PIGEONHOLE_BIN`, else the release build that `cargo bench` made
+/// along with this program.
+fn locate_binary() -> PathBuf {
+    std::env::var_os("PIGEONHOLE_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pigeonhole")), PathBuf::from)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -267,6 +232,10 @@ impl Server {
 
     fn signal(&self, signal: libc::c_int) {
         let pid = self.child.id() as libc::pid_t;
+        #[expect(
+            unsafe_code,
+            reason = "std's Child::kill sends only SIGKILL; the crash test also sends SIGTERM"
+        )]
         // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
         let _ = unsafe { libc::kill(pid, signal) };
     }
@@ -1975,13 +1944,7 @@ async fn main() {
             u64::from_le_bytes(b)
         }
     };
-    let bin = match locate_binary() {
-        Ok(b) => b,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
+    let bin = locate_binary();
     let data = tempfile::Builder::new()
         .prefix("pigeonhole-crash-data-")
         .tempdir()

@@ -2,15 +2,15 @@
 //! fresh data directories, drives it with the concurrent HTTP/1.1 load generator below, and
 //! reports every figure as a ratio against a ceiling measured in the same run.
 //!
-//! Run with `cargo build --release && cargo run --release --example bench` (the example uses
-//! `target/release/pigeonhole`, building it only when it is missing; `PIGEONHOLE_BIN` names
-//! another binary). It prints a table and writes it into docs/performance.md between the
+//! Run with `cargo bench --bench server` (a program of its own, no test harness; it uses the
+//! release binary `cargo bench` builds with it, `target/release/pigeonhole`;
+//! `PIGEONHOLE_BIN` names another binary). It prints a table and writes it into docs/performance.md between the
 //! markers `<!-- bench:start -->` and `<!-- bench:end -->` (re-runs replace that section and
 //! keep the rest of the file).
 //!
-//! Options (after `--`): `--quick` (short phases and small data, for trying things out; the
+//! Options (after `--`; the `--bench` that `cargo bench` adds is ignored): `--quick` (short phases and small data, for trying things out; the
 //! doc is then not written unless `--doc` is given too), `--no-doc` (print only),
-//! `--triggerer` (also re-run `examples/triggerer_bench.rs` with its defaults, several
+//! `--triggerer` (also re-run `benches/triggerer.rs` with its defaults, several
 //! minutes, and report its 1M/1k ratio instead of the one in the doc), `--only PHASES`
 //! (comma-separated among `throughput`, `logins`, `storage`, `scheduler`; never writes the
 //! doc).
@@ -91,7 +91,8 @@ impl Opts {
         let mut rest = args.iter();
         while let Some(a) = rest.next() {
             match a.as_str() {
-                "--quick" | "--no-doc" | "--doc" | "--triggerer" => {}
+                // `cargo bench` passes `--bench` to programs without a test harness
+                "--quick" | "--no-doc" | "--doc" | "--triggerer" | "--bench" => {}
                 "--only" => {
                     let list = rest.next().ok_or("--only needs a list of phases")?;
                     for p in list.split(',') {
@@ -805,6 +806,10 @@ impl Server {
 
     /// SIGTERM, then waits (at most 30 s, then SIGKILL).
     async fn stop(mut self) -> R<ExitStatus> {
+        #[expect(
+            unsafe_code,
+            reason = "std's Child::kill sends only SIGKILL; a graceful stop is SIGTERM"
+        )]
         // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
         unsafe {
             libc::kill(self.pid() as libc::pid_t, libc::SIGTERM);
@@ -1195,28 +1200,10 @@ fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The binary under test: `PIGEONHOLE_BIN`, else `target/release/pigeonhole` (built when
-/// missing).
-fn binary() -> R<PathBuf> {
-    if let Some(b) = std::env::var_os("PIGEONHOLE_BIN") {
-        return Ok(PathBuf::from(b));
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| manifest_dir().join("target"));
-    let bin = target.join("release").join("pigeonhole");
-    if !bin.exists() {
-        println!("building {} ...", bin.display());
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--release", "--bin", "pigeonhole"])
-            .current_dir(manifest_dir())
-            .status()
-            .map_err(|e| format!("cargo build: {e}"))?;
-        if !status.success() || !bin.exists() {
-            return Err(format!("cargo build --release failed ({status})"));
-        }
-    }
-    Ok(bin)
+/// The binary under test: `PIGEONHOLE_BIN`, else the release build that `cargo bench` made
+/// along with this program.
+fn binary() -> PathBuf {
+    std::env::var_os("PIGEONHOLE_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pigeonhole")), PathBuf::from)
 }
 
 /// A body of `POST /inbox/item` with `ITEM_BYTES` of text.
@@ -1815,17 +1802,17 @@ async fn scheduler(bin: &Path, tmp: &Path, o: &Opts) -> R<Vec<f64>> {
     Ok(latencies)
 }
 
-/// The triggerer's 1M/1k ratio: from a fresh run of `triggerer_bench` when asked, else from
+/// The triggerer's 1M/1k ratio: from a fresh run of `benches/triggerer.rs` when asked, else from
 /// the triggerer section of the doc.
 fn triggerer_ratio(run: bool, doc: &str) -> R<(f64, String)> {
     if run {
-        println!("running examples/triggerer_bench.rs (several minutes) ...");
+        println!("running benches/triggerer.rs (several minutes) ...");
         let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["run", "--release", "--example", "triggerer_bench"])
+            .args(["bench", "--bench", "triggerer"])
             .current_dir(manifest_dir())
             .stderr(Stdio::inherit())
             .output()
-            .map_err(|e| format!("triggerer_bench: {e}"))?;
+            .map_err(|e| format!("cargo bench --bench triggerer: {e}"))?;
         let text = String::from_utf8_lossy(&out.stdout);
         let ratio = text
             .lines()
@@ -1833,7 +1820,7 @@ fn triggerer_ratio(run: bool, doc: &str) -> R<(f64, String)> {
             .and_then(|l| l.split("mean ").nth(1))
             .and_then(|l| l.split(',').next())
             .and_then(|v| v.trim().parse().ok())
-            .ok_or("no ratio in the output of triggerer_bench")?;
+            .ok_or("no ratio in the output of benches/triggerer.rs")?;
         return Ok((ratio, "re-run in this run (`--triggerer`)".into()));
     }
     let outside: String = match (doc.find(START), doc.find(END)) {
@@ -1890,7 +1877,7 @@ async fn run() -> R<()> {
     let o = Opts::parse()?;
     let load_start = load_average();
     let started = Instant::now();
-    let bin = binary()?;
+    let bin = binary();
     let bin_size = std::fs::metadata(&bin).map_err(|e| e.to_string())?.len();
     let tmp = tempfile::Builder::new()
         .prefix("pigeonhole-bench-")
@@ -1971,11 +1958,11 @@ async fn run() -> R<()> {
 
     if o.doc {
         let section = format!(
-            "{START}\n## Server benchmark (`examples/bench.rs`)\n\n\
-             Generated by `examples/bench.rs`; re-running it replaces this section. Reproduce with:\n\n\
-             ```sh\ncargo build --release && cargo run --release --example bench\n```\n\n\
+            "{START}\n## Server benchmark (`benches/server.rs`)\n\n\
+             Generated by `benches/server.rs`; re-running it replaces this section. Reproduce with:\n\n\
+             ```sh\ncargo bench --bench server\n```\n\n\
              It starts `target/release/pigeonhole` on loopback with fresh data directories, drives it with an \
-             HTTP/1.1 load generator written in the example (one keep-alive connection per client; the generator \
+             HTTP/1.1 load generator written in the benchmark (one keep-alive connection per client; the generator \
              runs on the same machine and shares its cores with the server), and reports every figure as a ratio \
              against a ceiling measured in the same run. Ceilings marked as limits (MiB, the looper period) are the \
              goal's own bound.\n\n\

@@ -1,7 +1,7 @@
 //! Benchmark of the scheduler's triggerer (not a test): a pass must cost time proportional
 //! to the number of DUE items, not to the number of stored items.
 //!
-//! Run with `cargo run --release --example triggerer_bench`. It fills two fresh stores in
+//! Run with `cargo bench --bench triggerer` (a program of its own, no test harness). It fills two fresh stores in
 //! temporary directories (1,000 and 1,000,000 scheduled items, none due: all are due in
 //! 2099), times many idle triggerer passes on each (alternating between the stores, so drift
 //! of the machine affects both alike), prints mean and median per pass and the ratio
@@ -10,6 +10,7 @@
 //! Sizes can be changed with `BENCH_SMALL`, `BENCH_LARGE`, `BENCH_PASSES` and `BENCH_DUE`
 //! (environment variables) for quick runs; docs/performance.md reports the defaults.
 
+use pigeonhole::clock::Clock;
 use pigeonhole::domain::scheduler::models::{Day, ScheduledItem, Tickle};
 use pigeonhole::domain::wire::{new_uuid, Timestamp};
 use pigeonhole::loopers::triggerer;
@@ -159,7 +160,7 @@ fn stats(samples: &mut [Duration]) -> Stats {
 /// One idle pass, checked to have triggered nothing; answers its duration.
 async fn idle_pass(store: &Store) -> Duration {
     let started = Instant::now();
-    let (triggered, sleep) = triggerer::pass(store).await.expect("triggerer pass");
+    let (triggered, sleep) = triggerer::pass(store, &Clock::real()).await.expect("triggerer pass");
     let took = started.elapsed();
     assert_eq!(triggered, 0, "nothing is due");
     assert!(sleep.is_some(), "the next due instant is known");
@@ -187,7 +188,7 @@ async fn due_pass(store: &Store, accounts: &[Uuid], n: usize) -> Duration {
     added(receipts).await;
     store.flush().expect("flush before the due pass");
     let started = Instant::now();
-    let (triggered, _) = triggerer::pass(store).await.expect("triggerer pass");
+    let (triggered, _) = triggerer::pass(store, &Clock::real()).await.expect("triggerer pass");
     let took = started.elapsed();
     assert_eq!(triggered, n, "every due item triggers");
     took
