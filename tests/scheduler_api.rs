@@ -6,7 +6,8 @@
 mod common;
 
 use common::scheduler::{
-    every_days, future_tickle, keys, next_day, tickle, utc_ago, wait_for, wait_for_emails, wait_for_verification_key,
+    every_days, future_tickle, keys, next_day, tickle, utc_ago, verification_key, wait_for, wait_for_emails,
+    wait_for_verification_key,
 };
 use common::{Api, Auth, Method, Server, Worker, VERIFICATION};
 use serde_json::{json, Value};
@@ -2592,4 +2593,85 @@ async fn scheduler_access_keys() {
         .await
         .expect_error(401);
     assert_eq!(api.get("/access-key", &again).await.expect_json(200), json!([]));
+}
+
+/// Verification by a click (issue 11): the e-mail links a page on the scheduler whose button
+/// (a `POST`, so link scanners that prefetch cannot confirm) verifies the address; the key
+/// in the link is the credential. Bad links get a clear error and change nothing.
+#[tokio::test]
+async fn an_e_mail_trigger_is_verified_with_the_link_of_its_e_mail() {
+    let s = Server::start_scheduler().await;
+    let api = &s.scheduler;
+    let alice = api.user("alice").await;
+    let id = api.add_email_trigger(&alice, "alice@example.org").await;
+    let email = wait_for_emails(&s.outbox(), &format!("Trigger: {id}"), 1)
+        .await
+        .remove(0);
+    let key = verification_key(&email);
+    let link = format!("/verify-email/{id}/{key}");
+    assert!(
+        email.contains(&format!("http://{}{link}", s.settings.web_host)),
+        "{email}"
+    );
+    let verified = || async {
+        api.get(&format!("/trigger/info/{id}"), &alice).await.expect_json(200)["info"]["typedTriggerInfoValue"]
+            ["emailTriggerInfoVerified"]
+            .clone()
+    };
+    let page = |path: String| {
+        api.http
+            .get(api.url(&path))
+            .header("Accept", "text/html,application/xhtml+xml")
+    };
+
+    // the page shows the address and a button; looking at it confirms nothing
+    let shown = api.send(page(link.clone())).await;
+    assert_eq!(shown.status, 200);
+    assert!(shown.header("content-type").unwrap().starts_with("text/html"));
+    let csp = shown.header("content-security-policy").unwrap().to_owned();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
+        "{csp}"
+    );
+    let text = shown.text();
+    assert!(
+        text.contains("alice@example.org") && text.contains("<form method=\"post\">"),
+        "{text}"
+    );
+    assert_eq!(verified().await, false);
+
+    // bad links: clear errors, nothing changes
+    let wrong = format!("/verify-email/{id}/{}", "0".repeat(32));
+    api.send(api.http.post(api.url(&wrong))).await.expect_error(400);
+    api.send(api.http.post(api.url(&format!("/verify-email/{id}/nothex"))))
+        .await
+        .expect_error(400);
+    api.send(api.http.post(api.url(&format!("/verify-email/not-a-uuid/{key}"))))
+        .await
+        .expect_error(400);
+    let unknown = format!("/verify-email/{}/{key}", uuid::Uuid::new_v4());
+    api.send(api.http.post(api.url(&unknown))).await.expect_error(404);
+    let bad_page = api.send(page(wrong.clone()).header("X-Test", "1")).await;
+    assert_eq!(bad_page.status, 400);
+    assert!(bad_page.text().contains("This link does not work"));
+    assert_eq!(verified().await, false);
+
+    // the button: a POST of the same link, without any token
+    let done = api
+        .send(api.http.post(api.url(&link)).header("Accept", "text/html"))
+        .await;
+    assert_eq!(done.status, 200);
+    assert!(done.text().contains("Address confirmed"));
+    assert_eq!(verified().await, true);
+    // again: still fine
+    api.send(api.http.post(api.url(&link))).await.expect_empty(200);
+    assert!(api.send(page(link)).await.text().contains("Already confirmed"));
+    // an address's characters are shown as text, not markup
+    let odd = api.add_email_trigger(&alice, "o'neil&co@example.org").await;
+    let email = wait_for_emails(&s.outbox(), &format!("Trigger: {odd}"), 1)
+        .await
+        .remove(0);
+    let link = format!("/verify-email/{odd}/{}", verification_key(&email));
+    let text = api.send(page(link)).await.text();
+    assert!(text.contains("o&#39;neil&amp;co@example.org"), "{text}");
 }

@@ -122,6 +122,29 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("invalid request body: {e}")))
 }
 
+/// `text` safe inside HTML text and attribute values.
+pub fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether a request comes from a browser that wants a page rather than JSON.
+pub fn wants_html(head: &Head) -> bool {
+    head.header("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"))
+}
+
 /// The client address of inbox.md §1.7: the TCP peer; when the peer is a trusted proxy, the
 /// right-most address of `X-Forwarded-For` (all such headers, in order) that is not itself
 /// trusted. An entry that is not an address ends the walk: the hop that forwarded it is
@@ -279,6 +302,43 @@ impl Reply {
         Reply {
             status: StatusCode::NO_CONTENT,
             ..Reply::empty()
+        }
+    }
+
+    /// A small page of the server's own (`title`, then paragraphs, then optional raw HTML
+    /// such as a form), every text escaped.
+    pub fn simple_page(status: StatusCode, title: &str, paragraphs: &[String], form: Option<&str>) -> Reply {
+        let mut body = String::new();
+        for p in paragraphs {
+            body.push_str(&format!("<p>{}</p>\n", escape_html(p)));
+        }
+        let page = format!(
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+             <title>{t}</title></head>\n<body>\n<h1>{t}</h1>\n{body}{form}</body></html>\n",
+            t = escape_html(title),
+            form = form.unwrap_or("")
+        );
+        Reply::html_page(status, page)
+    }
+
+    /// A page made for this request (`status`), framed by no other site and loading
+    /// nothing but itself.
+    pub fn html_page(status: StatusCode, page: String) -> Reply {
+        Reply {
+            status,
+            body: Payload::Full(page.into_bytes()),
+            content_type: Some("text/html; charset=utf-8"),
+            headers: vec![
+                (
+                    HeaderName::from_static("content-security-policy"),
+                    HeaderValue::from_static(
+                        "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+                    ),
+                ),
+                (HeaderName::from_static("x-frame-options"), HeaderValue::from_static("DENY")),
+                (HeaderName::from_static("referrer-policy"), HeaderValue::from_static("no-referrer")),
+            ],
         }
     }
 

@@ -176,9 +176,12 @@ fn html_page(paragraphs: &[String]) -> String {
 pub fn verification(settings: &Settings, to: &str, trigger: Uuid, key: &str) -> Message {
     let (host, base) = web_host_and_base(settings);
     let link = format!("POST {base}/trigger/email/verify/{trigger}/{key}");
+    let page = format!("{base}/verify-email/{trigger}/{key}");
     let text = format!(
         "This address was added as an e-mail trigger of a scheduler account at {host}.\n\
-         The account owner confirms it by calling, with the account's token:\n\n\
+         To confirm it, open this page and press its button:\n\n\
+         {page}\n\n\
+         Or the account owner confirms it by calling, with the account's token:\n\n\
          {link}\n\n\
          Trigger: {trigger}\n\
          Key: {key}\n\n\
@@ -186,7 +189,9 @@ pub fn verification(settings: &Settings, to: &str, trigger: Uuid, key: &str) -> 
          unless the trigger is verified.\n"
     );
     let html = html_page(&[
-        format!("This address was added as an e-mail trigger of a scheduler account at {host}. The account owner confirms it by calling, with the account's token:"),
+        format!("This address was added as an e-mail trigger of a scheduler account at {host}. To confirm it, open this page and press its button:"),
+        page,
+        "Or the account owner confirms it by calling, with the account's token:".into(),
         link,
         format!("Trigger: {trigger}\nKey: {key}"),
         "If you did not expect this message, ignore it: nothing is sent to this address unless the trigger is verified.".into(),

@@ -14,7 +14,7 @@ use crate::domain::scheduler::sync::{self, SyncRequest};
 use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
-use crate::http::{parse_json, path_uuid, ApiError, Head, Reply, Request};
+use crate::http::{parse_json, path_uuid, wants_html, ApiError, Head, Reply, Request};
 use crate::outbound as inbox_client;
 use crate::payments;
 use crate::store::scheduler::AddOutcome;
@@ -44,6 +44,8 @@ impl Scheduler {
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
             Route::Loopers => return Ok(Reply::json(&self.ctx.workers.to_json())),
+            Route::VerifyPage(id, key) => return self.verify_page(&request, &id, &key, false).await,
+            Route::VerifyByLink(id, key) => return self.verify_page(&request, &id, &key, true).await,
             _ => {}
         }
         let Some(who) = caller else {
@@ -191,9 +193,13 @@ impl Scheduler {
                 }
                 Ok(Reply::empty())
             }
-            Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => {
-                Err(ApiError::internal("unreachable route"))
-            }
+            Route::Root
+            | Route::Register
+            | Route::Login
+            | Route::Pricing
+            | Route::Loopers
+            | Route::VerifyPage(..)
+            | Route::VerifyByLink(..) => Err(ApiError::internal("unreachable route")),
         }
     }
 
@@ -298,6 +304,73 @@ impl Scheduler {
             return Err(ApiError::bad_request("wrong verification key"));
         }
         Ok(Reply::empty())
+    }
+
+    /// The link of the verification e-mail: `GET` shows the address and a button, whose
+    /// `POST` confirms it. The key in the link is the credential (no token: the person who
+    /// reads the mailbox confirms it), and the confirmation takes a `POST` so that a mail
+    /// scanner that fetches links cannot confirm on its own. Browsers get pages; other
+    /// clients the usual JSON errors and an empty 200.
+    async fn verify_page(&self, request: &Request, id: &str, key: &str, confirm: bool) -> Result<Reply, ApiError> {
+        let (host, _) = crate::mail::web_host_and_base(&self.ctx.settings);
+        let outcome = self.verify_by_link(id, key, confirm).await;
+        if !wants_html(request) {
+            return outcome.map(|_| Reply::empty());
+        }
+        Ok(match outcome {
+            Ok((address, true)) if confirm => Reply::simple_page(
+                StatusCode::OK,
+                "Address confirmed",
+                &[format!("{address} now receives the reminders of its scheduler account at {host}.")],
+                None,
+            ),
+            Ok((address, true)) => Reply::simple_page(
+                StatusCode::OK,
+                "Already confirmed",
+                &[format!("{address} already receives the reminders of its scheduler account at {host}.")],
+                None,
+            ),
+            Ok((address, false)) => Reply::simple_page(
+                StatusCode::OK,
+                "Confirm this address",
+                &[
+                    format!("{address} was added as an e-mail trigger of a scheduler account at {host}: reminders of that account will be sent to it once it is confirmed."),
+                    "If you did not expect this, close this page: nothing is sent to the address until it is confirmed.".into(),
+                ],
+                Some("<form method=\"post\"><button type=\"submit\">Confirm this address</button></form>\n"),
+            ),
+            Err(e) => Reply::simple_page(e.status, "This link does not work", &[e.message], None),
+        })
+    }
+
+    /// The e-mail trigger of a verification link and whether it is verified (after
+    /// confirming it when `confirm`).
+    async fn verify_by_link(&self, id: &str, key: &str, confirm: bool) -> Result<(String, bool), ApiError> {
+        let trigger = path_uuid(id)?;
+        if !secrets::looks_like_secret(key) {
+            return Err(ApiError::bad_request("the verification key must be 32 hex digits"));
+        }
+        let store = &self.ctx.store.scheduler;
+        let not_found = || ApiError::not_found("no such e-mail trigger: it may have been deleted");
+        let owner = store.trigger_owner(trigger)?.ok_or_else(not_found)?;
+        let Some(TriggerKind::Email {
+            address,
+            verified,
+            key_digest,
+        }) = store.trigger(owner, trigger)?.map(|t| t.kind)
+        else {
+            return Err(not_found());
+        };
+        if !secrets::digests_equal(&key_digest, &secrets::digest(key)) {
+            return Err(ApiError::bad_request(
+                "this is not the trigger's current key (a newer verification e-mail replaced it)",
+            ));
+        }
+        if confirm && !verified {
+            self.verify(owner, id, key).await?;
+            return Ok((address, true));
+        }
+        Ok((address, verified))
     }
 
     async fn resend(&self, owner: Uuid, id: &str) -> Result<Reply, ApiError> {

@@ -32,6 +32,10 @@ pub enum Route {
     DeleteTrigger(String),
     AddEmailTrigger,
     Verify(String, String),
+    /// The page of the link in the verification e-mail (`GET`), and its button (`POST`):
+    /// the key in the link is the credential.
+    VerifyPage(String, String),
+    VerifyByLink(String, String),
     Resend(String),
     AddInboxTrigger,
     AdminStats,
@@ -51,6 +55,7 @@ pub fn access(route: &Route) -> Access {
     use Permission as P;
     match route {
         Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Public,
+        Route::VerifyPage(..) | Route::VerifyByLink(..) => Public,
         Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
         Route::DeleteAccount => Needs(P::PermitDeleteAccount),
@@ -124,6 +129,10 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["trigger", "delete", id] => vec![(M::DELETE, DeleteTrigger(own(id)))],
         ["trigger", "email"] => vec![(M::POST, AddEmailTrigger)],
         ["trigger", "email", "verify", id, key] => vec![(M::POST, Verify(own(id), own(key)))],
+        ["verify-email", id, key] => vec![
+            (M::GET, VerifyPage(own(id), own(key))),
+            (M::POST, VerifyByLink(own(id), own(key))),
+        ],
         ["trigger", "email", "resend", id] => vec![(M::POST, Resend(own(id)))],
         ["trigger", "inbox" | "intray"] => vec![(M::POST, AddInboxTrigger)],
         ["permissions"] => vec![(M::GET, Permissions)],
@@ -161,5 +170,10 @@ mod tests {
             Ok(Route::DeleteAccessKey("x".into()))
         );
         assert_eq!(r(Method::GET, "/permissions"), Ok(Route::Permissions));
+        assert_eq!(
+            r(Method::GET, "/verify-email/a/b"),
+            Ok(Route::VerifyPage("a".into(), "b".into()))
+        );
+        assert_eq!(r(Method::DELETE, "/verify-email/a/b"), Err(405));
     }
 }

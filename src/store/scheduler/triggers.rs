@@ -36,6 +36,15 @@ impl SchedulerStore {
         }
     }
 
+    /// The account a trigger belongs to (`None`: there is no trigger `id`): the
+    /// verification page reaches a trigger by its id and key alone.
+    pub fn trigger_owner(&self, id: Uuid) -> Result<Option<Uuid>> {
+        Ok(self
+            .tree
+            .get(keys::trigger_id(id))?
+            .and_then(|place| keys::uuid_at(&place, 0)))
+    }
+
     pub fn trigger(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>> {
         Ok(self.trigger_location(account, id)?.map(|(_, t)| t))
     }
