@@ -6,6 +6,7 @@
 //! persists these types, the services parse requests into them and answer with them.
 
 pub mod account;
+pub mod client_keys;
 pub mod email;
 pub mod error;
 pub mod inbox;

@@ -7,7 +7,6 @@ use crate::domain::wire::{self, ObjectOf, Timestamp};
 use crate::domain::DomainError;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use std::cmp::Ordering;
 use std::collections::HashSet;
 use uuid::Uuid;
 
@@ -93,42 +92,6 @@ struct ServerAdded<'a> {
     created: Timestamp,
 }
 
-fn is_integer(key: &str) -> bool {
-    let digits = key.strip_prefix('-').unwrap_or(key);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// Numeric comparison of two integer texts of any size.
-fn compare_integers(a: &str, b: &str) -> Ordering {
-    let magnitude = |s: &str| -> (bool, String) {
-        let (neg, digits) = match s.strip_prefix('-') {
-            Some(d) => (true, d),
-            None => (false, s),
-        };
-        let trimmed = digits.trim_start_matches('0').to_owned();
-        (neg && !trimmed.is_empty(), trimmed)
-    };
-    let (an, am) = magnitude(a);
-    let (bn, bm) = magnitude(b);
-    let by_magnitude = am.len().cmp(&bm.len()).then_with(|| am.cmp(&bm));
-    match (an, bn) {
-        (false, false) => by_magnitude,
-        (true, true) => by_magnitude.reverse(),
-        (true, false) => Ordering::Less,
-        (false, true) => Ordering::Greater,
-    }
-}
-
-/// Sorts client keys as inbox.md §5.3 step 2: numerically when every key is an integer
-/// (equal values by code points), else by code points.
-pub fn order_keys<T>(entries: &mut [(String, T)]) {
-    if entries.iter().all(|(k, _)| is_integer(k)) {
-        entries.sort_by(|(a, _), (b, _)| compare_integers(a, b).then_with(|| a.cmp(b)));
-    } else {
-        entries.sort_by(|(a, _), (b, _)| a.cmp(b));
-    }
-}
-
 /// Decides a sync over the account's items `items` (oldest first). `cap` is the account's
 /// free-item cap when it is not paid. New items get ids from `new_id`.
 pub fn plan(
@@ -142,7 +105,7 @@ pub fn plan(
     let deleted: HashSet<Uuid> = request.deleted.iter().copied().collect();
 
     let mut added = request.added;
-    order_keys(&mut added);
+    crate::domain::client_keys::order(&mut added);
     if let Some(cap) = cap {
         let left = (cap as i64 - items.len() as i64).max(0) as usize;
         added.truncate(left);
@@ -265,25 +228,6 @@ mod tests {
         );
         assert_eq!(changes.delete, [Uuid::from_u128(1)]);
         assert!(r.server_added.is_empty());
-    }
-
-    #[test]
-    fn key_orders() {
-        let mut keys: Vec<(String, ())> = ["10", "9", "100", "2", "-3", "007", "7", "0"]
-            .iter()
-            .map(|k| (k.to_string(), ()))
-            .collect();
-        order_keys(&mut keys);
-        let got: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(got, ["-3", "0", "2", "007", "7", "9", "10", "100"]);
-        let mut keys: Vec<(String, ())> = ["1", "2", "10", "x"].iter().map(|k| (k.to_string(), ())).collect();
-        order_keys(&mut keys);
-        let got: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(got, ["1", "10", "2", "x"]);
-        let huge = "123456789012345678901234567890";
-        assert_eq!(compare_integers(huge, "99"), Ordering::Greater);
-        assert_eq!(compare_integers("-5", "-40"), Ordering::Greater);
-        assert_eq!(compare_integers("-0", "0"), Ordering::Equal);
     }
 
     #[test]

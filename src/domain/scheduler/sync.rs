@@ -2,7 +2,6 @@
 //! account's scheduled items, as a pure function; the store applies what it decides.
 
 use super::models::{ScheduledItem, Tickle};
-use crate::domain::inbox::sync::order_keys;
 use crate::domain::wire::{self, ObjectOf, Timestamp};
 use crate::domain::DomainError;
 use serde::ser::SerializeMap;
@@ -189,7 +188,7 @@ pub fn plan(
     let mut mentioned = HashSet::new();
 
     let mut added = request.added;
-    order_keys(&mut added);
+    crate::domain::client_keys::order(&mut added);
     if let Some(cap) = cap {
         added.truncate((cap as i64 - items.len() as i64).max(0) as usize);
     }
