@@ -251,7 +251,7 @@ async fn inbox_trigger(
     done: &mut Vec<String>,
 ) -> Result<(), String> {
     let url = normalise_inbox_url(&inbox.base).ok_or_else(|| format!("{} is not an inbox URL", inbox.base))?;
-    let triggers = scheduler.get_json("/triggers").await?;
+    let triggers = scheduler.get_json("/trigger").await?;
     let exists = triggers
         .as_array()
         .into_iter()

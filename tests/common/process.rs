@@ -60,7 +60,7 @@ impl Proc {
         services: Services,
         extra: &[&str],
     ) -> Proc {
-        match Proc::try_start_under(wrapper, data_dir, log_dir, services, extra, &|_| {}).await {
+        match Proc::try_start_under(wrapper, None, data_dir, log_dir, services, extra, &|_| {}).await {
             Ok(proc) => proc,
             Err(log) => panic!("the pigeonhole binary does not start:\n{log}"),
         }
@@ -74,7 +74,15 @@ impl Proc {
         services: Services,
         extra: &[&str],
     ) -> Result<Proc, String> {
-        Proc::try_start_under(&[], data_dir, log_dir, services, extra, &|_| {}).await
+        Proc::try_start_under(&[], None, data_dir, log_dir, services, extra, &|_| {}).await
+    }
+
+    /// Like [`Proc::start`], on the given ports (inbox, scheduler) instead of free ones.
+    pub async fn start_on_ports(data_dir: &Path, log_dir: &Path, ports: (u16, u16), extra: &[&str]) -> Proc {
+        match Proc::try_start_under(&[], Some(ports), data_dir, log_dir, Services::Both, extra, &|_| {}).await {
+            Ok(proc) => proc,
+            Err(log) => panic!("the pigeonhole binary does not start on ports {ports:?}:\n{log}"),
+        }
     }
 
     /// Like [`Proc::start`], with `adjust` applied to the command before it is spawned.
@@ -85,7 +93,7 @@ impl Proc {
         extra: &[&str],
         adjust: impl Fn(&mut Command),
     ) -> Proc {
-        match Proc::try_start_under(&[], data_dir, log_dir, services, extra, &adjust).await {
+        match Proc::try_start_under(&[], None, data_dir, log_dir, services, extra, &adjust).await {
             Ok(proc) => proc,
             Err(log) => panic!("the pigeonhole binary does not start:\n{log}"),
         }
@@ -93,6 +101,7 @@ impl Proc {
 
     async fn try_start_under(
         wrapper: &[&str],
+        ports: Option<(u16, u16)>,
         data_dir: &Path,
         log_dir: &Path,
         services: Services,
@@ -101,7 +110,7 @@ impl Proc {
     ) -> Result<Proc, String> {
         let mut last_log = String::new();
         for attempt in 0..5 {
-            let (inbox_port, scheduler_port) = (free_port(), free_port());
+            let (inbox_port, scheduler_port) = ports.unwrap_or_else(|| (free_port(), free_port()));
             let log = log_dir.join(format!("server-{scheduler_port}-{attempt}.log"));
             let binary = env!("CARGO_BIN_EXE_pigeonhole");
             let mut command = match wrapper.split_first() {
