@@ -11,7 +11,7 @@
 set -eu
 
 settings="${PIGEONHOLE_CLIENT_CONFIG:-${XDG_CONFIG_HOME:-$HOME/.config}/pigeonhole/client.toml}"
-setting() { sed -n "s/^$1 = \"\(.*\)\"$/\1/p" "$settings" 2>/dev/null; }
+setting() { sed -n "s/^$1 = \"\(.*\)\"$/\1/p" "$settings" 2>/dev/null || true; }
 inbox="${PIGEONHOLE_INBOX_URL:-$(setting inbox-url)}"
 scheduler="${PIGEONHOLE_SCHEDULER_URL:-$(setting scheduler-url)}"
 user="${PIGEONHOLE_USERNAME:-$(setting username)}"

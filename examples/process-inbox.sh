@@ -11,7 +11,7 @@
 set -eu
 
 settings="${PIGEONHOLE_CLIENT_CONFIG:-${XDG_CONFIG_HOME:-$HOME/.config}/pigeonhole/client.toml}"
-setting() { sed -n "s/^$1 = \"\(.*\)\"$/\1/p" "$settings" 2>/dev/null; }
+setting() { sed -n "s/^$1 = \"\(.*\)\"$/\1/p" "$settings" 2>/dev/null || true; }
 url="${PIGEONHOLE_INBOX_URL:-$(setting inbox-url)}"
 user="${PIGEONHOLE_USERNAME:-$(setting username)}"
 key="${PIGEONHOLE_INBOX_KEY:-$(setting inbox-key)}"

@@ -18,7 +18,7 @@ set -eu
 when="$1"; shift
 
 settings="${PIGEONHOLE_CLIENT_CONFIG:-${XDG_CONFIG_HOME:-$HOME/.config}/pigeonhole/client.toml}"
-setting() { sed -n "s/^$1 = \"\(.*\)\"$/\1/p" "$settings" 2>/dev/null; }
+setting() { sed -n "s/^$1 = \"\(.*\)\"$/\1/p" "$settings" 2>/dev/null || true; }
 url="${PIGEONHOLE_SCHEDULER_URL:-$(setting scheduler-url)}"
 user="${PIGEONHOLE_USERNAME:-$(setting username)}"
 key="${PIGEONHOLE_SCHEDULER_KEY:-$(setting scheduler-key)}"
