@@ -15,7 +15,7 @@ pub mod values;
 
 use crate::config::MoveInArgs;
 use crate::store::{Arrival, Store, StoreError};
-use std::path::PathBuf;
+use std::path::Path;
 
 /// Which server a database comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,7 +151,7 @@ pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
 }
 
 /// Opens the data directory's store; a running server holds its lock.
-fn open_store(dir: &PathBuf) -> Result<std::sync::Arc<Store>, String> {
+fn open_store(dir: &Path) -> Result<std::sync::Arc<Store>, String> {
     crate::datadir::prepare(dir)?;
     Store::open(dir).map_err(|e| match e {
         StoreError::Locked(_) => format!(

@@ -2,7 +2,7 @@
 //! [`crate::store::moving_in`]).
 
 use super::SchedulerStore;
-use crate::store::moving_in::{arrivals, MoveIn, SchedulerArrival};
+use crate::store::moving_in::{arrivals, check_ids, MoveIn, SchedulerArrival};
 use crate::store::writer::Batch;
 use crate::store::{keys, records, Arrival, Result, Written};
 
@@ -10,8 +10,21 @@ impl SchedulerStore {
     /// Writes the accounts that are new here with their settings, scheduled items (and
     /// their due-index entries), triggered items and triggers, in one batch.
     pub fn move_in(&self, accounts: &[SchedulerArrival]) -> Result<MoveIn> {
-        let (arrivals, conflict) = arrivals(accounts.iter().map(|a| &a.account), |a| self.accounts.arrival(a))?;
-        if conflict {
+        let (mut arrivals, conflict) = arrivals(accounts.iter().map(|a| &a.account), |a| self.accounts.arrival(a))?;
+        let ids = accounts.iter().map(|a| {
+            let scheduled = a.scheduled.iter().map(|(i, _)| i.id);
+            let triggered = a.triggered.iter().map(|i| i.id);
+            scheduled
+                .chain(triggered)
+                .chain(a.triggers.iter().map(|t| t.id))
+                .collect()
+        });
+        let taken = |id| -> Result<bool> {
+            Ok(self.tree.contains_key(keys::scheduled_id(id))?
+                || self.tree.contains_key(keys::triggered_id(id))?
+                || self.tree.contains_key(keys::trigger_id(id))?)
+        };
+        if check_ids(&mut arrivals, ids, taken)? || conflict {
             return Ok(Written::unchanged(arrivals));
         }
         let mut batch = Batch::default();
