@@ -111,6 +111,7 @@ const PLANTS: &str = "7e470000-0000-4000-8000-000000000002";
 const DONE: &str = "7e470000-0000-4000-8000-000000000003";
 const INBOX_TRIGGER: &str = "7e166e00-0000-4000-8000-000000000001";
 const EMAIL_TRIGGER: &str = "7e166e00-0000-4000-8000-000000000002";
+const UNVERIFIED: &str = "7e166e00-0000-4000-8000-000000000003";
 const ADDED_UUID: &str = "add00000-0000-4000-8000-000000000001";
 
 fn tickler_file(path: &Path) {
@@ -159,7 +160,11 @@ fn tickler_file(path: &Path) {
         params![blob(id(DONE)), blob(id(BOB)), b"text".to_vec(), b"Call mum".to_vec(), "2021-01-01T00:00:00", "2021-01-10", "12:00:00", "2021-01-10T11:00:00.5"],
     )
     .expect("triggered item");
-    for (trigger, kind) in [(INBOX_TRIGGER, &b"intray"[..]), (EMAIL_TRIGGER, &b"email"[..])] {
+    for (trigger, kind) in [
+        (INBOX_TRIGGER, &b"intray"[..]),
+        (EMAIL_TRIGGER, &b"email"[..]),
+        (UNVERIFIED, &b"email"[..]),
+    ] {
         db.execute(
             r#"INSERT INTO "user_trigger"("user_id","trigger_type","trigger_id") VALUES (?1,?2,?3)"#,
             params![blob(id(BOB)), kind, blob(id(trigger))],
@@ -182,6 +187,11 @@ fn tickler_file(path: &Path) {
         params![blob(id(EMAIL_TRIGGER)), "bob@example.org", vec![0x01_u8; 16], true, "2021-01-06T00:00:00"],
     )
     .expect("email trigger");
+    db.execute(
+        r#"INSERT INTO "email_trigger"("identifier","address","verification_key","verified","added") VALUES (?1,?2,?3,?4,?5)"#,
+        params![blob(id(UNVERIFIED)), "bob.work@example.org", vec![0x02_u8; 16], false, "2021-01-07T00:00:00"],
+    )
+    .expect("unverified email trigger");
     db.execute(
         r#"INSERT INTO "email"("to","from","from_name","subject","text_content","html_content","status","send_error","ses_id","scheduled","send_attempt") VALUES ('bob@example.org','t@example.org','Tickler','Call mum','Call mum','<p>Call mum</p>',?1,NULL,NULL,'2021-01-10T11:00:01','2021-01-10T11:00:02')"#,
         params![b"sent".to_vec()],
@@ -378,7 +388,19 @@ async fn a_tickler_database_moves_in_with_schedules_triggers_and_settings() {
                 "typedTriggerInfoValue": {"inboxTriggerInfoUrl": "https://intray.example.org"}}},
             {"uuid": EMAIL_TRIGGER, "info": {"typedTriggerInfoType": "email",
                 "typedTriggerInfoValue": {"emailTriggerInfoEmailAddress": "bob@example.org", "emailTriggerInfoVerified": true}}},
+            {"uuid": UNVERIFIED, "info": {"typedTriggerInfoType": "email",
+                "typedTriggerInfoValue": {"emailTriggerInfoEmailAddress": "bob.work@example.org", "emailTriggerInfoVerified": false}}},
         ])
+    );
+    // the key of the old verification e-mail still verifies the address
+    let path = format!("/trigger/email/verify/{UNVERIFIED}/{}", "03".repeat(16));
+    api.post(&path, &auth, &json!(null)).await.expect_error(400);
+    let path = format!("/trigger/email/verify/{UNVERIFIED}/{}", "02".repeat(16));
+    api.post(&path, &auth, &json!(null)).await.expect(200);
+    let triggers = api.get("/trigger", &auth).await.expect_json(200);
+    assert_eq!(
+        triggers[2]["info"]["typedTriggerInfoValue"]["emailTriggerInfoVerified"],
+        json!(true)
     );
     server.stop().await;
 
