@@ -135,17 +135,20 @@ impl Decoy {
 
 /// Verifies off the async runtime. With `hash = None` (unknown user) it verifies against
 /// the decoy hash of the same cost, so both cases take the same time, and answers `false`.
+/// A bcrypt hash from the old servers is much cheaper (cost 4) than the PBKDF2 cost: the
+/// decoy is verified after it too, so that the time of a wrong password does not tell
+/// which accounts were moved in and have not logged in since.
 pub async fn verify_off_runtime(password: String, hash: Option<account::PasswordHash>, decoy: &Decoy) -> bool {
-    let hash = match hash {
-        Some(hash) => Ok(hash),
-        None => Err(decoy.get().await),
+    let pad = match &hash {
+        None | Some(account::PasswordHash::LegacyBcrypt(_)) => Some(decoy.get().await),
+        Some(account::PasswordHash::Pbkdf2(_)) => None,
     };
-    off_runtime(move || match hash {
-        Ok(hash) => verify_account(&password, &hash),
-        Err(decoy) => {
+    off_runtime(move || {
+        let ok = hash.is_some_and(|hash| verify_account(&password, &hash));
+        if let Some(decoy) = pad {
             verify(&password, &decoy);
-            false
         }
+        ok
     })
     .await
     .unwrap_or(false)
@@ -243,6 +246,25 @@ mod tests {
         let empty = hash("", 1000).unwrap();
         assert!(verify("", &empty));
         assert_ne!(hash("x", 1000).unwrap(), hash("x", 1000).unwrap(), "salts differ");
+    }
+
+    /// A wrong password of a moved-in account costs a decoy verification on top of bcrypt
+    /// (what a PBKDF2 account costs); a PBKDF2 account's login does not need the decoy.
+    #[tokio::test]
+    async fn a_moved_in_hash_is_padded_to_the_cost_of_the_decoy() {
+        let unmade = || Decoy {
+            hash: Default::default(),
+            iterations: 1000,
+        };
+        let decoy = unmade();
+        let legacy = account::PasswordHash::LegacyBcrypt(bcrypt::hash("pw", 4).unwrap());
+        assert!(!verify_off_runtime("wrong".into(), Some(legacy.clone()), &decoy).await);
+        assert!(decoy.hash.get().is_some(), "the decoy was made and verified too");
+        assert!(verify_off_runtime("pw".into(), Some(legacy), &unmade()).await);
+        let decoy = unmade();
+        let pbkdf2 = account::PasswordHash::Pbkdf2(hash("pw", 1000).unwrap());
+        assert!(verify_off_runtime("pw".into(), Some(pbkdf2), &decoy).await);
+        assert!(decoy.hash.get().is_none());
     }
 
     #[test]
