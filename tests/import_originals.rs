@@ -275,11 +275,13 @@ async fn an_intray_database_moves_in_and_its_passwords_and_keys_log_in() {
                 "permissions": ["PermitAdd", "PermitShow", "PermitGetItems"]}])
     );
     // the old access key: first through a login (then kept as a digest), then in headers
+    // (which check digests only: before that first login they do not know the key)
+    let headers = Auth::key("alice", PHONE_SECRET);
+    api.get("/inbox/items", &headers).await.expect_error(401);
     let by_key = api.login_ok("alice", &PHONE_SECRET.to_uppercase()).await;
     // the key's own permissions, no more
     assert_eq!(api.get("/inbox/items", &by_key).await.expect_json(200), items);
     api.get("/access-key", &by_key).await.expect_error(401);
-    let headers = Auth::key("alice", PHONE_SECRET);
     assert_eq!(api.get("/inbox/items", &headers).await.expect_json(200), items);
     api.login("alice", "ffeeddccbbaa99887766554433221100")
         .await
@@ -301,6 +303,25 @@ async fn an_intray_database_moves_in_and_its_passwords_and_keys_log_in() {
         "{}",
         text(&out.stdout)
     );
+
+    // another account under the name alice: a conflict, and nothing of that file is written
+    let other = dir.path().join("other.sqlite3");
+    intray_file(&other);
+    let db = Connection::open(&other).expect("open");
+    db.execute(
+        r#"UPDATE "user" SET "identifier" = ?1"#,
+        params![blob(Uuid::from_bytes([9; 16]))],
+    )
+    .expect("another account");
+    drop(db);
+    let out = import("import-intray", &other, &data);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("belongs to another account here") && err.contains("nothing was written"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
 
     // what is on disk: PBKDF2 now, the key as a digest
     let store = Store::open(&data).expect("open the store");
