@@ -95,7 +95,10 @@ impl AccountFlows {
 
     /// `POST /login`. A password of 32 hex digits is first tried as an access-key secret of
     /// the account (one SHA-256): such a login is never throttled. Otherwise the attempt
-    /// takes its slot in the limits before the password is hashed (inbox.md §1.7).
+    /// takes its slot in the limits before the password is hashed (inbox.md §1.7); when the
+    /// password is wrong, it is tried against the account's access keys moved in from Intray
+    /// (bcrypt, see [`Self::legacy_key`]). A right password against a moved-in bcrypt hash
+    /// replaces that hash by PBKDF2 ([`Self::upgrade_password`]).
     pub async fn login(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
         let body: LoginIn = request.json()?;
         if !wire::is_valid_username(&body.username) {
