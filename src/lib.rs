@@ -18,6 +18,7 @@ pub mod launch;
 pub mod loopers;
 pub mod mail;
 pub mod memory;
+pub mod moving_in;
 pub mod outbound;
 pub mod payments;
 pub mod scheduler;
