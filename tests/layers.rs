@@ -21,6 +21,8 @@ const LAYERS: &[&[&str]] = &[
     &["context"],
     // the two HTTP services and the background workers
     &["inbox", "scheduler", "loopers"],
+    // the local control socket (online backup) and restore
+    &["control"],
     // wiring everything together; the command-line client (an HTTP client of the services)
     &["lib", "launch", "client"],
 ];
