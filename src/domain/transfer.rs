@@ -3,7 +3,6 @@
 //! changes nothing; ids and `created` times are kept, so importing into another server
 //! recreates the same items, and importing twice finds them there.
 
-use crate::domain::account::AccessKey;
 use crate::domain::inbox::models::{ContentsIn, InboxItem};
 use crate::domain::scheduler::models::{
     normalise_inbox_url, Attempt, Outcome, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
@@ -21,11 +20,6 @@ pub const VERSION: u64 = 1;
 
 fn bad(message: impl Into<String>) -> DomainError {
     DomainError::invalid(message)
-}
-
-/// An access key as exported: name, permissions and creation time; never its secret.
-pub fn key_json(key: &AccessKey, permissions: Vec<&'static str>) -> Value {
-    json!({"uuid": key.id, "name": key.name, "created": key.created.to_string(), "permissions": permissions})
 }
 
 fn check_format<'a>(v: &'a Value, format: &str) -> Result<&'a Map<String, Value>, DomainError> {
