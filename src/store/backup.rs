@@ -39,6 +39,9 @@ const TREES: [&str; 2] = ["inbox", "scheduler"];
 /// A record's value or key is at most this long (the store's values are far smaller; this
 /// bounds what a damaged length can make a restore allocate).
 const MAX_FIELD: u32 = 64 * 1024 * 1024;
+/// Bytes of records a backup keeps in memory while it holds the writer (beyond them, it
+/// hashes and writes while holding it).
+const HELD_BUFFER: usize = 16 * 1024 * 1024;
 
 /// What a backup holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -102,6 +105,9 @@ impl Store {
             put_name(&mut w, name)?;
             put_bytes(&mut w, contents)?;
         }
+        // While the writer is held, records go to memory (up to HELD_BUFFER bytes): hashing
+        // them and handing them to the kernel waits until writes go on again.
+        let mut w = BufWriter::with_capacity(HELD_BUFFER, w);
         let started = std::time::Instant::now();
         let (ids, records) = self.writer.between_cycles(|trees| {
             let ids = trees.id_floor()?;
@@ -119,6 +125,7 @@ impl Store {
             Ok((ids, records))
         })?;
         let paused = started.elapsed();
+        let mut w = w.into_inner().map_err(|e| StoreError::Io(e.into_error()))?;
         w.write_all(&[IDS])?;
         w.write_all(&ids.to_be_bytes())?;
         w.write_all(&[END])?;
@@ -483,7 +490,10 @@ mod tests {
             let summary = store.backup_to(&mut backup, &[("signing.key", b"key bytes")]).unwrap();
             assert_eq!(summary.bytes, backup.len() as u64);
             assert!(summary.records >= 4, "items, id index, count: {summary:?}");
-            (store.inbox.accounts.next_key_seq().unwrap(), store.inbox.items(account).unwrap())
+            (
+                store.inbox.accounts.next_key_seq().unwrap(),
+                store.inbox.items(account).unwrap(),
+            )
         };
         let src = dir.path().join("b.backup");
         std::fs::write(&src, &backup).unwrap();
@@ -534,7 +544,12 @@ mod tests {
             add(
                 &store,
                 account,
-                (0..1000).map(|n| item(chunk * 1000 + n, format!("item number {n} of chunk {chunk}").into_bytes())),
+                (0..1000).map(|n| {
+                    item(
+                        chunk * 1000 + n,
+                        format!("item number {n} of chunk {chunk}").into_bytes(),
+                    )
+                }),
             );
         }
         let out = std::fs::File::create(dir.path().join("backup")).unwrap();
