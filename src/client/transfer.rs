@@ -59,8 +59,9 @@ pub async fn export(args: ExportArgs) -> Result<(), String> {
 }
 
 /// The pieces of one service's part: the part without its item lists, and each list cut
-/// into runs of at most [`PIECE_BYTES`]; the first piece also carries everything else.
-fn pieces(part: &Value, lists: &[&str]) -> Result<Vec<Value>, String> {
+/// into runs of at most `limit` bytes (an item larger than that goes alone); the first
+/// piece also carries everything else.
+fn pieces(part: &Value, lists: &[&str], limit: usize) -> Result<Vec<Value>, String> {
     let obj = part.as_object().ok_or("the export's parts must be JSON objects")?;
     let mut base: Map<String, Value> = obj.clone();
     for l in lists {
@@ -74,7 +75,7 @@ fn pieces(part: &Value, lists: &[&str]) -> Result<Vec<Value>, String> {
         };
         for item in items {
             let size = item.to_string().len();
-            if bytes > 0 && bytes + size > PIECE_BYTES {
+            if bytes > 0 && bytes + size > limit {
                 let mut next = base.clone();
                 for l in lists {
                     next.insert((*l).to_owned(), json!([]));
@@ -106,10 +107,10 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
         ));
     }
     let services = [
-        (&client.inbox, pieces(&file["inbox"], &["items"])?),
+        (&client.inbox, pieces(&file["inbox"], &["items"], PIECE_BYTES)?),
         (
             &client.scheduler,
-            pieces(&file["scheduler"], &["scheduled", "triggered"])?,
+            pieces(&file["scheduler"], &["scheduled", "triggered"], PIECE_BYTES)?,
         ),
     ];
     // everything is checked before anything is stored
@@ -167,4 +168,46 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_part_is_cut_into_pieces_that_together_hold_every_item_once() {
+        let item = |n: usize| json!({"id": n, "data": "x".repeat(40)});
+        let part = json!({
+            "format": "f", "version": 1, "settings": {"s": 1}, "triggers": [1, 2], "access-keys": [3],
+            "scheduled": (0..10).map(item).collect::<Vec<_>>(),
+            "triggered": (10..15).map(item).collect::<Vec<_>>(),
+        });
+        let limit = 3 * item(0).to_string().len();
+        let got = pieces(&part, &["scheduled", "triggered"], limit).unwrap();
+        assert!(got.len() >= 5, "{got:?}");
+        let mut ids = Vec::new();
+        for (i, p) in got.iter().enumerate() {
+            assert_eq!(p["format"], "f");
+            let items: Vec<&Value> = ["scheduled", "triggered"]
+                .iter()
+                .flat_map(|l| p[*l].as_array().unwrap())
+                .collect();
+            assert!(items.iter().map(|v| v.to_string().len()).sum::<usize>() <= limit);
+            ids.extend(items.iter().map(|v| v["id"].as_u64().unwrap()));
+            if i == 0 {
+                assert_eq!(p["settings"], json!({"s": 1}));
+                assert_eq!(p["triggers"], json!([1, 2]));
+            } else {
+                assert!(p.get("settings").is_none(), "settings only once");
+                assert_eq!(p["triggers"], json!([]));
+                assert_eq!(p["access-keys"], json!([]));
+            }
+        }
+        assert_eq!(ids, (0..15).collect::<Vec<u64>>());
+        // a small part is one piece, as it is
+        assert_eq!(
+            pieces(&part, &["scheduled", "triggered"], usize::MAX).unwrap(),
+            vec![part]
+        );
+    }
 }
