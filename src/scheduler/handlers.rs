@@ -252,10 +252,17 @@ impl Scheduler {
             ImportOutcome::Imported(done) => {
                 // imported items may be due already
                 self.ctx.workers.wake(Worker::Triggerer);
-                let to_verify: Vec<Uuid> = import
-                    .triggers
-                    .iter()
-                    .filter(|t| matches!(t.kind, TriggerKind::Email { .. }))
+                // the e-mail triggers of this import that are not verified (here, now)
+                let imported: std::collections::HashSet<Uuid> = import.triggers.iter().map(|t| t.id).collect();
+                let to_verify: Vec<Uuid> = self
+                    .ctx
+                    .store
+                    .scheduler
+                    .triggers(who.account.id)?
+                    .into_iter()
+                    .filter(|t| {
+                        imported.contains(&t.id) && matches!(t.kind, TriggerKind::Email { verified: false, .. })
+                    })
                     .map(|t| t.id)
                     .collect();
                 Ok(Reply::json(&json!({
