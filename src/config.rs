@@ -45,6 +45,14 @@ pub enum Command {
     /// Move in from a Tickler server: its SQLite database's accounts, settings, scheduled and
     /// triggered items and triggers become scheduler accounts (server stopped).
     ImportTickler(MoveInArgs),
+    /// Write a consistent copy of the running server's whole database to DEST (docs/backup.md).
+    Backup(BackupArgs),
+    /// Bring a backup back into the data directory of a stopped server (docs/backup.md).
+    Restore(RestoreArgs),
+    /// Export this machine's account (both services) as JSON to FILE or standard output.
+    Export(ExportArgs),
+    /// Import an account export into this machine's account (both services).
+    Import(ImportArgs),
 }
 
 /// Options of `import-intray` and `import-tickler`.
@@ -57,6 +65,43 @@ pub struct MoveInArgs {
     /// [default: $XDG_DATA_HOME/pigeonhole]
     #[arg(long, env = "PIGEONHOLE_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BackupArgs {
+    /// The backup file to write (it appears whole or not at all)
+    pub dest: PathBuf,
+    /// The running server's data directory [default: $XDG_DATA_HOME/pigeonhole]
+    #[arg(long, env = "PIGEONHOLE_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct RestoreArgs {
+    /// The backup file to read
+    pub src: PathBuf,
+    /// The stopped server's data directory [default: $XDG_DATA_HOME/pigeonhole]
+    #[arg(long, env = "PIGEONHOLE_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Replace a database that is already there (it is kept as db.replaced-<time>)
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// Where to write the export [default: standard output]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The export to import
+    pub file: PathBuf,
 }
 
 /// Options of every client command.
@@ -675,7 +720,8 @@ impl FileValues {
     }
 }
 
-/// `$XDG_DATA_HOME/pigeonhole`, else `~/.local/share/pigeonhole`.
+/// The data directory when none is given: `$XDG_DATA_HOME/pigeonhole`, else
+/// `~/.local/share/pigeonhole`.
 pub fn default_data_dir() -> Result<PathBuf, String> {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(x).join("pigeonhole"));

@@ -5,7 +5,7 @@ use crate::clock::Clock;
 use crate::config::Settings;
 use crate::context::Context;
 use crate::workers::Workers;
-use crate::{auth, datadir, http, inbox, loopers, mail, memory, outbound, payments, scheduler, store};
+use crate::{auth, control, datadir, http, inbox, loopers, mail, memory, outbound, payments, scheduler, store};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -123,6 +123,7 @@ pub async fn start(
         )));
         tasks.extend(loopers::start(&ctx, mailer, shutdown.clone()));
     }
+    tasks.extend(control::serve(store.clone(), &settings.data_dir, shutdown.clone()));
     Ok(Running {
         workers: ctx.workers.clone(),
         store,

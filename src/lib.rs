@@ -10,6 +10,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod context;
+pub mod control;
 pub mod datadir;
 pub mod domain;
 pub mod http;

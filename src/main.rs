@@ -11,6 +11,8 @@ fn main() -> ExitCode {
         Command::Serve(args) => args,
         Command::ImportIntray(args) => return move_in(pigeonhole::moving_in::Origin::Intray, args),
         Command::ImportTickler(args) => return move_in(pigeonhole::moving_in::Origin::Tickler, args),
+        Command::Backup(args) => return report(pigeonhole::control::backup(args)),
+        Command::Restore(args) => return report(pigeonhole::control::restore(args)),
         client => return run_client(client),
     };
     let settings = match Settings::resolve(*args) {
@@ -42,6 +44,20 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e}");
+            eprintln!("pigeonhole: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A command on the data directory: its line on stdout, or one line on stderr and status 1.
+fn report(done: Result<String, String>) -> ExitCode {
+    match done {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
             eprintln!("pigeonhole: {e}");
             ExitCode::FAILURE
         }

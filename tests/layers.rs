@@ -21,6 +21,8 @@ const LAYERS: &[&[&str]] = &[
     &["context"],
     // the two HTTP services and the background workers
     &["inbox", "scheduler", "loopers"],
+    // the local control socket (online backup) and restore
+    &["control"],
     // wiring everything together; the command-line client (an HTTP client of the services);
     // moving in from Intray and Tickler (reads their SQLite files, writes through the store)
     &["lib", "launch", "client", "moving_in"],

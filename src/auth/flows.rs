@@ -434,9 +434,28 @@ impl AccountFlows {
         Reply::json(&self.table().names(who.permissions))
     }
 
+    /// The account's access keys as an export lists them: name, permissions and creation
+    /// time, never a secret (only its digest is stored).
+    pub fn exported_keys(&self, accounts: &AccountStore, who: &Principal) -> Result<Vec<Value>, ApiError> {
+        Ok(accounts
+            .access_keys(who.account.id)?
+            .iter()
+            .map(|k| self.key_info(k))
+            .collect())
+    }
+
     fn key_info(&self, key: &AccessKey) -> Value {
         json!({"uuid": key.id, "name": key.name, "created": key.created.to_string(),
                "permissions": self.table().names(key.permissions)})
+    }
+}
+
+/// For a route that reads or writes more than its own permission covers (export, import):
+/// 401 unless the caller has every one of `permissions`.
+pub fn require_all(who: &Principal, permissions: &[Permission]) -> Result<(), ApiError> {
+    match permissions.iter().find(|p| !who.permissions.contains(**p)) {
+        Some(p) => Err(ApiError::unauthorized(format!("these credentials lack {}", p.name()))),
+        None => Ok(()),
     }
 }
 

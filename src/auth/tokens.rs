@@ -42,7 +42,8 @@ pub struct TokenKeys {
 /// How many verified tokens are remembered (the map is emptied when it is full).
 const VERIFIED_CAP: usize = 4_096;
 
-const KEY_FILE: &str = "signing.key";
+/// The signing key's file in the data directory.
+pub const KEY_FILE: &str = "signing.key";
 
 impl TokenKeys {
     /// Loads the signing key of `data_dir`, generating it on first start. A key file that

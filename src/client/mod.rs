@@ -6,6 +6,7 @@
 pub mod api;
 pub mod settings;
 mod setup;
+mod transfer;
 pub mod when;
 
 use crate::config::{AddArgs, ClientOpts, Command, DoneArgs, RemindArgs};
@@ -21,7 +22,13 @@ use std::io::Read;
 /// Runs a client command; `Err` is the one line to print.
 pub async fn run(command: Command) -> Result<(), String> {
     match command {
-        Command::Serve(_) | Command::ImportIntray(_) | Command::ImportTickler(_) => Err("not a client command".into()),
+        Command::Serve(_)
+        | Command::ImportIntray(_)
+        | Command::ImportTickler(_)
+        | Command::Backup(_)
+        | Command::Restore(_) => Err("not a client command".into()),
+        Command::Export(args) => transfer::export(args).await,
+        Command::Import(args) => transfer::import(args).await,
         Command::Setup(args) => setup::run(args).await,
         Command::Add(args) => add(args).await,
         Command::Inbox(opts) => inbox(opts).await,

@@ -13,6 +13,7 @@ pub mod inbox;
 pub mod permissions;
 pub mod scheduler;
 pub mod secrets;
+pub mod transfer;
 pub mod wire;
 pub mod worker;
 

@@ -4,13 +4,16 @@
 
 use super::routes::{self, Route};
 use super::Inbox;
+use crate::auth::flows::require_all;
 use crate::domain::account::{Account, Principal, ServiceKind};
 use crate::domain::inbox::models::{ContentsIn, InboxItem, ItemType};
 use crate::domain::inbox::sync::{self, SyncRequest};
+use crate::domain::permissions::Permission;
+use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
 use crate::http::{path_uuid, ApiError, Head, Reply, Request};
 use crate::payments;
-use crate::store::inbox::AddOutcome;
+use crate::store::inbox::{AddOutcome, ImportOutcome};
 use serde_json::{json, Value};
 
 impl Inbox {
@@ -44,6 +47,8 @@ impl Inbox {
         match route {
             Route::Permissions => Ok(self.flows.permissions(&who)),
             Route::GetAccount => Ok(Reply::json(&self.account_info(&who.account).await?)),
+            Route::Export => self.export(&who),
+            Route::Import => self.import(&who, &request).await,
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &who.account, &request).await,
             Route::DeleteAccount => {
                 store.delete_account(id)?.durable().await?;
@@ -101,6 +106,52 @@ impl Inbox {
             Route::Root | Route::Register | Route::Login | Route::Pricing => {
                 Err(ApiError::internal("unreachable route"))
             }
+        }
+    }
+
+    /// `GET /account/export`: items, and access keys without their secrets.
+    fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
+        require_all(
+            who,
+            &[Permission::PermitGetAccessKeys, Permission::PermitGetAccountInfo],
+        )?;
+        let items = self.ctx.store.inbox.items(who.account.id)?;
+        let keys = self.flows.exported_keys(&self.ctx.store.inbox.accounts, who)?;
+        Ok(Reply::json(&transfer::inbox_export(
+            &who.account.username,
+            &items,
+            keys,
+        )))
+    }
+
+    /// `POST /account/import`: the items of an export that the account does not have yet,
+    /// all or nothing; access keys are listed to be recreated (their secrets are not in an
+    /// export).
+    async fn import(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
+        let import = transfer::parse_inbox_import(&request.json::<Value>()?)?;
+        let to_recreate = import.keys_to_recreate;
+        if import.dry_run {
+            return Ok(Reply::json(&json!({"checked": true, "items": import.items.len()})));
+        }
+        let cap = self
+            .ctx
+            .payments
+            .cap_of(&self.ctx.store.inbox.accounts, &who.account)
+            .await?;
+        let done = self.ctx.store.inbox.import_items(who.account.id, &import.items, cap)?;
+        match done.durable().await? {
+            ImportOutcome::Imported { added, skipped } => Ok(Reply::json(&json!({
+                "items-added": added,
+                "items-kept": skipped,
+                "access-keys-to-recreate": to_recreate,
+            }))),
+            ImportOutcome::Taken(id) => Err(ApiError::bad_request(format!(
+                "item {id} belongs to another account: nothing was imported"
+            ))),
+            ImportOutcome::LimitReached => Err(ApiError::new(
+                warp::http::StatusCode::PAYMENT_REQUIRED,
+                "the import would go over the free item limit: nothing was imported",
+            )),
         }
     }
 

@@ -14,6 +14,10 @@ pub enum Route {
     Pricing,
     Permissions,
     GetAccount,
+    /// `GET /account/export`: the account as JSON (docs/backup.md).
+    Export,
+    /// `POST /account/import`: an export brought in.
+    Import,
     ChangePassphrase,
     DeleteAccount,
     AddAccessKey,
@@ -55,6 +59,9 @@ pub fn access(route: &Route) -> Access {
         Route::Root | Route::Register | Route::Login | Route::Pricing => Public,
         Route::Permissions => Needs(P::PermitGetPermissions),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
+        // and the other permissions of what they read or write (handlers.rs)
+        Route::Export => Needs(P::PermitGetItems),
+        Route::Import => Needs(P::PermitAdd),
         Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
         Route::DeleteAccount => Needs(P::PermitDeleteAccount),
         Route::AddAccessKey => Needs(P::PermitPostAddAccessKey),
@@ -86,6 +93,7 @@ pub fn takes_body(route: &Route) -> bool {
             | Route::AddItem
             | Route::AddText
             | Route::Sync
+            | Route::Import
     )
 }
 
@@ -99,6 +107,8 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["pricing"] => by_method(method, Some(Pricing), None, None),
         ["permissions"] => by_method(method, Some(Permissions), None, None),
         ["account"] => by_method(method, Some(GetAccount), Some(ChangePassphrase), Some(DeleteAccount)),
+        ["account", "export"] => by_method(method, Some(Export), None, None),
+        ["account", "import"] => by_method(method, None, Some(Import), None),
         ["access-key"] => by_method(method, Some(ListAccessKeys), Some(AddAccessKey), None),
         ["access-key", id] => by_method(
             method,

@@ -4,6 +4,7 @@
 
 use super::routes::{self, Route};
 use super::{resend_limit, Scheduler};
+use crate::auth::flows::require_all;
 use crate::domain::account::{Account, Principal, ServiceKind};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{
@@ -12,12 +13,13 @@ use crate::domain::scheduler::models::{
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::scheduler::sync::{self, SyncRequest};
 use crate::domain::secrets;
+use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
 use crate::http::{parse_json, path_uuid, wants_html, ApiError, Head, Reply, Request};
 use crate::outbound as inbox_client;
 use crate::payments;
-use crate::store::scheduler::AddOutcome;
+use crate::store::scheduler::{AddOutcome, ImportOutcome};
 use serde_json::{json, Value};
 use uuid::Uuid;
 use warp::http::StatusCode;
@@ -57,6 +59,8 @@ impl Scheduler {
         match route {
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, account, &request).await,
             Route::GetAccount => Ok(Reply::json(&self.account_info(account).await?)),
+            Route::Export => self.export(&who),
+            Route::Import => self.import(&who, &request).await,
             Route::Permissions => Ok(self.flows.permissions(&who)),
             Route::AddAccessKey => self.flows.add_access_key(accounts, &who, &request).await,
             Route::ListAccessKeys => self.flows.access_keys(accounts, &who),
@@ -200,6 +204,86 @@ impl Scheduler {
             | Route::Loopers
             | Route::VerifyPage(..)
             | Route::VerifyByLink(..) => Err(ApiError::internal("unreachable route")),
+        }
+    }
+
+    /// `GET /account/export`: settings, scheduled and triggered items, triggers (an inbox
+    /// trigger with its access key: docs/backup.md), access keys without their secrets.
+    fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
+        use crate::domain::permissions::Permission as P;
+        require_all(
+            who,
+            &[
+                P::PermitGetSettings,
+                P::PermitGetTriggers,
+                P::PermitGetAccessKeys,
+                P::PermitGetAccountInfo,
+            ],
+        )?;
+        let store = &self.ctx.store.scheduler;
+        let me = who.account.id;
+        let keys = self.flows.exported_keys(&store.accounts, who)?;
+        Ok(Reply::json(&transfer::scheduler_export(
+            &who.account.username,
+            &store.settings(me)?,
+            &store.scheduled_items(me)?,
+            &store.triggered_items(me)?,
+            &store.triggers(me)?,
+            keys,
+        )))
+    }
+
+    /// `POST /account/import`: what the account does not have yet, all or nothing.
+    async fn import(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
+        use crate::domain::permissions::Permission as P;
+        require_all(who, &[P::PermitPutSettings, P::PermitAddTrigger])?;
+        let import = transfer::parse_scheduler_import(&request.json::<Value>()?, who.account.id)?;
+        if import.dry_run {
+            return Ok(Reply::json(&json!({"checked": true})));
+        }
+        let cap = self
+            .ctx
+            .payments
+            .cap_of(&self.ctx.store.scheduler.accounts, &who.account)
+            .await?;
+        let due_of = |item: &ScheduledItem, setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
+        let done = self.ctx.store.scheduler.import(who.account.id, &import, due_of, cap)?;
+        match done.durable().await? {
+            ImportOutcome::Imported(done) => {
+                // imported items may be due already
+                self.ctx.workers.wake(Worker::Triggerer);
+                // the e-mail triggers of this import that are not verified (here, now)
+                let imported: std::collections::HashSet<Uuid> = import.triggers.iter().map(|t| t.id).collect();
+                let to_verify: Vec<Uuid> = self
+                    .ctx
+                    .store
+                    .scheduler
+                    .triggers(who.account.id)?
+                    .into_iter()
+                    .filter(|t| {
+                        imported.contains(&t.id) && matches!(t.kind, TriggerKind::Email { verified: false, .. })
+                    })
+                    .map(|t| t.id)
+                    .collect();
+                Ok(Reply::json(&json!({
+                    "settings-changed": done.settings_changed,
+                    "scheduled-added": done.scheduled_added,
+                    "scheduled-kept": done.scheduled_kept,
+                    "triggered-added": done.triggered_added,
+                    "triggered-kept": done.triggered_kept,
+                    "triggers-added": done.triggers_added,
+                    "triggers-kept": done.triggers_kept,
+                    "email-triggers-to-verify": to_verify,
+                    "access-keys-to-recreate": import.keys_to_recreate,
+                })))
+            }
+            ImportOutcome::Taken(id) => Err(ApiError::bad_request(format!(
+                "{id} belongs to another account: nothing was imported"
+            ))),
+            ImportOutcome::LimitReached => Err(ApiError::new(
+                StatusCode::PAYMENT_REQUIRED,
+                "the import would go over the free item limit: nothing was imported",
+            )),
         }
     }
 

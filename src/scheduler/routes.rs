@@ -15,6 +15,10 @@ pub enum Route {
     Pricing,
     Loopers,
     GetAccount,
+    /// `GET /account/export`: the account as JSON (docs/backup.md).
+    Export,
+    /// `POST /account/import`: an export brought in.
+    Import,
     DeleteAccount,
     GetSettings,
     PutSettings,
@@ -58,6 +62,9 @@ pub fn access(route: &Route) -> Access {
         Route::VerifyPage(..) | Route::VerifyByLink(..) => Public,
         Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
+        // and the other permissions of what they read or write (handlers.rs)
+        Route::Export => Needs(P::PermitGetItems),
+        Route::Import => Needs(P::PermitAddItem),
         Route::DeleteAccount => Needs(P::PermitDeleteAccount),
         Route::GetSettings => Needs(P::PermitGetSettings),
         Route::PutSettings => Needs(P::PermitPutSettings),
@@ -101,6 +108,7 @@ pub fn takes_body(route: &Route) -> bool {
             | Route::AddEmailTrigger
             | Route::AddInboxTrigger
             | Route::AddAccessKey
+            | Route::Import
     )
 }
 
@@ -115,6 +123,8 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["pricing"] => vec![(M::GET, Pricing)],
         ["loopers"] => vec![(M::GET, Loopers)],
         ["account"] => vec![(M::GET, GetAccount), (M::DELETE, DeleteAccount)],
+        ["account", "export"] => vec![(M::GET, Export)],
+        ["account", "import"] => vec![(M::POST, Import)],
         ["account", "settings"] => vec![(M::GET, GetSettings), (M::PUT, PutSettings)],
         ["scheduler" | "tickler", "item"] => vec![(M::POST, AddItem)],
         ["scheduler" | "tickler", "item", "info", id] => vec![(M::GET, GetItem(own(id))), (M::POST, EditItem(own(id)))],

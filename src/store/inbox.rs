@@ -21,6 +21,19 @@ pub enum AddOutcome {
     LimitReached,
 }
 
+/// What importing items did (see [`InboxStore::import_items`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum ImportOutcome {
+    Imported {
+        added: usize,
+        /// Items whose id the account has already (kept as they are).
+        skipped: usize,
+    },
+    /// This item's id belongs to another account: nothing was stored.
+    Taken(Uuid),
+    LimitReached,
+}
+
 pub struct InboxStore {
     pub(super) tree: Tree,
     pub accounts: AccountStore,
@@ -110,6 +123,46 @@ impl InboxStore {
             Some(v) => Ok(Some(Self::item_from(&k, &v)?)),
             None => Ok(None),
         }
+    }
+
+    /// Stores the items (with their own ids and `created` times) that the account does not
+    /// have yet, in one batch; items it has are left as they are, so importing the same items
+    /// twice changes nothing. Nothing is stored when an id belongs to another account or
+    /// the new items would take the account over `max_items`.
+    pub fn import_items(
+        &self,
+        account: Uuid,
+        items: &[InboxItem],
+        max_items: Option<u64>,
+    ) -> Result<Written<ImportOutcome>> {
+        let _guard = self.accounts.lock(account);
+        let mut batch = Batch::default();
+        let mut seen = std::collections::HashSet::new();
+        let (mut added, mut skipped) = (0usize, 0usize);
+        for item in items {
+            if !seen.insert(item.id) {
+                skipped += 1;
+                continue;
+            }
+            match self.tree.get(keys::item_id(item.id))? {
+                Some(place) if keys::is_item_place_of(&place, account) => skipped += 1,
+                Some(_) => return Ok(Written::unchanged(ImportOutcome::Taken(item.id))),
+                None => {
+                    self.put_item(&mut batch, account, item)?;
+                    added += 1;
+                }
+            }
+        }
+        if added == 0 {
+            return Ok(Written::unchanged(ImportOutcome::Imported { added, skipped }));
+        }
+        let n = self.count(account)?;
+        if max_items.is_some_and(|max| n + added as u64 > max) {
+            return Ok(Written::unchanged(ImportOutcome::LimitReached));
+        }
+        self.put_count(&mut batch, account, n + added as u64);
+        let outcome = ImportOutcome::Imported { added, skipped };
+        Ok(Written::new(outcome, self.tree.apply_batch(batch)))
     }
 
     /// Deletes the account's item `id`; nothing happens when it has none such.

@@ -14,6 +14,7 @@
 //! disk (after a `flush()` and its syncs that concurrent writers share, see [`written`]).
 
 mod accounts;
+mod backup;
 mod chunks;
 pub mod inbox;
 mod keys;
@@ -25,6 +26,7 @@ mod writer;
 mod written;
 
 pub use accounts::{AccountStore, Arrival, Registration};
+pub use backup::{restore, sync_parent, temporary_name, verify, write_atomically, BackupSummary};
 pub use writer::WriterStats;
 pub use written::Written;
 
@@ -107,6 +109,30 @@ impl Stripes {
     }
 }
 
+/// sled and the writer over the services' trees, in the order of [`backup`]'s tree names.
+pub(crate) struct Engine {
+    writer: writer::Writer,
+    recovered: bool,
+}
+
+impl Engine {
+    fn open(db_dir: &Path) -> Result<Engine> {
+        let db = sled::Config::new()
+            .path(db_dir)
+            .cache_capacity(8 * 1024 * 1024)
+            .open()?;
+        let writer = writer::Writer::start(
+            db.clone(),
+            vec![db.open_tree("inbox")?, db.open_tree("scheduler")?],
+            db_dir,
+        )?;
+        Ok(Engine {
+            writer,
+            recovered: db.was_recovered(),
+        })
+    }
+}
+
 /// The open database: both services' trees, the data-directory lock and the group commit.
 pub struct Store {
     pub inbox: inbox::InboxStore,
@@ -130,18 +156,10 @@ impl Store {
             Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.into())),
             Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
         }
-        let db = sled::Config::new()
-            .path(dir.join("db"))
-            .cache_capacity(8 * 1024 * 1024)
-            .open()?;
-        if db.was_recovered() {
+        let Engine { writer, recovered } = Engine::open(&dir.join("db"))?;
+        if recovered {
             tracing::info!("opened the existing database in {}", dir.display());
         }
-        let writer = writer::Writer::start(
-            db.clone(),
-            vec![db.open_tree("inbox")?, db.open_tree("scheduler")?],
-            &dir.join("db"),
-        )?;
         let stripes = Arc::new(Stripes::new(256));
         let inbox = inbox::InboxStore::new(writer.tree(0), stripes.clone());
         let scheduler = scheduler::SchedulerStore::new(writer.tree(1), stripes);

@@ -375,6 +375,24 @@ impl Writer {
         Ok(())
     }
 
+    /// Runs `f` while no batch is applied to sled: between two cycles of the writer. What
+    /// `f` reads through [`Frozen`] is then the state after one batch, with every batch
+    /// before it and none after (a consistent copy); writes keep being queued meanwhile
+    /// (reads see them in the overlay) and wait for their flush until `f` returns.
+    pub(crate) fn between_cycles<T>(&self, f: impl FnOnce(&Frozen) -> Result<T>) -> Result<T> {
+        let _applying = lock(&self.shared.applying);
+        f(&Frozen { shared: &self.shared })
+    }
+
+    /// Makes every later sequence number larger than `floor` (a restored database continues
+    /// after the numbers its backup's database handed out: they are in keys).
+    pub(crate) fn raise_ids(&self, floor: u64) -> Result<()> {
+        // sled has no way to set its generator; each call is an atomic increment, and a
+        // long-lived database has handed out a few million at most.
+        while self.shared.db.generate_id()? < floor {}
+        Ok(())
+    }
+
     /// Counters of the group commit so far.
     pub(crate) fn stats(&self) -> WriterStats {
         WriterStats {
@@ -393,6 +411,29 @@ impl Drop for Writer {
             // The thread only returns or panics; either way it is gone.
             let _ = thread.join();
         }
+    }
+}
+
+/// The database between two cycles (see [`Writer::between_cycles`]).
+pub(crate) struct Frozen<'a> {
+    shared: &'a Shared,
+}
+
+impl Frozen<'_> {
+    /// A number larger than every sequence number handed out so far.
+    pub(crate) fn id_floor(&self) -> Result<u64> {
+        Ok(self.shared.db.generate_id()? + 1)
+    }
+
+    /// Every record of the writer's tree `index`, with values whole (chunk records, which
+    /// are how a value is stored and not records of their own, are left out).
+    pub(crate) fn records(&self, index: usize) -> impl Iterator<Item = Result<(Bytes, Bytes)>> + '_ {
+        let tree = &self.shared.trees[index];
+        Whole {
+            iter: tree.range(..vec![chunks::CHUNK_PREFIX]),
+            tree: tree.clone(),
+        }
+        .map(|kv| kv.map_err(StoreError::from))
     }
 }
 

@@ -426,6 +426,12 @@ impl Server {
         Server::launch(dir, settings, clock).await
     }
 
+    /// A test server on the data directory `dir` (one prepared beforehand, e.g. restored).
+    pub async fn start_in(dir: TempDir) -> Server {
+        let settings = test_settings(&dir);
+        Server::launch(dir, settings, Clock::real()).await
+    }
+
     /// A monetised test server with `max_items_free` free items.
     pub async fn start_paid(max_items_free: u64) -> Server {
         Server::start_with(|s| {

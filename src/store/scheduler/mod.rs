@@ -16,6 +16,7 @@
 
 mod deliveries;
 mod emails;
+mod import;
 mod items;
 mod moving_in;
 mod payments;
@@ -25,6 +26,7 @@ use super::accounts::AccountStore;
 use super::records::raw;
 use super::writer::{Batch, Bytes, Tree};
 use super::{keys, Result, Stripes, Written};
+pub use import::{ImportOutcome, Imported};
 use std::sync::Arc;
 use uuid::Uuid;
 
