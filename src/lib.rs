@@ -18,6 +18,7 @@ pub mod launch;
 pub mod loopers;
 pub mod mail;
 pub mod memory;
+pub mod metrics;
 pub mod outbound;
 pub mod payments;
 pub mod scheduler;
