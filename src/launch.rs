@@ -98,7 +98,9 @@ pub async fn start(
         listeners.inbox.is_some(),
         listeners.scheduler.is_some(),
     );
-    let workers = Arc::new(Workers::new(&settings, |w| loopers::runs(w, &settings)));
+    // without the scheduler service no worker runs: they show as disabled, not starting
+    let scheduler_on = listeners.scheduler.is_some();
+    let workers = Arc::new(Workers::new(&settings, |w| scheduler_on && loopers::runs(w, &settings)));
     let metrics = Arc::new(match metrics_listener {
         Some(_) => Metrics::on(sampler(store.clone(), workers.clone(), clock.clone())),
         None => Metrics::off(),

@@ -139,3 +139,23 @@ async fn healthz_is_503_once_the_database_no_longer_takes_writes() {
         .await
         .expect("the server stops");
 }
+
+/// With `--no-scheduler` no worker runs: all show as disabled and the inbox is healthy.
+#[tokio::test]
+async fn without_the_scheduler_every_worker_is_disabled_and_the_inbox_is_healthy() {
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let proc = common::process::Proc::start(
+        data.path(),
+        logs.path(),
+        common::process::Services::Both,
+        &["--no-scheduler"],
+    )
+    .await;
+    let (status, body) = health(&proc.api).await;
+    assert_eq!(status, 200, "{body}");
+    for worker in Worker::ALL {
+        assert_eq!(body["workers"][worker.name()]["status"], "disabled", "{body}");
+    }
+    proc.stop().await;
+}
