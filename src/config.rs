@@ -39,6 +39,24 @@ pub enum Command {
     Scheduled(ClientOpts),
     /// List triggered reminders, with how each delivery went.
     Triggered(ClientOpts),
+    /// Move in from an Intray server: its SQLite database's accounts, access keys and items
+    /// become inbox accounts (with the server stopped; docs/moving-in.md).
+    ImportIntray(MoveInArgs),
+    /// Move in from a Tickler server: its SQLite database's accounts, settings, scheduled and
+    /// triggered items and triggers become scheduler accounts (server stopped).
+    ImportTickler(MoveInArgs),
+}
+
+/// Options of `import-intray` and `import-tickler`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct MoveInArgs {
+    /// The old server's SQLite database
+    #[arg(value_name = "FILE.sqlite3")]
+    pub file: PathBuf,
+    /// The data directory to move into (the server must not be running on it)
+    /// [default: $XDG_DATA_HOME/pigeonhole]
+    #[arg(long, env = "PIGEONHOLE_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Options of every client command.
@@ -754,7 +772,8 @@ impl FileValues {
     }
 }
 
-fn default_data_dir() -> Result<PathBuf, String> {
+/// `$XDG_DATA_HOME/pigeonhole`, else `~/.local/share/pigeonhole`.
+pub fn default_data_dir() -> Result<PathBuf, String> {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(x).join("pigeonhole"));
     }

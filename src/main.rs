@@ -9,6 +9,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let args = match cli.command {
         Command::Serve(args) => args,
+        Command::ImportIntray(args) => return move_in(pigeonhole::moving_in::Origin::Intray, args),
+        Command::ImportTickler(args) => return move_in(pigeonhole::moving_in::Origin::Tickler, args),
         client => return run_client(client),
     };
     let settings = match Settings::resolve(*args) {
@@ -66,6 +68,22 @@ fn run_client(command: Command) -> ExitCode {
     };
     match runtime.block_on(pigeonhole::client::run(command)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pigeonhole: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `import-intray` / `import-tickler`: what moved in on stdout, else one line on stderr and
+/// status 1 (nothing was written then).
+fn move_in(origin: pigeonhole::moving_in::Origin, args: pigeonhole::config::MoveInArgs) -> ExitCode {
+    pigeonhole::datadir::private_umask();
+    match pigeonhole::moving_in::run(origin, &args) {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("pigeonhole: {e}");
             ExitCode::FAILURE

@@ -21,8 +21,9 @@ const LAYERS: &[&[&str]] = &[
     &["context"],
     // the two HTTP services and the background workers
     &["inbox", "scheduler", "loopers"],
-    // wiring everything together; the command-line client (an HTTP client of the services)
-    &["lib", "launch", "client"],
+    // wiring everything together; the command-line client (an HTTP client of the services);
+    // moving in from Intray and Tickler (reads their SQLite files, writes through the store)
+    &["lib", "launch", "client", "moving_in"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

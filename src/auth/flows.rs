@@ -3,7 +3,7 @@
 
 use super::{passwords, Claims, LoginLimiter, RegistrationLimiter, TokenKeys};
 use crate::config::Settings;
-use crate::domain::account::{AccessKey, Account, Principal, ServiceKind};
+use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash, Principal, ServiceKind};
 use crate::domain::permissions::{Access, Permission, Permissions, Table};
 use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
@@ -106,7 +106,10 @@ impl AccountFlows {
 
     /// `POST /login`. A password of 32 hex digits is first tried as an access-key secret of
     /// the account (one SHA-256): such a login is never throttled. Otherwise the attempt
-    /// takes its slot in the limits before the password is hashed (inbox.md §1.7).
+    /// takes its slot in the limits before the password is hashed (inbox.md §1.7); when the
+    /// password is wrong, it is tried against the account's access keys moved in from Intray
+    /// (bcrypt, see [`Self::legacy_key`]). A right password against a moved-in bcrypt hash
+    /// replaces that hash by PBKDF2 ([`Self::upgrade_password`]).
     pub async fn login(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
         let body: LoginIn = request.json()?;
         if !wire::is_valid_username(&body.username) {
@@ -130,17 +133,88 @@ impl AccountFlows {
                 ApiError::too_many_logins(secs)
             })?;
         let hash = account.as_ref().map(|a| a.password_hash.clone());
-        let password_ok = passwords::verify_off_runtime(body.password, hash, &self.decoy).await;
-        let (Some(account), true) = (account, password_ok) else {
+        let password_ok = passwords::verify_off_runtime(body.password.clone(), hash, &self.decoy).await;
+        let Some(account) = account else {
             // the attempt stays counted as a failure
             return Err(ApiError::unauthorized("wrong username or password"));
         };
-        attempt.succeeded();
-        let grant = Grant {
-            permissions: self.password_permissions(&account),
-            key: None,
+        if password_ok {
+            attempt.succeeded();
+            self.upgrade_password(accounts, &account, body.password).await?;
+            let grant = Grant {
+                permissions: self.password_permissions(&account),
+                key: None,
+            };
+            return self.grant_token(accounts, &account, grant).await;
+        }
+        if let Some(key) = self.legacy_key(accounts, &account, &body.password).await? {
+            attempt.succeeded();
+            let grant = Grant {
+                permissions: key.permissions,
+                key: Some(key.id),
+            };
+            return self.grant_token(accounts, &account, grant).await;
+        }
+        // the attempt stays counted as a failure
+        Err(ApiError::unauthorized("wrong username or password"))
+    }
+
+    /// After a successful password login of an account moved in from Intray or Tickler, its
+    /// bcrypt hash is replaced by a PBKDF2 hash of the same password (durable before the
+    /// login answers). The login does not fail when hashing does: the old hash still works.
+    async fn upgrade_password(
+        &self,
+        accounts: &AccountStore,
+        account: &Account,
+        password: String,
+    ) -> Result<(), ApiError> {
+        if !matches!(account.password_hash, PasswordHash::LegacyBcrypt(_)) {
+            return Ok(());
+        }
+        match passwords::hash_off_runtime(password, self.settings.password_iterations).await {
+            Ok(new_hash) => {
+                let upgraded = accounts.upgrade_password(account.id, &account.password_hash, new_hash)?;
+                if upgraded.durable().await? {
+                    tracing::info!(account = %account.id, "replaced a moved-in bcrypt password hash by PBKDF2");
+                }
+            }
+            Err(e) => tracing::warn!("could not hash a moved-in password again: {}", e.0),
+        }
+        Ok(())
+    }
+
+    /// An access key moved in from Intray whose bcrypt hash `secret` matches, if any; that
+    /// key is then kept as the digest of its secret like every other key (durable before the
+    /// login answers), so the secret works with the `Access-Key` header from then on. Only
+    /// reached after the login took its slot in the limits: bcrypt is slow on purpose.
+    async fn legacy_key(
+        &self,
+        accounts: &AccountStore,
+        account: &Account,
+        secret: &str,
+    ) -> Result<Option<AccessKey>, ApiError> {
+        if !secrets::looks_like_secret(secret) {
+            return Ok(None);
+        }
+        let legacy = accounts.legacy_access_keys(account.id)?;
+        if legacy.is_empty() {
+            return Ok(None);
+        }
+        // Intray hashed the secret's lower-case hex text
+        let Some(mut key) = passwords::find_legacy_key(secret.to_ascii_lowercase(), legacy).await else {
+            return Ok(None);
         };
-        self.grant_token(accounts, &account, grant).await
+        let digest = secrets::digest(secret);
+        if !accounts
+            .upgrade_access_key(account.id, key.id, &key.secret, digest)?
+            .durable()
+            .await?
+        {
+            // deleted meanwhile
+            return Ok(None);
+        }
+        key.secret = KeySecret::Digest(digest);
+        Ok(Some(key))
     }
 
     /// Records the login and answers 204 with the token cookie.
@@ -328,7 +402,7 @@ impl AccountFlows {
             created: Timestamp::now(),
             seq: accounts.next_key_seq()?,
             permissions,
-            digest,
+            secret: KeySecret::Digest(digest),
         };
         if !accounts.add_access_key(who.account.id, &key)?.durable().await? {
             return Err(ApiError::unauthorized("the account no longer exists"));
@@ -388,7 +462,9 @@ fn find_key(accounts: &AccountStore, account: &Account, secret: &str) -> Result<
     let digest = secrets::digest(secret);
     Ok(accounts
         .access_key_by_digest(&digest)?
-        .filter(|(owner, key)| *owner == account.id && secrets::digests_equal(&key.digest, &digest))
+        .filter(|(owner, key)| {
+            *owner == account.id && key.secret.digest().is_some_and(|d| secrets::digests_equal(d, &digest))
+        })
         .map(|(_, key)| key))
 }
 

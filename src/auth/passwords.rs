@@ -1,8 +1,11 @@
 //! Passwords: PBKDF2-HMAC-SHA256 with a per-account random salt in PHC string format,
-//! computed off the async runtime (spec README §7).
+//! computed off the async runtime (spec README §7). Accounts and access keys moved in from
+//! Intray or Tickler bring bcrypt hashes, which are verified here until they are replaced.
 
 use pbkdf2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use pbkdf2::{Algorithm, Params, Pbkdf2};
+
+use crate::domain::account;
 
 #[derive(Debug)]
 pub struct HashError(pub String);
@@ -33,6 +36,23 @@ pub fn verify(password: &str, phc: &str) -> bool {
         Ok(parsed) => Pbkdf2.verify_password(password.as_bytes(), &parsed).is_ok(),
         Err(_) => false,
     }
+}
+
+/// True when `password` matches the account's hash, whichever kind it is (blocking).
+pub fn verify_account(password: &str, hash: &account::PasswordHash) -> bool {
+    match hash {
+        account::PasswordHash::Pbkdf2(phc) => verify(password, phc),
+        account::PasswordHash::LegacyBcrypt(h) => verify_bcrypt(password, h),
+    }
+}
+
+/// True when `password` matches a bcrypt hash made by Intray or Tickler (blocking). Their
+/// bcrypt library (Haskell's `bcrypt`, OpenBSD's C code) read the password as a C string:
+/// it ended at the first NUL byte and only its first 72 bytes counted; the same happens
+/// here, so every password that logged in there logs in here.
+pub fn verify_bcrypt(password: &str, hash: &str) -> bool {
+    let as_c_string = password.split('\0').next().unwrap_or_default();
+    bcrypt::verify(as_c_string, hash).unwrap_or(false)
 }
 
 /// At most this many hashes are computed at once; more wait their turn (each one is tens of
@@ -113,22 +133,38 @@ impl Decoy {
     }
 }
 
-/// Verifies off the async runtime. With `phc = None` (unknown user) it verifies against the
-/// decoy hash of the same cost, so both cases take the same time, and answers `false`.
-pub async fn verify_off_runtime(password: String, phc: Option<String>, decoy: &Decoy) -> bool {
-    let phc = match phc {
-        Some(phc) => Ok(phc),
-        None => Err(decoy.get().await),
+/// Verifies off the async runtime. With `hash = None` (unknown user) it verifies against
+/// the decoy hash of the same cost, so both cases take the same time, and answers `false`.
+/// A bcrypt hash from the old servers is much cheaper (cost 4) than the PBKDF2 cost: the
+/// decoy is verified after it too, so that the time of a wrong password does not tell
+/// which accounts were moved in and have not logged in since.
+pub async fn verify_off_runtime(password: String, hash: Option<account::PasswordHash>, decoy: &Decoy) -> bool {
+    let pad = match &hash {
+        None | Some(account::PasswordHash::LegacyBcrypt(_)) => Some(decoy.get().await),
+        Some(account::PasswordHash::Pbkdf2(_)) => None,
     };
-    off_runtime(move || match phc {
-        Ok(phc) => verify(&password, &phc),
-        Err(decoy) => {
+    off_runtime(move || {
+        let ok = hash.is_some_and(|hash| verify_account(&password, &hash));
+        if let Some(decoy) = pad {
             verify(&password, &decoy);
-            false
         }
+        ok
     })
     .await
     .unwrap_or(false)
+}
+
+/// The imported access key among `keys` whose bcrypt hash `secret` matches, checked off
+/// the async runtime (each check costs what the old server's hashing policy made it cost).
+pub async fn find_legacy_key(secret: String, keys: Vec<account::AccessKey>) -> Option<account::AccessKey> {
+    off_runtime(move || {
+        keys.into_iter().find(|k| match &k.secret {
+            account::KeySecret::LegacyBcrypt(h) => verify_bcrypt(&secret, h),
+            account::KeySecret::Digest(_) => false,
+        })
+    })
+    .await
+    .flatten()
 }
 
 #[cfg(test)]
@@ -196,7 +232,8 @@ mod tests {
         );
         // Even the decoy's own password is refused: an unknown user never logs in.
         assert!(!verify_off_runtime("decoy password".into(), None, &other_service).await);
-        assert!(verify_off_runtime("decoy password".into(), Some(made.to_string()), &decoy).await);
+        let hash = account::PasswordHash::Pbkdf2(made.to_string());
+        assert!(verify_off_runtime("decoy password".into(), Some(hash), &decoy).await);
     }
 
     #[test]
@@ -209,6 +246,46 @@ mod tests {
         let empty = hash("", 1000).unwrap();
         assert!(verify("", &empty));
         assert_ne!(hash("x", 1000).unwrap(), hash("x", 1000).unwrap(), "salts differ");
+    }
+
+    /// A wrong password of a moved-in account costs a decoy verification on top of bcrypt
+    /// (what a PBKDF2 account costs); a PBKDF2 account's login does not need the decoy.
+    #[tokio::test]
+    async fn a_moved_in_hash_is_padded_to_the_cost_of_the_decoy() {
+        let unmade = || Decoy {
+            hash: Default::default(),
+            iterations: 1000,
+        };
+        let decoy = unmade();
+        let legacy = account::PasswordHash::LegacyBcrypt(bcrypt::hash("pw", 4).unwrap());
+        assert!(!verify_off_runtime("wrong".into(), Some(legacy.clone()), &decoy).await);
+        assert!(decoy.hash.get().is_some(), "the decoy was made and verified too");
+        assert!(verify_off_runtime("pw".into(), Some(legacy), &unmade()).await);
+        let decoy = unmade();
+        let pbkdf2 = account::PasswordHash::Pbkdf2(hash("pw", 1000).unwrap());
+        assert!(verify_off_runtime("pw".into(), Some(pbkdf2), &decoy).await);
+        assert!(decoy.hash.get().is_none());
+    }
+
+    #[test]
+    fn bcrypt_hashes_of_the_old_servers_verify() {
+        // Intray and Tickler hashed with "$2y$" and cost 4 (fastBcryptHashingPolicy)
+        let h = bcrypt::hash_with_result("old secret", 4)
+            .unwrap()
+            .format_for_version(bcrypt::Version::TwoY);
+        assert!(h.starts_with("$2y$04$"), "{h}");
+        let legacy = account::PasswordHash::LegacyBcrypt(h.clone());
+        assert!(verify_account("old secret", &legacy));
+        assert!(!verify_account("old secret!", &legacy));
+        assert!(!verify_account("", &legacy));
+        // as a C string: up to the first NUL, and 72 bytes at most
+        assert!(verify_bcrypt("old secret\0ignored", &h));
+        let long = "z".repeat(72);
+        let h = bcrypt::hash(&long, 4).unwrap();
+        assert!(verify_bcrypt(&format!("{long}tail"), &h));
+        assert!(!verify_bcrypt("not a hash", "$2y$04$short"));
+        // a bcrypt string is never taken for a PBKDF2 one, nor the other way round
+        assert!(!verify_account("old secret", &account::PasswordHash::Pbkdf2(h)));
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::io::Read;
 /// Runs a client command; `Err` is the one line to print.
 pub async fn run(command: Command) -> Result<(), String> {
     match command {
-        Command::Serve(_) => Err("not a client command".into()),
+        Command::Serve(_) | Command::ImportIntray(_) | Command::ImportTickler(_) => Err("not a client command".into()),
         Command::Setup(args) => setup::run(args).await,
         Command::Add(args) => add(args).await,
         Command::Inbox(opts) => inbox(opts).await,

@@ -10,12 +10,21 @@ use uuid::Uuid;
 pub struct Account {
     pub id: Uuid,
     pub username: String,
-    /// PBKDF2 PHC string.
-    pub password_hash: String,
+    pub password_hash: PasswordHash,
     pub created: Timestamp,
     pub last_login: Option<Timestamp>,
     /// Credential epoch: raised by a password change, which revokes earlier tokens.
     pub epoch: u64,
+}
+
+/// How an account's password is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PasswordHash {
+    /// PBKDF2 PHC string: every password set here.
+    Pbkdf2(String),
+    /// A bcrypt hash (`$2y$…`) brought from an Intray or Tickler server: verified as such
+    /// and replaced by a PBKDF2 hash at the first login that succeeds with it.
+    LegacyBcrypt(String),
 }
 
 /// An inbox access key (the secret itself is never stored).
@@ -27,8 +36,27 @@ pub struct AccessKey {
     /// Creation order among keys with equal `created`.
     pub seq: u64,
     pub permissions: Permissions,
-    /// SHA-256 of the secret.
-    pub digest: [u8; 32],
+    pub secret: KeySecret,
+}
+
+/// How an access key's secret is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeySecret {
+    /// SHA-256 of the secret (indexed, so a secret finds its key at once).
+    Digest([u8; 32]),
+    /// A bcrypt hash of the secret's hex text, brought from an Intray server: checked at a
+    /// password login of its account, and replaced by the digest the first time it matches.
+    LegacyBcrypt(String),
+}
+
+impl KeySecret {
+    /// The digest of a key that has one (not an imported key that was never used).
+    pub fn digest(&self) -> Option<&[u8; 32]> {
+        match self {
+            KeySecret::Digest(d) => Some(d),
+            KeySecret::LegacyBcrypt(_) => None,
+        }
+    }
 }
 
 /// Who is calling, as established by a token or the access-key headers.

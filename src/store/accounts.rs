@@ -6,7 +6,7 @@
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
 use super::{keys, lock, Result, Stripes, Written};
-use crate::domain::account::{AccessKey, Account};
+use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::wire::Timestamp;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
@@ -14,6 +14,17 @@ use uuid::Uuid;
 pub enum Registration {
     Created(Account),
     Taken,
+}
+
+/// What moving an account in from another server does (see [`super::moving_in`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arrival {
+    /// New here: it is written.
+    Moved,
+    /// The same account (uuid and username) is here already, from an earlier run: skipped.
+    AlreadyHere,
+    /// Its username or uuid belongs to another account here: nothing is written.
+    Conflict(String),
 }
 
 /// Account records of one service's tree.
@@ -36,6 +47,7 @@ impl AccountStore {
         self.stripes.lock(id.as_bytes())
     }
 
+    /// Registers `username` with a PBKDF2 `password_hash`.
     pub fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
         // Registrations are rare: one lock for all of them makes "exactly one of several
         // concurrent registrations of a username wins" trivially true.
@@ -47,7 +59,7 @@ impl AccountStore {
         let account = Account {
             id: crate::domain::wire::new_uuid(),
             username: username.to_owned(),
-            password_hash,
+            password_hash: PasswordHash::Pbkdf2(password_hash),
             created: now,
             last_login: None,
             epoch: 0,
@@ -98,16 +110,36 @@ impl AccountStore {
     /// Replaces the password hash if it is still `expected` (the caller verified the old
     /// password against it) and starts a new credential epoch, which revokes every earlier
     /// token. `false` when the account is gone or the password changed meanwhile.
-    pub fn change_password(&self, id: Uuid, expected: &str, new_hash: String) -> Result<Written<bool>> {
+    pub fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        self.replace_password(id, expected, new_hash, true)
+    }
+
+    /// Replaces a password hash brought from another server (`expected`, which the caller
+    /// just verified the password against) by the PBKDF2 hash of the same password. The
+    /// password is the same, so tokens stay valid (no new epoch). `false` when the account
+    /// is gone or its password changed meanwhile.
+    pub fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        self.replace_password(id, expected, new_hash, false)
+    }
+
+    fn replace_password(
+        &self,
+        id: Uuid,
+        expected: &PasswordHash,
+        new_hash: String,
+        revoke: bool,
+    ) -> Result<Written<bool>> {
         let _guard = self.lock(id);
         let Some(mut account) = self.get(id)? else {
             return Ok(Written::unchanged(false));
         };
-        if account.password_hash != expected {
+        if account.password_hash != *expected {
             return Ok(Written::unchanged(false));
         }
-        account.password_hash = new_hash;
-        account.epoch += 1;
+        account.password_hash = PasswordHash::Pbkdf2(new_hash);
+        if revoke {
+            account.epoch += 1;
+        }
         let ticket = self.tree.insert(keys::account(id), records::account::encode(&account));
         Ok(Written::new(true, ticket))
     }
@@ -138,10 +170,41 @@ impl AccountStore {
             keys::access_key(account, access_key.id),
             records::access_key::encode(access_key),
         );
-        batch.insert(
-            keys::key_digest(&access_key.digest),
-            keys::key_owner(account, access_key.id),
-        );
+        if let Some(digest) = access_key.secret.digest() {
+            batch.insert(keys::key_digest(digest), keys::key_owner(account, access_key.id));
+        }
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// The account's access keys still kept as a hash from another server (checked at a
+    /// password login, see `auth::flows`).
+    pub fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        let mut keys = self.access_keys(account)?;
+        keys.retain(|k| matches!(k.secret, KeySecret::LegacyBcrypt(_)));
+        Ok(keys)
+    }
+
+    /// Replaces the bcrypt hash of an imported access key by the digest of its secret (the
+    /// caller just verified the secret against it), indexed like any other key; `false` when
+    /// the key is gone or no longer has that hash.
+    pub fn upgrade_access_key(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        expected: &KeySecret,
+        digest: [u8; 32],
+    ) -> Result<Written<bool>> {
+        let _guard = self.lock(account);
+        let Some(mut key) = self.access_key(account, id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        if key.secret != *expected {
+            return Ok(Written::unchanged(false));
+        }
+        key.secret = KeySecret::Digest(digest);
+        let mut batch = Batch::default();
+        batch.insert(keys::access_key(account, id), records::access_key::encode(&key));
+        batch.insert(keys::key_digest(&digest), keys::key_owner(account, id));
         Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
@@ -185,8 +248,42 @@ impl AccountStore {
         };
         let mut batch = Batch::default();
         batch.remove(keys::access_key(account, id));
-        batch.remove(keys::key_digest(&k.digest));
+        if let Some(digest) = k.secret.digest() {
+            batch.remove(keys::key_digest(digest));
+        }
         Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// Whether `account`, moved in from another server, is new here, here already (same
+    /// uuid and username) or in conflict with an account here.
+    pub(super) fn arrival(&self, account: &Account) -> Result<Arrival> {
+        let by_name = self.by_username(&account.username)?;
+        let by_id = self.get(account.id)?;
+        Ok(match (by_name, by_id) {
+            (None, None) => Arrival::Moved,
+            (Some(a), Some(_)) if a.id == account.id => Arrival::AlreadyHere,
+            (Some(a), _) => Arrival::Conflict(format!(
+                "the username {:?} belongs to another account here ({})",
+                account.username, a.id
+            )),
+            (None, Some(a)) => Arrival::Conflict(format!(
+                "the account {} is here already under the username {:?}",
+                account.id, a.username
+            )),
+        })
+    }
+
+    /// Adds an arriving account with its access keys to `batch` (in the order given, which
+    /// is the order they list in).
+    pub(super) fn put_arriving(&self, batch: &mut Batch, account: &Account, access_keys: &[AccessKey]) {
+        batch.insert(keys::username(&account.username), raw::uuid(account.id));
+        batch.insert(keys::account(account.id), records::account::encode(account));
+        for key in access_keys {
+            batch.insert(keys::access_key(account.id, key.id), records::access_key::encode(key));
+            if let Some(digest) = key.secret.digest() {
+                batch.insert(keys::key_digest(digest), keys::key_owner(account.id, key.id));
+            }
+        }
     }
 
     /// Adds the removal of the account record, its username, customer and access keys to
@@ -194,7 +291,9 @@ impl AccountStore {
     pub(crate) fn delete_into(&self, account: &Account, batch: &mut Batch) -> Result<()> {
         for access_key in self.access_keys(account.id)? {
             batch.remove(keys::access_key(account.id, access_key.id));
-            batch.remove(keys::key_digest(&access_key.digest));
+            if let Some(digest) = access_key.secret.digest() {
+                batch.remove(keys::key_digest(digest));
+            }
         }
         batch.remove(keys::customer(account.id));
         batch.remove(keys::username(&account.username));

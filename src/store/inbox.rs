@@ -22,7 +22,7 @@ pub enum AddOutcome {
 }
 
 pub struct InboxStore {
-    tree: Tree,
+    pub(super) tree: Tree,
     pub accounts: AccountStore,
 }
 
@@ -51,11 +51,11 @@ impl InboxStore {
         Ok(total)
     }
 
-    fn put_count(&self, batch: &mut Batch, account: Uuid, n: u64) {
+    pub(super) fn put_count(&self, batch: &mut Batch, account: Uuid, n: u64) {
         batch.insert(keys::count(account), raw::count(n));
     }
 
-    fn put_item(&self, batch: &mut Batch, account: Uuid, item: &InboxItem) -> Result<()> {
+    pub(super) fn put_item(&self, batch: &mut Batch, account: Uuid, item: &InboxItem) -> Result<()> {
         let place = keys::item_place(account, item.created, self.tree.next_id()?);
         batch.insert(keys::item(&place), records::item::encode(item));
         batch.insert(keys::item_id(item.id), place);

@@ -17,13 +17,14 @@ mod accounts;
 mod chunks;
 pub mod inbox;
 mod keys;
+pub mod moving_in;
 mod records;
 pub mod scheduler;
 mod stable;
 mod writer;
 mod written;
 
-pub use accounts::{AccountStore, Registration};
+pub use accounts::{AccountStore, Arrival, Registration};
 pub use writer::{CycleStats, HistogramSnapshot, WriterStats};
 pub use written::Written;
 
@@ -335,7 +336,7 @@ mod tests {
             let account = Account {
                 id: owner,
                 username: "carol".into(),
-                password_hash: "hash".into(),
+                password_hash: crate::domain::account::PasswordHash::Pbkdf2("hash".into()),
                 created: Timestamp::from_unix(1_700_000_000, 0),
                 last_login: None,
                 epoch: 0,

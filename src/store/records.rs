@@ -109,10 +109,11 @@ pub(super) mod raw {
 
 pub(super) mod account {
     use super::*;
-    use crate::domain::account::Account;
+    use crate::domain::account::{Account, PasswordHash};
 
     const KIND: &str = "account";
 
+    /// Version 1: the password is always a PBKDF2 PHC string.
     #[derive(Serialize, Deserialize)]
     struct V1 {
         id: Uuid,
@@ -123,13 +124,35 @@ pub(super) mod account {
         epoch: u64,
     }
 
+    /// Version 2: the password hash says its kind (accounts moved in from Intray or Tickler
+    /// keep their bcrypt hash until their first login).
+    #[derive(Serialize, Deserialize)]
+    struct V2 {
+        id: Uuid,
+        username: String,
+        password: PasswordV2,
+        created: Time,
+        last_login: Option<Time>,
+        epoch: u64,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    enum PasswordV2 {
+        Pbkdf2(String),
+        Bcrypt(String),
+    }
+
     pub(in crate::store) fn encode(a: &Account) -> Vec<u8> {
+        let password = match &a.password_hash {
+            PasswordHash::Pbkdf2(phc) => PasswordV2::Pbkdf2(phc.clone()),
+            PasswordHash::LegacyBcrypt(h) => PasswordV2::Bcrypt(h.clone()),
+        };
         versioned(
-            1,
-            &V1 {
+            2,
+            &V2 {
                 id: a.id,
                 username: a.username.clone(),
-                password_hash: a.password_hash.clone(),
+                password,
                 created: a.created.into(),
                 last_login: a.last_login.map(Time::from),
                 epoch: a.epoch,
@@ -144,7 +167,21 @@ pub(super) mod account {
                 Ok(Account {
                     id: r.id,
                     username: r.username,
-                    password_hash: r.password_hash,
+                    password_hash: PasswordHash::Pbkdf2(r.password_hash),
+                    created: r.created.into(),
+                    last_login: r.last_login.map(Timestamp::from),
+                    epoch: r.epoch,
+                })
+            }
+            (2, rest) => {
+                let r: V2 = body(KIND, rest)?;
+                Ok(Account {
+                    id: r.id,
+                    username: r.username,
+                    password_hash: match r.password {
+                        PasswordV2::Pbkdf2(phc) => PasswordHash::Pbkdf2(phc),
+                        PasswordV2::Bcrypt(h) => PasswordHash::LegacyBcrypt(h),
+                    },
                     created: r.created.into(),
                     last_login: r.last_login.map(Timestamp::from),
                     epoch: r.epoch,
@@ -152,6 +189,22 @@ pub(super) mod account {
             }
             (v, _) => unknown(KIND, v),
         }
+    }
+
+    /// What version 1 wrote (golden tests of records written before version 2).
+    #[cfg(test)]
+    pub(in crate::store) fn encode_v1(a: &Account, phc: &str) -> Vec<u8> {
+        versioned(
+            1,
+            &V1 {
+                id: a.id,
+                username: a.username.clone(),
+                password_hash: phc.to_owned(),
+                created: a.created.into(),
+                last_login: a.last_login.map(Time::from),
+                epoch: a.epoch,
+            },
+        )
     }
 }
 
@@ -217,11 +270,12 @@ pub(super) mod item {
 
 pub(super) mod access_key {
     use super::*;
-    use crate::domain::account::AccessKey;
+    use crate::domain::account::{AccessKey, KeySecret};
     use crate::domain::permissions::Permissions;
 
     const KIND: &str = "access key";
 
+    /// Version 1: the secret is always kept as its SHA-256 digest.
     #[derive(Serialize, Deserialize)]
     struct V1 {
         id: Uuid,
@@ -233,16 +287,38 @@ pub(super) mod access_key {
         digest: [u8; 32],
     }
 
+    /// Version 2: the secret says its kind (keys moved in from Intray keep their bcrypt
+    /// hash until they are first used).
+    #[derive(Serialize, Deserialize)]
+    struct V2 {
+        id: Uuid,
+        name: String,
+        created: Time,
+        seq: u64,
+        permissions: u32,
+        secret: SecretV2,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    enum SecretV2 {
+        Sha256([u8; 32]),
+        Bcrypt(String),
+    }
+
     pub(in crate::store) fn encode(k: &AccessKey) -> Vec<u8> {
+        let secret = match &k.secret {
+            KeySecret::Digest(d) => SecretV2::Sha256(*d),
+            KeySecret::LegacyBcrypt(h) => SecretV2::Bcrypt(h.clone()),
+        };
         versioned(
-            1,
-            &V1 {
+            2,
+            &V2 {
                 id: k.id,
                 name: k.name.clone(),
                 created: k.created.into(),
                 seq: k.seq,
                 permissions: k.permissions.0,
-                digest: k.digest,
+                secret,
             },
         )
     }
@@ -257,7 +333,21 @@ pub(super) mod access_key {
                     created: r.created.into(),
                     seq: r.seq,
                     permissions: Permissions(r.permissions),
-                    digest: r.digest,
+                    secret: KeySecret::Digest(r.digest),
+                })
+            }
+            (2, rest) => {
+                let r: V2 = body(KIND, rest)?;
+                Ok(AccessKey {
+                    id: r.id,
+                    name: r.name,
+                    created: r.created.into(),
+                    seq: r.seq,
+                    permissions: Permissions(r.permissions),
+                    secret: match r.secret {
+                        SecretV2::Sha256(d) => KeySecret::Digest(d),
+                        SecretV2::Bcrypt(h) => KeySecret::LegacyBcrypt(h),
+                    },
                 })
             }
             (v, _) => unknown(KIND, v),
@@ -884,7 +974,7 @@ mod tests {
     //! hold. A failing test here means the disk format changed: add a version instead.
 
     use super::*;
-    use crate::domain::account::{AccessKey, Account};
+    use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
     use crate::domain::email::{EmailKind, Message, QueuedEmail};
     use crate::domain::inbox::models::{InboxItem, ItemType};
     use crate::domain::permissions::Permissions;
@@ -947,12 +1037,13 @@ mod tests {
         }
     }
 
+    /// Records written before version 2 still read, as PBKDF2 hashes.
     #[test]
-    fn account_v1() {
+    fn account_v1_still_decodes() {
         let a = Account {
             id: id(0x11),
             username: "alice".into(),
-            password_hash: "$pbkdf2$x".into(),
+            password_hash: PasswordHash::Pbkdf2("$pbkdf2$x".into()),
             created: at(1_700_000_000, 123_456_789),
             last_login: Some(at(-1, 1_000_000_000)),
             epoch: 3,
@@ -960,6 +1051,32 @@ mod tests {
         golden(
             &a,
             "01101111111111111111111111111111111105616c696365092470626b646632247880c49fd50c959aef3a01018094ebdc0303",
+            |a| account::encode_v1(a, "$pbkdf2$x"),
+            account::decode,
+        );
+    }
+
+    #[test]
+    fn account_v2() {
+        let mut a = Account {
+            id: id(0x11),
+            username: "alice".into(),
+            password_hash: PasswordHash::Pbkdf2("$pbkdf2$x".into()),
+            created: at(1_700_000_000, 123_456_789),
+            last_login: Some(at(-1, 1_000_000_000)),
+            epoch: 3,
+        };
+        golden(
+            &a,
+            "02101111111111111111111111111111111105616c69636500092470626b646632247880c49fd50c959aef3a01018094ebdc0303",
+            account::encode,
+            account::decode,
+        );
+        a.password_hash = PasswordHash::LegacyBcrypt("$2y$04$x".into());
+        a.last_login = None;
+        golden(
+            &a,
+            "02101111111111111111111111111111111105616c6963650108243279243034247880c49fd50c959aef3a0003",
             account::encode,
             account::decode,
         );
@@ -982,20 +1099,40 @@ mod tests {
         );
     }
 
+    /// Keys written before version 2 still read, as digests.
     #[test]
-    fn access_key_v1() {
-        let k = AccessKey {
+    fn access_key_v1_still_decodes() {
+        let hex = "0110666666666666666666666666666666660570686f6e6580c49fd50c00ac02ffff1f\
+                   abababababababababababababababababababababababababababababababab";
+        let k = access_key::decode(&hex::decode(hex).expect("hex")).expect("decodes");
+        assert_eq!(
+            (k.id, k.name.as_str(), k.created, k.seq, k.permissions.0),
+            (id(0x66), "phone", at(1_700_000_000, 0), 300, (1 << 19) - 1)
+        );
+        assert_eq!(k.secret, KeySecret::Digest([0xab; 32]));
+    }
+
+    #[test]
+    fn access_key_v2() {
+        let mut k = AccessKey {
             id: id(0x66),
             name: "phone".into(),
             created: at(1_700_000_000, 0),
             seq: 300,
             permissions: Permissions((1 << 19) - 1),
-            digest: [0xab; 32],
+            secret: KeySecret::Digest([0xab; 32]),
         };
         golden(
             &k,
-            "0110666666666666666666666666666666660570686f6e6580c49fd50c00ac02ffff1f\
+            "0210666666666666666666666666666666660570686f6e6580c49fd50c00ac02ffff1f00\
              abababababababababababababababababababababababababababababababab",
+            access_key::encode,
+            access_key::decode,
+        );
+        k.secret = KeySecret::LegacyBcrypt("$2y$04$k".into());
+        golden(
+            &k,
+            "0210666666666666666666666666666666660570686f6e6580c49fd50c00ac02ffff1f0108243279243034246b",
             access_key::encode,
             access_key::decode,
         );

@@ -51,7 +51,7 @@ impl SchedulerStore {
 
     /// Adds the writes that store `item` (new or replacing its earlier version) to `batch`;
     /// answers whether it is new.
-    fn put_scheduled(&self, batch: &mut Batch, item: &ScheduledItem, due: Timestamp) -> Result<bool> {
+    pub(super) fn put_scheduled(&self, batch: &mut Batch, item: &ScheduledItem, due: Timestamp) -> Result<bool> {
         let (item_key, is_new) = match self.scheduled_location(item.owner, item.id)? {
             Some((k, _, old_due)) => {
                 batch.remove(keys::due(old_due, item.id));

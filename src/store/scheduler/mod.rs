@@ -17,6 +17,7 @@
 mod deliveries;
 mod emails;
 mod items;
+mod moving_in;
 mod payments;
 mod triggers;
 

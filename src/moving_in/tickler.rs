@@ -1,0 +1,540 @@
+//! A Tickler server's database → scheduler accounts. Tables of the 2021 schema
+//! (`tickler-data/src/Tickler/Data/DB.hs`): `user`, `user_settings`, `tickler_item`,
+//! `triggered_item`, `user_trigger`, `intray_trigger`, `email_trigger`, and for the outcomes
+//! of deliveries `triggered_intray_item`, `triggered_email` and `email`. Older versions that
+//! kept an item's schedule as one `scheduled` instant (UTC) read too. The e-mail queue,
+//! verification e-mails, admin notices and the payment tables are not read.
+
+use super::intray::{account_of, item_type};
+use super::sqlite::{OldDatabase, Row};
+use super::values::{self, boolean, bytes, day, opt_text, opt_time_of_day, opt_uuid, text, time, uuid};
+use super::Notes;
+use crate::domain::account::Account;
+use crate::domain::inbox::models::ItemType;
+use crate::domain::scheduler::models::{
+    self as models, Attempt, Outcome, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
+    TriggeredItem,
+};
+use crate::domain::scheduler::schedule::{self, Zone};
+use crate::domain::secrets;
+use crate::domain::wire::{self, Timestamp};
+use crate::store::moving_in::SchedulerArrival;
+use std::collections::HashMap;
+use uuid::Uuid;
+
+const USER: &[&str] = &["identifier", "username", "hashed_password", "created", "last_login"];
+const SETTINGS: &[&str] = &["user_id", "time_zone"];
+const ITEM: &[&str] = &["identifier", "user_id", "type", "contents", "created"];
+const SCHEDULE: &[&str] = &[
+    "scheduled_day",
+    "scheduled_time",
+    "recurrence",
+    "scheduled",
+    "server_time",
+];
+const USER_TRIGGER: &[&str] = &["user_id", "trigger_type", "trigger_id"];
+const INTRAY_TRIGGER: &[&str] = &["identifier", "url", "username", "access_key", "added"];
+const EMAIL_TRIGGER: &[&str] = &["identifier", "address", "verification_key", "verified", "added"];
+const TRIGGERED_INTRAY: &[&str] = &["item", "trigger", "intray_item_uuid", "error"];
+const TRIGGERED_EMAIL: &[&str] = &["item", "trigger", "email", "error"];
+const EMAIL: &[&str] = &["id", "status", "send_error"];
+
+fn with(base: &[&'static str], more: &[&'static str]) -> Vec<&'static str> {
+    base.iter().chain(more).copied().collect()
+}
+
+/// Reads and checks everything (nothing is written here).
+pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>, String> {
+    db.require("user", USER)?;
+    db.require("user_settings", SETTINGS)?;
+    db.require("user_trigger", USER_TRIGGER)?;
+    db.require("intray_trigger", INTRAY_TRIGGER)?;
+    db.require("email_trigger", EMAIL_TRIGGER)?;
+    for table in ["tickler_item", "triggered_item"] {
+        db.require(table, ITEM)?;
+        let columns = db.columns(table)?;
+        let has = |c: &str| columns.iter().any(|h| h == c);
+        if !has("scheduled_day") && !has("scheduled") {
+            db.require(table, &["scheduled_day"])?;
+        }
+    }
+    db.require("triggered_item", &["triggered"])?;
+
+    let mut accounts = Vec::new();
+    let mut index = HashMap::new();
+    for (n, row) in db.rows("user", USER)?.iter().enumerate() {
+        let account = user(row).map_err(|e| format!("user row {}: {e}", n + 1))?;
+        index.insert(account.id, accounts.len());
+        accounts.push(SchedulerArrival {
+            account,
+            settings: None,
+            scheduled: Vec::new(),
+            triggered: Vec::new(),
+            triggers: Vec::new(),
+        });
+    }
+    for (n, row) in db.rows("user_settings", SETTINGS)?.iter().enumerate() {
+        let (owner, setting) = settings(row).map_err(|e| format!("user_settings row {}: {e}", n + 1))?;
+        match index.get(&owner) {
+            Some(&i) => accounts[i].settings = Some(setting),
+            None => notes.orphans += 1,
+        }
+    }
+    // triggers: whose they are (user_trigger), then what they are
+    let mut owners = HashMap::new();
+    for (n, row) in db.rows("user_trigger", USER_TRIGGER)?.iter().enumerate() {
+        let owner = uuid(row.get("user_id")).map_err(|e| format!("user_trigger row {}: {e}", n + 1))?;
+        let trigger = uuid(row.get("trigger_id")).map_err(|e| format!("user_trigger row {}: {e}", n + 1))?;
+        owners.insert(trigger, owner);
+    }
+    let mut triggers = Vec::new();
+    for (n, row) in db.rows("intray_trigger", INTRAY_TRIGGER)?.iter().enumerate() {
+        triggers.push(inbox_trigger(row).map_err(|e| format!("intray_trigger row {}: {e}", n + 1))?);
+    }
+    for (n, row) in db.rows("email_trigger", EMAIL_TRIGGER)?.iter().enumerate() {
+        triggers.push(email_trigger(row).map_err(|e| format!("email_trigger row {}: {e}", n + 1))?);
+    }
+    let trigger_created: HashMap<Uuid, Timestamp> = triggers.iter().map(|t| (t.id, t.created)).collect();
+    for mut trigger in triggers {
+        match owners.get(&trigger.id).and_then(|o| index.get(o).map(|i| (*o, *i))) {
+            Some((owner, i)) => {
+                trigger.owner = owner;
+                accounts[i].triggers.push(trigger);
+            }
+            None => notes.orphans += 1,
+        }
+    }
+    for a in &mut accounts {
+        // stable: triggers added in the same instant keep the order of their rows
+        a.triggers.sort_by_key(|t| t.created);
+    }
+
+    // the outcomes of finished deliveries, by triggered item
+    let mut attempts: HashMap<Uuid, Vec<Attempt>> = HashMap::new();
+    let created_of = |t: Uuid| {
+        trigger_created
+            .get(&t)
+            .copied()
+            .unwrap_or_else(|| Timestamp::from_unix(0, 0))
+    };
+    for (n, row) in db.rows("triggered_intray_item", TRIGGERED_INTRAY)?.iter().enumerate() {
+        let found = inbox_attempt(row, created_of).map_err(|e| format!("triggered_intray_item row {}: {e}", n + 1))?;
+        match found {
+            Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
+            None => notes.unfinished_deliveries += 1,
+        }
+    }
+    let mut emails = HashMap::new();
+    for (n, row) in db.rows("email", EMAIL)?.iter().enumerate() {
+        let (id, outcome) = email_outcome(row).map_err(|e| format!("email row {}: {e}", n + 1))?;
+        emails.insert(id, outcome);
+    }
+    for (n, row) in db.rows("triggered_email", TRIGGERED_EMAIL)?.iter().enumerate() {
+        let found =
+            email_attempt(row, created_of, &emails).map_err(|e| format!("triggered_email row {}: {e}", n + 1))?;
+        match found {
+            Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
+            None => notes.unfinished_deliveries += 1,
+        }
+    }
+
+    let item_columns = with(ITEM, SCHEDULE);
+    for (n, row) in db.rows("tickler_item", &item_columns)?.iter().enumerate() {
+        let item = scheduled(row).map_err(|e| format!("tickler_item row {}: {e}", n + 1))?;
+        match index.get(&item.owner) {
+            Some(&i) => {
+                let zone = Zone::of(&accounts[i].settings.clone().unwrap_or_default());
+                let due = schedule::due(&item.tickle, &zone);
+                accounts[i].scheduled.push((item, due));
+            }
+            None => notes.orphans += 1,
+        }
+    }
+    let triggered_columns = with(&item_columns, &["triggered"]);
+    for (n, row) in db.rows("triggered_item", &triggered_columns)?.iter().enumerate() {
+        let mut item = triggered(row).map_err(|e| format!("triggered_item row {}: {e}", n + 1))?;
+        item.attempts = attempts.remove(&item.id).unwrap_or_default();
+        item.attempts
+            .sort_by_key(|a| (a.outcome.is_email(), a.trigger_created, a.trigger));
+        match index.get(&item.owner) {
+            Some(&i) => accounts[i].triggered.push(item),
+            None => notes.orphans += 1,
+        }
+    }
+    notes.orphans += attempts.values().map(Vec::len).sum::<usize>();
+    Ok(accounts)
+}
+
+pub fn user(row: &Row) -> Result<Account, String> {
+    account_of(row, "created")
+}
+
+/// (owner, setting) of a `user_settings` row: the time zone as JSON
+/// (`{"offset": minutes, "summer": bool, "name": text}`).
+pub fn settings(row: &Row) -> Result<(Uuid, TimeZoneSetting), String> {
+    let zone = values::opt_json(row.get("time_zone"))?.ok_or("no time zone")?;
+    let setting = TimeZoneSetting::parse(&serde_json::json!({ "timezone": zone })).map_err(|e| e.to_string())?;
+    Ok((uuid(row.get("user_id"))?, setting))
+}
+
+/// The contents and schedule of a `tickler_item` or `triggered_item` row.
+pub fn tickle(row: &Row) -> Result<Tickle, String> {
+    if item_type(row.get("type"))? != ItemType::Text {
+        return Err("only text items are scheduled".into());
+    }
+    let content = bytes(row.get("contents"))?;
+    let (day, time) = match row.get("scheduled_day") {
+        rusqlite::types::Value::Null => {
+            // versions before 2019 kept one instant in UTC
+            let at = time(row.get("scheduled"))?;
+            let (day, tod) = schedule::local(at, &Zone::of(&TimeZoneSetting::default()))
+                .ok_or("the scheduled instant is out of range")?;
+            (day, Some(tod))
+        }
+        v => (day(v)?, opt_time_of_day(row.get("scheduled_time"))?),
+    };
+    let recurrence = match values::opt_json(row.get("recurrence"))? {
+        Some(r) => Some(Recurrence::parse(&r).map_err(|e| format!("recurrence: {e}"))?),
+        None => None,
+    };
+    Ok(Tickle {
+        content,
+        day,
+        time,
+        recurrence,
+    })
+}
+
+pub fn scheduled(row: &Row) -> Result<ScheduledItem, String> {
+    let server_time = match row.get("server_time") {
+        rusqlite::types::Value::Integer(n) => u64::try_from(*n).map_err(|_| "negative server time")?,
+        _ => 0,
+    };
+    Ok(ScheduledItem {
+        id: uuid(row.get("identifier"))?,
+        owner: uuid(row.get("user_id"))?,
+        tickle: tickle(row)?,
+        created: time(row.get("created"))?,
+        server_time,
+    })
+}
+
+/// A `triggered_item` row, without its attempts yet.
+pub fn triggered(row: &Row) -> Result<TriggeredItem, String> {
+    Ok(TriggeredItem {
+        id: uuid(row.get("identifier"))?,
+        owner: uuid(row.get("user_id"))?,
+        tickle: tickle(row)?,
+        created: time(row.get("created"))?,
+        triggered: time(row.get("triggered"))?,
+        attempts: Vec::new(),
+    })
+}
+
+/// An `intray_trigger` row (its owner is filled in from `user_trigger`). The access key
+/// was kept as its 16 bytes; the trigger keeps it as hex text, as Pigeonhole does.
+pub fn inbox_trigger(row: &Row) -> Result<Trigger, String> {
+    let url = text(row.get("url"))?;
+    let url = models::normalise_inbox_url(&url).ok_or_else(|| format!("not an inbox URL: {url:?}"))?;
+    let access_key = match row.get("access_key") {
+        rusqlite::types::Value::Blob(b) => hex::encode(b),
+        v => text(v)?.to_ascii_lowercase(),
+    };
+    if !secrets::looks_like_secret(&access_key) {
+        return Err("the access key is not 16 bytes".into());
+    }
+    Ok(Trigger {
+        id: uuid(row.get("identifier"))?,
+        owner: Uuid::nil(),
+        created: time(row.get("added"))?,
+        kind: TriggerKind::Inbox {
+            url,
+            username: text(row.get("username"))?,
+            access_key,
+        },
+    })
+}
+
+/// An `email_trigger` row: the verification key (16 bytes) is kept as the digest of its
+/// hex text, so the old verification link still verifies an unverified address.
+pub fn email_trigger(row: &Row) -> Result<Trigger, String> {
+    let address = text(row.get("address"))?;
+    if !models::is_valid_email(&address) {
+        return Err(format!("not an e-mail address: {address:?}"));
+    }
+    let key = match row.get("verification_key") {
+        rusqlite::types::Value::Blob(b) => hex::encode(b),
+        v => text(v)?,
+    };
+    Ok(Trigger {
+        id: uuid(row.get("identifier"))?,
+        owner: Uuid::nil(),
+        created: time(row.get("added"))?,
+        kind: TriggerKind::Email {
+            address,
+            verified: boolean(row.get("verified"))?,
+            key_digest: secrets::digest(&key),
+        },
+    })
+}
+
+/// (triggered item, attempt) of a `triggered_intray_item` row; `None` for a delivery that
+/// had not finished.
+pub fn inbox_attempt(
+    row: &Row,
+    trigger_created: impl Fn(Uuid) -> Timestamp,
+) -> Result<Option<(Uuid, Attempt)>, String> {
+    let outcome = match (opt_uuid(row.get("intray_item_uuid")), opt_text(row.get("error"))?) {
+        (_, Some(error)) => Outcome::InboxFailed(error),
+        (Ok(Some(added)), None) => Outcome::InboxAdded(added),
+        (Ok(None), None) => return Ok(None),
+        (Err(e), None) => return Err(e),
+    };
+    let trigger = uuid(row.get("trigger"))?;
+    let attempt = Attempt {
+        trigger,
+        trigger_created: trigger_created(trigger),
+        delivery: wire::new_uuid(),
+        outcome,
+    };
+    Ok(Some((uuid(row.get("item"))?, attempt)))
+}
+
+/// (email id, outcome) of an `email` row: `None` while it was unsent or sending.
+pub fn email_outcome(row: &Row) -> Result<(i64, Option<Outcome>), String> {
+    let rusqlite::types::Value::Integer(id) = row.get("id") else {
+        return Err("no id".into());
+    };
+    let outcome = match text(row.get("status"))?.as_str() {
+        "sent" => Some(Outcome::EmailSent),
+        "error" => Some(Outcome::EmailFailed(
+            opt_text(row.get("send_error"))?.unwrap_or_else(|| "sending failed".into()),
+        )),
+        "unsent" | "sending" => None,
+        other => return Err(format!("unknown e-mail status {other:?}")),
+    };
+    Ok((*id, outcome))
+}
+
+/// (triggered item, attempt) of a `triggered_email` row; `None` for an e-mail not sent yet.
+pub fn email_attempt(
+    row: &Row,
+    trigger_created: impl Fn(Uuid) -> Timestamp,
+    emails: &HashMap<i64, Option<Outcome>>,
+) -> Result<Option<(Uuid, Attempt)>, String> {
+    let outcome = match (opt_text(row.get("error"))?, row.get("email")) {
+        (Some(error), _) => Outcome::EmailFailed(error),
+        (None, rusqlite::types::Value::Integer(email)) => match emails.get(email) {
+            Some(Some(outcome)) => outcome.clone(),
+            _ => return Ok(None),
+        },
+        (None, _) => return Ok(None),
+    };
+    let trigger = uuid(row.get("trigger"))?;
+    let attempt = Attempt {
+        trigger,
+        trigger_created: trigger_created(trigger),
+        delivery: wire::new_uuid(),
+        outcome,
+    };
+    Ok(Some((uuid(row.get("item"))?, attempt)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::types::Value;
+
+    fn row(pairs: &[(&str, Value)]) -> Row {
+        Row(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
+    fn t(s: &str) -> Value {
+        Value::Text(s.into())
+    }
+
+    fn item_row(extra: &[(&str, Value)]) -> Row {
+        let mut r = row(&[
+            ("identifier", Value::Blob(vec![2; 16])),
+            ("user_id", Value::Blob(vec![1; 16])),
+            ("type", Value::Blob(b"text".to_vec())),
+            ("contents", Value::Blob(b"Pay rent".to_vec())),
+            ("created", t("2021-02-03T04:05:06.789")),
+        ]);
+        r.0.extend(row(extra).0);
+        r
+    }
+
+    #[test]
+    fn scheduled_items_keep_day_time_recurrence_and_server_time() {
+        let r = item_row(&[
+            ("scheduled_day", t("2021-07-01")),
+            ("scheduled_time", t("08:30:00")),
+            (
+                "recurrence",
+                t(r#"{"every-x-months":{"months":1,"day":1,"time-of-day":"09:00:00"}}"#),
+            ),
+            ("server_time", Value::Integer(7)),
+        ]);
+        let item = scheduled(&r).unwrap();
+        assert_eq!(item.id, Uuid::from_bytes([2; 16]));
+        assert_eq!(item.owner, Uuid::from_bytes([1; 16]));
+        assert_eq!(item.tickle.content, b"Pay rent");
+        assert_eq!(item.tickle.day.to_string(), "2021-07-01");
+        assert_eq!(item.tickle.time.unwrap().to_string(), "08:30:00");
+        assert!(matches!(
+            item.tickle.recurrence,
+            Some(Recurrence::EveryMonths {
+                months: 1,
+                day: Some(1),
+                time: Some(_)
+            })
+        ));
+        assert_eq!(item.server_time, 7);
+        assert_eq!(item.created.to_string(), "2021-02-03T04:05:06.789Z");
+        let bad = item_row(&[
+            ("scheduled_day", t("2021-07-01")),
+            ("recurrence", t(r#"{"every-x-days":{"days":0}}"#)),
+        ]);
+        assert!(scheduled(&bad).unwrap_err().contains("recurrence"));
+    }
+
+    #[test]
+    fn the_oldest_schedule_was_one_instant() {
+        let r = item_row(&[("scheduled", t("2019-01-02 03:04:05 UTC"))]);
+        let item = scheduled(&r).unwrap();
+        assert_eq!(
+            (item.tickle.day.to_string(), item.tickle.time.unwrap().to_string()),
+            ("2019-01-02".into(), "03:04:05".into())
+        );
+        assert_eq!(item.server_time, 0);
+    }
+
+    #[test]
+    fn settings_and_triggers() {
+        let s = row(&[
+            ("user_id", Value::Blob(vec![1; 16])),
+            ("time_zone", t(r#"{"offset":60,"summer":false,"name":"Europe/Zurich"}"#)),
+        ]);
+        let (owner, zone) = settings(&s).unwrap();
+        assert_eq!(owner, Uuid::from_bytes([1; 16]));
+        assert_eq!(
+            (zone.offset, zone.name.as_str(), zone.summer),
+            (60, "Europe/Zurich", false)
+        );
+
+        let inbox = row(&[
+            ("identifier", Value::Blob(vec![4; 16])),
+            ("url", t("https://intray.example.org")),
+            ("username", t("alice")),
+            ("access_key", Value::Blob(vec![0xab; 16])),
+            ("added", t("2021-01-01T00:00:00")),
+        ]);
+        let trig = inbox_trigger(&inbox).unwrap();
+        let TriggerKind::Inbox {
+            url,
+            username,
+            access_key,
+        } = &trig.kind
+        else {
+            panic!("inbox")
+        };
+        assert_eq!(
+            (url.as_str(), username.as_str()),
+            ("https://intray.example.org", "alice")
+        );
+        assert_eq!(access_key, &"ab".repeat(16));
+
+        let email = row(&[
+            ("identifier", Value::Blob(vec![5; 16])),
+            ("address", t("me@example.org")),
+            ("verification_key", Value::Blob(vec![0x01; 16])),
+            ("verified", Value::Integer(0)),
+            ("added", t("2021-01-01T00:00:01")),
+        ]);
+        let trig = email_trigger(&email).unwrap();
+        assert_eq!(
+            trig.kind,
+            TriggerKind::Email {
+                address: "me@example.org".into(),
+                verified: false,
+                key_digest: secrets::digest(&"01".repeat(16))
+            }
+        );
+    }
+
+    #[test]
+    fn delivery_outcomes() {
+        let at = |_| Timestamp::from_unix(5, 0);
+        let base = [
+            ("item", Value::Blob(vec![2; 16])),
+            ("trigger", Value::Blob(vec![4; 16])),
+        ];
+        let added = row(&[
+            base[0].clone(),
+            base[1].clone(),
+            ("intray_item_uuid", Value::Blob(vec![9; 16])),
+            ("error", Value::Null),
+        ]);
+        let (item, a) = inbox_attempt(&added, at).unwrap().unwrap();
+        assert_eq!(
+            (item, a.outcome),
+            (
+                Uuid::from_bytes([2; 16]),
+                Outcome::InboxAdded(Uuid::from_bytes([9; 16]))
+            )
+        );
+        assert_eq!(a.trigger_created, Timestamp::from_unix(5, 0));
+        let failed = row(&[
+            base[0].clone(),
+            base[1].clone(),
+            ("intray_item_uuid", Value::Null),
+            ("error", t("402")),
+        ]);
+        assert_eq!(
+            inbox_attempt(&failed, at).unwrap().unwrap().1.outcome,
+            Outcome::InboxFailed("402".into())
+        );
+        let pending = row(&[
+            base[0].clone(),
+            base[1].clone(),
+            ("intray_item_uuid", Value::Null),
+            ("error", Value::Null),
+        ]);
+        assert!(inbox_attempt(&pending, at).unwrap().is_none());
+
+        let emails: HashMap<i64, Option<Outcome>> = [
+            email_outcome(&row(&[
+                ("id", Value::Integer(1)),
+                ("status", Value::Blob(b"sent".to_vec())),
+                ("send_error", Value::Null),
+            ]))
+            .unwrap(),
+            email_outcome(&row(&[
+                ("id", Value::Integer(2)),
+                ("status", Value::Blob(b"unsent".to_vec())),
+                ("send_error", Value::Null),
+            ]))
+            .unwrap(),
+        ]
+        .into_iter()
+        .collect();
+        let sent = row(&[
+            base[0].clone(),
+            base[1].clone(),
+            ("email", Value::Integer(1)),
+            ("error", Value::Null),
+        ]);
+        assert_eq!(
+            email_attempt(&sent, at, &emails).unwrap().unwrap().1.outcome,
+            Outcome::EmailSent
+        );
+        let queued = row(&[
+            base[0].clone(),
+            base[1].clone(),
+            ("email", Value::Integer(2)),
+            ("error", Value::Null),
+        ]);
+        assert!(email_attempt(&queued, at, &emails).unwrap().is_none());
+    }
+}

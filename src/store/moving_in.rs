@@ -1,0 +1,247 @@
+//! Accounts moved in from an Intray or Tickler server (`pigeonhole import-intray` /
+//! `import-tickler`): everything of every account of one run is written in one batch, with
+//! the uuids and creation times it had there, or nothing is.
+//!
+//! An account whose uuid and username are here already (an earlier run of the same file) is
+//! skipped as a whole; a username or uuid that belongs to another account here is a conflict,
+//! and then nothing at all is written.
+
+use super::inbox::InboxStore;
+use super::writer::Batch;
+use super::{keys, Arrival, Result, Written};
+use crate::domain::account::{AccessKey, Account};
+use crate::domain::inbox::models::InboxItem;
+use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
+use crate::domain::wire::Timestamp;
+
+/// One inbox account as it arrives.
+#[derive(Clone, Debug)]
+pub struct InboxArrival {
+    pub account: Account,
+    /// In the order they list in.
+    pub access_keys: Vec<AccessKey>,
+    pub items: Vec<InboxItem>,
+}
+
+/// One scheduler account as it arrives.
+#[derive(Clone, Debug)]
+pub struct SchedulerArrival {
+    pub account: Account,
+    /// `None`: the default (UTC).
+    pub settings: Option<TimeZoneSetting>,
+    /// Each with its due instant under `settings`.
+    pub scheduled: Vec<(ScheduledItem, Timestamp)>,
+    pub triggered: Vec<TriggeredItem>,
+    /// In the order they list in.
+    pub triggers: Vec<Trigger>,
+}
+
+/// What happened to each account of a run, in the order given; the receipt is of the one
+/// batch that carries every moved account (none when there is a conflict).
+pub type MoveIn = Written<Vec<Arrival>>;
+
+/// Marks as a conflict each account that is to be moved (`Arrival::Moved`) but one of whose
+/// records' uuids (`ids`) is taken here already (`taken`) or twice in the file: items and
+/// triggers are found by uuid alone, so one uuid must not name two of them.
+pub(super) fn check_ids(
+    arrivals: &mut [Arrival],
+    ids: impl Iterator<Item = Vec<uuid::Uuid>>,
+    taken: impl Fn(uuid::Uuid) -> Result<bool>,
+) -> Result<bool> {
+    let mut seen = std::collections::HashSet::new();
+    for (arrival, ids) in arrivals.iter_mut().zip(ids) {
+        if *arrival != Arrival::Moved {
+            continue;
+        }
+        for id in ids {
+            if !seen.insert(id) || taken(id)? {
+                *arrival = Arrival::Conflict(format!("the uuid {id} of an item or trigger is in use already"));
+                break;
+            }
+        }
+    }
+    Ok(arrivals.iter().any(|a| matches!(a, Arrival::Conflict(_))))
+}
+
+/// The arrivals of `accounts`; `true` when one of them is a conflict.
+pub(super) fn arrivals<'a>(
+    accounts: impl Iterator<Item = &'a Account>,
+    check: impl Fn(&Account) -> Result<Arrival>,
+) -> Result<(Vec<Arrival>, bool)> {
+    let mut out = Vec::new();
+    let (mut names, mut ids) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    for account in accounts {
+        // two accounts of the same file with one name or uuid: the second is a conflict
+        let (new_name, new_id) = (names.insert(account.username.clone()), ids.insert(account.id));
+        let arrival = if !new_name || !new_id {
+            Arrival::Conflict(format!(
+                "the file has the username {:?} or the account {} twice",
+                account.username, account.id
+            ))
+        } else {
+            check(account)?
+        };
+        out.push(arrival);
+    }
+    let conflict = out.iter().any(|a| matches!(a, Arrival::Conflict(_)));
+    Ok((out, conflict))
+}
+
+impl InboxStore {
+    /// Writes the accounts that are new here with their access keys and items, in one batch.
+    pub fn move_in(&self, accounts: &[InboxArrival]) -> Result<MoveIn> {
+        let (mut arrivals, conflict) = arrivals(accounts.iter().map(|a| &a.account), |a| self.accounts.arrival(a))?;
+        let ids = accounts.iter().map(|a| a.items.iter().map(|i| i.id).collect());
+        let taken = |id| self.tree.contains_key(keys::item_id(id));
+        if check_ids(&mut arrivals, ids, taken)? || conflict {
+            return Ok(Written::unchanged(arrivals));
+        }
+        let mut batch = Batch::default();
+        let mut any = false;
+        for (arriving, arrival) in accounts.iter().zip(&arrivals) {
+            if *arrival != Arrival::Moved {
+                continue;
+            }
+            any = true;
+            let id = arriving.account.id;
+            self.accounts
+                .put_arriving(&mut batch, &arriving.account, &arriving.access_keys);
+            for item in &arriving.items {
+                self.put_item(&mut batch, id, item)?;
+            }
+            self.put_count(&mut batch, id, arriving.items.len() as u64);
+        }
+        if !any {
+            return Ok(Written::unchanged(arrivals));
+        }
+        Ok(Written::new(arrivals, self.tree.apply_batch(batch)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::account::{KeySecret, PasswordHash};
+    use crate::domain::inbox::models::ItemType;
+    use crate::domain::permissions::Permissions;
+    use crate::store::Store;
+    use uuid::Uuid;
+
+    fn arriving(account: u8, name: &str, item: u8) -> InboxArrival {
+        let at = Timestamp::from_unix(1_600_000_000, 5);
+        InboxArrival {
+            account: Account {
+                id: Uuid::from_bytes([account; 16]),
+                username: name.into(),
+                password_hash: PasswordHash::LegacyBcrypt("$2y$04$h".into()),
+                created: at,
+                last_login: None,
+                epoch: 0,
+            },
+            access_keys: vec![AccessKey {
+                id: Uuid::from_bytes([account + 100; 16]),
+                name: "k".into(),
+                created: at,
+                seq: 0,
+                permissions: Permissions::default(),
+                secret: KeySecret::LegacyBcrypt("$2y$04$k".into()),
+            }],
+            items: vec![InboxItem {
+                id: Uuid::from_bytes([item; 16]),
+                kind: ItemType::Text,
+                data: b"x".to_vec(),
+                created: at,
+            }],
+        }
+    }
+
+    #[tokio::test]
+    async fn accounts_move_in_once_and_conflicts_write_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let alice = arriving(1, "alice", 10);
+        let moved = store
+            .inbox
+            .move_in(std::slice::from_ref(&alice))
+            .unwrap()
+            .durable()
+            .await
+            .unwrap();
+        assert_eq!(moved, [Arrival::Moved]);
+        let here = store.inbox.accounts.by_username("alice").unwrap().expect("alice");
+        assert_eq!(
+            (here.id, &here.password_hash),
+            (alice.account.id, &alice.account.password_hash)
+        );
+        assert_eq!(store.inbox.items(here.id).unwrap().len(), 1);
+        assert_eq!(store.inbox.count(here.id).unwrap(), 1);
+        // an imported key has no digest to be found by, until its first login
+        assert_eq!(store.inbox.accounts.legacy_access_keys(here.id).unwrap().len(), 1);
+
+        // again: skipped
+        let again = store.inbox.move_in(std::slice::from_ref(&alice)).unwrap();
+        assert!(!again.changed());
+        assert_eq!(again.durable().await.unwrap(), [Arrival::AlreadyHere]);
+
+        // a stranger with alice's name, or an item uuid in use: nothing of the run is written
+        let bob = arriving(2, "bob", 20);
+        for run in [
+            vec![bob.clone(), arriving(3, "alice", 30)],
+            vec![bob.clone(), arriving(4, "carol", 10)],
+            vec![bob.clone(), arriving(2, "bobby", 40)],
+        ] {
+            let written = store.inbox.move_in(&run).unwrap();
+            assert!(!written.changed());
+            let arrivals = written.durable().await.unwrap();
+            assert!(matches!(arrivals[1], Arrival::Conflict(_)), "{arrivals:?}");
+            assert!(store.inbox.accounts.by_username("bob").unwrap().is_none());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_moved_in_hash_is_replaced_once_without_revoking_tokens() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let alice = arriving(1, "alice", 10);
+        let _ = store
+            .inbox
+            .move_in(std::slice::from_ref(&alice))
+            .unwrap()
+            .durable()
+            .await
+            .unwrap();
+        let accounts = &store.inbox.accounts;
+        let old = alice.account.password_hash.clone();
+        assert!(accounts
+            .upgrade_password(alice.account.id, &old, "$pbkdf2-sha256$new".into())
+            .unwrap()
+            .durable()
+            .await
+            .unwrap());
+        let now = accounts.get(alice.account.id).unwrap().expect("alice");
+        assert_eq!(now.password_hash, PasswordHash::Pbkdf2("$pbkdf2-sha256$new".into()));
+        assert_eq!(now.epoch, 0, "tokens stay valid");
+        // a second, concurrent upgrade finds the hash changed
+        assert!(!accounts
+            .upgrade_password(alice.account.id, &old, "$pbkdf2-sha256$other".into())
+            .unwrap()
+            .durable()
+            .await
+            .unwrap());
+
+        let key = &alice.access_keys[0];
+        let digest = [7; 32];
+        assert!(accounts
+            .upgrade_access_key(alice.account.id, key.id, &key.secret, digest)
+            .unwrap()
+            .durable()
+            .await
+            .unwrap());
+        let (owner, found) = accounts.access_key_by_digest(&digest).unwrap().expect("indexed");
+        assert_eq!(
+            (owner, found.id, found.secret),
+            (alice.account.id, key.id, KeySecret::Digest(digest))
+        );
+        assert!(accounts.legacy_access_keys(alice.account.id).unwrap().is_empty());
+    }
+}
