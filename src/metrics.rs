@@ -167,7 +167,7 @@ impl Metrics {
         let deliveries = Family::<Words, Counter>::default();
         registry.register(
             "pigeonhole_deliveries",
-            "Delivery attempts of triggered items, by channel (inbox, email) and outcome (sent, retried, failed)",
+            "Delivery attempts (items into inbox services; e-mails: triggered items, verifications, admin notices), by channel (inbox, email) and outcome (sent, retried, failed)",
             deliveries.clone(),
         );
         let throttled = Family::<Words, Counter>::default();
