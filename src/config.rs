@@ -3,7 +3,7 @@
 
 use crate::domain::worker::Worker;
 use clap::{Parser, Subcommand, ValueEnum};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -205,6 +205,19 @@ pub enum LogLevel {
     Trace,
 }
 
+/// How log lines are written to stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Lines for people (the default).
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Where `--metrics` listens unless `--metrics-address` says otherwise: loopback only.
+pub const DEFAULT_METRICS_ADDRESS: &str = "127.0.0.1:9464";
+
 impl LogLevel {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -264,6 +277,15 @@ pub struct ServeArgs {
     /// error, warn, info, debug or trace [default: info]
     #[arg(long, env = "PIGEONHOLE_LOG_LEVEL", value_enum)]
     pub log_level: Option<LogLevel>,
+    /// text (for people) or json (one JSON object per line) [default: text]
+    #[arg(long, env = "PIGEONHOLE_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Serve metrics in the Prometheus text format on a listener of their own (GET /metrics)
+    #[arg(long, env = "PIGEONHOLE_METRICS", num_args = 0..=1, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub metrics: Option<bool>,
+    /// Address of the metrics listener (with --metrics) [default: 127.0.0.1:9464]
+    #[arg(long, env = "PIGEONHOLE_METRICS_ADDRESS", value_name = "ADDR")]
+    pub metrics_address: Option<SocketAddr>,
     /// Payment plan identifier (turns monetisation on)
     #[arg(long, env = "PIGEONHOLE_PAYMENT_PLAN", value_name = "ID")]
     pub payment_plan: Option<String>,
@@ -351,6 +373,9 @@ pub struct Settings {
     pub token_lifetime: Option<u64>,
     pub max_body_bytes: u64,
     pub log_level: LogLevel,
+    pub log_format: LogFormat,
+    /// Where the metrics listener binds; `None`: metrics are off (the default).
+    pub metrics_address: Option<SocketAddr>,
     pub payment_plan: Option<PaymentPlan>,
     pub payment_secret_key: Option<String>,
     pub payment_api_url: String,
@@ -518,6 +543,19 @@ impl Settings {
             token_lifetime: args.token_lifetime.or(f.get("token-lifetime")?),
             max_body_bytes: pick(args.max_body_bytes, f.get("max-body-bytes")?, 16 * 1024 * 1024),
             log_level: pick(args.log_level, f.get("log-level")?, LogLevel::Info),
+            log_format: pick(args.log_format, f.get("log-format")?, LogFormat::Text),
+            metrics_address: match pick(args.metrics, f.get("metrics")?, false) {
+                false => None,
+                true => Some(match args.metrics_address {
+                    Some(a) => a,
+                    None => match f.get::<String>("metrics-address")? {
+                        Some(a) => a
+                            .parse()
+                            .map_err(|e| format!("invalid metrics-address {a:?} in the config file: {e}"))?,
+                        None => DEFAULT_METRICS_ADDRESS.parse().map_err(|e| format!("{e}"))?,
+                    },
+                }),
+            },
             payment_plan: plan,
             payment_secret_key: args.payment_secret_key.or(f.get("payment-secret-key")?),
             payment_api_url: pick(
@@ -562,6 +600,62 @@ impl Settings {
         Ok(settings)
     }
 
+    /// One line for the log at start: what runs where and how, never a secret (no SMTP
+    /// password, no payment keys; the token signing key is not a setting at all).
+    pub fn summary(&self) -> String {
+        let mut parts = vec![format!("data-dir={}", self.data_dir.display())];
+        if self.run_inbox {
+            parts.push(format!("inbox={}:{}", self.host, self.inbox_port));
+        }
+        if self.run_scheduler {
+            parts.push(format!("scheduler={}:{}", self.host, self.scheduler_port));
+        }
+        parts.push(format!(
+            "metrics={}",
+            self.metrics_address.map_or_else(|| "off".to_owned(), |a| a.to_string())
+        ));
+        parts.push(format!(
+            "registration={}",
+            if self.registration_open { "open" } else { "closed" }
+        ));
+        parts.push(format!("admins={}", self.admins.len()));
+        parts.push(format!("log-level={}", self.log_level.as_str()));
+        parts.push(format!(
+            "e-mail={}",
+            match self.smtp_url.as_deref().map(parse_smtp_url) {
+                None => "outbox".to_owned(),
+                // host and port only: the URL's user and password stay out of the log
+                Some(Ok(u)) => format!(
+                    "{}://{}:{}{}",
+                    if u.implicit_tls { "smtps" } else { "smtp" },
+                    u.host,
+                    u.port,
+                    if u.credentials.is_some() {
+                        " (with credentials)"
+                    } else {
+                        ""
+                    }
+                ),
+                Some(Err(_)) => "invalid".to_owned(),
+            }
+        ));
+        parts.push(format!(
+            "payments={}",
+            match (&self.payment_plan, &self.payment_secret_key) {
+                (None, _) => "off",
+                (Some(_), None) => "plan without provider key",
+                (Some(_), Some(_)) => "on",
+            }
+        ));
+        let off: Vec<&str> = self.disabled_loopers.iter().map(|w| w.name()).collect();
+        if !off.is_empty() {
+            parts.push(format!("disabled-workers={}", off.join(",")));
+        }
+        parts.push(format!("looper-period={}s", self.looper_period));
+        parts.push(format!("max-body-bytes={}", self.max_body_bytes));
+        parts.join(" ")
+    }
+
     pub fn is_admin(&self, username: &str) -> bool {
         self.admins.iter().any(|a| a == username)
     }
@@ -585,6 +679,9 @@ const KNOWN_KEYS: &[&str] = &[
     "token-lifetime",
     "max-body-bytes",
     "log-level",
+    "log-format",
+    "metrics",
+    "metrics-address",
     "payment-plan",
     "payment-price",
     "payment-currency",
@@ -856,6 +953,57 @@ mod tests {
             help.contains("--max-body-bytes") && !help.contains("timeout-secs"),
             "{help}"
         );
+    }
+
+    #[test]
+    fn metrics_are_off_by_default_and_on_at_a_loopback_address() {
+        let s = parse(&["--data-dir", "/a"]).unwrap();
+        assert_eq!((s.metrics_address, s.log_format), (None, LogFormat::Text));
+        let s = parse(&["--data-dir", "/a", "--metrics", "--log-format", "json"]).unwrap();
+        assert_eq!(s.metrics_address, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(s.log_format, LogFormat::Json);
+        let s = parse(&["--data-dir", "/a", "--metrics", "--metrics-address", "127.0.0.1:0"]).unwrap();
+        assert_eq!(s.metrics_address, Some("127.0.0.1:0".parse().unwrap()));
+        // an address alone does not turn metrics on
+        let s = parse(&["--data-dir", "/a", "--metrics-address", "127.0.0.1:1"]).unwrap();
+        assert_eq!(s.metrics_address, None);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(
+            &path,
+            "metrics = true\nmetrics-address = \"[::1]:9500\"\nlog-format = \"json\"\n",
+        )
+        .unwrap();
+        let s = parse(&["--data-dir", "/a", "--config", path.to_str().unwrap()]).unwrap();
+        assert_eq!(s.metrics_address, Some("[::1]:9500".parse().unwrap()));
+        assert_eq!(s.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn the_summary_names_no_secret() {
+        let s = parse(&[
+            "--data-dir",
+            "/a",
+            "--smtp-url",
+            "smtps://mailer:hunter2secret@mail.example:2465",
+            "--payment-plan",
+            "plan",
+            "--payment-secret-key",
+            "sk_live_topsecret",
+            "--payment-publishable-key",
+            "pk_live_public",
+        ])
+        .unwrap();
+        let line = s.summary();
+        assert!(line.contains("smtps://mail.example:2465 (with credentials)"), "{line}");
+        assert!(
+            line.contains("inbox=127.0.0.1:8001") && line.contains("payments=on"),
+            "{line}"
+        );
+        for secret in ["hunter2secret", "mailer", "sk_live_topsecret", "pk_live_public"] {
+            assert!(!line.contains(secret), "{secret} in {line}");
+        }
+        assert!(!line.contains('\n'));
     }
 
     #[test]

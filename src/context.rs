@@ -1,14 +1,17 @@
 //! What the services and the workers share, made once in `launch`: the store, the settings,
 //! the token keys, the decoy password hash, payments, the HTTP client, the workers' table and
 //! the clock the workers decide by.
-//! Also the account answers both services give alike (`GET /account`, the admin listing).
+//! Also the answers both services give alike: `GET /account`, the admin listing, and
+//! `GET /healthz`.
 
 use crate::auth::passwords::Decoy;
 use crate::auth::TokenKeys;
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::account::{sort_for_admin, Account, ServiceKind};
+use crate::domain::worker::Worker;
 use crate::http::{ApiError, JsonArray, Reply};
+use crate::metrics::Metrics;
 use crate::payments::Payments;
 use crate::store::{AccountStore, Store};
 use crate::workers::Workers;
@@ -28,6 +31,10 @@ pub struct Context {
     pub workers: Arc<Workers>,
     /// What is due now and when back-offs end (real, or set by tests).
     pub clock: Clock,
+    /// The process's metrics (recording nothing unless `--metrics`).
+    pub metrics: Arc<Metrics>,
+    /// When the server started (the health check's uptime).
+    pub started: std::time::Instant,
 }
 
 impl Context {
@@ -37,6 +44,46 @@ impl Context {
             ServiceKind::Inbox => &self.store.inbox.accounts,
             ServiceKind::Scheduler => &self.store.scheduler.accounts,
         }
+    }
+
+    /// `GET /healthz` of both services (docs/operations.md): 200 when the database answers
+    /// reads and takes writes and no worker is errored, else 503; the same small JSON body
+    /// either way. "Database writable" is [`Store::writable`]: the writer thread runs, no
+    /// sync of the database files ever failed and the latest write cycle reached the disk;
+    /// nothing is written to find out, so a probe never costs a sync. "Answers" is one read
+    /// of the first key of the due index. A worker is errored when it stopped after too
+    /// many failed passes or its last pass failed.
+    pub fn health(&self) -> Reply {
+        let readable = self.store.scheduler.next_due().map(|_| ()).map_err(|e| e.to_string());
+        let writable = self.store.writable();
+        let errored: Vec<&str> = Worker::ALL
+            .into_iter()
+            .filter(|w| self.workers.errored(*w))
+            .map(|w| w.name())
+            .collect();
+        let healthy = readable.is_ok() && writable.is_ok() && errored.is_empty();
+        let mut database = Map::new();
+        database.insert("readable".into(), json!(readable.is_ok()));
+        database.insert("writable".into(), json!(writable.is_ok()));
+        if let Some(e) = readable.err().or(writable.err()) {
+            database.insert("error".into(), json!(e));
+        }
+        let body = json!({
+            "status": if healthy { "ok" } else { "unhealthy" },
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime-seconds": self.started.elapsed().as_secs(),
+            "database": database,
+            "errored-workers": errored,
+            "workers": self.workers.health_json(),
+        });
+        let mut reply = Reply::json(&body).with_header(
+            warp::http::header::CACHE_CONTROL,
+            warp::http::HeaderValue::from_static("no-store"),
+        );
+        if !healthy {
+            reply.status = warp::http::StatusCode::SERVICE_UNAVAILABLE;
+        }
+        reply
     }
 
     /// `GET /account` of both services (inbox.md §3.4, scheduler.md §2.7): the common keys,

@@ -4,8 +4,11 @@
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::context::Context;
+use crate::domain::worker::Worker;
+use crate::metrics::{HistogramValues, Metrics, Sample, WorkerSample};
 use crate::workers::Workers;
 use crate::{auth, control, datadir, http, inbox, loopers, mail, memory, outbound, payments, scheduler, store};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -32,6 +35,9 @@ pub async fn launch(settings: Settings, listeners: Listeners, shutdown: watch::R
 pub struct Running {
     /// The workers' table: tests wait on it for passes that began after their event.
     pub workers: Arc<Workers>,
+    /// Where the metrics listener is bound (`None`: metrics are off); with
+    /// `--metrics-address 127.0.0.1:0` this is how tests learn the port.
+    pub metrics_address: Option<SocketAddr>,
     store: Arc<store::Store>,
     settings: Arc<Settings>,
     tasks: Vec<JoinHandle<()>>,
@@ -68,15 +74,15 @@ pub async fn start(
     let decoy = auth::passwords::Decoy::start(settings.password_iterations);
     let http = outbound::client();
     let open_files = http::server::raise_open_file_limit();
-    let limits = Arc::new(http::Limits::new(
-        settings.timeouts,
-        http::server::connection_bound(open_files),
-        Duration::from_secs(10),
-    ));
-    tracing::debug!(
-        "at most {} connections at once ({open_files} open files allowed)",
-        limits.connections.bound()
-    );
+    // bound before anything else starts, so that a busy address fails the start
+    let metrics_listener = match settings.metrics_address {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen for the metrics on {addr}: {e}"))?,
+        ),
+        None => None,
+    };
     let payments = Arc::new(payments::Payments::new(settings.clone(), http.clone()));
     let mailer = match listeners.scheduler {
         Some(_) => Some(mail::Mailer::new(&settings)?),
@@ -92,6 +98,25 @@ pub async fn start(
         listeners.inbox.is_some(),
         listeners.scheduler.is_some(),
     );
+    // without the scheduler service no worker runs: they show as disabled, not starting
+    let scheduler_on = listeners.scheduler.is_some();
+    let workers = Arc::new(Workers::new(&settings, |w| scheduler_on && loopers::runs(w, &settings)));
+    let metrics = Arc::new(match metrics_listener {
+        Some(_) => Metrics::on(sampler(store.clone(), workers.clone(), clock.clone())),
+        None => Metrics::off(),
+    });
+    let limits = Arc::new(
+        http::Limits::new(
+            settings.timeouts,
+            http::server::connection_bound(open_files),
+            Duration::from_secs(10),
+        )
+        .with_metrics(metrics.clone()),
+    );
+    tracing::debug!(
+        "at most {} connections at once ({open_files} open files allowed)",
+        limits.connections.bound()
+    );
     let ctx = Arc::new(Context {
         settings: settings.clone(),
         store: store.clone(),
@@ -99,11 +124,23 @@ pub async fn start(
         decoy,
         payments,
         http,
-        workers: Arc::new(Workers::new(&settings, |w| loopers::runs(w, &settings))),
+        workers,
         clock,
+        metrics: metrics.clone(),
+        started: std::time::Instant::now(),
     });
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(memory::release_when_idle(shutdown.clone())));
+    let mut metrics_address = None;
+    if let Some(listener) = metrics_listener {
+        metrics_address = listener.local_addr().ok();
+        tasks.push(tokio::spawn(http::serve_metrics(
+            metrics,
+            listener,
+            limits.clone(),
+            shutdown.clone(),
+        )));
+    }
     if let Some(listener) = listeners.inbox {
         let service = Arc::new(inbox::Inbox::new(ctx.clone()));
         tasks.push(tokio::spawn(http::serve(
@@ -126,6 +163,7 @@ pub async fn start(
     tasks.extend(control::serve(store.clone(), &settings.data_dir, shutdown.clone()));
     Ok(Running {
         workers: ctx.workers.clone(),
+        metrics_address,
         store,
         settings,
         tasks,
@@ -133,6 +171,11 @@ pub async fn start(
 }
 
 impl Running {
+    /// The open store (tests: fault injection for the health check).
+    pub fn store(&self) -> &Arc<store::Store> {
+        &self.store
+    }
+
     /// Waits until the services and workers have stopped (after the shutdown signal), then
     /// flushes the database.
     pub async fn finish(self) -> Result<(), String> {
@@ -153,6 +196,54 @@ impl Running {
         leave_fresh_snapshot(store, &settings.data_dir);
         Ok(())
     }
+}
+
+/// What the metrics read at each scrape: totals the store keeps per account (no scan of
+/// items), the due part of the due index, the writer's cycle histograms, the workers.
+fn sampler(store: Arc<store::Store>, workers: Arc<Workers>, clock: Clock) -> crate::metrics::Sampler {
+    fn values(h: store::HistogramSnapshot, scale: f64) -> HistogramValues {
+        HistogramValues {
+            bounds: h.bounds.iter().map(|b| *b as f64 * scale).collect(),
+            counts: h.counts,
+            sum: h.sum as f64 * scale,
+        }
+    }
+    Box::new(move || {
+        let items = match (store.inbox.total_items(), store.scheduler.total_counts()) {
+            (Ok(inbox), Ok((scheduled, triggered))) => Some((inbox, scheduled, triggered)),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!("metrics: could not count the items: {e}");
+                None
+            }
+        };
+        // counted up to a bound: a scrape stays cheap even if the triggerer fell far behind
+        let due_items = store
+            .scheduler
+            .due_count(clock.now(), 100_000)
+            .map(|n| n as u64)
+            .map_err(|e| tracing::warn!("metrics: could not count the due items: {e}"))
+            .ok();
+        let cycles = store.writer_cycles();
+        Sample {
+            items,
+            due_items,
+            writer_batches: values(cycles.batches, 1.0),
+            writer_sync_seconds: values(cycles.sync_micros, 1e-6),
+            workers: Worker::ALL
+                .into_iter()
+                .map(|w| {
+                    let activity = *workers.activity(w).borrow();
+                    WorkerSample {
+                        name: w.name(),
+                        state: workers.state(w),
+                        passes: activity.finished,
+                        failed_passes: activity.failed,
+                    }
+                })
+                .collect(),
+            database_writable: store.writable().is_ok(),
+        }
+    })
 }
 
 /// sled writes the snapshot it recovers from only while it opens a database; until then, a

@@ -19,6 +19,7 @@ pub mod launch;
 pub mod loopers;
 pub mod mail;
 pub mod memory;
+pub mod metrics;
 pub mod moving_in;
 pub mod outbound;
 pub mod payments;

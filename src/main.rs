@@ -1,5 +1,5 @@
 use clap::Parser;
-use pigeonhole::config::{Cli, Command, Settings};
+use pigeonhole::config::{Cli, Command, LogFormat, Settings};
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -22,15 +22,24 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(format!(
-            "pigeonhole={},warn",
-            settings.log_level.as_str()
-        )))
-        .with_writer(std::io::stderr)
+    let filter = tracing_subscriber::EnvFilter::new(format!("pigeonhole={},warn", settings.log_level.as_str()));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match settings.log_format {
+        // one JSON object per line for log collectors: the event's fields flattened next
+        // to `timestamp`, `level` and `target`
+        LogFormat::Json => logs.json().flatten_event(true).with_current_span(false).init(),
         // colour codes only for a person watching: never in files or the journal
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
+    // one line: what runs, in which version, with which settings (never a secret)
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        settings = %settings.summary(),
+        "pigeonhole {} starting",
+        env!("CARGO_PKG_VERSION")
+    );
     pigeonhole::memory::limit_arenas();
     pigeonhole::datadir::private_umask();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -31,6 +31,12 @@ pub struct Activity {
     pub finished: u64,
     /// Deliveries started by its passes that are still running (sender, emailer).
     pub deliveries: usize,
+    /// Passes that failed (an error the runtime retries), in all.
+    pub failed: u64,
+    /// Passes that failed since the last good one: 0 when its last pass went well. A
+    /// worker whose last pass failed counts as errored for the health check even while it
+    /// still retries (`Status::Errored` comes only after `--looper-retry-amount` retries).
+    pub failing: u32,
 }
 
 /// One worker's entry.
@@ -118,8 +124,59 @@ impl Workers {
         self.record(worker, |a| a.started += 1)
     }
 
+    /// A pass that went well finished.
     pub fn pass_finished(&self, worker: Worker) -> Activity {
-        self.record(worker, |a| a.finished += 1)
+        self.record(worker, |a| {
+            a.finished += 1;
+            a.failing = 0;
+        })
+    }
+
+    /// A pass that failed finished.
+    pub fn pass_failed(&self, worker: Worker) -> Activity {
+        self.record(worker, |a| {
+            a.finished += 1;
+            a.failed += 1;
+            a.failing = a.failing.saturating_add(1);
+        })
+    }
+
+    /// Whether `worker` is errored: stopped after more than `--looper-retry-amount` failed
+    /// passes in a row (the health check answers 503). A worker whose last pass failed but
+    /// that still retries is only `failing`: one failure of the payment provider or of the
+    /// disk is not a reason for a supervisor to restart the server.
+    pub fn errored(&self, worker: Worker) -> bool {
+        matches!(self.status(worker), Status::Errored(_))
+    }
+
+    /// `worker`'s state in one word for the health check and the metrics: `disabled`,
+    /// `starting`, `running`, `failing` (its last pass failed, it retries) or `errored`
+    /// (stopped after too many failed passes).
+    pub fn state(&self, worker: Worker) -> &'static str {
+        match self.status(worker) {
+            Status::Disabled => "disabled",
+            Status::Starting => "starting",
+            Status::Errored(_) => "errored",
+            Status::Running if self.entry(worker).activity.borrow().failing > 0 => "failing",
+            Status::Running => "running",
+        }
+    }
+
+    /// Every worker's state and passes, for `GET /healthz`.
+    pub fn health_json(&self) -> Value {
+        let mut out = Map::new();
+        for worker in Worker::ALL {
+            let a = *self.entry(worker).activity.borrow();
+            let mut entry = Map::new();
+            entry.insert("status".into(), json!(self.state(worker)));
+            entry.insert("passes".into(), json!(a.finished));
+            entry.insert("failed-passes".into(), json!(a.failed));
+            if let Status::Errored(e) = self.status(worker) {
+                entry.insert("error".into(), json!(e));
+            }
+            out.insert(worker.name().into(), Value::Object(entry));
+        }
+        Value::Object(out)
     }
 
     pub fn delivery_started(&self, worker: Worker) {
@@ -222,6 +279,29 @@ mod tests {
         w.pass_finished(Worker::Emailer);
         activity.wait_for(|a| a.finished == 1).await.expect("counted");
         assert_eq!(*w.activity(Worker::Triggerer).borrow(), Activity::default());
+    }
+
+    #[test]
+    fn a_worker_whose_last_pass_failed_is_failing_until_a_good_pass_and_errored_once_stopped() {
+        let w = Workers::new(&settings(|_| {}), all_run);
+        w.set_status(Worker::Emailer, Status::Running);
+        assert!(!w.errored(Worker::Emailer));
+        assert_eq!(w.state(Worker::Emailer), "running");
+        w.pass_started(Worker::Emailer);
+        let a = w.pass_failed(Worker::Emailer);
+        assert_eq!((a.finished, a.failed, a.failing), (1, 1, 1));
+        assert!(!w.errored(Worker::Emailer), "it still retries");
+        assert_eq!(w.state(Worker::Emailer), "failing");
+        assert_eq!(w.health_json()["emailer"]["failed-passes"], 1);
+        w.pass_started(Worker::Emailer);
+        let a = w.pass_finished(Worker::Emailer);
+        assert_eq!((a.finished, a.failed, a.failing), (2, 1, 0));
+        assert!(!w.errored(Worker::Emailer));
+        w.set_status(Worker::Emailer, Status::Errored("broken".into()));
+        assert!(w.errored(Worker::Emailer));
+        assert_eq!(w.state(Worker::Emailer), "errored");
+        assert_eq!(w.health_json()["emailer"]["error"], "broken");
+        assert_eq!(w.state(Worker::Triggerer), "starting");
     }
 
     /// Resolves in time, or `None`.

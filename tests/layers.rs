@@ -11,8 +11,8 @@ const LAYERS: &[&[&str]] = &[
     // what the data is and its rules; knows nothing else of the crate
     &["domain"],
     // persistence of the domain (the only code that knows sled), settings, the workers' clock,
-    // process-wide helpers
-    &["store", "config", "memory", "datadir", "clock"],
+    // process-wide helpers, the metrics registry (recorded into by the layers above)
+    &["store", "config", "memory", "datadir", "clock", "metrics"],
     // plumbing: HTTP serving, e-mail, outgoing HTTP, the workers' table
     &["http", "mail", "outbound", "workers"],
     // what both services share: accounts and logins, payments

@@ -8,6 +8,7 @@ use crate::domain::permissions::{Access, Permission, Permissions, Table};
 use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
 use crate::http::{ApiError, Head, Reply, Request};
+use crate::metrics::Metrics;
 use crate::store::{AccountStore, Registration};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -50,6 +51,8 @@ pub struct AccountFlows {
     limiter: LoginLimiter,
     registrations: RegistrationLimiter,
     decoy: passwords::Decoy,
+    /// Counts the attempts the throttles refuse.
+    metrics: Arc<Metrics>,
 }
 
 impl AccountFlows {
@@ -66,7 +69,14 @@ impl AccountFlows {
             limiter: LoginLimiter::default(),
             registrations: RegistrationLimiter::default(),
             decoy,
+            metrics: Arc::new(Metrics::off()),
         }
+    }
+
+    /// These flows, counting throttled attempts in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> AccountFlows {
+        self.metrics = metrics;
+        self
     }
 
     /// `POST /register`.
@@ -78,9 +88,10 @@ impl AccountFlows {
         if !wire::is_valid_username(&body.name) {
             return Err(ApiError::bad_request("invalid username"));
         }
-        self.registrations
-            .attempt(client_of(request))
-            .map_err(|secs| ApiError::too_many(secs, "too many registrations from this address, try again later"))?;
+        self.registrations.attempt(client_of(request)).map_err(|secs| {
+            self.metrics.throttled(self.service.name(), "registration");
+            ApiError::too_many(secs, "too many registrations from this address, try again later")
+        })?;
         let hash = passwords::hash_off_runtime(body.password, self.settings.password_iterations)
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
@@ -117,7 +128,10 @@ impl AccountFlows {
         let attempt = self
             .limiter
             .reserve(&body.username, client_of(request))
-            .map_err(ApiError::too_many_logins)?;
+            .map_err(|secs| {
+                self.metrics.throttled(self.service.name(), "login");
+                ApiError::too_many_logins(secs)
+            })?;
         let hash = account.as_ref().map(|a| a.password_hash.clone());
         let password_ok = passwords::verify_off_runtime(body.password.clone(), hash, &self.decoy).await;
         let Some(account) = account else {

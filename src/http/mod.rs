@@ -24,16 +24,18 @@ use warp::http::{Method, StatusCode};
 use warp::Filter;
 
 use crate::config::ProxyNet;
+use crate::metrics::Metrics;
 
 pub use warp::http;
 
 /// What both services share about connections and bodies: timeouts, the bound on open
 /// connections, the turns of large public bodies, and how long a stop waits for requests
-/// in flight.
+/// in flight; and the metrics that every answer is counted in.
 pub struct Limits {
     pub connections: Arc<server::Connections>,
     pub public_bodies: body::PublicBodies,
     pub grace: Duration,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Limits {
@@ -42,8 +44,35 @@ impl Limits {
             connections: Arc::new(server::Connections::new(timeouts, connection_bound)),
             public_bodies: body::PublicBodies::default(),
             grace,
+            metrics: Arc::new(Metrics::off()),
         }
     }
+
+    /// These limits, with answers counted in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Limits {
+        self.metrics = metrics;
+        self
+    }
+}
+
+/// The name of a route for the metrics: its variant's name (`GetItem`, never the id it
+/// carries), so that a label has as many values as the route table has routes. Names are
+/// taken from `Debug` so that a new route needs nothing here; each distinct name is kept
+/// once for the life of the process (a few dozen, all from our own route enums).
+fn route_name<R: std::fmt::Debug>(route: &R) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let debug = format!("{route:?}");
+    let name = debug
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .next()
+        .unwrap_or("");
+    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(known) = names.iter().find(|n| **n == name) {
+        return known;
+    }
+    let interned: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.push(interned);
+    interned
 }
 
 /// A request before its body: what credentials and permissions are checked on.
@@ -524,7 +553,8 @@ pub fn path_uuid(segment: &str) -> Result<uuid::Uuid, ApiError> {
 
 /// A service: a route table, who may call each route, and the handlers behind it.
 pub trait Service: Send + Sync + 'static {
-    type Route: Send + 'static;
+    /// `Debug` gives the route's name for the metrics ([`route_name`]).
+    type Route: Send + std::fmt::Debug + 'static;
     /// Who a protected route is called by, as established from the headers.
     type Caller: Send + 'static;
 
@@ -607,14 +637,20 @@ where
     let started = std::time::Instant::now();
     let (method, path, client) = (head.method.clone(), head.path.clone(), head.client);
     let has_origin = head.headers.contains_key("origin");
+    // what the metrics count the request under: a path of no route is `unknown`
+    let mut route = "unknown";
     let reply = if method == Method::OPTIONS && has_origin && head.headers.contains_key("access-control-request-method")
     {
+        route = "Preflight";
         preflight(&head.headers)
     } else {
-        answer(service.clone(), &limits, head, body)
+        answer(service.clone(), &limits, head, body, &mut route)
             .await
             .unwrap_or_else(ApiError::into_reply)
     };
+    limits
+        .metrics
+        .request(service.name(), route, reply.status.as_u16(), started.elapsed());
     tracing::debug!(
         service = service.name(),
         client = %client.map_or_else(|| "-".to_owned(), |c| c.to_string()),
@@ -646,7 +682,13 @@ fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
 
 /// The order of checks of inbox.md §1.2; the body is read only once the request may have
 /// it read (spec decision 17).
-async fn answer<S: Service, St, B>(service: Arc<S>, limits: &Limits, head: Head, body: St) -> Result<Reply, ApiError>
+async fn answer<S: Service, St, B>(
+    service: Arc<S>,
+    limits: &Limits,
+    head: Head,
+    body: St,
+    route_label: &mut &'static str,
+) -> Result<Reply, ApiError>
 where
     St: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
@@ -658,6 +700,9 @@ where
     };
     let segments: Vec<&str> = head.path.strip_prefix('/').unwrap_or(&head.path).split('/').collect();
     let route = service.route(&route_method, &segments)?;
+    if limits.metrics.enabled() {
+        *route_label = route_name(&route);
+    }
     let limit = service.settings().max_body_bytes;
     let declared = head
         .headers
@@ -692,6 +737,38 @@ where
         }
     };
     service.handle(route, caller, Request { head, body }).await
+}
+
+/// Serves the metrics (`GET /metrics`, also `HEAD`; 404 elsewhere, 405 for another
+/// method) on a listener of their own, with the connection deadlines of the services,
+/// until `shutdown` turns true.
+pub async fn serve_metrics(
+    metrics: Arc<Metrics>,
+    listener: tokio::net::TcpListener,
+    limits: Arc<Limits>,
+    shutdown: watch::Receiver<bool>,
+) {
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!("metrics listening on http://{addr}/metrics");
+    }
+    let handler: server::Handler = Arc::new(move |request: warp::http::Request<hyper::body::Incoming>| {
+        let metrics = metrics.clone();
+        Box::pin(async move {
+            let reply = match (request.method(), request.uri().path()) {
+                (&Method::GET | &Method::HEAD, "/metrics") => Reply {
+                    status: StatusCode::OK,
+                    body: Payload::Full(metrics.encode().into_bytes()),
+                    content_type: Some(crate::metrics::CONTENT_TYPE),
+                    headers: Vec::new(),
+                },
+                (_, "/metrics") => ApiError::method_not_allowed().into_reply(),
+                _ => ApiError::unknown_path().into_reply(),
+            };
+            // hyper sends no body for HEAD
+            reply.into_response()
+        })
+    });
+    server::run(listener, handler, limits.connections.clone(), shutdown, limits.grace).await
 }
 
 /// Serves `service` on `listener` until `shutdown` turns true; then stops accepting, lets

@@ -34,6 +34,7 @@ impl Inbox {
         let accounts = &self.ctx.store.inbox.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
+            Route::Health => return Ok(self.ctx.health()),
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
@@ -103,7 +104,7 @@ impl Inbox {
                 }
                 Ok(Reply::empty())
             }
-            Route::Root | Route::Register | Route::Login | Route::Pricing => {
+            Route::Root | Route::Health | Route::Register | Route::Login | Route::Pricing => {
                 Err(ApiError::internal("unreachable route"))
             }
         }

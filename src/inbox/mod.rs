@@ -26,7 +26,8 @@ impl Inbox {
             ctx.settings.clone(),
             ctx.tokens.clone(),
             ctx.decoy.clone(),
-        );
+        )
+        .with_metrics(ctx.metrics.clone());
         Inbox { ctx, flows }
     }
 }

@@ -9,6 +9,8 @@ use warp::http::Method;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route {
     Root,
+    /// `GET /healthz`: the process's health, no credentials (docs/operations.md).
+    Health,
     Register,
     Login,
     Pricing,
@@ -56,7 +58,7 @@ pub fn access(route: &Route) -> Access {
     use Access::*;
     use Permission as P;
     match route {
-        Route::Root | Route::Register | Route::Login | Route::Pricing => Public,
+        Route::Root | Route::Health | Route::Register | Route::Login | Route::Pricing => Public,
         Route::Permissions => Needs(P::PermitGetPermissions),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
         // and the other permissions of what they read or write (handlers.rs)
@@ -102,6 +104,7 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
     let own = |s: &str| s.to_owned();
     match segments {
         [""] => by_method(method, Some(Root), None, None),
+        ["healthz"] => by_method(method, Some(Health), None, None),
         ["register"] => by_method(method, None, Some(Register), None),
         ["login"] => by_method(method, None, Some(Login), None),
         ["pricing"] => by_method(method, Some(Pricing), None, None),
@@ -143,6 +146,9 @@ mod tests {
     #[test]
     fn table() {
         assert_eq!(r(Method::GET, "/"), Ok(Route::Root));
+        assert_eq!(r(Method::GET, "/healthz"), Ok(Route::Health));
+        assert_eq!(r(Method::POST, "/healthz"), Err(405));
+        assert_eq!(r(Method::GET, "/health"), Err(404));
         assert_eq!(r(Method::POST, "/intray/item"), Ok(Route::AddItem));
         assert_eq!(r(Method::POST, "/inbox/text"), Ok(Route::AddText));
         assert_eq!(r(Method::GET, "/inbox/text"), Err(405));

@@ -9,6 +9,7 @@ use crate::clock::Clock;
 use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
+use crate::metrics::{Channel, Metrics, Outcome as MetricOutcome};
 use crate::outbound::{self, Failure};
 use crate::store::scheduler::QueueKey;
 use crate::store::{Store, Written};
@@ -38,6 +39,8 @@ pub struct InboxSender {
     /// What is due, and when a postponed delivery may be tried again.
     clock: Clock,
     pub dispatcher: Arc<Dispatcher>,
+    /// Counts each attempt's outcome.
+    metrics: Arc<Metrics>,
 }
 
 impl InboxSender {
@@ -51,7 +54,14 @@ impl InboxSender {
             retry_amount: workers.retry_amount,
             clock,
             dispatcher: Dispatcher::new(OVERALL, PER_TARGET, workers, Worker::TriggeredInboxItemSender),
+            metrics: Arc::new(Metrics::off()),
         }
+    }
+
+    /// This sender, counting its attempts in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> InboxSender {
+        self.metrics = metrics;
+        self
     }
 
     fn cached(&self, trigger: Uuid) -> Option<String> {
@@ -136,6 +146,7 @@ impl InboxSender {
         let result = self.attempt(url, username, access_key, trigger.id, d.id, &data).await;
         let (postponed, recorded) = match result {
             Ok(id) => {
+                self.metrics.delivery(Channel::Inbox, MetricOutcome::Sent);
                 tracing::info!("delivered {what}: inbox item {id}");
                 (false, s.finish_delivery(&k, &d, Outcome::InboxAdded(id)))
             }
@@ -144,6 +155,7 @@ impl InboxSender {
                 later.failures += 1;
                 let wait = retry_wait(self.retry_delay, later.failures, f.retry_after);
                 later.not_before = self.clock.now().plus(wait);
+                self.metrics.delivery(Channel::Inbox, MetricOutcome::Retried);
                 tracing::info!(
                     "delivering {what} failed ({}); retry {} of {} in {wait:?}",
                     f.reason,
@@ -153,6 +165,7 @@ impl InboxSender {
                 (true, s.postpone_delivery(&k, &later))
             }
             Err(f) => {
+                self.metrics.delivery(Channel::Inbox, MetricOutcome::Failed);
                 tracing::warn!("delivering {what} failed for good: {}", f.reason);
                 (false, s.finish_delivery(&k, &d, Outcome::InboxFailed(f.reason)))
             }

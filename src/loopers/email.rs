@@ -12,6 +12,7 @@ use crate::domain::scheduler::models::Outcome;
 use crate::domain::wire::Timestamp;
 use crate::domain::worker::Worker;
 use crate::mail::{self, Mailer};
+use crate::metrics::{Channel, Metrics, Outcome as MetricOutcome};
 use crate::store::scheduler::QueueKey;
 use crate::store::{Store, Written};
 use crate::workers::Workers;
@@ -88,6 +89,8 @@ pub struct Emailer {
     /// What is due, and when a postponed e-mail may be tried again.
     clock: Clock,
     pub dispatcher: Arc<Dispatcher>,
+    /// Counts each attempt's outcome.
+    metrics: Arc<Metrics>,
 }
 
 /// The domain of an address (where a slow mail exchange would hold up its messages).
@@ -105,7 +108,14 @@ impl Emailer {
             retry_amount: workers.retry_amount,
             clock,
             dispatcher: Dispatcher::new(OVERALL, PER_DOMAIN, workers, Worker::Emailer),
+            metrics: Arc::new(Metrics::off()),
         }
+    }
+
+    /// This emailer, counting its attempts in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Emailer {
+        self.metrics = metrics;
+        self
     }
 
     /// One emailer pass: starts sending every rendered e-mail that is due and not in flight
@@ -155,6 +165,7 @@ impl Emailer {
         let result = self.mailer.send(message).await;
         let failure = match result {
             Ok(()) => {
+                self.metrics.delivery(Channel::Email, MetricOutcome::Sent);
                 tracing::info!("sent {what}");
                 None
             }
@@ -163,6 +174,7 @@ impl Emailer {
                 later.failures += 1;
                 let wait = backoff(self.retry_delay, later.failures);
                 later.not_before = self.clock.now().plus(wait);
+                self.metrics.delivery(Channel::Email, MetricOutcome::Retried);
                 tracing::info!(
                     "sending {what} failed ({}); retry {} of {} in {wait:?}",
                     f.reason,
@@ -174,6 +186,7 @@ impl Emailer {
                 return Ok(true);
             }
             Err(f) => {
+                self.metrics.delivery(Channel::Email, MetricOutcome::Failed);
                 tracing::warn!("sending {what} failed for good: {}", f.reason);
                 Some(f.reason)
             }

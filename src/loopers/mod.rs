@@ -211,6 +211,7 @@ pub async fn run<F, Fut>(
             r = pass() => r,
             _ = stop.wait_for(|s| *s) => return,
         };
+        let failed = outcome.is_err();
         let (sleep, errored) = match outcome {
             Ok(done) => {
                 failures = 0;
@@ -232,7 +233,10 @@ pub async fn run<F, Fut>(
                 }
             }
         };
-        let done = workers.pass_finished(worker);
+        let done = match failed {
+            true => workers.pass_failed(worker),
+            false => workers.pass_finished(worker),
+        };
         // tests of the binary read these two lines to know that a pass began after their
         // event and left no delivery in flight
         tracing::trace!(
@@ -308,16 +312,13 @@ pub fn start(
     let workers = &ctx.workers;
     let crew = Arc::new(Crew {
         ctx: ctx.clone(),
-        sender: Arc::new(delivery::InboxSender::new(
-            ctx.http.clone(),
-            ctx.clock.clone(),
-            workers.clone(),
-        )),
-        emailer: Arc::new(email::Emailer::new(
-            Arc::new(mailer),
-            ctx.clock.clone(),
-            workers.clone(),
-        )),
+        sender: Arc::new(
+            delivery::InboxSender::new(ctx.http.clone(), ctx.clock.clone(), workers.clone())
+                .with_metrics(ctx.metrics.clone()),
+        ),
+        emailer: Arc::new(
+            email::Emailer::new(Arc::new(mailer), ctx.clock.clone(), workers.clone()).with_metrics(ctx.metrics.clone()),
+        ),
     });
     let mut tasks = Vec::new();
     // Deliveries run as tasks of their own: at shutdown they are abandoned (they stay

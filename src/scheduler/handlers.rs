@@ -42,6 +42,7 @@ impl Scheduler {
         let accounts = &self.ctx.store.scheduler.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
+            Route::Health => return Ok(self.ctx.health()),
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
@@ -198,6 +199,7 @@ impl Scheduler {
                 Ok(Reply::empty())
             }
             Route::Root
+            | Route::Health
             | Route::Register
             | Route::Login
             | Route::Pricing

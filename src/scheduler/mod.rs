@@ -30,7 +30,8 @@ impl Scheduler {
             ctx.settings.clone(),
             ctx.tokens.clone(),
             ctx.decoy.clone(),
-        );
+        )
+        .with_metrics(ctx.metrics.clone());
         Scheduler {
             ctx,
             flows,

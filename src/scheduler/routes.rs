@@ -9,6 +9,8 @@ use warp::http::Method;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route {
     Root,
+    /// `GET /healthz`: the process's health, no credentials (docs/operations.md).
+    Health,
     ChangePassphrase,
     Register,
     Login,
@@ -58,7 +60,7 @@ pub fn access(route: &Route) -> Access {
     use Access::*;
     use Permission as P;
     match route {
-        Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Public,
+        Route::Root | Route::Health | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Public,
         Route::VerifyPage(..) | Route::VerifyByLink(..) => Public,
         Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
@@ -122,6 +124,7 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["login"] => vec![(M::POST, Login)],
         ["pricing"] => vec![(M::GET, Pricing)],
         ["loopers"] => vec![(M::GET, Loopers)],
+        ["healthz"] => vec![(M::GET, Health)],
         ["account"] => vec![(M::GET, GetAccount), (M::DELETE, DeleteAccount)],
         ["account", "export"] => vec![(M::GET, Export)],
         ["account", "import"] => vec![(M::POST, Import)],

@@ -131,6 +131,11 @@ pub(super) fn count(account: Uuid) -> Vec<u8> {
     key(COUNT, &[account.as_bytes()])
 }
 
+/// The prefix of every account's count record (totals for the metrics).
+pub(super) fn counts() -> Vec<u8> {
+    vec![COUNT]
+}
+
 // Inbox items and access keys.
 
 /// Account + created + sequence: the order of inbox.md §1.5 (and of scheduled items).

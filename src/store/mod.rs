@@ -27,7 +27,7 @@ mod written;
 
 pub use accounts::{AccountStore, Arrival, Registration};
 pub use backup::{restore, sync_parent, temporary_name, verify, write_atomically, BackupSummary};
-pub use writer::WriterStats;
+pub use writer::{CycleStats, HistogramSnapshot, WriterStats};
 pub use written::Written;
 
 use std::fs::File;
@@ -181,6 +181,27 @@ impl Store {
     /// What the group commit did so far (benchmarks, diagnostics).
     pub fn writer_stats(&self) -> WriterStats {
         self.writer.stats()
+    }
+
+    /// Whether the database takes writes (the health check's "database writable"): the
+    /// writer thread runs, no sync of the database files ever failed, and the latest write
+    /// cycle reached the disk. Nothing is written or synced to find out, so a probe costs
+    /// nothing; `Err` gives the reason.
+    pub fn writable(&self) -> std::result::Result<(), String> {
+        self.writer.writable()
+    }
+
+    /// FOR TESTS ONLY (fault injection): makes the store behave as after a failed sync of
+    /// its files: every later write fails and [`Store::writable`] reports it. A real failed
+    /// sync cannot be provoked on demand in a test of the whole server.
+    #[doc(hidden)]
+    pub fn simulate_sync_failure_for_tests(&self) {
+        self.writer.simulate_sync_failure()
+    }
+
+    /// The writer's cycles as histograms: batches per cycle, µs per flush and sync.
+    pub fn writer_cycles(&self) -> CycleStats {
+        self.writer.cycle_stats()
     }
 
     /// Writes everything queued to disk, in the calling thread (shutdown).

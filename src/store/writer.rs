@@ -102,6 +102,75 @@ struct Shared {
     broken: std::sync::atomic::AtomicBool,
     /// Cycles that reached the disk.
     cycles: std::sync::atomic::AtomicU64,
+    /// The last cycle failed (applying, flushing or syncing); cleared by the next good one.
+    last_cycle_failed: std::sync::atomic::AtomicBool,
+    /// Per cycle that reached the disk: batches it carried and time its flush and syncs
+    /// took, for the metrics (read at scrape time).
+    cycle_sizes: CycleHistogram,
+    sync_micros: CycleHistogram,
+}
+
+/// Bucket bounds of [`CycleHistogram`]s: batches per cycle, and sync durations in µs.
+pub const BATCH_BUCKETS: [u64; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+pub const SYNC_MICROS_BUCKETS: [u64; 10] = [
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+];
+
+/// A histogram of one cycle value with fixed bounds, kept with atomics by the writer thread
+/// (the store knows nothing of the metrics; `launch` reads these at scrape time).
+struct CycleHistogram {
+    bounds: &'static [u64],
+    /// Cumulative-free counts: `counts[i]` is the number of values ≤ `bounds[i]` and above
+    /// the previous bound; the last entry counts the values above every bound.
+    counts: Vec<std::sync::atomic::AtomicU64>,
+    sum: std::sync::atomic::AtomicU64,
+}
+
+impl CycleHistogram {
+    fn new(bounds: &'static [u64]) -> CycleHistogram {
+        CycleHistogram {
+            bounds,
+            counts: (0..=bounds.len())
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+            sum: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, value: u64) {
+        let i = self
+            .bounds
+            .iter()
+            .position(|b| value <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(value, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> HistogramSnapshot {
+        HistogramSnapshot {
+            bounds: self.bounds,
+            counts: self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+            sum: self.sum.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What a [`CycleHistogram`] counted so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistogramSnapshot {
+    /// Upper bounds of the buckets (inclusive).
+    pub bounds: &'static [u64],
+    /// Values per bucket (not cumulative); one more entry than `bounds`: above the last.
+    pub counts: Vec<u64>,
+    pub sum: u64,
+}
+
+/// The writer's cycles as histograms (batches per cycle, µs per flush and sync).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CycleStats {
+    pub batches: HistogramSnapshot,
+    pub sync_micros: HistogramSnapshot,
 }
 
 impl Shared {
@@ -110,6 +179,9 @@ impl Shared {
             stable: stable.map(Mutex::new),
             broken: std::sync::atomic::AtomicBool::new(false),
             cycles: std::sync::atomic::AtomicU64::new(0),
+            last_cycle_failed: std::sync::atomic::AtomicBool::new(false),
+            cycle_sizes: CycleHistogram::new(&BATCH_BUCKETS),
+            sync_micros: CycleHistogram::new(&SYNC_MICROS_BUCKETS),
             db,
             pending: Mutex::new(Pending {
                 overlay: trees.iter().map(|_| BTreeMap::new()).collect(),
@@ -170,10 +242,11 @@ impl Shared {
 
     /// Applies everything queued so far to sled, in order. Answers the number of the last
     /// batch applied (`None`: nothing was queued).
-    fn apply_queued(&self) -> Option<(u64, sled::Result<()>)> {
+    fn apply_queued(&self) -> Option<(u64, usize, sled::Result<()>)> {
         let _applying = lock(&self.applying);
         let queued = std::mem::take(&mut lock(&self.pending).queue);
         let upto = queued.last()?.seq;
+        let carried = queued.len();
         let mut batches: Vec<Option<StoredBatch>> = self.trees.iter().map(|_| None).collect();
         let mut result = Ok(());
         for q in &queued {
@@ -202,7 +275,7 @@ impl Shared {
             }
         }
         self.overlay_keys.fetch_sub(removed, Ordering::SeqCst);
-        Some((upto, result))
+        Some((upto, carried, result))
     }
 
     /// Flushes sled and makes what it wrote stable.
@@ -222,15 +295,23 @@ impl Shared {
 
     /// One cycle: apply what is queued, flush, sync, tell the waiters.
     fn cycle(&self) {
-        let Some((upto, applied)) = self.apply_queued() else {
+        let Some((upto, carried, applied)) = self.apply_queued() else {
             return;
         };
+        let syncing = std::time::Instant::now();
         let result = applied.map_err(|e| e.to_string()).and_then(|_| self.flush_and_sync());
         match &result {
             Ok(()) => {
                 self.cycles.fetch_add(1, Ordering::Relaxed);
+                self.cycle_sizes.observe(carried as u64);
+                let micros = u64::try_from(syncing.elapsed().as_micros()).unwrap_or(u64::MAX);
+                self.sync_micros.observe(micros);
+                self.last_cycle_failed.store(false, Ordering::SeqCst);
             }
-            Err(e) => tracing::error!("writing to the database failed: {e}"),
+            Err(e) => {
+                self.last_cycle_failed.store(true, Ordering::SeqCst);
+                tracing::error!("writing to the database failed: {e}")
+            }
         }
         self.flushed.send_modify(|f| match result {
             Ok(()) => f.ok_upto = f.ok_upto.max(upto),
@@ -391,6 +472,38 @@ impl Writer {
         // long-lived database has handed out a few million at most.
         while self.shared.db.generate_id()? < floor {}
         Ok(())
+    }
+
+    /// Whether the database takes writes, without writing anything (a health probe must
+    /// not cost a sync): the writer thread is alive, no sync ever failed (after one,
+    /// nothing is acknowledged until a restart), and its latest cycle reached the disk.
+    /// `Err` says why not.
+    pub(crate) fn writable(&self) -> std::result::Result<(), String> {
+        if self.shared.broken.load(Ordering::SeqCst) {
+            return Err("a sync of the database files failed; restart the server".into());
+        }
+        if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+            return Err("the database writer thread stopped".into());
+        }
+        if self.shared.last_cycle_failed.load(Ordering::SeqCst) {
+            return Err("the latest write to the database failed".into());
+        }
+        Ok(())
+    }
+
+    /// Marks the writer as after a failed sync (every later write fails, and
+    /// [`Writer::writable`] says so). Only for tests of the health check and of what
+    /// follows a failed sync: a real failed sync is hard to provoke on demand.
+    pub(crate) fn simulate_sync_failure(&self) {
+        self.shared.broken.store(true, Ordering::SeqCst);
+    }
+
+    /// The cycles so far as histograms (metrics).
+    pub(crate) fn cycle_stats(&self) -> CycleStats {
+        CycleStats {
+            batches: self.shared.cycle_sizes.snapshot(),
+            sync_micros: self.shared.sync_micros.snapshot(),
+        }
     }
 
     /// Counters of the group commit so far.

@@ -267,6 +267,21 @@ impl SchedulerStore {
         }
     }
 
+    /// How many scheduled items are due at `now` and not yet triggered, counting at most
+    /// `limit` (reads only the due part of the index: cheap while the triggerer keeps up).
+    pub fn due_count(&self, now: Timestamp, limit: usize) -> Result<usize> {
+        let mut n = 0;
+        for kv in self
+            .tree
+            .range_inclusive(&keys::due_index(), &keys::due_until(now))
+            .take(limit)
+        {
+            kv?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// Up to `limit` (due instant, owner, item id) entries due at or before `now`, earliest
     /// first. Reads only index entries that are due.
     pub fn due_items(&self, now: Timestamp, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {

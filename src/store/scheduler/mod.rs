@@ -91,6 +91,18 @@ impl SchedulerStore {
         }
     }
 
+    /// (scheduled, triggered) items of every account together, from the accounts' count
+    /// records (one small read per account: cheap enough for each metrics scrape).
+    pub fn total_counts(&self) -> Result<(u64, u64)> {
+        let (mut scheduled, mut triggered) = (0u64, 0u64);
+        for kv in self.tree.scan_prefix(keys::counts()) {
+            let (s, t) = raw::to_counts(&kv?.1)?;
+            scheduled = scheduled.saturating_add(s);
+            triggered = triggered.saturating_add(t);
+        }
+        Ok((scheduled, triggered))
+    }
+
     fn put_counts(batch: &mut Batch, account: Uuid, counts: (u64, u64)) {
         batch.insert(keys::count(account), raw::counts(counts));
     }
