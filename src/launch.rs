@@ -104,6 +104,7 @@ pub async fn start(
     });
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(memory::release_when_idle(shutdown.clone())));
+    let local_inbox = listeners.inbox.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port());
     if let Some(listener) = listeners.inbox {
         let service = Arc::new(inbox::Inbox::new(ctx.clone()));
         tasks.push(tokio::spawn(http::serve(
@@ -114,7 +115,10 @@ pub async fn start(
         )));
     }
     if let (Some(listener), Some(mailer)) = (listeners.scheduler, mailer) {
-        let service = Arc::new(scheduler::Scheduler::new(ctx.clone()));
+        let service = Arc::new(scheduler::Scheduler {
+            local_inbox,
+            ..scheduler::Scheduler::new(ctx.clone())
+        });
         tasks.push(tokio::spawn(http::serve(
             service,
             listener,

@@ -95,8 +95,25 @@ impl AccountFlows {
 
     /// `POST /login`. A password of 32 hex digits is first tried as an access-key secret of
     /// the account (one SHA-256): such a login is never throttled. Otherwise the attempt
-    /// takes its slot in the limits before the password is hashed (inbox.md §1.7).
+    /// takes its slot in the limits before the password is hashed (inbox.md §1.7). Answers
+    /// 204 with the token cookie.
     pub async fn login(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
+        let token = self.log_in(accounts, request).await?;
+        let cookie = HeaderValue::from_str(&format!("JWT-Cookie={token}; Path=/; HttpOnly; Secure; SameSite=Lax"))
+            .map_err(|_| ApiError::internal("token is not a valid header value"))?;
+        Ok(Reply::no_content().with_header(SET_COOKIE, cookie))
+    }
+
+    /// `POST /app/token`: the login of [`AccountFlows::login`] for the web interface, whose
+    /// script cannot read an `HttpOnly` cookie: 200 with `{"token": "<token>"}`, kept by the
+    /// page and sent as `Authorization: Bearer` (never a cookie; docs/web.md).
+    pub async fn login_for_page(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
+        let token = self.log_in(accounts, request).await?;
+        Ok(Reply::json(&json!({ "token": token })))
+    }
+
+    /// The checks of a login, then a new token.
+    async fn log_in(&self, accounts: &AccountStore, request: &Request) -> Result<String, ApiError> {
         let body: LoginIn = request.json()?;
         if !wire::is_valid_username(&body.username) {
             return Err(ApiError::bad_request("invalid username"));
@@ -129,19 +146,15 @@ impl AccountFlows {
         self.grant_token(accounts, &account, grant).await
     }
 
-    /// Records the login and answers 204 with the token cookie.
-    async fn grant_token(&self, accounts: &AccountStore, account: &Account, grant: Grant) -> Result<Reply, ApiError> {
+    /// Records the login and issues the token.
+    async fn grant_token(&self, accounts: &AccountStore, account: &Account, grant: Grant) -> Result<String, ApiError> {
         let recorded = accounts.set_last_login(account.id, Timestamp::now())?;
         if !recorded.durable().await? {
             return Err(ApiError::unauthorized("wrong username or password"));
         }
-        let token = self
-            .tokens
+        self.tokens
             .issue(self.service, account.id, account.epoch, grant.permissions, grant.key)
-            .map_err(|e| ApiError::internal(format!("could not sign a token: {e}")))?;
-        let cookie = HeaderValue::from_str(&format!("JWT-Cookie={token}; Path=/; HttpOnly; Secure; SameSite=Lax"))
-            .map_err(|_| ApiError::internal("token is not a valid header value"))?;
-        Ok(Reply::no_content().with_header(SET_COOKIE, cookie))
+            .map_err(|e| ApiError::internal(format!("could not sign a token: {e}")))
     }
 
     /// `POST /account` (inbox) or `POST /` (scheduler): replaces the password when the old

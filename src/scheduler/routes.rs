@@ -46,6 +46,12 @@ pub enum Route {
     ListAccessKeys,
     GetAccessKey(String),
     DeleteAccessKey(String),
+    /// `GET /app/<name>`: a page or file of the web interface (`/app/` is the scheduler page).
+    App(String),
+    /// `GET /app/config.json`: what the pages need to know of this server (the local inbox).
+    AppConfig,
+    /// `POST /app/token`: the web interface's login, answering the token as JSON.
+    AppToken,
 }
 
 /// Who may call a route: public, or credentials (a bearer token, or the `Username` +
@@ -56,6 +62,7 @@ pub fn access(route: &Route) -> Access {
     match route {
         Route::Root | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Public,
         Route::VerifyPage(..) | Route::VerifyByLink(..) => Public,
+        Route::App(_) | Route::AppConfig | Route::AppToken => Public,
         Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
         Route::DeleteAccount => Needs(P::PermitDeleteAccount),
@@ -101,6 +108,7 @@ pub fn takes_body(route: &Route) -> bool {
             | Route::AddEmailTrigger
             | Route::AddInboxTrigger
             | Route::AddAccessKey
+            | Route::AppToken
     )
 }
 
@@ -141,6 +149,10 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["admin", "stats"] => vec![(M::GET, AdminStats)],
         ["admin", "accounts"] => vec![(M::GET, AdminAccounts)],
         ["admin", "account", id] => vec![(M::DELETE, AdminDeleteAccount(own(id)))],
+        ["app", "token"] => vec![(M::POST, AppToken)],
+        ["app", "config.json"] => vec![(M::GET, AppConfig)],
+        ["app"] => vec![(M::GET, App(String::new()))],
+        ["app", name] => vec![(M::GET, App(own(name)))],
         _ => return Err(ApiError::unknown_path()),
     };
     pick(method, options)
