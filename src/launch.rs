@@ -104,7 +104,11 @@ pub async fn start(
     });
     let mut tasks = Vec::new();
     tasks.push(tokio::spawn(memory::release_when_idle(shutdown.clone())));
-    let local_inbox = listeners.inbox.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.port());
+    let local_inbox = listeners
+        .inbox
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| a.port());
     if let Some(listener) = listeners.inbox {
         let service = Arc::new(inbox::Inbox::new(ctx.clone()));
         tasks.push(tokio::spawn(http::serve(

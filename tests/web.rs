@@ -62,7 +62,10 @@ fn assert_secure(r: &common::Resp, path: &str) {
     ] {
         assert!(csp.contains(directive), "{path}: CSP {csp:?} lacks {directive:?}");
     }
-    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{path}: {csp}");
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{path}: {csp}"
+    );
     assert_eq!(r.header("x-frame-options"), Some("DENY"), "{path}");
     assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{path}");
     assert_eq!(r.header("referrer-policy"), Some("no-referrer"), "{path}");
@@ -77,23 +80,35 @@ async fn check_files(api: &Api, files: &[(&str, &str)]) {
         assert_secure(&r, path);
         assert_eq!(r.header("cache-control"), Some("no-cache"), "{path}");
         let etag = r.header("etag").unwrap_or_else(|| panic!("{path}: no ETag")).to_owned();
-        assert!(etag.starts_with('"') && etag.ends_with('"'), "{path}: a strong ETag, not {etag}");
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"'),
+            "{path}: a strong ETag, not {etag}"
+        );
         // revalidation: the same tag → 304 without a body, still with the headers
         let again = api
-            .send(api.request(Method::GET, path, &Auth::None).header("If-None-Match", &etag))
+            .send(
+                api.request(Method::GET, path, &Auth::None)
+                    .header("If-None-Match", &etag),
+            )
             .await
             .expect(304);
         assert!(again.body.is_empty(), "{path}: 304 with a body");
         assert_eq!(again.header("etag"), Some(etag.as_str()), "{path}");
         assert_secure(&again, path);
         let listed = format!("\"0000000000000000\", W/{etag}");
-        api.send(api.request(Method::GET, path, &Auth::None).header("If-None-Match", listed))
-            .await
-            .expect(304);
+        api.send(
+            api.request(Method::GET, path, &Auth::None)
+                .header("If-None-Match", listed),
+        )
+        .await
+        .expect(304);
         // another tag: the file again
-        api.send(api.request(Method::GET, path, &Auth::None).header("If-None-Match", "\"x\""))
-            .await
-            .expect(200);
+        api.send(
+            api.request(Method::GET, path, &Auth::None)
+                .header("If-None-Match", "\"x\""),
+        )
+        .await
+        .expect(200);
         // HEAD: the headers without the body
         let head = api.send(api.request(Method::HEAD, path, &Auth::None)).await.expect(200);
         assert!(head.body.is_empty(), "{path}: HEAD with a body");
@@ -115,7 +130,12 @@ async fn every_page_and_file_is_served_with_security_headers_and_an_etag() {
 async fn unknown_files_are_json_404s_and_pages_take_no_other_method() {
     let server = Server::start().await;
     for api in [&server.api, &server.scheduler] {
-        for path in ["/app/nothing.js", "/app/../Cargo.toml", "/app/app.css/x", "/app/inbox.html"] {
+        for path in [
+            "/app/nothing.js",
+            "/app/../Cargo.toml",
+            "/app/app.css/x",
+            "/app/inbox.html",
+        ] {
             let status = api.get(path, &Auth::None).await.status;
             assert_eq!(status, 404, "{path}");
         }
@@ -140,15 +160,23 @@ async fn the_page_login_answers_the_token_as_json_without_a_cookie() {
     for api in [&server.api, &server.scheduler] {
         api.register("webber", "pw").await.expect_empty(200);
         let r = api
-            .post("/app/token", &Auth::None, &json!({"username": "webber", "password": "pw"}))
+            .post(
+                "/app/token",
+                &Auth::None,
+                &json!({"username": "webber", "password": "pw"}),
+            )
             .await;
         assert!(r.header("set-cookie").is_none());
         let token = r.expect_json(200)["token"].as_str().expect("a token").to_owned();
         api.get("/account", &Auth::Bearer(token)).await.expect_json(200);
         // the same refusals as POST /login
-        api.post("/app/token", &Auth::None, &json!({"username": "webber", "password": "no"}))
-            .await
-            .expect_error(401);
+        api.post(
+            "/app/token",
+            &Auth::None,
+            &json!({"username": "webber", "password": "no"}),
+        )
+        .await
+        .expect_error(401);
         api.post("/app/token", &Auth::None, &json!({"username": "x y", "password": "no"}))
             .await
             .expect_error(400);
@@ -180,27 +208,40 @@ async fn the_configuration_names_the_local_inbox() {
     let host = format!("localhost:{}", server.scheduler.base.rsplit(':').next().unwrap());
     let r = server
         .scheduler
-        .send(server.scheduler.request(Method::GET, "/app/triggers", &Auth::None).header("Host", host))
+        .send(
+            server
+                .scheduler
+                .request(Method::GET, "/app/triggers", &Auth::None)
+                .header("Host", host),
+        )
         .await
         .expect(200);
     let csp = r.header("content-security-policy").unwrap();
     assert!(
-        csp.contains(&format!("connect-src 'self' http://localhost:{inbox_port} https://localhost:{inbox_port};")),
+        csp.contains(&format!(
+            "connect-src 'self' http://localhost:{inbox_port} https://localhost:{inbox_port};"
+        )),
         "{csp}"
     );
     // the other pages call their own origin only
     let r = server.scheduler.get("/app/", &Auth::None).await.expect(200);
-    assert!(r.header("content-security-policy").unwrap().contains("connect-src 'self';"));
+    assert!(r
+        .header("content-security-policy")
+        .unwrap()
+        .contains("connect-src 'self';"));
 }
 
 #[tokio::test]
 async fn without_an_inbox_the_configuration_offers_none() {
-    let server = Server::start().await;
-    drop(server);
     // the scheduler alone: the binary with --no-inbox
     let dir = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
-    let proc = common::process::Proc::start(dir.path(), logs.path(), common::process::Services::SchedulerOnly, &[]).await;
-    let config = proc.scheduler.get("/app/config.json", &Auth::None).await.expect_json(200);
+    let proc =
+        common::process::Proc::start(dir.path(), logs.path(), common::process::Services::SchedulerOnly, &[]).await;
+    let config = proc
+        .scheduler
+        .get("/app/config.json", &Auth::None)
+        .await
+        .expect_json(200);
     assert_eq!(config["inbox"], serde_json::Value::Null);
 }

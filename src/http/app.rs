@@ -89,9 +89,18 @@ pub fn security_headers(connect: &[String]) -> Vec<(HeaderName, HeaderValue)> {
     ));
     vec![
         (HeaderName::from_static("content-security-policy"), csp),
-        (HeaderName::from_static("x-frame-options"), HeaderValue::from_static("DENY")),
-        (HeaderName::from_static("x-content-type-options"), HeaderValue::from_static("nosniff")),
-        (HeaderName::from_static("referrer-policy"), HeaderValue::from_static("no-referrer")),
+        (
+            HeaderName::from_static("x-frame-options"),
+            HeaderValue::from_static("DENY"),
+        ),
+        (
+            HeaderName::from_static("x-content-type-options"),
+            HeaderValue::from_static("nosniff"),
+        ),
+        (
+            HeaderName::from_static("referrer-policy"),
+            HeaderValue::from_static("no-referrer"),
+        ),
     ]
 }
 
@@ -199,11 +208,20 @@ mod tests {
         let tables: &[&[Asset]] = &[std::slice::from_ref(&a)];
         let fresh = serve(&head(&[]), tables, "a", &[]).unwrap();
         assert_eq!(fresh.status, StatusCode::OK);
-        let again = serve(&head(&[("if-none-match", &format!("W/{}", a.etag()))]), tables, "a", &[]).unwrap();
+        let again = serve(
+            &head(&[("if-none-match", &format!("W/{}", a.etag()))]),
+            tables,
+            "a",
+            &[],
+        )
+        .unwrap();
         assert_eq!(again.status, StatusCode::NOT_MODIFIED);
         let other = serve(&head(&[("if-none-match", &b.etag())]), tables, "a", &[]).unwrap();
         assert_eq!(other.status, StatusCode::OK);
-        assert_eq!(serve(&head(&[]), tables, "b", &[]).unwrap_err().status, StatusCode::NOT_FOUND);
+        assert_eq!(
+            serve(&head(&[]), tables, "b", &[]).unwrap_err().status,
+            StatusCode::NOT_FOUND
+        );
     }
 
     #[test]

@@ -21,7 +21,11 @@ pub const API_PAGE: &str = include_str!("../../assets/scheduler.html");
 pub static APP: &[app::Asset] = &[
     app::Asset::new("", app::HTML, include_bytes!("../../assets/app/scheduler.html")),
     app::Asset::new("scheduler.js", app::JS, include_bytes!("../../assets/app/scheduler.js")),
-    app::Asset::new("triggered", app::HTML, include_bytes!("../../assets/app/triggered.html")),
+    app::Asset::new(
+        "triggered",
+        app::HTML,
+        include_bytes!("../../assets/app/triggered.html"),
+    ),
     app::Asset::new("triggered.js", app::JS, include_bytes!("../../assets/app/triggered.js")),
     app::Asset::new("triggers", app::HTML, include_bytes!("../../assets/app/triggers.html")),
     app::Asset::new("triggers.js", app::JS, include_bytes!("../../assets/app/triggers.js")),
