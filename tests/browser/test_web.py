@@ -90,6 +90,9 @@ def api(base, path, token):
 
 
 def register(driver, base, name, password):
+    """Registers on the service at `base` from its inbox or scheduler page (logged out)."""
+    driver.get(base + "/app/login")
+    driver.execute_script("localStorage.clear()")
     driver.get(base + "/app/")
     wait(driver).until(EC.url_contains("/app/login"))
     wait(driver).until(EC.visibility_of_element_located((By.ID, "register")))
@@ -236,6 +239,30 @@ def test_the_whole_product_in_a_browser(server, driver):
     driver.find_element(By.CSS_SELECTOR, "#keys button[aria-label='Delete access key calendar']").click()
     wait_text(driver, "#keys", "No access keys.")
 
+    # a wrong current password is refused in the server's words; the right one changes it
+    # and the page stays logged in (with a new token: the change revoked the old one)
+    fill(driver, "#old-password", "not-it")
+    fill(driver, "#new-password", "new-scheduler-password")
+    submit(driver, "#password")
+    wait_text(driver, "#password .error", "the old passphrase is wrong")
+    old_token = token_of(driver)
+    fill(driver, "#old-password", "scheduler-password")
+    fill(driver, "#new-password", "new-scheduler-password")
+    submit(driver, "#password")
+    wait_text(driver, "#password-done", "The password was changed.")
+    assert token_of(driver) != old_token
+    assert api(scheduler, "/account", token_of(driver))["username"] == "alice"
+
+    # deleting the account ends at the login page, and the account is gone
+    driver.find_element(By.ID, "delete-confirm").click()
+    submit(driver, "#delete-account")
+    wait(driver).until(EC.url_contains("/app/login"))
+    assert token_of(driver) is None
+    fill(driver, "#login-username", "alice")
+    fill(driver, "#login-password", "new-scheduler-password")
+    submit(driver, "#login")
+    wait_text(driver, "#login .error", "wrong username or password")
+
 
 def test_pages_carry_the_security_headers(server):
     for base, page in ((server["inbox"], "/app/"), (server["scheduler"], "/app/triggers")):
@@ -247,7 +274,10 @@ def test_pages_carry_the_security_headers(server):
 
 
 def test_no_page_breaks_its_content_security_policy(server, driver):
-    """Chromium reports every CSP violation in the console: the pages cause none."""
+    """Chromium reports every CSP violation in the console: the pages cause none (loaded
+    logged in, so every page draws its content)."""
+    register(driver, server["inbox"], "carol", "carol-password")
+    register(driver, server["scheduler"], "carol", "carol-password")
     for base, pages in (
         (server["inbox"], ["/app/login", "/app/", "/app/settings"]),
         (server["scheduler"], ["/app/login", "/app/", "/app/triggered", "/app/triggers", "/app/settings"]),
@@ -255,6 +285,7 @@ def test_no_page_breaks_its_content_security_policy(server, driver):
         for page in pages:
             driver.get(base + page)
             wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
+            assert driver.current_url == base + page, "logged in, no detour to the login page"
             # module scripts run after load; give the page's first calls a moment to finish
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and driver.execute_script(
