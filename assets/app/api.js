@@ -188,6 +188,8 @@ export async function frame(current) {
   } catch (_) {
     // the links of the inbox then
   }
+  const brand = document.querySelector('header .brand');
+  if (brand) brand.lastChild.textContent = settings.service === 'scheduler' ? 'Pigeonhole scheduler' : 'Pigeonhole inbox';
   const pages =
     settings.service === 'scheduler'
       ? [['/app/', 'Scheduled'], ['/app/triggered', 'Triggered'], ['/app/triggers', 'Triggers'], ['/app/settings', 'Settings']]

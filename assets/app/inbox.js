@@ -76,8 +76,18 @@ function renderList() {
   document.title = 'Inbox (' + items.length + ') · Pigeonhole';
 }
 
+let shown = null;
+
+/**
+ * Reads the items again and draws them when they changed (so the timer's refresh does not
+ * move the keyboard focus away from an unchanged page).
+ */
 async function refresh() {
-  items = await call('GET', '/inbox/items');
+  const latest = await call('GET', '/inbox/items');
+  const signature = latest.map((i) => i.id).join();
+  if (signature === shown) return;
+  shown = signature;
+  items = latest;
   for (const id of kept) if (!items.some((i) => i.id === id)) kept.delete(id);
   renderProcess();
   renderList();

@@ -25,12 +25,18 @@ function outcome(attempt, triggers) {
   }
 }
 
+let shown = null;
+
 async function refresh() {
   const [items, triggers, settings] = await Promise.all([
     call('GET', '/scheduler/items?filter=onlytriggered'),
     call('GET', '/trigger'),
     call('GET', '/account/settings'),
   ]);
+  // the timer's refresh draws only a change (the keyboard focus stays where it is)
+  const signature = JSON.stringify([items, triggers, settings]);
+  if (signature === shown) return;
+  shown = signature;
   const zone = settings.timezone.name;
   items.sort((a, b) => (a.triggered.triggeredInfoTriggered < b.triggered.triggeredInfoTriggered ? 1 : -1));
   const list = document.getElementById('items');
