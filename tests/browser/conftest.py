@@ -77,6 +77,8 @@ def server():
         "inbox": inbox,
         "scheduler": scheduler,
         "inbox_delivery_url": inbox,
+        # e-mails go to <data-dir>/outbox/ as .eml files (no --smtp-url)
+        "outbox": data / "db" / "outbox",
     }
     process.terminate()
     try:

@@ -89,6 +89,19 @@ def api(base, path, token):
         return json.loads(answer.read())
 
 
+def verification_key(outbox, count):
+    """The key of the newest of the first `count` verification e-mails in the outbox, once
+    there are that many."""
+
+    def written(_):
+        mails = sorted(outbox.glob("*.eml"), key=lambda p: p.stat().st_mtime_ns) if outbox.exists() else []
+        keys = [re.search(r"Key: ([0-9a-f]{32})", m.read_text(errors="replace")) for m in mails]
+        keys = [k.group(1) for k in keys if k]
+        return keys[count - 1] if len(keys) >= count else False
+
+    return WebDriverWait(None, WAIT, poll_frequency=0.1).until(written)
+
+
 def register(driver, base, name, password):
     """Registers on the service at `base` from its inbox or scheduler page (logged out)."""
     driver.get(base + "/app/login")
@@ -193,6 +206,24 @@ def test_the_whole_product_in_a_browser(server, driver):
     submit(driver, "#local")
     inbox_url = server["inbox_delivery_url"]
     wait_text(driver, "#triggers", "Inbox at " + inbox_url)
+
+    # an e-mail trigger: verified with the key of its e-mail, after a resend (which makes
+    # the first key stop working)
+    fill(driver, "#email-address", "alice@example.org")
+    submit(driver, "#email")
+    wait_text(driver, "#triggers", "Not verified yet")
+    first_key = verification_key(server["outbox"], 1)
+    driver.find_element(By.CSS_SELECTOR, "#triggers button[aria-label^='Resend']").click()
+    wait_text(driver, "#triggers", "A new verification e-mail is on its way.")
+    new_key = verification_key(server["outbox"], 2)
+    assert new_key != first_key
+    fill(driver, "#triggers form.verify input", first_key)
+    driver.find_element(By.CSS_SELECTOR, "#triggers form.verify button").click()
+    wait(driver).until(EC.visibility_of_element_located((By.CSS_SELECTOR, "#triggers form.verify .error")))
+    fill(driver, "#triggers form.verify input", new_key)
+    driver.find_element(By.CSS_SELECTOR, "#triggers form.verify button").click()
+    wait_text(driver, "#triggers", "Verified")
+    assert "Not verified yet" not in text_of(driver, "#triggers")
     shoot(driver, "scheduler-triggers")
 
     # an item due in a few seconds (in Asia/Tokyo), and one for later that repeats
