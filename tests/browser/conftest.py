@@ -53,6 +53,7 @@ def server():
                 "--password-iterations", "1000",
                 "--looper-period", "2",
                 "--looper-retry-delay-us", "200000",
+                "--looper-retry-amount", "2",
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -295,6 +295,45 @@ def test_the_whole_product_in_a_browser(server, driver):
     wait_text(driver, "#login .error", "wrong username or password")
 
 
+def test_a_failed_delivery_shows_the_reason_and_can_be_retried(server, driver):
+    inbox, scheduler = server["inbox"], server["scheduler"]
+    register(driver, inbox, "dave", "dave-password")
+    register(driver, scheduler, "dave", "dave-password")
+    driver.get(scheduler + "/app/triggers")
+    wait(driver).until(EC.visibility_of_element_located((By.ID, "local")))
+    fill(driver, "#local-username", "dave")
+    fill(driver, "#local-password", "dave-password")
+    submit(driver, "#local")
+    wait_text(driver, "#triggers", "Inbox at")
+    # the inbox key the trigger delivers with is deleted on the inbox's settings page
+    driver.get(inbox + "/app/settings")
+    wait_text(driver, "#keys", "scheduler deliveries")
+    driver.find_element(By.CSS_SELECTOR, "#keys button[aria-label='Delete access key scheduler deliveries']").click()
+    wait_text(driver, "#keys", "No access keys.")
+    # an item due now fails to be delivered, with the reason
+    driver.get(scheduler + "/app/")
+    wait(driver).until(EC.element_to_be_clickable((By.ID, "item-content")))
+    fill(driver, "#item-content", "Renew the passport")
+    set_value(driver, "#item-day", datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d"))
+    set_value(driver, "#item-time", "00:00:00")
+    submit(driver, "#item")
+    # stored once the form is cleared
+    wait(driver).until(lambda d: d.find_element(By.ID, "item-content").get_attribute("value") == "")
+    driver.get(scheduler + "/app/triggered")
+    wait_text(driver, "#items", "Failed for inbox at", timeout=DELIVERY_WAIT)
+    # the reason in the server's words
+    assert "inbox answered 401" in text_of(driver, "#items")
+    assert "Renew the passport" in text_of(driver, "#items")
+    shoot(driver, "scheduler-triggered-failed")
+    # retry: the server takes it (no error next to the item), the delivery goes back to
+    # pending and soon fails again (the key is still gone)
+    retry = driver.find_element(By.CSS_SELECTOR, "#items button[aria-label='Retry “Renew the passport”']")
+    retry.click()
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#items [aria-busy=true]") == [])
+    assert [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#items .error") if e.is_displayed()] == []
+    wait_text(driver, "#items", "Failed for inbox at", timeout=DELIVERY_WAIT)
+
+
 def test_pages_carry_the_security_headers(server):
     for base, page in ((server["inbox"], "/app/"), (server["scheduler"], "/app/triggers")):
         with urllib.request.urlopen(base + page, timeout=10) as answer:
