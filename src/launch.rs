@@ -141,6 +141,11 @@ pub async fn start(
             shutdown.clone(),
         )));
     }
+    let local_inbox = listeners
+        .inbox
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| a.port());
     if let Some(listener) = listeners.inbox {
         let service = Arc::new(inbox::Inbox::new(ctx.clone()));
         tasks.push(tokio::spawn(http::serve(
@@ -151,7 +156,10 @@ pub async fn start(
         )));
     }
     if let (Some(listener), Some(mailer)) = (listeners.scheduler, mailer) {
-        let service = Arc::new(scheduler::Scheduler::new(ctx.clone()));
+        let service = Arc::new(scheduler::Scheduler {
+            local_inbox,
+            ..scheduler::Scheduler::new(ctx.clone())
+        });
         tasks.push(tokio::spawn(http::serve(
             service,
             listener,

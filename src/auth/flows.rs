@@ -110,7 +110,24 @@ impl AccountFlows {
     /// password is wrong, it is tried against the account's access keys moved in from Intray
     /// (bcrypt, see [`Self::legacy_key`]). A right password against a moved-in bcrypt hash
     /// replaces that hash by PBKDF2 ([`Self::upgrade_password`]).
+    /// Answers 204 with the token cookie.
     pub async fn login(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
+        let token = self.log_in(accounts, request).await?;
+        let cookie = HeaderValue::from_str(&format!("JWT-Cookie={token}; Path=/; HttpOnly; Secure; SameSite=Lax"))
+            .map_err(|_| ApiError::internal("token is not a valid header value"))?;
+        Ok(Reply::no_content().with_header(SET_COOKIE, cookie))
+    }
+
+    /// `POST /app/token`: the login of [`AccountFlows::login`] for the web interface, whose
+    /// script cannot read an `HttpOnly` cookie: 200 with `{"token": "<token>"}`, kept by the
+    /// page and sent as `Authorization: Bearer` (never a cookie; docs/web.md).
+    pub async fn login_for_page(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
+        let token = self.log_in(accounts, request).await?;
+        Ok(Reply::json(&json!({ "token": token })))
+    }
+
+    /// The checks of a login, then a new token.
+    async fn log_in(&self, accounts: &AccountStore, request: &Request) -> Result<String, ApiError> {
         let body: LoginIn = request.json()?;
         if !wire::is_valid_username(&body.username) {
             return Err(ApiError::bad_request("invalid username"));
@@ -217,19 +234,15 @@ impl AccountFlows {
         Ok(Some(key))
     }
 
-    /// Records the login and answers 204 with the token cookie.
-    async fn grant_token(&self, accounts: &AccountStore, account: &Account, grant: Grant) -> Result<Reply, ApiError> {
+    /// Records the login and issues the token.
+    async fn grant_token(&self, accounts: &AccountStore, account: &Account, grant: Grant) -> Result<String, ApiError> {
         let recorded = accounts.set_last_login(account.id, Timestamp::now())?;
         if !recorded.durable().await? {
             return Err(ApiError::unauthorized("wrong username or password"));
         }
-        let token = self
-            .tokens
+        self.tokens
             .issue(self.service, account.id, account.epoch, grant.permissions, grant.key)
-            .map_err(|e| ApiError::internal(format!("could not sign a token: {e}")))?;
-        let cookie = HeaderValue::from_str(&format!("JWT-Cookie={token}; Path=/; HttpOnly; Secure; SameSite=Lax"))
-            .map_err(|_| ApiError::internal("token is not a valid header value"))?;
-        Ok(Reply::no_content().with_header(SET_COOKIE, cookie))
+            .map_err(|e| ApiError::internal(format!("could not sign a token: {e}")))
     }
 
     /// `POST /account` (inbox) or `POST /` (scheduler): replaces the password when the old

@@ -5,6 +5,7 @@
 //! long lists streamed, one log line per request; served by our own connection loop
 //! ([`server`]) with the deadlines of spec decision 17.
 
+pub mod app;
 pub mod body;
 pub mod server;
 

@@ -11,7 +11,7 @@ use crate::domain::inbox::sync::{self, SyncRequest};
 use crate::domain::permissions::Permission;
 use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
-use crate::http::{path_uuid, ApiError, Head, Reply, Request};
+use crate::http::{app, path_uuid, ApiError, Head, Reply, Request};
 use crate::payments;
 use crate::store::inbox::{AddOutcome, ImportOutcome};
 use serde_json::{json, Value};
@@ -38,6 +38,12 @@ impl Inbox {
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
+            Route::App(name) => return app::serve(&request, &[super::APP, app::COMMON], &name, &[]),
+            Route::AppConfig => {
+                let registration = self.ctx.settings.registration_open;
+                return Ok(app::config(&json!({"service": "inbox", "registration": registration})));
+            }
+            Route::AppToken => return self.flows.login_for_page(accounts, &request).await,
             _ => {}
         }
         let Some(who) = caller else {
@@ -104,9 +110,14 @@ impl Inbox {
                 }
                 Ok(Reply::empty())
             }
-            Route::Root | Route::Health | Route::Register | Route::Login | Route::Pricing => {
-                Err(ApiError::internal("unreachable route"))
-            }
+            Route::Root
+            | Route::Health
+            | Route::Register
+            | Route::Login
+            | Route::Pricing
+            | Route::App(_)
+            | Route::AppConfig
+            | Route::AppToken => Err(ApiError::internal("unreachable route")),
         }
     }
 

@@ -8,11 +8,25 @@ use crate::config::Settings;
 use crate::context::Context;
 use crate::domain::account::Principal;
 use crate::domain::account::ServiceKind;
-use crate::http::{ApiError, Head, Reply, Request, Service};
+use crate::http::{app, ApiError, Head, Reply, Request, Service};
 use std::sync::Arc;
 use warp::http::Method;
 
 pub const API_PAGE: &str = include_str!("../../assets/inbox.html");
+
+/// The inbox's own pages of the web interface (the shared files are in
+/// [`crate::http::app::COMMON`]); `share` is the target of the manifest's `share_target`.
+pub static APP: &[app::Asset] = &[
+    app::Asset::new("", app::HTML, include_bytes!("../../assets/app/inbox.html")),
+    app::Asset::new("inbox.js", app::JS, include_bytes!("../../assets/app/inbox.js")),
+    app::Asset::new("share", app::HTML, include_bytes!("../../assets/app/share.html")),
+    app::Asset::new("share.js", app::JS, include_bytes!("../../assets/app/share.js")),
+    app::Asset::new(
+        "manifest.webmanifest",
+        app::MANIFEST,
+        include_bytes!("../../assets/app/inbox.webmanifest"),
+    ),
+];
 
 pub struct Inbox {
     pub ctx: Arc<Context>,

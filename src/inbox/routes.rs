@@ -39,6 +39,12 @@ pub enum Route {
     AdminStats,
     AdminAccounts,
     AdminDeleteAccount(String),
+    /// `GET /app/<name>`: a page or file of the web interface (`/app/` is the inbox page).
+    App(String),
+    /// `GET /app/config.json`: what the pages need to know of this server.
+    AppConfig,
+    /// `POST /app/token`: the web interface's login, answering the token as JSON.
+    AppToken,
 }
 
 fn by_method(
@@ -59,6 +65,7 @@ pub fn access(route: &Route) -> Access {
     use Permission as P;
     match route {
         Route::Root | Route::Health | Route::Register | Route::Login | Route::Pricing => Public,
+        Route::App(_) | Route::AppConfig | Route::AppToken => Public,
         Route::Permissions => Needs(P::PermitGetPermissions),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
         // and the other permissions of what they read or write (handlers.rs)
@@ -96,6 +103,7 @@ pub fn takes_body(route: &Route) -> bool {
             | Route::AddText
             | Route::Sync
             | Route::Import
+            | Route::AppToken
     )
 }
 
@@ -130,6 +138,10 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["admin", "stats"] => by_method(method, Some(AdminStats), None, None),
         ["admin", "accounts"] => by_method(method, Some(AdminAccounts), None, None),
         ["admin", "account", id] => by_method(method, None, None, Some(AdminDeleteAccount(own(id)))),
+        ["app", "token"] => by_method(method, None, Some(AppToken), None),
+        ["app", "config.json"] => by_method(method, Some(AppConfig), None, None),
+        ["app"] => by_method(method, Some(App(String::new())), None, None),
+        ["app", name] => by_method(method, Some(App(own(name))), None, None),
         _ => Err(ApiError::unknown_path()),
     }
 }
@@ -158,5 +170,9 @@ mod tests {
         assert_eq!(r(Method::GET, "/inbox/items/"), Err(404));
         assert_eq!(r(Method::GET, "/inbox/nothing-here"), Err(404));
         assert_eq!(r(Method::GET, "/Inbox/items"), Err(404));
+        assert_eq!(r(Method::GET, "/app/"), Ok(Route::App("".into())));
+        assert_eq!(r(Method::GET, "/app/app.css"), Ok(Route::App("app.css".into())));
+        assert_eq!(r(Method::POST, "/app/token"), Ok(Route::AppToken));
+        assert_eq!(r(Method::GET, "/app/a/b"), Err(404));
     }
 }

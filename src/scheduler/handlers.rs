@@ -16,7 +16,7 @@ use crate::domain::secrets;
 use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
-use crate::http::{parse_json, path_uuid, wants_html, ApiError, Head, Reply, Request};
+use crate::http::{app, parse_json, path_uuid, wants_html, ApiError, Head, Reply, Request};
 use crate::outbound as inbox_client;
 use crate::payments;
 use crate::store::scheduler::{AddOutcome, ImportOutcome};
@@ -49,6 +49,17 @@ impl Scheduler {
             Route::Loopers => return Ok(Reply::json(&self.ctx.workers.to_json())),
             Route::VerifyPage(id, key) => return self.verify_page(&request, &id, &key, false).await,
             Route::VerifyByLink(id, key) => return self.verify_page(&request, &id, &key, true).await,
+            Route::App(name) => {
+                // the triggers page may call the inbox of this server (docs/web.md)
+                let inbox = self.local_inbox.map(|port| app::sibling_origins(&request, port));
+                let connect = match name.as_str() {
+                    "triggers" => inbox.unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                return app::serve(&request, &[super::APP, app::COMMON], &name, &connect);
+            }
+            Route::AppConfig => return Ok(app::config(&self.app_config())),
+            Route::AppToken => return self.flows.login_for_page(accounts, &request).await,
             _ => {}
         }
         let Some(who) = caller else {
@@ -205,7 +216,10 @@ impl Scheduler {
             | Route::Pricing
             | Route::Loopers
             | Route::VerifyPage(..)
-            | Route::VerifyByLink(..) => Err(ApiError::internal("unreachable route")),
+            | Route::VerifyByLink(..)
+            | Route::App(_)
+            | Route::AppConfig
+            | Route::AppToken => Err(ApiError::internal("unreachable route")),
         }
     }
 
@@ -287,6 +301,26 @@ impl Scheduler {
                 "the import would go over the free item limit: nothing was imported",
             )),
         }
+    }
+
+    /// `GET /app/config.json`: registration, and the inbox this process runs, if any: its
+    /// port (the page reaches it on the host it was loaded from) and the URL the scheduler
+    /// delivers to (loopback when the services listen on every address).
+    fn app_config(&self) -> Value {
+        let settings = &self.ctx.settings;
+        let inbox = self.local_inbox.map(|port| {
+            let host = match settings.host {
+                h if h.is_unspecified() && h.is_ipv6() => std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+                h if h.is_unspecified() => std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST),
+                h => h,
+            };
+            let url = match host {
+                std::net::IpAddr::V6(a) => format!("http://[{a}]:{port}"),
+                std::net::IpAddr::V4(a) => format!("http://{a}:{port}"),
+            };
+            json!({"port": port, "url": url})
+        });
+        json!({"service": "scheduler", "registration": settings.registration_open, "inbox": inbox})
     }
 
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {

@@ -10,17 +10,40 @@ use crate::config::Settings;
 use crate::context::Context;
 use crate::domain::account::Principal;
 use crate::domain::account::ServiceKind;
-use crate::http::{ApiError, Head, Reply, Request, Service};
+use crate::http::{app, ApiError, Head, Reply, Request, Service};
 use std::sync::Arc;
 use warp::http::Method;
 
 pub const API_PAGE: &str = include_str!("../../assets/scheduler.html");
+
+/// The scheduler's own pages of the web interface (the shared files are in
+/// [`crate::http::app::COMMON`]).
+pub static APP: &[app::Asset] = &[
+    app::Asset::new("", app::HTML, include_bytes!("../../assets/app/scheduler.html")),
+    app::Asset::new("scheduler.js", app::JS, include_bytes!("../../assets/app/scheduler.js")),
+    app::Asset::new(
+        "triggered",
+        app::HTML,
+        include_bytes!("../../assets/app/triggered.html"),
+    ),
+    app::Asset::new("triggered.js", app::JS, include_bytes!("../../assets/app/triggered.js")),
+    app::Asset::new("triggers", app::HTML, include_bytes!("../../assets/app/triggers.html")),
+    app::Asset::new("triggers.js", app::JS, include_bytes!("../../assets/app/triggers.js")),
+    app::Asset::new(
+        "manifest.webmanifest",
+        app::MANIFEST,
+        include_bytes!("../../assets/app/scheduler.webmanifest"),
+    ),
+];
 
 pub struct Scheduler {
     pub ctx: Arc<Context>,
     pub flows: AccountFlows,
     /// Verification e-mail resends per trigger (`POST /trigger/email/resend/:id`).
     pub resends: resend_limit::ResendLimiter,
+    /// The port of the inbox service of this process, if it runs one (the web interface
+    /// offers it as a trigger).
+    pub local_inbox: Option<u16>,
 }
 
 impl Scheduler {
@@ -36,6 +59,7 @@ impl Scheduler {
             ctx,
             flows,
             resends: resend_limit::ResendLimiter::default(),
+            local_inbox: None,
         }
     }
 }

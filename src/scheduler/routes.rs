@@ -52,6 +52,12 @@ pub enum Route {
     ListAccessKeys,
     GetAccessKey(String),
     DeleteAccessKey(String),
+    /// `GET /app/<name>`: a page or file of the web interface (`/app/` is the scheduler page).
+    App(String),
+    /// `GET /app/config.json`: what the pages need to know of this server (the local inbox).
+    AppConfig,
+    /// `POST /app/token`: the web interface's login, answering the token as JSON.
+    AppToken,
 }
 
 /// Who may call a route: public, or credentials (a bearer token, or the `Username` +
@@ -62,6 +68,7 @@ pub fn access(route: &Route) -> Access {
     match route {
         Route::Root | Route::Health | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Public,
         Route::VerifyPage(..) | Route::VerifyByLink(..) => Public,
+        Route::App(_) | Route::AppConfig | Route::AppToken => Public,
         Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
         // and the other permissions of what they read or write (handlers.rs)
@@ -111,6 +118,7 @@ pub fn takes_body(route: &Route) -> bool {
             | Route::AddInboxTrigger
             | Route::AddAccessKey
             | Route::Import
+            | Route::AppToken
     )
 }
 
@@ -154,6 +162,10 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["admin", "stats"] => vec![(M::GET, AdminStats)],
         ["admin", "accounts"] => vec![(M::GET, AdminAccounts)],
         ["admin", "account", id] => vec![(M::DELETE, AdminDeleteAccount(own(id)))],
+        ["app", "token"] => vec![(M::POST, AppToken)],
+        ["app", "config.json"] => vec![(M::GET, AppConfig)],
+        ["app"] => vec![(M::GET, App(String::new()))],
+        ["app", name] => vec![(M::GET, App(own(name)))],
         _ => return Err(ApiError::unknown_path()),
     };
     pick(method, options)

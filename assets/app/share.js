@@ -1,0 +1,34 @@
+// The share target of the installed app (manifest `share_target`, GET with title, text and
+// url): the shared words become one text item. Logged in: saved at once; otherwise the
+// login page comes first and brings the reader back here.
+import { call, el, frame, onSubmit, requireLogin, toBase64 } from './api.js';
+
+function sharedText() {
+  const params = new URLSearchParams(location.search);
+  const parts = [];
+  for (const name of ['title', 'text', 'url']) {
+    const value = (params.get(name) || '').trim();
+    // apps often repeat the link inside the text
+    if (value && !parts.some((p) => p.includes(value))) parts.push(value);
+  }
+  return parts.join('\n');
+}
+
+async function save(text) {
+  await call('POST', '/inbox/item', { type: 'text', data: toBase64(text) });
+  const done = document.getElementById('share-done');
+  done.replaceChildren('Saved to the inbox. ', el('a', { href: '/app/' }, 'Open the inbox'));
+  document.getElementById('share').hidden = true;
+}
+
+async function start() {
+  if (!requireLogin()) return;
+  frame('');
+  const form = document.getElementById('share');
+  const text = sharedText();
+  document.getElementById('share-text').value = text;
+  onSubmit(form, (data) => save(data.get('text')));
+  if (text) form.requestSubmit();
+}
+
+start();

@@ -1,0 +1,374 @@
+"""The web interface in a real browser (issue 13, docs/web.md): Debian's headless Chromium,
+driven by Selenium through Debian's chromedriver, against the release binary on free
+ports. One story from nothing: register, capture, process, access keys, the share target,
+then the scheduler with the local inbox as trigger, an item due in a few seconds arriving in
+the inbox page, and the zone. Every page is photographed at phone and desktop widths into
+target/screenshots/. Waits are for events, with a deadline (WebDriverWait polls)."""
+
+import json
+import re
+import time
+import urllib.request
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions as EC
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from conftest import SCREENSHOTS
+
+WAIT = 20  # seconds: the longest any single step may take
+DELIVERY_WAIT = 60  # seconds: an item due in a few seconds, then triggered and delivered
+
+PHONE = (390, 844, True)
+DESKTOP = (1280, 800, False)
+
+
+def wait(driver, timeout=WAIT):
+    return WebDriverWait(driver, timeout, poll_frequency=0.1)
+
+
+def shoot(driver, name):
+    """The current page at phone and desktop widths."""
+    for label, (width, height, mobile) in (("phone", PHONE), ("desktop", DESKTOP)):
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+        )
+        # let the layout settle at the new width before the picture
+        driver.execute_script("return document.body.getBoundingClientRect().height")
+        driver.save_screenshot(str(SCREENSHOTS / f"{name}-{label}.png"))
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def text_of(driver, css):
+    return driver.find_element(By.CSS_SELECTOR, css).text
+
+
+def wait_text(driver, css, words, timeout=WAIT):
+    """Waits until the element `css` shows `words`."""
+    wait(driver, timeout).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), words))
+
+
+def fill(driver, css, value):
+    field = driver.find_element(By.CSS_SELECTOR, css)
+    field.clear()
+    field.send_keys(value)
+    return field
+
+
+def set_value(driver, css, value):
+    """Sets a date or time field (typing into them depends on the browser's locale)."""
+    field = driver.find_element(By.CSS_SELECTOR, css)
+    driver.execute_script("arguments[0].value = arguments[1]", field, value)
+
+
+def submit(driver, form_css):
+    driver.find_element(By.CSS_SELECTOR, form_css + " button[type=submit]").click()
+
+
+def no_alert(driver):
+    try:
+        driver.switch_to.alert
+    except NoAlertPresentException:
+        return True
+    return False
+
+
+def token_of(driver):
+    return driver.execute_script("return localStorage.getItem('pigeonhole-token')")
+
+
+def api(base, path, token):
+    request = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def verification_key(outbox, count):
+    """The key of the newest of the first `count` verification e-mails in the outbox, once
+    there are that many."""
+
+    def written(_):
+        mails = sorted(outbox.glob("*.eml"), key=lambda p: p.stat().st_mtime_ns) if outbox.exists() else []
+        keys = [re.search(r"Key: ([0-9a-f]{32})", m.read_text(errors="replace")) for m in mails]
+        keys = [k.group(1) for k in keys if k]
+        return keys[count - 1] if len(keys) >= count else False
+
+    return WebDriverWait(None, WAIT, poll_frequency=0.1).until(written)
+
+
+def register(driver, base, name, password):
+    """Registers on the service at `base` from its inbox or scheduler page (logged out)."""
+    driver.get(base + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    driver.get(base + "/app/")
+    wait(driver).until(EC.url_contains("/app/login"))
+    wait(driver).until(EC.visibility_of_element_located((By.ID, "register")))
+    fill(driver, "#register-username", name)
+    fill(driver, "#register-password", password)
+    submit(driver, "#register")
+    wait(driver).until(lambda d: token_of(d) is not None and "/app/login" not in d.current_url)
+
+
+def test_the_whole_product_in_a_browser(server, driver):
+    inbox, scheduler = server["inbox"], server["scheduler"]
+
+    # --- the inbox: log in page, register --------------------------------------------
+    driver.get(inbox + "/app/")
+    wait(driver).until(EC.url_contains("/app/login"))
+    wait_text(driver, "#title", "Log in to your inbox")
+    shoot(driver, "inbox-login")
+    # a failed login shows the server's words next to the form
+    fill(driver, "#login-username", "alice")
+    fill(driver, "#login-password", "wrong")
+    submit(driver, "#login")
+    wait_text(driver, "#login .error", "wrong username or password")
+    register(driver, inbox, "alice", "alice-password")
+    assert driver.current_url.endswith("/app/")
+
+    # --- capture: Enter adds --------------------------------------------------------
+    capture = wait(driver).until(EC.element_to_be_clickable((By.ID, "capture-text")))
+    capture.send_keys("Buy milk" + Keys.ENTER)
+    wait_text(driver, "#items", "Buy milk")
+    wait_text(driver, "#count", "(1)")
+    hostile = "<script>alert(1)</script>"
+    driver.find_element(By.ID, "capture-text").send_keys(hostile + Keys.ENTER)
+    wait_text(driver, "#count", "(2)")
+    # shown as text: the words are there, no script element was made, no dialog opened
+    wait_text(driver, "#items", hostile)
+    assert driver.find_elements(By.CSS_SELECTOR, "#items script, #process script") == []
+    assert no_alert(driver)
+    fill(driver, "#capture-text", "Call the plumber").send_keys(Keys.ENTER)
+    wait_text(driver, "#count", "(3)")
+    shoot(driver, "inbox")
+
+    # --- process, oldest first: keep the first, done with the second ----------------------
+    wait_text(driver, "#current-item", "Buy milk")
+    wait_text(driver, "#current-item", "Item 1 of 3")
+    driver.find_element(By.XPATH, "//div[@id='current-item']//button[text()='Keep for later']").click()
+    wait_text(driver, "#current-item", hostile)
+    driver.find_element(By.XPATH, "//div[@id='current-item']//button[text()='Done']").click()
+    wait_text(driver, "#count", "(2)")
+    wait_text(driver, "#current-item", "Call the plumber")
+    assert hostile not in text_of(driver, "#items")
+    # delete from the list
+    driver.find_element(By.XPATH, "//ul[@id='items']/li[contains(., 'Call the plumber')]//button").click()
+    wait_text(driver, "#count", "(1)")
+    assert "Buy milk" in text_of(driver, "#items")
+
+    # --- settings: an access key, its secret shown once, deleted -----------------------
+    driver.find_element(By.LINK_TEXT, "Settings").click()
+    wait(driver).until(EC.url_contains("/app/settings"))
+    wait(driver).until(EC.presence_of_element_located((By.CSS_SELECTOR, "input[value=PermitAdd]")))
+    fill(driver, "#key-name", "phone")
+    submit(driver, "#add-key")
+    wait(driver).until(EC.visibility_of_element_located((By.ID, "new-key")))
+    secret = text_of(driver, "#new-key-secret")
+    assert re.fullmatch(r"[0-9a-f]{32}", secret), secret
+    wait_text(driver, "#keys", "phone")
+    assert "PermitAdd" in text_of(driver, "#keys")
+    shoot(driver, "inbox-settings")
+    driver.find_element(By.CSS_SELECTOR, "#keys button[aria-label='Delete access key phone']").click()
+    wait_text(driver, "#keys", "No access keys.")
+    assert not driver.find_element(By.ID, "new-key").is_displayed()
+
+    # --- the share target: a shared link becomes an item -------------------------------
+    driver.get(inbox + "/app/share?title=An%20article&url=https%3A%2F%2Fexample.org%2Fa")
+    wait_text(driver, "#share-done", "Saved to the inbox")
+    shoot(driver, "inbox-share")
+    driver.get(inbox + "/app/")
+    wait_text(driver, "#items", "https://example.org/a")
+
+    # --- the scheduler: its own account on its own origin -------------------------------
+    register(driver, scheduler, "alice", "scheduler-password")
+    wait_text(driver, "#zone", "UTC")
+
+    # the zone
+    driver.find_element(By.LINK_TEXT, "Settings").click()
+    wait(driver).until(EC.presence_of_element_located((By.CSS_SELECTOR, "#zone-name option[value='Asia/Tokyo']")))
+    Select(driver.find_element(By.ID, "zone-name")).select_by_value("Asia/Tokyo")
+    submit(driver, "#zone")
+    wait_text(driver, "#zone-current", "Asia/Tokyo (UTC+09:00)")
+    token = token_of(driver)
+    assert api(scheduler, "/account/settings", token)["timezone"] == {"offset": 540, "name": "Asia/Tokyo", "summer": False}
+    shoot(driver, "scheduler-settings")
+
+    # the local inbox as trigger, with one form
+    driver.find_element(By.LINK_TEXT, "Triggers").click()
+    wait(driver).until(EC.visibility_of_element_located((By.ID, "local")))
+    fill(driver, "#local-username", "alice")
+    fill(driver, "#local-password", "alice-password")
+    submit(driver, "#local")
+    inbox_url = server["inbox_delivery_url"]
+    wait_text(driver, "#triggers", "Inbox at " + inbox_url)
+
+    # an e-mail trigger: verified with the key of its e-mail, after a resend (which makes
+    # the first key stop working)
+    fill(driver, "#email-address", "alice@example.org")
+    submit(driver, "#email")
+    wait_text(driver, "#triggers", "Not verified yet")
+    first_key = verification_key(server["outbox"], 1)
+    driver.find_element(By.CSS_SELECTOR, "#triggers button[aria-label^='Resend']").click()
+    wait_text(driver, "#triggers", "A new verification e-mail is on its way.")
+    new_key = verification_key(server["outbox"], 2)
+    assert new_key != first_key
+    fill(driver, "#triggers form.verify input", first_key)
+    driver.find_element(By.CSS_SELECTOR, "#triggers form.verify button").click()
+    wait(driver).until(EC.visibility_of_element_located((By.CSS_SELECTOR, "#triggers form.verify .error")))
+    fill(driver, "#triggers form.verify input", new_key)
+    driver.find_element(By.CSS_SELECTOR, "#triggers form.verify button").click()
+    wait_text(driver, "#triggers", "Verified")
+    assert "Not verified yet" not in text_of(driver, "#triggers")
+    shoot(driver, "scheduler-triggers")
+
+    # an item due in a few seconds (in Asia/Tokyo), and one for later that repeats
+    driver.find_element(By.LINK_TEXT, "Scheduled").click()
+    wait_text(driver, "#zone", "Asia/Tokyo")
+    soon = datetime.now(ZoneInfo("Asia/Tokyo")) + timedelta(seconds=6)
+    fill(driver, "#item-content", "Water the plants")
+    set_value(driver, "#item-day", soon.strftime("%Y-%m-%d"))
+    set_value(driver, "#item-time", soon.strftime("%H:%M:%S"))
+    submit(driver, "#item")
+    wait_text(driver, "#items", "Water the plants")
+    later = soon + timedelta(days=30)
+    fill(driver, "#item-content", "Pay the rent")
+    set_value(driver, "#item-day", later.strftime("%Y-%m-%d"))
+    set_value(driver, "#item-time", "08:30:00")
+    Select(driver.find_element(By.ID, "item-repeat")).select_by_value("months")
+    fill(driver, "#item-month-day", "1")
+    submit(driver, "#item")
+    wait_text(driver, "#items", "Every month on day 1")
+    # edit it
+    driver.find_element(By.CSS_SELECTOR, "#items button[aria-label='Edit “Pay the rent”']").click()
+    fill(driver, "#item-content", "Pay the rent and the bills")
+    submit(driver, "#item")
+    wait_text(driver, "#items", "Pay the rent and the bills")
+    shoot(driver, "scheduler")
+
+    # it comes due, is delivered, and shows on the triggered page and in the inbox page
+    driver.find_element(By.LINK_TEXT, "Triggered").click()
+    wait_text(driver, "#items", "Delivered to the inbox at " + inbox_url, timeout=DELIVERY_WAIT)
+    assert "Water the plants" in text_of(driver, "#items")
+    assert "Pay the rent" not in text_of(driver, "#items")
+    shoot(driver, "scheduler-triggered")
+    driver.get(inbox + "/app/")
+    wait_text(driver, "#items", "Water the plants")
+    assert no_alert(driver)
+
+    # the scheduler's access keys too
+    driver.get(scheduler + "/app/settings")
+    wait(driver).until(EC.presence_of_element_located((By.CSS_SELECTOR, "input[value=PermitAddItem]")))
+    fill(driver, "#key-name", "calendar")
+    submit(driver, "#add-key")
+    wait(driver).until(EC.visibility_of_element_located((By.ID, "new-key")))
+    assert re.fullmatch(r"[0-9a-f]{32}", text_of(driver, "#new-key-secret"))
+    driver.find_element(By.CSS_SELECTOR, "#keys button[aria-label='Delete access key calendar']").click()
+    wait_text(driver, "#keys", "No access keys.")
+
+    # a wrong current password is refused in the server's words; the right one changes it
+    # and the page stays logged in (with a new token: the change revoked the old one)
+    fill(driver, "#old-password", "not-it")
+    fill(driver, "#new-password", "new-scheduler-password")
+    submit(driver, "#password")
+    wait_text(driver, "#password .error", "the old passphrase is wrong")
+    old_token = token_of(driver)
+    fill(driver, "#old-password", "scheduler-password")
+    fill(driver, "#new-password", "new-scheduler-password")
+    submit(driver, "#password")
+    wait_text(driver, "#password-done", "The password was changed.")
+    assert token_of(driver) != old_token
+    assert api(scheduler, "/account", token_of(driver))["username"] == "alice"
+
+    # deleting the account ends at the login page, and the account is gone
+    driver.find_element(By.ID, "delete-confirm").click()
+    submit(driver, "#delete-account")
+    wait(driver).until(EC.url_contains("/app/login"))
+    assert token_of(driver) is None
+    fill(driver, "#login-username", "alice")
+    fill(driver, "#login-password", "new-scheduler-password")
+    submit(driver, "#login")
+    wait_text(driver, "#login .error", "wrong username or password")
+
+
+def test_a_failed_delivery_shows_the_reason_and_can_be_retried(server, driver):
+    inbox, scheduler = server["inbox"], server["scheduler"]
+    register(driver, inbox, "dave", "dave-password")
+    register(driver, scheduler, "dave", "dave-password")
+    driver.get(scheduler + "/app/triggers")
+    wait(driver).until(EC.visibility_of_element_located((By.ID, "local")))
+    fill(driver, "#local-username", "dave")
+    fill(driver, "#local-password", "dave-password")
+    submit(driver, "#local")
+    wait_text(driver, "#triggers", "Inbox at")
+    # the inbox key the trigger delivers with is deleted on the inbox's settings page
+    driver.get(inbox + "/app/settings")
+    wait_text(driver, "#keys", "scheduler deliveries")
+    driver.find_element(By.CSS_SELECTOR, "#keys button[aria-label='Delete access key scheduler deliveries']").click()
+    wait_text(driver, "#keys", "No access keys.")
+    # an item due now fails to be delivered, with the reason
+    driver.get(scheduler + "/app/")
+    wait(driver).until(EC.element_to_be_clickable((By.ID, "item-content")))
+    fill(driver, "#item-content", "Renew the passport")
+    set_value(driver, "#item-day", datetime.now(ZoneInfo("UTC")).strftime("%Y-%m-%d"))
+    set_value(driver, "#item-time", "00:00:00")
+    submit(driver, "#item")
+    # stored once the form is cleared
+    wait(driver).until(lambda d: d.find_element(By.ID, "item-content").get_attribute("value") == "")
+    driver.get(scheduler + "/app/triggered")
+    wait_text(driver, "#items", "Failed for inbox at", timeout=DELIVERY_WAIT)
+    # the reason in the server's words
+    assert "inbox answered 401" in text_of(driver, "#items")
+    assert "Renew the passport" in text_of(driver, "#items")
+    shoot(driver, "scheduler-triggered-failed")
+    # retry: the server takes it (no error next to the item), the delivery goes back to
+    # pending and soon fails again (the key is still gone)
+    retry = driver.find_element(By.CSS_SELECTOR, "#items button[aria-label='Retry “Renew the passport”']")
+    retry.click()
+    wait(driver).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#items [aria-busy=true]") == [])
+    assert [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#items .error") if e.is_displayed()] == []
+    wait_text(driver, "#items", "Failed for inbox at", timeout=DELIVERY_WAIT)
+
+
+def test_pages_carry_the_security_headers(server):
+    for base, page in ((server["inbox"], "/app/"), (server["scheduler"], "/app/triggers")):
+        with urllib.request.urlopen(base + page, timeout=10) as answer:
+            csp = answer.headers["Content-Security-Policy"]
+            assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, csp
+            assert answer.headers["X-Frame-Options"] == "DENY"
+            assert answer.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_no_page_breaks_its_content_security_policy(server, driver):
+    """Chromium reports every CSP violation in the console: the pages cause none (loaded
+    logged in, so every page draws its content)."""
+    register(driver, server["inbox"], "carol", "carol-password")
+    register(driver, server["scheduler"], "carol", "carol-password")
+    for base, pages in (
+        (server["inbox"], ["/app/login", "/app/", "/app/settings"]),
+        (server["scheduler"], ["/app/login", "/app/", "/app/triggered", "/app/triggers", "/app/settings"]),
+    ):
+        for page in pages:
+            driver.get(base + page)
+            wait(driver).until(lambda d: d.execute_script("return document.readyState") == "complete")
+            assert driver.current_url == base + page, "logged in, no detour to the login page"
+            # module scripts run after load; give the page's first calls a moment to finish
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and driver.execute_script(
+                "return document.querySelector('[aria-busy=true]') !== null"
+            ):
+                time.sleep(0.05)
+            problems = [
+                entry["message"]
+                for entry in driver.get_log("browser")
+                if "Content Security Policy" in entry["message"] or "Refused to" in entry["message"]
+            ]
+            assert problems == [], f"{base}{page}: {problems}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(pytest.main([__file__, "-q"]))

@@ -1,0 +1,247 @@
+//! The web interface (issue 13, docs/web.md) as served: every page and file of both
+//! services with its content type, the security headers and a strong `ETag` that
+//! revalidates to 304; unknown files are JSON 404s; the pages are linked from `GET /`; the
+//! pages' login answers the token as JSON and sets no cookie; the configuration names the
+//! local inbox. The browser suite (tests/browser) drives the pages themselves.
+
+mod common;
+
+use common::{Api, Auth, Method, Server};
+use serde_json::json;
+
+/// Every page and file of each service, with its media type.
+const INBOX_FILES: &[(&str, &str)] = &[
+    ("/app/", "text/html"),
+    ("/app", "text/html"),
+    ("/app/login", "text/html"),
+    ("/app/settings", "text/html"),
+    ("/app/share", "text/html"),
+    ("/app/app.css", "text/css"),
+    ("/app/api.js", "text/javascript"),
+    ("/app/inbox.js", "text/javascript"),
+    ("/app/login.js", "text/javascript"),
+    ("/app/settings.js", "text/javascript"),
+    ("/app/share.js", "text/javascript"),
+    ("/app/manifest.webmanifest", "application/manifest+json"),
+    ("/app/icon.svg", "image/svg+xml"),
+    ("/app/icon-192.png", "image/png"),
+    ("/app/icon-512.png", "image/png"),
+];
+
+const SCHEDULER_FILES: &[(&str, &str)] = &[
+    ("/app/", "text/html"),
+    ("/app/login", "text/html"),
+    ("/app/settings", "text/html"),
+    ("/app/triggered", "text/html"),
+    ("/app/triggers", "text/html"),
+    ("/app/app.css", "text/css"),
+    ("/app/api.js", "text/javascript"),
+    ("/app/scheduler.js", "text/javascript"),
+    ("/app/triggered.js", "text/javascript"),
+    ("/app/triggers.js", "text/javascript"),
+    ("/app/login.js", "text/javascript"),
+    ("/app/settings.js", "text/javascript"),
+    ("/app/manifest.webmanifest", "application/manifest+json"),
+    ("/app/icon.svg", "image/svg+xml"),
+    ("/app/icon-192.png", "image/png"),
+];
+
+/// The headers every answer of the web interface carries.
+#[track_caller]
+fn assert_secure(r: &common::Resp, path: &str) {
+    let csp = r
+        .header("content-security-policy")
+        .unwrap_or_else(|| panic!("{path}: no Content-Security-Policy"));
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+    ] {
+        assert!(csp.contains(directive), "{path}: CSP {csp:?} lacks {directive:?}");
+    }
+    assert!(
+        !csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"),
+        "{path}: {csp}"
+    );
+    assert_eq!(r.header("x-frame-options"), Some("DENY"), "{path}");
+    assert_eq!(r.header("x-content-type-options"), Some("nosniff"), "{path}");
+    assert_eq!(r.header("referrer-policy"), Some("no-referrer"), "{path}");
+    assert!(r.header("set-cookie").is_none(), "{path}: sets a cookie");
+}
+
+async fn check_files(api: &Api, files: &[(&str, &str)]) {
+    for (path, media) in files {
+        let r = api.get(path, &Auth::None).await.expect(200);
+        assert_eq!(&r.media_type(), media, "{path}");
+        assert!(!r.body.is_empty(), "{path}: empty");
+        assert_secure(&r, path);
+        assert_eq!(r.header("cache-control"), Some("no-cache"), "{path}");
+        let etag = r.header("etag").unwrap_or_else(|| panic!("{path}: no ETag")).to_owned();
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"'),
+            "{path}: a strong ETag, not {etag}"
+        );
+        // revalidation: the same tag → 304 without a body, still with the headers
+        let again = api
+            .send(
+                api.request(Method::GET, path, &Auth::None)
+                    .header("If-None-Match", &etag),
+            )
+            .await
+            .expect(304);
+        assert!(again.body.is_empty(), "{path}: 304 with a body");
+        assert_eq!(again.header("etag"), Some(etag.as_str()), "{path}");
+        assert_secure(&again, path);
+        let listed = format!("\"0000000000000000\", W/{etag}");
+        api.send(
+            api.request(Method::GET, path, &Auth::None)
+                .header("If-None-Match", listed),
+        )
+        .await
+        .expect(304);
+        // another tag: the file again
+        api.send(
+            api.request(Method::GET, path, &Auth::None)
+                .header("If-None-Match", "\"x\""),
+        )
+        .await
+        .expect(200);
+        // HEAD: the headers without the body
+        let head = api.send(api.request(Method::HEAD, path, &Auth::None)).await.expect(200);
+        assert!(head.body.is_empty(), "{path}: HEAD with a body");
+        assert_eq!(head.header("etag"), Some(etag.as_str()), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn every_page_and_file_is_served_with_security_headers_and_an_etag() {
+    let server = Server::start().await;
+    check_files(&server.api, INBOX_FILES).await;
+    check_files(&server.scheduler, SCHEDULER_FILES).await;
+    // a page of one service is not a page of the other
+    server.api.get("/app/triggers", &Auth::None).await.expect_error(404);
+    server.scheduler.get("/app/share", &Auth::None).await.expect_error(404);
+}
+
+#[tokio::test]
+async fn unknown_files_are_json_404s_and_pages_take_no_other_method() {
+    let server = Server::start().await;
+    for api in [&server.api, &server.scheduler] {
+        for path in [
+            "/app/nothing.js",
+            "/app/../Cargo.toml",
+            "/app/app.css/x",
+            "/app/inbox.html",
+        ] {
+            let status = api.get(path, &Auth::None).await.status;
+            assert_eq!(status, 404, "{path}");
+        }
+        api.get("/app/nothing.js", &Auth::None).await.expect_error(404);
+        let r = api.post("/app/", &Auth::None, &json!({})).await;
+        r.expect_error(405);
+    }
+}
+
+#[tokio::test]
+async fn the_api_pages_link_the_web_interface() {
+    let server = Server::start().await;
+    for api in [&server.api, &server.scheduler] {
+        let page = api.get("/", &Auth::None).await.expect(200).text();
+        assert!(page.contains("href=\"/app/\""), "{page}");
+    }
+}
+
+#[tokio::test]
+async fn the_page_login_answers_the_token_as_json_without_a_cookie() {
+    let server = Server::start().await;
+    for api in [&server.api, &server.scheduler] {
+        api.register("webber", "pw").await.expect_empty(200);
+        let r = api
+            .post(
+                "/app/token",
+                &Auth::None,
+                &json!({"username": "webber", "password": "pw"}),
+            )
+            .await;
+        assert!(r.header("set-cookie").is_none());
+        let token = r.expect_json(200)["token"].as_str().expect("a token").to_owned();
+        api.get("/account", &Auth::Bearer(token)).await.expect_json(200);
+        // the same refusals as POST /login
+        api.post(
+            "/app/token",
+            &Auth::None,
+            &json!({"username": "webber", "password": "no"}),
+        )
+        .await
+        .expect_error(401);
+        api.post("/app/token", &Auth::None, &json!({"username": "x y", "password": "no"}))
+            .await
+            .expect_error(400);
+        let not_json = api
+            .send(
+                api.request(Method::POST, "/app/token", &Auth::None)
+                    .body(r#"{"username":"webber","password":"pw"}"#),
+            )
+            .await;
+        not_json.expect_error(415);
+    }
+}
+
+#[tokio::test]
+async fn the_configuration_names_the_local_inbox() {
+    let server = Server::start().await;
+    let inbox_port: u16 = server.api.base.rsplit(':').next().unwrap().parse().unwrap();
+    let r = server.scheduler.get("/app/config.json", &Auth::None).await;
+    assert_secure(&r, "/app/config.json");
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    let config = r.expect_json(200);
+    assert_eq!(config["service"], "scheduler");
+    assert_eq!(config["registration"], true);
+    assert_eq!(config["inbox"]["port"], inbox_port);
+    assert_eq!(config["inbox"]["url"], format!("http://127.0.0.1:{inbox_port}"));
+    let config = server.api.get("/app/config.json", &Auth::None).await.expect_json(200);
+    assert_eq!(config["service"], "inbox");
+    // the triggers page may call the inbox, on the host the browser used
+    let host = format!("localhost:{}", server.scheduler.base.rsplit(':').next().unwrap());
+    let r = server
+        .scheduler
+        .send(
+            server
+                .scheduler
+                .request(Method::GET, "/app/triggers", &Auth::None)
+                .header("Host", host),
+        )
+        .await
+        .expect(200);
+    let csp = r.header("content-security-policy").unwrap();
+    assert!(
+        csp.contains(&format!(
+            "connect-src 'self' http://localhost:{inbox_port} https://localhost:{inbox_port};"
+        )),
+        "{csp}"
+    );
+    // the other pages call their own origin only
+    let r = server.scheduler.get("/app/", &Auth::None).await.expect(200);
+    assert!(r
+        .header("content-security-policy")
+        .unwrap()
+        .contains("connect-src 'self';"));
+}
+
+#[tokio::test]
+async fn without_an_inbox_the_configuration_offers_none() {
+    // the scheduler alone: the binary with --no-inbox
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let proc =
+        common::process::Proc::start(dir.path(), logs.path(), common::process::Services::SchedulerOnly, &[]).await;
+    let config = proc
+        .scheduler
+        .get("/app/config.json", &Auth::None)
+        .await
+        .expect_json(200);
+    assert_eq!(config["inbox"], serde_json::Value::Null);
+}
