@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::process::succeeded;
 use common::scheduler::future_tickle;
 use common::{Auth, Server};
 use std::collections::BTreeSet;
@@ -38,18 +39,6 @@ fn restore(src: &Path, data_dir: &Path) -> Output {
         "--data-dir".as_ref(),
         data_dir.as_os_str(),
     ])
-}
-
-#[track_caller]
-fn succeeded(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[track_caller]

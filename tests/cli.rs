@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::process::{Proc, Services};
+use common::process::{succeeded, Proc, Services};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -32,22 +32,10 @@ fn client(config_home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
     child.wait_with_output().expect("the client ends")
 }
 
-#[track_caller]
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The texts of the inbox items, from `pigeonhole inbox --json`.
 fn inbox_texts(config_home: &Path) -> Vec<String> {
     use base64::Engine;
-    let items: Value = serde_json::from_str(&ok(&client(config_home, &["inbox", "--json"], None))).unwrap();
+    let items: Value = serde_json::from_str(&succeeded(&client(config_home, &["inbox", "--json"], None))).unwrap();
     items
         .as_array()
         .unwrap()
@@ -63,7 +51,7 @@ fn inbox_texts(config_home: &Path) -> Vec<String> {
 fn from_nothing_to_a_reminder(config_home: &Path, setup_urls: &[&str]) {
     let mut args = vec!["setup", "--username", "alice"];
     args.extend_from_slice(setup_urls);
-    let said = ok(&client(config_home, &args, None));
+    let said = succeeded(&client(config_home, &args, None));
     assert!(said.contains("created the account on the inbox service"), "{said}");
     assert!(said.contains("linked the scheduler to the inbox"), "{said}");
     assert!(said.contains("--registration closed"), "{said}");
@@ -78,11 +66,11 @@ fn from_nothing_to_a_reminder(config_home: &Path, setup_urls: &[&str]) {
         "no password stored"
     );
 
-    ok(&client(config_home, &["add", "buy", "milk"], None));
-    ok(&client(config_home, &["add"], Some("from standard input\n")));
-    let said = ok(&client(config_home, &["remind", "call", "mum", "--in", "2s"], None));
+    succeeded(&client(config_home, &["add", "buy", "milk"], None));
+    succeeded(&client(config_home, &["add"], Some("from standard input\n")));
+    let said = succeeded(&client(config_home, &["remind", "call", "mum", "--in", "2s"], None));
     assert!(said.contains("Scheduled"), "{said}");
-    let scheduled = ok(&client(config_home, &["scheduled"], None));
+    let scheduled = succeeded(&client(config_home, &["scheduled"], None));
     assert!(scheduled.contains("call mum"), "{scheduled}");
 
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -95,20 +83,20 @@ fn from_nothing_to_a_reminder(config_home: &Path, setup_urls: &[&str]) {
         assert!(Instant::now() < deadline, "the reminder did not arrive: {texts:?}");
         std::thread::sleep(Duration::from_millis(200)); // poll
     }
-    let triggered = ok(&client(config_home, &["triggered"], None));
+    let triggered = succeeded(&client(config_home, &["triggered"], None));
     assert!(
         triggered.contains("call mum") && triggered.contains("in the inbox"),
         "{triggered}"
     );
 
     // processing the inbox one item at a time
-    let first = ok(&client(config_home, &["next"], None));
+    let first = succeeded(&client(config_home, &["next"], None));
     assert!(first.starts_with("buy milk"), "{first}");
-    assert!(ok(&client(config_home, &["done"], None)).contains("Done: buy milk"));
+    assert!(succeeded(&client(config_home, &["done"], None)).contains("Done: buy milk"));
     assert_eq!(inbox_texts(config_home).len(), 2);
 
     // running setup again is safe: it finds everything and keeps this machine's keys
-    let again = ok(&client(config_home, &args, None));
+    let again = succeeded(&client(config_home, &args, None));
     assert!(again.contains("found the account on the scheduler service"), "{again}");
     assert!(
         again.contains("kept this machine's access key on the inbox service"),

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::process::succeeded;
 use common::scheduler::{utc_ago, wait_for};
 use common::{b64, Api, Auth, Server};
 use serde_json::{json, Value};
@@ -260,18 +261,6 @@ fn client(config_home: &Path, args: &[&str]) -> Output {
         .expect("run the client")
 }
 
-#[track_caller]
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "status {}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 async fn run(config_home: &Path, args: &[&str]) -> Output {
     let home = config_home.to_path_buf();
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -290,41 +279,43 @@ async fn the_command_line_exports_and_imports_an_account() {
     let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for (s, home) in [(&a, &home_a), (&b, &home_b)] {
         let (inbox, sched) = (s.api.url(""), s.scheduler.url(""));
-        ok(&run(
-            home.path(),
-            &[
-                "setup",
-                "--inbox-url",
-                &inbox,
-                "--scheduler-url",
-                &sched,
-                "--username",
-                "carol",
-            ],
-        )
-        .await);
+        succeeded(
+            &run(
+                home.path(),
+                &[
+                    "setup",
+                    "--inbox-url",
+                    &inbox,
+                    "--scheduler-url",
+                    &sched,
+                    "--username",
+                    "carol",
+                ],
+            )
+            .await,
+        );
     }
-    ok(&run(home_a.path(), &["add", "first", "note"]).await);
-    ok(&run(home_a.path(), &["add", "second", "note"]).await);
-    ok(&run(home_a.path(), &["remind", "call", "mum", "--in", "30d"]).await);
+    succeeded(&run(home_a.path(), &["add", "first", "note"]).await);
+    succeeded(&run(home_a.path(), &["add", "second", "note"]).await);
+    succeeded(&run(home_a.path(), &["remind", "call", "mum", "--in", "30d"]).await);
     let file = home_a.path().join("carol.json");
     let file_arg = file.to_str().unwrap();
-    ok(&run(home_a.path(), &["export", file_arg]).await);
+    succeeded(&run(home_a.path(), &["export", file_arg]).await);
     let exported: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(exported["format"], "pigeonhole-export");
     assert_eq!(exported["inbox"]["items"].as_array().unwrap().len(), 2);
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
 
-    let said = ok(&run(home_b.path(), &["import", file_arg]).await);
+    let said = succeeded(&run(home_b.path(), &["import", file_arg]).await);
     assert!(said.contains("imported 2 inbox items"), "{said}");
-    let said = ok(&run(home_b.path(), &["import", file_arg]).await);
+    let said = succeeded(&run(home_b.path(), &["import", file_arg]).await);
     assert!(said.contains("imported 0 inbox items (2 were there)"), "{said}");
-    let a_items: Value = serde_json::from_str(&ok(&run(home_a.path(), &["inbox", "--json"]).await)).unwrap();
-    let b_items: Value = serde_json::from_str(&ok(&run(home_b.path(), &["inbox", "--json"]).await)).unwrap();
+    let a_items: Value = serde_json::from_str(&succeeded(&run(home_a.path(), &["inbox", "--json"]).await)).unwrap();
+    let b_items: Value = serde_json::from_str(&succeeded(&run(home_b.path(), &["inbox", "--json"]).await)).unwrap();
     assert_eq!(a_items, b_items);
-    let a_sched: Value = serde_json::from_str(&ok(&run(home_a.path(), &["scheduled", "--json"]).await)).unwrap();
-    let b_sched: Value = serde_json::from_str(&ok(&run(home_b.path(), &["scheduled", "--json"]).await)).unwrap();
+    let a_sched: Value = serde_json::from_str(&succeeded(&run(home_a.path(), &["scheduled", "--json"]).await)).unwrap();
+    let b_sched: Value = serde_json::from_str(&succeeded(&run(home_b.path(), &["scheduled", "--json"]).await)).unwrap();
     assert_eq!(a_sched, b_sched);
     // not an export: refused
     std::fs::write(&file, "{\"format\": \"other\"}").unwrap();

@@ -329,17 +329,7 @@ pub fn verify(src: &Path, allowed_files: &[&str]) -> Result<BackupSummary> {
 /// written atomically next to it.
 pub fn restore(src: &Path, dir: &Path, replace: bool, allowed_files: &[&str]) -> Result<BackupSummary> {
     let summary = verify(src, allowed_files)?;
-    std::fs::create_dir_all(dir)?;
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join("pigeonhole.lock"))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.into())),
-        Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
-    }
+    let lock = super::lock_dir(dir)?;
     let live = dir.join("db");
     if live.exists() && !replace {
         return Err(StoreError::Io(std::io::Error::other(format!(

@@ -141,21 +141,28 @@ pub struct Store {
     _lock: File,
 }
 
+/// Creates `dir` if needed and takes the exclusive lock on it that every user of its
+/// database holds (a server, a restore, moving in): `StoreError::Locked` when another has it.
+/// The lock lasts as long as the returned file is open.
+pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
+    std::fs::create_dir_all(dir)?;
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("pigeonhole.lock"))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked(dir.into())),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the database in `dir`, holding an exclusive lock on the
     /// directory for as long as the store lives.
     pub fn open(dir: &Path) -> Result<Arc<Store>> {
-        std::fs::create_dir_all(dir)?;
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("pigeonhole.lock"))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.into())),
-            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
-        }
+        let lock = lock_dir(dir)?;
         let Engine { writer, recovered } = Engine::open(&dir.join("db"))?;
         if recovered {
             tracing::info!("opened the existing database in {}", dir.display());

@@ -7,6 +7,19 @@ use pigeonhole::domain::worker::Worker;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+/// The standard output of a command that must have succeeded; else the test fails showing
+/// its status and both outputs.
+#[track_caller]
+pub fn succeeded(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "status {}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
 
 /// A port that was free a moment ago.
 pub fn free_port() -> u16 {
