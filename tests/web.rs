@@ -146,11 +146,32 @@ async fn unknown_files_are_json_404s_and_pages_take_no_other_method() {
 }
 
 #[tokio::test]
-async fn the_api_pages_link_the_web_interface() {
+async fn the_api_pages_link_the_web_interface_with_the_security_headers_of_every_page() {
     let server = Server::start().await;
     for api in [&server.api, &server.scheduler] {
-        let page = api.get("/", &Auth::None).await.expect(200).text();
+        let r = api.get("/", &Auth::None).await.expect(200);
+        let page = r.text();
         assert!(page.contains("href=\"/app/\""), "{page}");
+        // a page like the others: no script, its one style block allowed by its hash, no frames
+        assert_eq!(r.header("x-frame-options"), Some("DENY"));
+        assert_eq!(r.header("x-content-type-options"), Some("nosniff"));
+        assert_eq!(r.header("referrer-policy"), Some("no-referrer"));
+        let csp = r.header("content-security-policy").expect("a CSP").to_owned();
+        let css = page
+            .split("<style>")
+            .nth(1)
+            .and_then(|rest| rest.split("</style>").next())
+            .expect("a style block");
+        use base64::Engine;
+        use sha2::Digest;
+        let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(css.as_bytes()));
+        assert!(csp.contains(&format!("style-src 'sha256-{hash}'")), "{csp}");
+        assert!(
+            csp.contains("default-src 'none'") && !csp.contains("script-src"),
+            "{csp}"
+        );
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert!(!page.contains("<script"), "no script on the API page");
     }
 }
 

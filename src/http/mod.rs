@@ -373,11 +373,25 @@ impl Reply {
     }
 
     pub fn html(page: &'static str) -> Reply {
+        let static_value = HeaderValue::from_static;
+        let headers = vec![
+            (
+                HeaderName::from_static("content-security-policy"),
+                HeaderValue::from_str(&static_page_policy(page))
+                    .unwrap_or(static_value("default-src 'none'; frame-ancestors 'none'")),
+            ),
+            (HeaderName::from_static("x-frame-options"), static_value("DENY")),
+            (
+                HeaderName::from_static("x-content-type-options"),
+                static_value("nosniff"),
+            ),
+            (HeaderName::from_static("referrer-policy"), static_value("no-referrer")),
+        ];
         Reply {
             status: StatusCode::OK,
             body: Payload::Full(page.as_bytes().to_vec()),
             content_type: Some("text/html; charset=utf-8"),
-            headers: Vec::new(),
+            headers,
         }
     }
 
@@ -545,6 +559,26 @@ pub fn pick<R>(method: &Method, options: Vec<(Method, R)>) -> Result<R, ApiError
         .find(|(m, _)| m == method)
         .map(|(_, r)| r)
         .ok_or_else(ApiError::method_not_allowed)
+}
+
+/// The Content-Security-Policy of a static page of ours (the `GET /` API descriptions): no
+/// script at all, and no style but the page's own `<style>` block, allowed by its SHA-256.
+fn static_page_policy(page: &str) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    let style = page
+        .split_once("<style>")
+        .and_then(|(_, rest)| rest.split_once("</style>"))
+        .map_or_else(
+            || "'none'".to_owned(),
+            |(css, _)| {
+                let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(css.as_bytes()));
+                format!("'sha256-{hash}'")
+            },
+        );
+    format!(
+        "default-src 'none'; style-src {style}; img-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+    )
 }
 
 /// A `:uuid` path capture: 400 unless it is a canonical UUID.
