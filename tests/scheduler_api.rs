@@ -2633,6 +2633,8 @@ async fn an_e_mail_trigger_is_verified_with_the_link_of_its_e_mail() {
         csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"),
         "{csp}"
     );
+    assert_eq!(shown.header("x-frame-options"), Some("DENY"));
+    assert_eq!(shown.header("x-content-type-options"), Some("nosniff"));
     let text = shown.text();
     assert!(
         text.contains("alice@example.org") && text.contains("<form method=\"post\">"),

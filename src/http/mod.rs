@@ -367,6 +367,10 @@ impl Reply {
                     ),
                 ),
                 (HeaderName::from_static("x-frame-options"), HeaderValue::from_static("DENY")),
+                (
+                    HeaderName::from_static("x-content-type-options"),
+                    HeaderValue::from_static("nosniff"),
+                ),
                 (HeaderName::from_static("referrer-policy"), HeaderValue::from_static("no-referrer")),
             ],
         }
