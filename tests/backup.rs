@@ -77,30 +77,37 @@ async fn a_backup_under_load_restores_every_write_acknowledged_before_it_began()
     }
 
     let acked = Arc::new(Mutex::new(Acked::default()));
+    // (inbox, scheduled) acknowledgements so far: the test waits on it for the writers' progress
+    let (progress, mut progressed) = tokio::sync::watch::channel((0usize, 0usize));
+    let progress = Arc::new(progress);
     let stop = Arc::new(AtomicBool::new(false));
     let mut writers = Vec::new();
     for w in 0..4 {
         let (api, sched, alice, bob) = (server.api.clone(), server.scheduler.clone(), alice.clone(), bob.clone());
-        let (acked, stop) = (acked.clone(), stop.clone());
+        let (acked, stop, progress) = (acked.clone(), stop.clone(), progress.clone());
         writers.push(tokio::spawn(async move {
             let mut n = 0;
             while !stop.load(Ordering::SeqCst) {
                 let id = api.add_text(&alice, &format!("load {w} {n}")).await;
                 acked.lock().unwrap().inbox.push((Instant::now(), id));
+                progress.send_modify(|(inbox, _)| *inbox += 1);
                 if n % 4 == 0 {
                     let id = sched.add_tickle(&bob, &future_tickle(&format!("tickle {w} {n}"))).await;
                     acked.lock().unwrap().scheduled.push((Instant::now(), id));
+                    progress.send_modify(|(_, scheduled)| *scheduled += 1);
                 }
                 n += 1;
             }
         }));
     }
     // under load for a moment: wait until the writers have acknowledged some writes
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while acked.lock().unwrap().scheduled.len() < 20 {
-        assert!(Instant::now() < deadline, "the writers make no progress");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        progressed.wait_for(|(_, scheduled)| *scheduled >= 20),
+    )
+    .await
+    .expect("the writers make no progress")
+    .expect("the writers run");
 
     let out_dir = tempfile::tempdir().expect("backup directory");
     let dest = out_dir.path().join("pigeonhole.backup");
@@ -129,12 +136,14 @@ async fn a_backup_under_load_restores_every_write_acknowledged_before_it_began()
     let said = succeeded(&out);
     assert!(said.contains("backup written to"), "{said}");
     // writes went on during the backup and after it
-    let after = acked.lock().unwrap().inbox.len();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while acked.lock().unwrap().inbox.len() < after + 20 {
-        assert!(Instant::now() < deadline, "writes stopped after the backup");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let after = progressed.borrow().0;
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        progressed.wait_for(|(inbox, _)| *inbox >= after + 20),
+    )
+    .await
+    .expect("writes stopped after the backup")
+    .expect("the writers run");
     stop.store(true, Ordering::SeqCst);
     for w in writers {
         w.await.expect("writer");
