@@ -70,19 +70,33 @@ impl ClientSettings {
             "# Written by `pigeonhole setup`: this machine's credentials. Keep it private.\n{}",
             toml::to_string(self).map_err(|e| e.to_string())?
         );
-        let tmp = path.with_extension("toml.tmp");
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(fail)?;
-        file.write_all(text.as_bytes()).map_err(fail)?;
-        file.sync_all().map_err(fail)?;
-        std::fs::rename(&tmp, path).map_err(fail)?;
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)
+        write_private(path, text.as_bytes())
     }
+}
+
+/// Writes `bytes` to `path` for this user only (mode 0600), whole or not at all: a temporary
+/// file next to it, synced, renamed, and the directory synced. Client settings and account
+/// exports hold credentials.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = dir.join(name);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(fail)?;
+    file.write_all(bytes).map_err(fail)?;
+    file.sync_all().map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use crate::config::{ExportArgs, ImportArgs};
 use crate::domain::transfer::{FILE_FORMAT, VERSION};
 use serde_json::{json, Map, Value};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 
 /// The most bytes of items one import request carries (well under the default body cap).
 const PIECE_BYTES: usize = 4 * 1024 * 1024;
@@ -32,18 +31,7 @@ pub async fn export(args: ExportArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot write the export: {e}")),
         Some(path) => {
             // private: an inbox trigger's access key is in it
-            let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-            let tmp = path.with_extension("tmp-export");
-            let mut f = std::fs::File::options()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(fail)?;
-            f.write_all(&text).map_err(fail)?;
-            f.sync_all().map_err(fail)?;
-            std::fs::rename(&tmp, path).map_err(fail)?;
+            super::settings::write_private(path, &text)?;
             let count = |v: &Value, k: &str| v[k].as_array().map_or(0, Vec::len);
             eprintln!(
                 "exported {} inbox items, {} scheduled and {} triggered items, {} triggers to {}",
