@@ -54,7 +54,7 @@ async fn start_with_alice() -> (tempfile::TempDir, tempfile::TempDir, Proc, Auth
     let data = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
     let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
-    server.api.register("alice", "pw").await.expect_empty(200);
+    server.api.register("alice", "pw").await.expect_empty(204);
     let alice = server.api.login_ok("alice", "pw").await;
     (data, logs, server, alice)
 }

@@ -187,7 +187,7 @@ async fn every_acknowledged_write_is_synced_before_its_answer() {
     ];
     let mut server = Proc::start_under(&wrapper, data.path(), logs.path(), Services::Both, &[]).await;
     let api = server.api.clone();
-    api.register("alice", "pw").await.expect_empty(200);
+    api.register("alice", "pw").await.expect_empty(204);
     let alice = api.login_ok("alice", "pw").await;
 
     // Acknowledged writes, one at a time: each answer carries the id it acknowledges.

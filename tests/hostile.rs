@@ -26,7 +26,7 @@ async fn start(extra: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Proc) {
 /// A server with `alice` logged in.
 async fn start_with_alice(extra: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Proc, Auth) {
     let (data, logs, server) = start(extra).await;
-    server.api.register("alice", "pw").await.expect_empty(200);
+    server.api.register("alice", "pw").await.expect_empty(204);
     let alice = server.api.login_ok("alice", "pw").await;
     (data, logs, server, alice)
 }
@@ -352,7 +352,7 @@ async fn an_unauthenticated_body_is_counted_not_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_public_bodies_take_turns_and_small_logins_do_not_wait() {
     let (_data, _logs, server) = start(&[]).await;
-    server.api.register("alice", "pw").await.expect_empty(200);
+    server.api.register("alice", "pw").await.expect_empty(204);
     // a large login body that stalls half-way holds the turn of large public bodies
     let mut stalled = Raw::connect(&server.api).await;
     stalled
@@ -486,7 +486,7 @@ async fn one_log_line_per_request_without_colour_codes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_list_is_served_with_bounded_memory() {
     let (data, logs, server) = start(&[]).await;
-    server.api.register("alice", "pw").await.expect_empty(200);
+    server.api.register("alice", "pw").await.expect_empty(204);
     let alice = server.api.login_ok("alice", "pw").await;
     // 563 items of 100 KiB: about 55 MiB of item data, 73 MiB of base64 in the answer
     const ITEMS: usize = 563;

@@ -154,18 +154,18 @@ async fn pricing_shows_the_plan_in_paid_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_creates_accounts_and_refuses_taken_names() {
     let s = Server::start().await;
-    s.register("alice", "correct horse").await.expect_empty(200);
+    s.register("alice", "correct horse").await.expect_empty(204);
     s.register("alice", "other").await.expect_error(409);
     s.register("alice", "correct horse").await.expect_error(409);
     // usernames are case-sensitive
-    s.register("Alice", "x").await.expect_empty(200);
+    s.register("Alice", "x").await.expect_empty(204);
     // Latin-1 letters and numbers, '-' and '_' are fine; the empty password too
-    s.register("ÀÖøÿ½", "").await.expect_empty(200);
-    s.register("a-_", "p").await.expect_empty(200);
+    s.register("ÀÖøÿ½", "").await.expect_empty(204);
+    s.register("a-_", "p").await.expect_empty(204);
     s.login_ok("ÀÖøÿ½", "").await;
     s.login_ok("alice", "correct horse").await;
     // the whole password counts
-    s.register("nul-pass", "a\u{0}b").await.expect_empty(200);
+    s.register("nul-pass", "a\u{0}b").await.expect_empty(204);
     s.login("nul-pass", "a").await.expect_error(401);
     s.login_ok("nul-pass", "a\u{0}b").await;
     // extra keys are ignored
@@ -175,7 +175,7 @@ async fn register_creates_accounts_and_refuses_taken_names() {
         &json!({"name": "carol", "password": "p", "extra": 1}),
     )
     .await
-    .expect_empty(200);
+    .expect_empty(204);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,7 +221,7 @@ async fn register_refuses_invalid_usernames_and_bodies() {
             .expect_error(400);
     }
     // none of these created the account
-    s.register("alice", "p").await.expect_empty(200);
+    s.register("alice", "p").await.expect_empty(204);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,7 +240,7 @@ async fn register_requires_a_json_content_type() {
     // parameters allowed, media type case-insensitive
     s.post_raw("/register", &Auth::None, Some("Application/JSON; charset=utf-8"), body)
         .await
-        .expect_empty(200);
+        .expect_empty(204);
     s.login_ok("alice", "p").await;
 }
 
@@ -272,7 +272,7 @@ async fn concurrent_registrations_of_one_name_yield_one_account() {
     for t in tasks {
         statuses.push(t.await.unwrap());
     }
-    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 204).count(), 1, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == 409).count(), 7, "{statuses:?}");
 }
 
@@ -282,7 +282,7 @@ async fn concurrent_registrations_of_one_name_yield_one_account() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_sets_exactly_one_token_cookie() {
     let s = Server::start().await;
-    s.register("alice", "correct horse").await.expect_empty(200);
+    s.register("alice", "correct horse").await.expect_empty(204);
     let r = s.login("alice", "correct horse").await.expect_empty(204);
     let cookies: Vec<_> = r.headers.get_all("set-cookie").iter().collect();
     assert_eq!(cookies.len(), 1);
@@ -366,7 +366,7 @@ async fn bad_tokens_and_cookies_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_failures_look_the_same() {
     let s = Server::start().await;
-    s.register("alice", "correct horse").await.expect_empty(200);
+    s.register("alice", "correct horse").await.expect_empty(204);
     let wrong = s.login("alice", "wrong").await;
     assert!(wrong.headers.get("set-cookie").is_none());
     let wrong_body = wrong.body.clone();
@@ -407,8 +407,8 @@ async fn login_failures_look_the_same() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_is_rate_limited_per_username() {
     let s = Server::start().await;
-    s.register("alice", "pw").await.expect_empty(200);
-    s.register("bob", "pw").await.expect_empty(200);
+    s.register("alice", "pw").await.expect_empty(204);
+    s.register("bob", "pw").await.expect_empty(204);
     // body errors are not failures
     for _ in 0..12 {
         s.post("/login", &Auth::None, &json!({"username": "alice"}))
@@ -489,7 +489,7 @@ async fn account_info_has_exactly_the_documented_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn change_passphrase_revokes_earlier_tokens() {
     let s = Server::start().await;
-    s.register("alice", "correct horse").await.expect_empty(200);
+    s.register("alice", "correct horse").await.expect_empty(204);
     let alice = s.login_ok("alice", "correct horse").await;
     let second = s.login_ok("alice", "correct horse").await;
     let (secret, _) = s.add_key(&alice, "k", &["PermitSize", "PermitGetAccountInfo"]).await;
@@ -543,6 +543,15 @@ async fn change_passphrase_revokes_earlier_tokens() {
         .expect_json(200);
     let key_again = s.login_ok("alice", &secret).await;
     s.get("/inbox/size", &key_again).await.expect_json(200);
+    // the originals' path for the same change
+    s.post("/account/change-passphrase", &fresh, &change("wrong", "x"))
+        .await
+        .expect_error(403);
+    s.post("/account/change-passphrase", &fresh, &change("battery staple", "third"))
+        .await
+        .expect_empty(204);
+    s.get("/inbox/size", &fresh).await.expect_error(401);
+    s.login_ok("alice", "third").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -557,7 +566,7 @@ async fn delete_account_revokes_everything() {
     let old_uuid = account(&s, &alice).await["uuid"].clone();
 
     s.delete("/account", &Auth::None).await.expect_error(401);
-    s.delete("/account", &alice).await.expect_empty(200);
+    s.delete("/account", &alice).await.expect_empty(204);
     s.delete("/account", &alice).await.expect_error(401);
     s.get("/account", &alice).await.expect_error(401);
     s.get("/inbox/size", &key_token).await.expect_error(401);
@@ -1569,8 +1578,8 @@ async fn sync_applies_nothing_on_invalid_parts() {
 async fn admin_endpoints() {
     let s = Server::start().await;
     // bob and carol never log in
-    s.register("bob", "pw").await.expect_empty(200);
-    s.register("carol", "pw").await.expect_empty(200);
+    s.register("bob", "pw").await.expect_empty(204);
+    s.register("carol", "pw").await.expect_empty(204);
     let alice = s.user("alice").await;
     s.add_text(&alice, "1").await;
     s.add_text(&alice, "2").await;
@@ -1635,7 +1644,7 @@ async fn admin_endpoints() {
         .expect_error(404);
     s.delete(&format!("/admin/account/{alice_uuid}"), &admin)
         .await
-        .expect_empty(200);
+        .expect_empty(204);
     s.get("/inbox/size", &alice).await.expect_error(401);
     s.login("alice", "alice-password").await.expect_error(401);
     s.delete(&format!("/admin/account/{alice_uuid}"), &admin)
@@ -2034,7 +2043,7 @@ async fn free_item_limit_holds_under_concurrency() {
 async fn header_authentication_details() {
     let s = Server::start().await;
     // a Latin-1 username, sent as UTF-8 or as ISO-8859-1 bytes
-    s.register("Jürg", "pw").await.expect_empty(200);
+    s.register("Jürg", "pw").await.expect_empty(204);
     let jurg = s.login_ok("Jürg", "pw").await;
     let (secret, _) = s.add_key(&jurg, "k", &["PermitSize", "PermitGetAccountInfo"]).await;
     s.get("/inbox/size", &Auth::key("Jürg", &secret)).await.expect_json(200);

@@ -190,7 +190,7 @@ async fn alice(api: &Api) -> Auth {
     if r.status == 204 {
         return Auth::Bearer(common::token_of(&r));
     }
-    api.register("alice", "alice-pw").await.expect_empty(200);
+    api.register("alice", "alice-pw").await.expect_empty(204);
     api.login_ok("alice", "alice-pw").await
 }
 

@@ -351,7 +351,7 @@ async fn register_login_and_change_passphrase() {
         .expect_error(400);
     // accounts are separate from the inbox service's
     s.login("alice", "old pass").await.expect_error(401);
-    s.register("alice", "inbox pass").await.expect_empty(200);
+    s.register("alice", "inbox pass").await.expect_empty(204);
     api.login("alice", "inbox pass").await.expect_error(401);
 
     api.login("alice", "wrong").await.expect_error(401);
@@ -2133,7 +2133,7 @@ async fn limits_registration_and_login_rate() {
     let r = api.login("alice", "alice-password").await;
     assert_eq!(r.status, 429, "{:?}", r.text());
     assert!(r.header("retry-after").is_some());
-    s.register("alice", "pw").await.expect_empty(200);
+    s.register("alice", "pw").await.expect_empty(204);
     s.login_ok("alice", "pw").await;
     // the token in hand keeps working
     account(api, &alice).await;
@@ -2572,7 +2572,7 @@ async fn scheduler_access_keys() {
     api.get("/account/settings", &key_token).await.expect_error(401);
     api.get("/account/settings", &alice).await.expect_json(200);
     // the inbox's keys are the inbox's: the same account name there has none of these
-    s.api.register("alice", "alice-password").await.expect_empty(200);
+    s.api.register("alice", "alice-password").await.expect_empty(204);
     let other = api
         .post(
             "/access-key",

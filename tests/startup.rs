@@ -141,7 +141,7 @@ async fn unregistered_admin_names_are_warned_about() {
             && log.contains("\"root\" is not registered on the scheduler service"),
         "{log}"
     );
-    server.api.register("root", "pw").await.expect_empty(200);
+    server.api.register("root", "pw").await.expect_empty(204);
     server.signal(libc::SIGTERM);
     server.wait_exit().await;
     let again = Proc::start(data.path(), logs.path(), Services::Both, &["--admin", "root"]).await;

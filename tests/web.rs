@@ -179,7 +179,7 @@ async fn the_api_pages_link_the_web_interface_with_the_security_headers_of_every
 async fn the_page_login_answers_the_token_as_json_without_a_cookie() {
     let server = Server::start().await;
     for api in [&server.api, &server.scheduler] {
-        api.register("webber", "pw").await.expect_empty(200);
+        api.register("webber", "pw").await.expect_registered();
         let r = api
             .post(
                 "/app/token",

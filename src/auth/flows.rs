@@ -96,7 +96,12 @@ impl AccountFlows {
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
         match accounts.register(&body.name, hash, Timestamp::now())?.durable().await? {
-            Registration::Created(_) => Ok(Reply::empty()),
+            // the originals' declared statuses: Intray's API `Verb 'POST 204`, Tickler's
+            // `Post '[JSON] NoContent` (200); servant clients accept nothing else
+            Registration::Created(_) => Ok(match self.service {
+                ServiceKind::Inbox => Reply::no_content(),
+                ServiceKind::Scheduler => Reply::empty(),
+            }),
             Registration::Taken => Err(ApiError::new(
                 warp::http::StatusCode::CONFLICT,
                 "username already taken",

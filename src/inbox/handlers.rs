@@ -59,7 +59,8 @@ impl Inbox {
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &who.account, &request).await,
             Route::DeleteAccount => {
                 store.delete_account(id)?.durable().await?;
-                Ok(Reply::empty())
+                // Intray declares `Verb 'DELETE 204` for the account's deletion
+                Ok(Reply::no_content())
             }
             Route::AddAccessKey => self.flows.add_access_key(accounts, &who, &request).await,
             Route::ListAccessKeys => self.flows.access_keys(accounts, &who),
@@ -108,7 +109,7 @@ impl Inbox {
                 if !store.delete_account(victim)?.durable().await? {
                     return Err(ApiError::not_found("account not found"));
                 }
-                Ok(Reply::empty())
+                Ok(Reply::no_content())
             }
             Route::Root
             | Route::Health

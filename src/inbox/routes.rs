@@ -118,6 +118,8 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["pricing"] => by_method(method, Some(Pricing), None, None),
         ["permissions"] => by_method(method, Some(Permissions), None, None),
         ["account"] => by_method(method, Some(GetAccount), Some(ChangePassphrase), Some(DeleteAccount)),
+        // the originals' path for the passphrase change (`POST /account` is the older one)
+        ["account", "change-passphrase"] => by_method(method, None, Some(ChangePassphrase), None),
         ["account", "export"] => by_method(method, Some(Export), None, None),
         ["account", "import"] => by_method(method, None, Some(Import), None),
         ["access-key"] => by_method(method, Some(ListAccessKeys), Some(AddAccessKey), None),
@@ -166,6 +168,11 @@ mod tests {
         assert_eq!(r(Method::GET, "/inbox/text"), Err(405));
         assert_eq!(r(Method::DELETE, "/inbox/item/x"), Ok(Route::DeleteItem("x".into())));
         assert_eq!(r(Method::GET, "/login"), Err(405));
+        assert_eq!(
+            r(Method::POST, "/account/change-passphrase"),
+            Ok(Route::ChangePassphrase)
+        );
+        assert_eq!(r(Method::GET, "/account/change-passphrase"), Err(405));
         assert_eq!(r(Method::PUT, "/inbox/items"), Err(405));
         assert_eq!(r(Method::GET, "/inbox/items/"), Err(404));
         assert_eq!(r(Method::GET, "/inbox/nothing-here"), Err(404));

@@ -196,6 +196,20 @@ impl Resp {
         r
     }
 
+    /// Asserts a successful registration: 204 on the inbox service (Intray's `Verb 'POST 204`),
+    /// 200 on the scheduler (Tickler's `Post '[JSON] NoContent`), an empty body either way.
+    #[track_caller]
+    pub fn expect_registered(self) -> Resp {
+        assert!(
+            self.status == 204 || self.status == 200,
+            "registration answered {}: {:?}",
+            self.status,
+            self.text()
+        );
+        assert!(self.body.is_empty(), "expected an empty body, got {:?}", self.text());
+        self
+    }
+
     /// Asserts an error answer: the status, `Content-Type: application/json` and a body
     /// `{"error": "<non-empty string>"}`. Returns the reason.
     #[track_caller]
@@ -300,7 +314,7 @@ impl Api {
     /// Registers and logs in a new account with password `<name>-password`.
     pub async fn user(&self, name: &str) -> Auth {
         let password = format!("{name}-password");
-        self.register(name, &password).await.expect_empty(200);
+        self.register(name, &password).await.expect_registered();
         self.login_ok(name, &password).await
     }
 
