@@ -91,7 +91,14 @@ pub async fn start(
     let store = opening
         .await
         .map_err(|e| format!("opening the database failed: {e}"))?
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e {
+            // already names the directory
+            store::StoreError::Locked(_) => e.to_string(),
+            e => format!(
+                "cannot open the database in {}: {e}",
+                settings.data_dir.join("db").display()
+            ),
+        })?;
     warn_about_unregistered_admins(
         &settings,
         &store,

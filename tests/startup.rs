@@ -149,3 +149,83 @@ async fn unregistered_admin_names_are_warned_about() {
     assert!(!log.contains("not registered on the inbox service"), "{log}");
     assert!(log.contains("not registered on the scheduler service"), "{log}");
 }
+
+/// A read-only bind mount of `dir` over itself, undone when dropped; `None` (or a panic with
+/// PIGEONHOLE_REQUIRE_TOOLS set, as in CI) when this machine cannot mount (not root).
+struct ReadOnly(std::path::PathBuf);
+
+impl ReadOnly {
+    fn mount(dir: &Path) -> Option<ReadOnly> {
+        let ok = std::process::Command::new("mount")
+            .args(["--bind", "-o", "ro"])
+            .arg(dir)
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                std::env::var_os("PIGEONHOLE_REQUIRE_TOOLS").is_none(),
+                "a read-only bind mount is required (PIGEONHOLE_REQUIRE_TOOLS is set) but failed"
+            );
+            eprintln!("skipped: cannot make a read-only bind mount here (needs root)");
+            return None;
+        }
+        Some(ReadOnly(dir.to_owned()))
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The server's exit status and stderr when it starts on `data` (and cannot).
+fn failed_start(data: &Path) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pigeonhole"))
+        .args([
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--inbox-port",
+            "0",
+            "--scheduler-port",
+            "0",
+        ])
+        .arg("--data-dir")
+        .arg(data)
+        .env_remove("PIGEONHOLE_LOG_LEVEL")
+        .output()
+        .expect("run the binary");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Starting on a read-only file system stops with exit status 1 and a message that names the
+/// file it could not write, for a new data directory and for an existing database.
+#[tokio::test]
+async fn a_read_only_file_system_is_named_in_the_start_error() {
+    let mount = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let existing = mount.path().join("existing");
+    let mut first = Proc::start(&existing, logs.path(), Services::Both, &[]).await;
+    first.signal(libc::SIGTERM);
+    first.wait_exit().await;
+    let fresh = mount.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let Some(_read_only) = ReadOnly::mount(mount.path()) else {
+        return;
+    };
+    let (status, stderr) = failed_start(&fresh);
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}", fresh.join("signing.key").display())) && stderr.contains("Read-only"),
+        "{stderr}"
+    );
+    let (status, stderr) = failed_start(&existing);
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}", existing.join("pigeonhole.lock").display())) && stderr.contains("Read-only"),
+        "{stderr}"
+    );
+}

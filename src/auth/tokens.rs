@@ -52,6 +52,10 @@ impl TokenKeys {
     /// everybody out).
     pub fn load_or_create(data_dir: &Path, lifetime: Option<u64>) -> std::io::Result<TokenKeys> {
         let path = data_dir.join(KEY_FILE);
+        // every error names the file (a read-only or full disk, wrong owner, …)
+        let named = |doing: &str, e: std::io::Error| {
+            std::io::Error::new(e.kind(), format!("cannot {doing} {}: {e}", path.display()))
+        };
         let secret = match std::fs::read(&path) {
             Ok(bytes) => {
                 check_key_file(&path, bytes.len()).map_err(std::io::Error::other)?;
@@ -59,10 +63,10 @@ impl TokenKeys {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let secret = crate::domain::wire::random_bytes::<64>().to_vec();
-                write_private(data_dir, &path, &secret)?;
+                write_private(data_dir, &path, &secret).map_err(|e| named("write", e))?;
                 secret
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(named("read", e)),
         };
         Ok(TokenKeys::from_secret(&secret, lifetime))
     }

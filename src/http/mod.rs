@@ -708,14 +708,36 @@ where
     response
 }
 
-/// `path` as it may be logged: the key of an e-mail verification link is a credential.
+/// `path` as it may be logged. The key of an e-mail verification link is a credential, in
+/// both of its paths (`/trigger/email/verify/:id/:key`, `/verify-email/:id/:key`): everything
+/// after the trigger's id is cut, whatever it is (also on paths that are not routes).
 fn loggable_path(path: &str) -> std::borrow::Cow<'_, str> {
-    match path.strip_prefix("/trigger/email/verify/") {
-        Some(rest) => match rest.split_once('/') {
-            Some((id, _key)) => format!("/trigger/email/verify/{id}/…").into(),
-            None => path.into(),
-        },
-        None => path.into(),
+    for prefix in ["/trigger/email/verify/", "/verify-email/"] {
+        if let Some(rest) = path.strip_prefix(prefix) {
+            if let Some((id, _secret)) = rest.split_once('/') {
+                return format!("{prefix}{id}/…").into();
+            }
+        }
+    }
+    path.into()
+}
+
+#[cfg(test)]
+mod loggable_path_tests {
+    use super::loggable_path;
+
+    #[test]
+    fn verification_keys_are_cut_from_both_paths() {
+        let key = "0123456789abcdef0123456789abcdef";
+        for prefix in ["/trigger/email/verify/", "/verify-email/"] {
+            let path = format!("{prefix}id-1/{key}");
+            assert_eq!(loggable_path(&path), format!("{prefix}id-1/…"));
+            let longer = format!("{prefix}id-1/{key}/more");
+            assert!(!loggable_path(&longer).contains(key), "{longer}");
+        }
+        assert_eq!(loggable_path("/verify-email/id-1"), "/verify-email/id-1");
+        assert_eq!(loggable_path("/inbox/items"), "/inbox/items");
+        assert_eq!(loggable_path("/access-key/x"), "/access-key/x");
     }
 }
 

@@ -145,16 +145,22 @@ pub struct Store {
 /// database holds (a server, a restore, moving in): `StoreError::Locked` when another has it.
 /// The lock lasts as long as the returned file is open.
 pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
-    std::fs::create_dir_all(dir)?;
+    // errors name the file (a read-only or full file system, a wrong owner)
+    let named = |path: &Path, e: std::io::Error| {
+        StoreError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
+    let path = dir.join("pigeonhole.lock");
     let lock = File::options()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(dir.join("pigeonhole.lock"))?;
+        .open(&path)
+        .map_err(|e| named(&path, e))?;
     match lock.try_lock() {
         Ok(()) => Ok(lock),
         Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked(dir.into())),
-        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+        Err(std::fs::TryLockError::Error(e)) => Err(named(&path, e)),
     }
 }
 

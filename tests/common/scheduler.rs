@@ -190,7 +190,12 @@ pub fn verification_key(email: &str) -> String {
 
 /// Waits for the verification e-mail number `n` (1-based) of trigger `id`; its key.
 pub async fn wait_for_verification_key(s: &Server, id: &str, n: usize) -> String {
-    let emails = wait_for_emails(&s.outbox(), &format!("Trigger: {id}"), n).await;
+    wait_for_verification_key_in(&s.outbox(), id, n).await
+}
+
+/// [`wait_for_verification_key`] for the outbox directory `outbox`.
+pub async fn wait_for_verification_key_in(outbox: &Path, id: &str, n: usize) -> String {
+    let emails = wait_for_emails(outbox, &format!("Trigger: {id}"), n).await;
     // names start with the UTC write time, so the newest is last
     verification_key(&emails[n - 1])
 }
