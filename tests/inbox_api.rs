@@ -159,10 +159,23 @@ async fn register_creates_accounts_and_refuses_taken_names() {
     s.register("alice", "correct horse").await.expect_error(409);
     // usernames are case-sensitive
     s.register("Alice", "x").await.expect_empty(204);
-    // Latin-1 letters and numbers, '-' and '_' are fine; the empty password too
-    s.register("ÀÖøÿ½", "").await.expect_empty(204);
+    // Latin-1 letters and numbers, '-' and '_' are fine; an empty password is not, and
+    // is refused before anything is stored
+    s.register("ÀÖøÿ½", "").await.expect_error(400);
+    s.login("ÀÖøÿ½", "").await.expect_error(401);
+    s.register("ÀÖøÿ½", " ").await.expect_empty(204);
     s.register("a-_", "p").await.expect_empty(204);
-    s.login_ok("ÀÖøÿ½", "").await;
+    s.login_ok("ÀÖøÿ½", " ").await;
+    // at most 64 characters (Latin-1 letters count as one each), on both services
+    for (api, created) in [(&s.api, 204), (&s.scheduler, 200)] {
+        api.register(&"é".repeat(64), "pw").await.expect_empty(created);
+        api.login_ok(&"é".repeat(64), "pw").await;
+        api.register(&"é".repeat(65), "pw").await.expect_error(400);
+        api.register(&"x".repeat(1 << 20), "pw").await.expect_error(400);
+        api.login(&"é".repeat(65), "pw").await.expect_error(401);
+        api.register("empty-pass", "").await.expect_error(400);
+        api.login("empty-pass", "").await.expect_error(401);
+    }
     s.login_ok("alice", "correct horse").await;
     // the whole password counts
     s.register("nul-pass", "a\u{0}b").await.expect_empty(204);
@@ -496,6 +509,18 @@ async fn change_passphrase_revokes_earlier_tokens() {
     let key_token = s.login_ok("alice", &secret).await;
     let change = |old: &str, new: &str| json!({"old-passphrase": old, "new-passphrase": new});
 
+    // an empty new passphrase: 400, nothing changes (on the scheduler's path too)
+    s.post("/account", &alice, &change("correct horse", ""))
+        .await
+        .expect_error(400);
+    s.login("alice", "").await.expect_error(401);
+    s.get("/inbox/size", &alice).await.expect_json(200);
+    let sched = s.scheduler.user("alice").await;
+    s.scheduler
+        .post("/", &sched, &change("alice-password", ""))
+        .await
+        .expect_error(400);
+    s.scheduler.login_ok("alice", "alice-password").await;
     // wrong old passphrase: 403, nothing changes
     s.post("/account", &alice, &change("wrong", "x"))
         .await

@@ -3,7 +3,9 @@
 
 use super::{passwords, Claims, LoginLimiter, RegistrationLimiter, TokenKeys};
 use crate::config::Settings;
-use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash, Principal, ServiceKind};
+use crate::domain::account::{
+    AccessKey, Account, KeySecret, NewPassword, NewUsername, PasswordHash, Principal, ServiceKind,
+};
 use crate::domain::permissions::{Access, Permission, Permissions, Table};
 use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
@@ -85,17 +87,21 @@ impl AccountFlows {
             return Err(ApiError::forbidden("registration is closed on this server"));
         }
         let body: RegisterIn = request.json()?;
-        if !wire::is_valid_username(&body.name) {
-            return Err(ApiError::bad_request("invalid username"));
-        }
+        // checked before any hashing or storage (and before the registration limit)
+        let name = NewUsername::parse(body.name)?;
+        let password = NewPassword::parse(body.password)?;
         self.registrations.attempt(client_of(request)).map_err(|secs| {
             self.metrics.throttled(self.service.name(), "registration");
             ApiError::too_many(secs, "too many registrations from this address, try again later")
         })?;
-        let hash = passwords::hash_off_runtime(body.password, self.settings.password_iterations)
+        let hash = passwords::hash_off_runtime(password.into_string(), self.settings.password_iterations)
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
-        match accounts.register(&body.name, hash, Timestamp::now())?.durable().await? {
+        match accounts
+            .register(name.as_str(), hash, Timestamp::now())?
+            .durable()
+            .await?
+        {
             // the originals' declared statuses: Intray's API `Verb 'POST 204`, Tickler's
             // `Post '[JSON] NoContent` (200); servant clients accept nothing else
             Registration::Created(_) => Ok(match self.service {
@@ -259,11 +265,12 @@ impl AccountFlows {
         request: &Request,
     ) -> Result<Reply, ApiError> {
         let body: ChangePassphraseIn = request.json()?;
+        let new_password = NewPassword::parse(body.new)?;
         let current = account.password_hash.clone();
         if !passwords::verify_off_runtime(body.old, Some(current.clone()), &self.decoy).await {
             return Err(ApiError::forbidden("the old passphrase is wrong"));
         }
-        let new_hash = passwords::hash_off_runtime(body.new, self.settings.password_iterations)
+        let new_hash = passwords::hash_off_runtime(new_password.into_string(), self.settings.password_iterations)
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
         let changed = accounts.change_password(account.id, &current, new_hash)?;

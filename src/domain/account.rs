@@ -2,8 +2,54 @@
 //! its own accounts).
 
 use super::permissions::Permissions;
-use super::wire::Timestamp;
+use super::wire::{self, Timestamp};
+use super::DomainError;
 use uuid::Uuid;
+
+/// The most characters a new account's username may have (inbox.md §2.1). Accounts moved in
+/// from the originals keep longer names, and logins take any valid username.
+pub const MAX_NEW_USERNAME_CHARS: usize = 64;
+
+/// A username that a new account may take: valid (inbox.md §2.1) and at most
+/// [`MAX_NEW_USERNAME_CHARS`] characters. Checked before anything is hashed or stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewUsername(String);
+
+impl NewUsername {
+    pub fn parse(name: String) -> Result<NewUsername, DomainError> {
+        // the length first: a huge name is refused without looking at every character
+        if name.len() > MAX_NEW_USERNAME_CHARS * 2 || name.chars().count() > MAX_NEW_USERNAME_CHARS {
+            return Err(DomainError::invalid(format!(
+                "invalid username: at most {MAX_NEW_USERNAME_CHARS} characters"
+            )));
+        }
+        if !wire::is_valid_username(&name) {
+            return Err(DomainError::invalid("invalid username"));
+        }
+        Ok(NewUsername(name))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A password that registration and a passphrase change accept: any string but the empty
+/// one (spec README decision 7; the set-up and the pages ask for more).
+pub struct NewPassword(String);
+
+impl NewPassword {
+    pub fn parse(password: String) -> Result<NewPassword, DomainError> {
+        if password.is_empty() {
+            return Err(DomainError::invalid("the password must not be empty"));
+        }
+        Ok(NewPassword(password))
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
 
 /// An account of one service.
 #[derive(Clone, Debug)]
@@ -105,5 +151,38 @@ impl ServiceKind {
             ServiceKind::Inbox => "inbox",
             ServiceKind::Scheduler => "scheduler",
         }
+    }
+}
+
+#[cfg(test)]
+mod new_credentials_tests {
+    use super::*;
+
+    #[test]
+    fn new_usernames_have_at_most_64_characters() {
+        let ok = "a".repeat(64);
+        assert_eq!(NewUsername::parse(ok.clone()).map(|n| n.as_str().to_owned()), Ok(ok));
+        // Latin-1 letters are two bytes each: 64 of them are still fine
+        assert!(NewUsername::parse("é".repeat(64)).is_ok());
+        assert!(NewUsername::parse("a".repeat(65)).is_err());
+        assert!(NewUsername::parse("é".repeat(65)).is_err());
+        assert!(NewUsername::parse("a".repeat(1 << 20)).is_err());
+        assert!(NewUsername::parse("ab".into()).is_err());
+        assert!(NewUsername::parse("a b c".into()).is_err());
+        // a longer (moved-in) name is still a valid username for logging in
+        assert!(wire::is_valid_username(&"a".repeat(200)));
+    }
+
+    #[test]
+    fn new_passwords_are_not_empty() {
+        assert!(NewPassword::parse(String::new()).is_err());
+        assert_eq!(
+            NewPassword::parse(" ".into()).map(NewPassword::into_string).ok(),
+            Some(" ".into())
+        );
+        assert_eq!(
+            NewPassword::parse("\u{0}".into()).map(NewPassword::into_string).ok(),
+            Some("\u{0}".into())
+        );
     }
 }
