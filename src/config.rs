@@ -337,6 +337,18 @@ pub struct ServeArgs {
     /// Reverse proxy address or network (`10.0.0.0/8`) whose X-Forwarded-For is believed (repeatable)
     #[arg(long, env = "PIGEONHOLE_TRUSTED_PROXY", value_name = "ADDR", value_delimiter = ',')]
     pub trusted_proxy: Vec<String>,
+    /// Where deliveries may connect: loopback, private, public (comma-separated) [default: loopback,private,public]; link-local and other special addresses never
+    #[arg(long, env = "PIGEONHOLE_OUTBOUND_ALLOW", value_name = "KINDS", value_delimiter = ',')]
+    pub outbound_allow: Vec<String>,
+    /// NAME=IP: resolve NAME to IP for deliveries (tests; the outbound policy still applies)
+    #[arg(
+        long,
+        env = "PIGEONHOLE_OUTBOUND_RESOLVE",
+        value_name = "NAME=IP",
+        value_delimiter = ',',
+        hide = true
+    )]
+    pub outbound_resolve: Vec<String>,
     /// Seconds a connection may take to send a request's headers, from its first byte [default: 30]
     #[arg(long, env = "PIGEONHOLE_HEADER_TIMEOUT_SECS", value_name = "SECS", hide = true)]
     pub header_timeout_secs: Option<u64>,
@@ -392,6 +404,81 @@ pub struct Settings {
     pub trusted_proxies: Vec<ProxyNet>,
     /// Deadlines of hostile or broken connections (spec decision 17).
     pub timeouts: Timeouts,
+    /// The kinds of addresses deliveries may connect to (`--outbound-allow`).
+    pub outbound_allow: OutboundAllow,
+    /// Host names resolved to fixed addresses for deliveries (tests: `--outbound-resolve`).
+    pub outbound_resolve: Vec<(String, IpAddr)>,
+}
+
+/// The kinds of addresses that deliveries (and the check of a new inbox trigger) may connect
+/// to. Link-local, unspecified, multicast, broadcast, documentation and other special
+/// addresses are never allowed, whatever this says (`outbound::classify`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutboundAllow {
+    pub loopback: bool,
+    pub private: bool,
+    pub public: bool,
+}
+
+impl Default for OutboundAllow {
+    /// A home server's: its inbox may be on this machine or the LAN.
+    fn default() -> OutboundAllow {
+        OutboundAllow {
+            loopback: true,
+            private: true,
+            public: true,
+        }
+    }
+}
+
+impl OutboundAllow {
+    /// `loopback`, `private`, `public`, separated by commas (or given as a list).
+    pub fn parse(kinds: &[String]) -> Result<OutboundAllow, String> {
+        let mut allow = OutboundAllow {
+            loopback: false,
+            private: false,
+            public: false,
+        };
+        for kind in kinds.iter().flat_map(|k| k.split(',')).map(str::trim) {
+            match kind {
+                "loopback" => allow.loopback = true,
+                "private" => allow.private = true,
+                "public" => allow.public = true,
+                other => {
+                    return Err(format!(
+                        "unknown kind {other:?} for --outbound-allow (known: loopback, private, public)"
+                    ))
+                }
+            }
+        }
+        Ok(allow)
+    }
+
+    pub fn as_text(&self) -> String {
+        let kinds = [
+            (self.loopback, "loopback"),
+            (self.private, "private"),
+            (self.public, "public"),
+        ];
+        let on: Vec<&str> = kinds.iter().filter(|(on, _)| *on).map(|(_, k)| *k).collect();
+        if on.is_empty() {
+            "none".to_owned()
+        } else {
+            on.join(",")
+        }
+    }
+}
+
+/// `NAME=IP` of `--outbound-resolve`.
+fn parse_resolve(text: &str) -> Result<(String, IpAddr), String> {
+    let bad = || format!("invalid --outbound-resolve {text:?}: expected NAME=IP");
+    let (name, ip) = text.split_once('=').ok_or_else(bad)?;
+    let ip = ip.trim().parse::<IpAddr>().map_err(|_| bad())?;
+    let name = name.trim().to_ascii_lowercase();
+    if name.is_empty() {
+        return Err(bad());
+    }
+    Ok((name, ip))
 }
 
 /// How long a connection may take at each stage before it is cut off (spec decision 17).
@@ -580,6 +667,18 @@ impl Settings {
                 .iter()
                 .map(|p| ProxyNet::parse(p))
                 .collect::<Result<_, _>>()?,
+            outbound_allow: {
+                let kinds = list(args.outbound_allow, f.list("outbound-allow")?);
+                if kinds.is_empty() {
+                    OutboundAllow::default()
+                } else {
+                    OutboundAllow::parse(&kinds)?
+                }
+            },
+            outbound_resolve: list(args.outbound_resolve, f.list("outbound-resolve")?)
+                .iter()
+                .map(|r| parse_resolve(r))
+                .collect::<Result<_, _>>()?,
             timeouts: {
                 let default = Timeouts::default();
                 // 0 would cut every connection at once: raised to 1 like the other periods
@@ -651,6 +750,7 @@ impl Settings {
         if !off.is_empty() {
             parts.push(format!("disabled-workers={}", off.join(",")));
         }
+        parts.push(format!("outbound={}", self.outbound_allow.as_text()));
         parts.push(format!("looper-period={}s", self.looper_period));
         parts.push(format!("max-body-bytes={}", self.max_body_bytes));
         parts.join(" ")
@@ -699,6 +799,8 @@ const KNOWN_KEYS: &[&str] = &[
     "email-from",
     "admin-email",
     "trusted-proxy",
+    "outbound-allow",
+    "outbound-resolve",
     "header-timeout-secs",
     "idle-timeout-secs",
     "body-timeout-secs",

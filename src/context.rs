@@ -26,8 +26,12 @@ pub struct Context {
     /// The password hash that unknown usernames are checked against (same cost as a real one).
     pub decoy: Decoy,
     pub payments: Arc<Payments>,
-    /// The process's client for outgoing HTTP (inbox deliveries, the payment provider).
+    /// The process's client for outgoing HTTP to the operator's services (the payment
+    /// provider).
     pub http: reqwest::Client,
+    /// The client for inbox services that users name (deliveries, new inbox triggers), under
+    /// the outbound policy (`--outbound-allow`).
+    pub inbox_client: crate::outbound::InboxClient,
     pub workers: Arc<Workers>,
     /// What is due now and when back-offs end (real, or set by tests).
     pub clock: Clock,

@@ -131,6 +131,7 @@ pub async fn start(
         decoy,
         payments,
         http,
+        inbox_client: outbound::InboxClient::new(settings.outbound_allow, settings.outbound_resolve.clone()),
         workers,
         clock,
         metrics: metrics.clone(),

@@ -2,10 +2,202 @@
 //! with an access key, add an item (scheduler.md §6.3, §7.2). Redirects are never followed:
 //! a redirect would carry the access key or the token to wherever the answer points.
 
+use crate::config::OutboundAllow;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::StatusCode;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use uuid::Uuid;
+
+/// What kind of address an IP address is, for the outbound policy (`--outbound-allow`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddressClass {
+    Loopback,
+    /// RFC 1918, shared address space (100.64.0.0/10), unique local (fc00::/7) and the old
+    /// site-local (fec0::/10): the LAN.
+    Private,
+    Public,
+    /// Never connected to: unspecified, link-local (cloud metadata services live there),
+    /// multicast, broadcast, documentation, benchmarking, reserved and protocol ranges.
+    Special,
+}
+
+/// The class of `ip`; an IPv4 address inside IPv6 (mapped, compatible, NAT64, 6to4) is
+/// classified as that IPv4 address.
+pub fn classify(ip: IpAddr) -> AddressClass {
+    match ip {
+        IpAddr::V4(v4) => classify_v4(v4),
+        IpAddr::V6(v6) => classify_v6(v6),
+    }
+}
+
+fn classify_v4(ip: Ipv4Addr) -> AddressClass {
+    use AddressClass::*;
+    let [a, b, c, _] = ip.octets();
+    match (a, b, c) {
+        (127, _, _) => Loopback,
+        (10, _, _) | (192, 168, _) => Private,
+        (172, 16..=31, _) | (100, 64..=127, _) => Private,
+        (0, _, _) | (169, 254, _) | (224..=255, _, _) => Special,
+        (192, 0, 0) | (192, 0, 2) | (198, 51, 100) | (203, 0, 113) | (198, 18..=19, _) => Special,
+        (192, 88, 99) => Special,
+        _ => Public,
+    }
+}
+
+fn classify_v6(ip: Ipv6Addr) -> AddressClass {
+    use AddressClass::*;
+    if ip == Ipv6Addr::LOCALHOST {
+        return Loopback;
+    }
+    if ip.is_unspecified() {
+        return Special;
+    }
+    let s = ip.segments();
+    let embedded = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    match s {
+        // ::ffff:a.b.c.d (mapped) and ::a.b.c.d (compatible, deprecated)
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] | [0, 0, 0, 0, 0, 0, hi, lo] => classify_v4(embedded(hi, lo)),
+        // NAT64 (64:ff9b::/96) reaches the IPv4 address it carries
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => classify_v4(embedded(hi, lo)),
+        // 6to4 (2002:AABB:CCDD::/48) carries an IPv4 address too
+        [0x2002, hi, lo, ..] => match classify_v4(embedded(hi, lo)) {
+            Public => Public,
+            _ => Special,
+        },
+        _ if s[0] & 0xfe00 == 0xfc00 || s[0] & 0xffc0 == 0xfec0 => Private,
+        // link-local fe80::/10, multicast ff00::/8
+        _ if s[0] & 0xffc0 == 0xfe80 || s[0] & 0xff00 == 0xff00 => Special,
+        // documentation 2001:db8::/32, Teredo and other IETF protocol space 2001::/23,
+        // the rest of the IPv4-embedding prefix 64:ff9b:1::/48, discard-only 100::/64
+        _ if s[0] == 0x2001 && (s[1] == 0x0db8 || s[1] < 0x200) => Special,
+        _ if s[0] == 0x64 && s[1] == 0xff9b => Special,
+        _ if s[0] == 0x100 && s[1] == 0 && s[2] == 0 && s[3] == 0 => Special,
+        // only global unicast (2000::/3) is public; everything else is reserved
+        _ if s[0] & 0xe000 == 0x2000 => Public,
+        _ => Special,
+    }
+}
+
+/// Whether `allow` lets a delivery connect to `ip`.
+pub fn permitted(allow: OutboundAllow, ip: IpAddr) -> bool {
+    match classify(ip) {
+        AddressClass::Loopback => allow.loopback,
+        AddressClass::Private => allow.private,
+        AddressClass::Public => allow.public,
+        AddressClass::Special => false,
+    }
+}
+
+/// A host whose every address the outbound policy refuses (so nothing was connected to).
+#[derive(Debug)]
+pub struct Refused {
+    pub host: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} has no address that this server's outbound policy allows (--outbound-allow)",
+            self.host
+        )
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// The resolver of the delivery client: the system's, or a fixed answer for the names of
+/// `--outbound-resolve`, then only the addresses the policy allows. reqwest connects to the
+/// addresses this answers, so what was checked is what is connected to (no DNS rebinding
+/// between a check and the connection).
+struct PolicyResolver {
+    allow: OutboundAllow,
+    fixed: Arc<Vec<(String, IpAddr)>>,
+}
+
+impl reqwest::dns::Resolve for PolicyResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_ascii_lowercase();
+        let allow = self.allow;
+        let fixed = self.fixed.clone();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> = match fixed.iter().find(|(n, _)| *n == host) {
+                Some((_, ip)) => vec![SocketAddr::new(*ip, 0)],
+                None => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
+            };
+            let allowed: Vec<SocketAddr> = found.into_iter().filter(|a| permitted(allow, a.ip())).collect();
+            if allowed.is_empty() {
+                return Err(Box::new(Refused { host }) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// The client that talks to inbox services on behalf of users: [`client`]'s rules, and the
+/// outbound policy checked on every address before a connection (literal addresses in the
+/// URL here, names in the resolver).
+#[derive(Clone)]
+pub struct InboxClient {
+    http: reqwest::Client,
+    allow: OutboundAllow,
+}
+
+impl InboxClient {
+    pub fn new(allow: OutboundAllow, fixed: Vec<(String, IpAddr)>) -> InboxClient {
+        let resolver = PolicyResolver {
+            allow,
+            fixed: Arc::new(fixed),
+        };
+        let http = reqwest::Client::builder()
+            .timeout(TIMEOUT)
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(resolver))
+            .build()
+            // Building fails only without a TLS provider, which `launch` installs first.
+            .unwrap_or_else(|_| reqwest::Client::new());
+        InboxClient { http, allow }
+    }
+
+    /// Refuses a URL whose host is an address literal the policy does not allow (reqwest
+    /// resolves no literal, so the resolver never sees those).
+    fn check(&self, url: &str) -> Result<(), Failure> {
+        let parsed = reqwest::Url::parse(url).map_err(|_| Failure::permanent(format!("{url} is not a URL")))?;
+        let host = parsed.host_str().unwrap_or_default();
+        let literal = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .ok();
+        match literal {
+            Some(ip) if !permitted(self.allow, ip) => {
+                Err(Failure::permanent(Refused { host: host.to_owned() }.to_string()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// [`login`] through this client.
+    pub async fn login(&self, url: &str, username: &str, key: &str) -> Result<String, Failure> {
+        self.check(url)?;
+        login(&self.http, url, username, key).await
+    }
+
+    /// [`add_item`] through this client.
+    pub async fn add_item(
+        &self,
+        url: &str,
+        token: &str,
+        idempotency_key: Uuid,
+        data_base64: &str,
+    ) -> Result<Uuid, Failure> {
+        self.check(url)?;
+        add_item(&self.http, url, token, idempotency_key, data_base64).await
+    }
+}
 
 /// Why a call failed, and whether trying again later may help.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +263,15 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 }
 
 fn request_failure(what: &str, e: reqwest::Error) -> Failure {
+    // the policy refused every address of the host: nothing was sent, and trying again
+    // will not help (unless the operator changes the policy: a retry by the owner)
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<Refused>() {
+            return Failure::permanent(refused.to_string());
+        }
+        source = cause.source();
+    }
     Failure {
         transient: true,
         reason: format!("could not reach the inbox for {what}: {e}"),
@@ -80,7 +281,7 @@ fn request_failure(what: &str, e: reqwest::Error) -> Failure {
 }
 
 /// `POST <url>/login` with the access key as password; the token of the `JWT-Cookie`.
-pub async fn login(client: &reqwest::Client, url: &str, username: &str, key: &str) -> Result<String, Failure> {
+async fn login(client: &reqwest::Client, url: &str, username: &str, key: &str) -> Result<String, Failure> {
     let what = "POST /login";
     let response = client
         .post(format!("{url}/login"))
@@ -104,7 +305,7 @@ pub async fn login(client: &reqwest::Client, url: &str, username: &str, key: &st
 }
 
 /// `POST <url>/inbox/item` (then `/intray/item` on 404) with an idempotency key.
-pub async fn add_item(
+async fn add_item(
     client: &reqwest::Client,
     url: &str,
     token: &str,
@@ -194,5 +395,133 @@ mod tests {
             assert!(!f.transient, "{redirect}");
             assert!(f.reason.contains("redirects are not followed"), "{}", f.reason);
         }
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+    use reqwest::dns::Resolve;
+
+    fn class(ip: &str) -> AddressClass {
+        classify(ip.parse().unwrap())
+    }
+
+    #[test]
+    fn addresses_are_classified() {
+        use AddressClass::*;
+        for (ip, want) in [
+            ("127.0.0.1", Loopback),
+            ("127.255.0.9", Loopback),
+            ("::1", Loopback),
+            ("::ffff:127.0.0.1", Loopback),
+            ("10.1.2.3", Private),
+            ("172.16.0.1", Private),
+            ("172.31.255.255", Private),
+            ("192.168.1.10", Private),
+            ("100.64.0.1", Private),
+            ("fd12:3456::1", Private),
+            ("::ffff:192.168.0.1", Private),
+            ("64:ff9b::a00:1", Private),
+            ("8.8.8.8", Public),
+            ("172.32.0.1", Public),
+            ("100.128.0.1", Public),
+            ("2606:4700::1111", Public),
+            ("::ffff:1.1.1.1", Public),
+            ("2002:0808:0808::1", Public),
+            // never: cloud metadata, unspecified, multicast, broadcast, documentation, …
+            ("169.254.169.254", Special),
+            ("0.0.0.0", Special),
+            ("0.1.2.3", Special),
+            ("224.0.0.1", Special),
+            ("239.255.255.250", Special),
+            ("255.255.255.255", Special),
+            ("240.0.0.1", Special),
+            ("192.0.2.1", Special),
+            ("198.51.100.7", Special),
+            ("203.0.113.9", Special),
+            ("198.18.0.1", Special),
+            ("192.0.0.8", Special),
+            ("::", Special),
+            ("fe80::1", Special),
+            ("febf::1", Special),
+            ("ff02::1", Special),
+            ("2001:db8::1", Special),
+            ("2001::1", Special),
+            ("::ffff:169.254.169.254", Special),
+            ("64:ff9b::a9fe:a9fe", Special),
+            ("2002:7f00:0001::1", Special),
+            ("2002:a9fe:a9fe::1", Special),
+            ("100::1", Special),
+            ("4000::1", Special),
+        ] {
+            assert_eq!(class(ip), want, "{ip}");
+        }
+    }
+
+    #[test]
+    fn the_policy_allows_what_it_names_and_never_special_addresses() {
+        let only = |kinds: &str| OutboundAllow::parse(&[kinds.to_owned()]).unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let home = OutboundAllow::default();
+        assert!(
+            permitted(home, ip("127.0.0.1")) && permitted(home, ip("192.168.1.2")) && permitted(home, ip("8.8.8.8"))
+        );
+        assert!(!permitted(home, ip("169.254.169.254")) && !permitted(home, ip("fe80::1")));
+        let hosted = only("public");
+        assert!(!permitted(hosted, ip("127.0.0.1")) && !permitted(hosted, ip("10.0.0.1")));
+        assert!(!permitted(hosted, ip("::ffff:10.0.0.1")) && permitted(hosted, ip("8.8.8.8")));
+        assert!(permitted(only("loopback"), ip("::1")) && !permitted(only("loopback"), ip("8.8.8.8")));
+        assert!(OutboundAllow::parse(&["public,intranet".into()]).is_err());
+        assert_eq!(only("public, loopback").as_text(), "loopback,public");
+    }
+
+    /// The resolver answers only allowed addresses, and refuses a name with none (before
+    /// anything connects); the literal check refuses literal addresses the same way.
+    #[tokio::test]
+    async fn names_and_literals_are_checked_before_connecting() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let fixed = vec![
+            ("metadata.test".to_owned(), "169.254.169.254".parse().unwrap()),
+            ("lan.test".to_owned(), "192.168.1.20".parse().unwrap()),
+            ("here.test".to_owned(), "127.0.0.1".parse().unwrap()),
+        ];
+        let resolver = PolicyResolver {
+            allow: OutboundAllow::default(),
+            fixed: Arc::new(fixed.clone()),
+        };
+        let resolve = |name: &str| resolver.resolve(name.parse().unwrap());
+        let err = resolve("metadata.test").await.err().expect("refused").to_string();
+        assert!(
+            err.contains("metadata.test") && err.contains("outbound policy"),
+            "{err}"
+        );
+        let addrs: Vec<SocketAddr> = resolve("LAN.test").await.expect("allowed").collect();
+        assert_eq!(addrs, vec!["192.168.1.20:0".parse().unwrap()]);
+
+        let hosted = InboxClient::new(OutboundAllow::parse(&["public".into()]).unwrap(), fixed);
+        for url in [
+            "http://127.0.0.1:9",
+            "http://[::1]:9",
+            "http://169.254.169.254",
+            "http://[::ffff:10.0.0.1]",
+        ] {
+            let f = hosted.check(url).expect_err(url);
+            assert!(
+                !f.transient && f.reason.contains("outbound policy"),
+                "{url}: {}",
+                f.reason
+            );
+        }
+        assert!(
+            hosted.check("http://example.test:8001").is_ok(),
+            "names are checked by the resolver"
+        );
+        // a refused name fails for good, without a connection
+        let f = hosted
+            .login("http://here.test:9", "alice", "00ff")
+            .await
+            .expect_err("refused");
+        assert!(!f.transient && f.reason.contains("here.test"), "{}", f.reason);
     }
 }

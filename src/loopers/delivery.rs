@@ -31,7 +31,7 @@ const OVERALL: usize = 32;
 const PER_TARGET: usize = 4;
 
 pub struct InboxSender {
-    client: reqwest::Client,
+    client: outbound::InboxClient,
     /// Tokens from earlier logins, by trigger.
     tokens: Mutex<HashMap<Uuid, String>>,
     retry_delay: Duration,
@@ -46,7 +46,7 @@ pub struct InboxSender {
 impl InboxSender {
     /// The sender of `workers`' table (retries as configured there; a freed place or a
     /// postponed delivery wakes its worker).
-    pub fn new(client: reqwest::Client, clock: Clock, workers: Arc<Workers>) -> InboxSender {
+    pub fn new(client: outbound::InboxClient, clock: Clock, workers: Arc<Workers>) -> InboxSender {
         InboxSender {
             client,
             tokens: Mutex::new(HashMap::new()),
@@ -185,14 +185,14 @@ impl InboxSender {
         data: &str,
     ) -> Result<Uuid, Failure> {
         if let Some(token) = self.cached(trigger) {
-            match outbound::add_item(&self.client, url, &token, delivery, data).await {
+            match self.client.add_item(url, &token, delivery, data).await {
                 // a reused token that is no longer good: log in again (not a retry)
                 Err(f) if f.status == Some(401) => self.remember(trigger, None),
                 other => return other,
             }
         }
-        let token = outbound::login(&self.client, url, username, key).await?;
+        let token = self.client.login(url, username, key).await?;
         self.remember(trigger, Some(token.clone()));
-        outbound::add_item(&self.client, url, &token, delivery, data).await
+        self.client.add_item(url, &token, delivery, data).await
     }
 }

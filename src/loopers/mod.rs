@@ -313,7 +313,7 @@ pub fn start(
     let crew = Arc::new(Crew {
         ctx: ctx.clone(),
         sender: Arc::new(
-            delivery::InboxSender::new(ctx.http.clone(), ctx.clock.clone(), workers.clone())
+            delivery::InboxSender::new(ctx.inbox_client.clone(), ctx.clock.clone(), workers.clone())
                 .with_metrics(ctx.metrics.clone()),
         ),
         emailer: Arc::new(

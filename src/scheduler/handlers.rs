@@ -17,7 +17,6 @@ use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
 use crate::http::{app, parse_json, path_uuid, wants_html, ApiError, Head, Reply, Request};
-use crate::outbound as inbox_client;
 use crate::payments;
 use crate::store::scheduler::{AddOutcome, ImportOutcome};
 use serde_json::{json, Value};
@@ -556,8 +555,14 @@ impl Scheduler {
             .filter(|k| !k.is_empty() && k.len() % 2 == 0 && k.bytes().all(|c| c.is_ascii_hexdigit()))
             .ok_or_else(|| ApiError::bad_request("addInboxTriggerAccessKey must be an even-length hex string"))?
             .to_ascii_lowercase();
-        if let Err(failure) = inbox_client::login(&self.ctx.http, &url, &username, &access_key).await {
-            return Ok(Reply::json(&json!({"Left": failure.reason})));
+        if let Err(failure) = self.ctx.inbox_client.login(&url, &username, &access_key).await {
+            // The same answer whatever the cause (refused, closed, silent, a 403 or 404 that
+            // is not an inbox's, an address the policy refuses): the server is nobody's
+            // network scanner. The operator's log has the cause.
+            tracing::info!(account = %owner, "a new inbox trigger for {url} failed its login: {}", failure.reason);
+            return Ok(Reply::json(
+                &json!({"Left": format!("no working inbox service at {url}")}),
+            ));
         }
         let trigger = Trigger {
             id: wire::new_uuid(),
