@@ -793,6 +793,8 @@ impl ScriptedInbox {
                             Answer::Hold => {
                                 let now = holding.fetch_add(1, Ordering::SeqCst) + 1;
                                 most_held.fetch_max(now, Ordering::SeqCst);
+                                // counted while held: the client's time-out drops it
+                                let _held = Held(holding.clone());
                                 std::future::pending::<()>().await;
                                 unreachable!("a held request is never answered")
                             }
@@ -831,6 +833,15 @@ impl ScriptedInbox {
 
     fn all_requests(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
+    }
+}
+
+/// A held request: `holding` counts it until its connection is dropped.
+struct Held(Arc<AtomicUsize>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -1754,4 +1765,67 @@ async fn the_outbound_policy_refuses_an_address_before_connecting() {
     assert!(reason.contains("outbound policy"), "{reason:?}");
     assert_eq!(inbox.requests("POST", "/login").len(), logins, "nothing was sent");
     assert!(inbox.requests("POST", "/inbox/item").is_empty());
+}
+
+/// Issue 18: the bounds on deliveries in flight count destination hosts and accounts, not URL
+/// strings. A stranger's 12 inbox triggers on one slow host (12 paths) hold at most 4
+/// requests there; 12 triggers on 12 slow hosts (names resolving to one test server) hold at
+/// most 8 (the account's share of 32). The other account's inbox is on the same host
+/// (loopback), on another port. Either way another account's delivery is done while
+/// the stranger's are all still held, with none of them finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_strangers_slow_hosts_take_a_bounded_share_of_the_deliveries() {
+    for (hosts, bound) in [(1, 4), (12, 8)] {
+        let slow = ScriptedInbox::start(|r| match r.path.ends_with("/login") {
+            true => login_ok(),
+            false => Answer::Hold,
+        })
+        .await;
+        let names: Vec<(String, std::net::IpAddr)> = (0..12)
+            .map(|h| (format!("slow{h}.test"), "127.0.0.1".parse().unwrap()))
+            .collect();
+        let server = Server::start_with(|s| {
+            fast_workers(s);
+            s.outbound_resolve = names;
+        })
+        .await;
+        let api = &server.scheduler;
+        let bob = server.api.user("bob").await;
+        let (secret, _) = server.api.add_key(&bob, "scheduler", &["PermitAdd"]).await;
+        let quick = api.user("quick").await;
+        add_inbox_trigger(api, &quick, &server.api.base, "bob", &secret).await;
+        let stranger = api.user("stranger").await;
+        for t in 0..12 {
+            let host = if hosts == 1 {
+                "slow0.test".to_owned()
+            } else {
+                format!("slow{t}.test")
+            };
+            let url = format!("http://{host}:{}/p{t}", slow.port);
+            add_inbox_trigger(api, &stranger, &url, "stranger", "00ff").await;
+        }
+        let contents: Vec<Value> = (0..10).map(|i| due_since_yesterday(&format!("stuck {i}"))).collect();
+        sync_add(api, &stranger, &contents).await;
+        eventually("the slow hosts holding their bound", async || {
+            (slow.holding.load(Ordering::SeqCst) >= bound).then_some(())
+        })
+        .await;
+
+        let (items, delay) = add_and_time_delivery(api, &quick, "Not behind a stranger").await;
+        assert_eq!(inbox_items(&server.api, &bob).await.len(), 1, "{items:?}");
+        eprintln!("{hosts} slow host(s): another account's delivery took {delay:?}");
+        assert!(
+            slow.holding.load(Ordering::SeqCst) > 0,
+            "done while the stranger's were held"
+        );
+        assert!(
+            triggered_items(api, &stranger)
+                .await
+                .iter()
+                .all(|i| attempts(i).is_empty()),
+            "none of the stranger's deliveries finished"
+        );
+        let most = slow.most_held.load(Ordering::SeqCst);
+        assert_eq!(most, bound, "{most} requests at once to {hosts} slow host(s)");
+    }
 }

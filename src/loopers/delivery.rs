@@ -3,7 +3,7 @@
 //! `Idempotency-Key`, retrying transient failures with exponential back-off and recording
 //! the final outcome on the triggered item.
 
-use super::dispatch::Dispatcher;
+use super::dispatch::{Bounds, Destination, Dispatcher};
 use super::retry_wait;
 use crate::clock::Clock;
 use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
@@ -26,9 +26,29 @@ pub async fn schedule(store: &Store, email: bool) -> Result<usize, String> {
     expanded.durable().await.map_err(|e| e.to_string())
 }
 
-/// Inbox deliveries in flight at once, overall and per target (inbox base URL).
-const OVERALL: usize = 32;
-const PER_TARGET: usize = 4;
+/// The destination of an inbox URL: its host (lower case) and port, whatever the path (the
+/// whole URL when it has no host: it would not connect anyway). The port counts because a
+/// home server's own inbox shares its host (loopback) with whatever else runs there: a
+/// stranger's slow service on another port must not take the places of the owner's inbox.
+/// A stranger's many ports are bounded by the account's share.
+fn host_of(url: &str) -> String {
+    reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| {
+            let host = u.host_str()?.to_ascii_lowercase();
+            Some(format!("{host}:{}", u.port_or_known_default()?))
+        })
+        .unwrap_or_else(|| url.to_owned())
+}
+
+/// Inbox deliveries in flight at once: overall, per destination host and port (4 slow
+/// triggers of one, whatever their paths, hold 4 places) and per account (one account's slow
+/// hosts hold at most a quarter of the places: the other 24 stay for everybody else).
+const BOUNDS: Bounds = Bounds {
+    overall: 32,
+    per_host: 4,
+    per_account: 8,
+};
 
 pub struct InboxSender {
     client: outbound::InboxClient,
@@ -53,7 +73,7 @@ impl InboxSender {
             retry_delay: workers.retry_delay,
             retry_amount: workers.retry_amount,
             clock,
-            dispatcher: Dispatcher::new(OVERALL, PER_TARGET, workers, Worker::TriggeredInboxItemSender),
+            dispatcher: Dispatcher::new(BOUNDS, workers, Worker::TriggeredInboxItemSender),
             metrics: Arc::new(Metrics::off()),
         }
     }
@@ -107,7 +127,10 @@ impl InboxSender {
             let TriggerKind::Inbox { url, .. } = &trigger.kind else {
                 continue;
             };
-            let target = url.clone();
+            let target = Destination {
+                host: host_of(url),
+                account: d.owner,
+            };
             let running = k.as_bytes().to_vec();
             let job = self.clone().deliver(store.clone(), k, d, trigger);
             self.dispatcher.start(running, target, job);

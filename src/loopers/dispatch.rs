@@ -1,9 +1,11 @@
 //! Deliveries as independent tasks (scheduler.md §7.4): a delivery whose target hangs until
 //! its timeout must not hold up any other delivery. A worker's pass only decides what is
 //! due and starts each delivery here as its own task; the task records its result (and
-//! waits for it to be durable) as soon as it has it. Two bounds keep one target from taking
-//! every connection and the process from opening too many: a number of deliveries per
-//! target (inbox base URL, e-mail domain) and a number overall. A due delivery that finds
+//! waits for it to be durable) as soon as it has it. Three bounds keep one destination or
+//! one person from taking every connection, and the process from opening too many: a
+//! number of deliveries per destination *host* (an inbox URL's host and port, whatever its
+//! path, or an e-mail domain), a number per account (so that one account's many slow hosts
+//! take at most that share of the places), and a number overall. A due delivery that finds
 //! no free place is started by a later pass, which the task that frees a place wakes.
 
 use crate::domain::worker::Worker;
@@ -12,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::task::JoinSet;
+use uuid::Uuid;
 
 /// Whether [`Dispatcher::start`] started the delivery.
 #[derive(Debug, PartialEq, Eq)]
@@ -23,9 +26,25 @@ pub enum Start {
     Full,
 }
 
+/// Where a delivery goes and for whom: what its bounds count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Destination {
+    /// The host and port of an inbox URL (lower case), or an e-mail address's domain.
+    pub host: String,
+    /// The account it is sent for (nil for the operator's own e-mails).
+    pub account: Uuid,
+}
+
+/// How many deliveries may be in flight at once.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub overall: usize,
+    pub per_host: usize,
+    pub per_account: usize,
+}
+
 pub struct Dispatcher {
-    overall: usize,
-    per_target: usize,
+    bounds: Bounds,
     /// The delivery tasks; `None` once stopped: nothing new starts. Apart from `state`
     /// because a task can be dropped inside `spawn` (a runtime that shuts down drops what
     /// is spawned at once), and dropping a task gives its place back in `state`. So `state`
@@ -42,8 +61,10 @@ pub struct Dispatcher {
 struct State {
     /// Queue keys of the deliveries in flight.
     running: HashSet<Vec<u8>>,
-    /// Deliveries in flight per target.
-    targets: HashMap<String, usize>,
+    /// Deliveries in flight per destination host.
+    hosts: HashMap<String, usize>,
+    /// Deliveries in flight per account.
+    accounts: HashMap<Uuid, usize>,
     /// A due delivery was not started for lack of a place: wake the worker when one frees.
     starved: bool,
     /// A failure (of the store) in a delivery task, reported by the worker's next pass.
@@ -51,10 +72,13 @@ struct State {
 }
 
 impl Dispatcher {
-    pub fn new(overall: usize, per_target: usize, workers: Arc<Workers>, worker: Worker) -> Arc<Dispatcher> {
+    pub fn new(bounds: Bounds, workers: Arc<Workers>, worker: Worker) -> Arc<Dispatcher> {
         Arc::new(Dispatcher {
-            overall: overall.max(1),
-            per_target: per_target.max(1),
+            bounds: Bounds {
+                overall: bounds.overall.max(1),
+                per_host: bounds.per_host.max(1),
+                per_account: bounds.per_account.max(1),
+            },
             tasks: Mutex::new(Some(JoinSet::new())),
             state: Mutex::new(State::default()),
             workers,
@@ -74,11 +98,11 @@ impl Dispatcher {
         self.state().running.contains(key)
     }
 
-    /// Starts `job`, the delivery of queue entry `key` to `target`, as a task of its own,
+    /// Starts `job`, the delivery of queue entry `key` to `to`, as a task of its own,
     /// unless it is running already or a bound is reached. The job answers whether the
     /// worker must run again (it postponed the delivery: the worker's next wake-up may have
     /// to come sooner); an `Err` is a failure of the store, reported by the next pass.
-    pub fn start<F>(self: &Arc<Self>, key: Vec<u8>, target: String, job: F) -> Start
+    pub fn start<F>(self: &Arc<Self>, key: Vec<u8>, to: Destination, job: F) -> Start
     where
         F: Future<Output = Result<bool, String>> + Send + 'static,
     {
@@ -99,19 +123,24 @@ impl Dispatcher {
             if state.running.contains(&key) {
                 return Start::Running;
             }
-            let on_target = state.targets.get(&target).copied().unwrap_or(0);
-            if state.running.len() >= self.overall || on_target >= self.per_target {
+            let on_host = state.hosts.get(&to.host).copied().unwrap_or(0);
+            let of_account = state.accounts.get(&to.account).copied().unwrap_or(0);
+            if state.running.len() >= self.bounds.overall
+                || on_host >= self.bounds.per_host
+                || of_account >= self.bounds.per_account
+            {
                 state.starved = true;
                 return Start::Full;
             }
             state.running.insert(key.clone());
-            *state.targets.entry(target.clone()).or_insert(0) += 1;
+            *state.hosts.entry(to.host.clone()).or_insert(0) += 1;
+            *state.accounts.entry(to.account).or_insert(0) += 1;
         }
         self.workers.delivery_started(self.worker);
         let place = Place {
             dispatcher: self.clone(),
             key,
-            target,
+            to,
         };
         tasks.spawn(async move {
             let again = match job.await {
@@ -150,7 +179,18 @@ impl Dispatcher {
 struct Place {
     dispatcher: Arc<Dispatcher>,
     key: Vec<u8>,
-    target: String,
+    to: Destination,
+}
+
+/// Counts one fewer under `key`, forgetting keys that reach zero (the maps stay as small as
+/// what is in flight).
+fn release<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = counts.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(key);
+        }
+    }
 }
 
 impl Drop for Place {
@@ -158,12 +198,8 @@ impl Drop for Place {
         let starved = {
             let mut state = self.dispatcher.state();
             state.running.remove(&self.key);
-            if let Some(n) = state.targets.get_mut(&self.target) {
-                *n -= 1;
-                if *n == 0 {
-                    state.targets.remove(&self.target);
-                }
-            }
+            release(&mut state.hosts, &self.to.host);
+            release(&mut state.accounts, &self.to.account);
             std::mem::take(&mut state.starved)
         };
         self.dispatcher.workers.delivery_ended(self.dispatcher.worker);
@@ -181,6 +217,21 @@ mod tests {
     use tokio::sync::Notify;
 
     const WORKER: Worker = Worker::TriggeredInboxItemSender;
+
+    fn bounds(overall: usize, per_host: usize, per_account: usize) -> Bounds {
+        Bounds {
+            overall,
+            per_host,
+            per_account,
+        }
+    }
+
+    fn to(host: &str, account: u128) -> Destination {
+        Destination {
+            host: host.into(),
+            account: Uuid::from_u128(account),
+        }
+    }
 
     fn workers() -> Arc<Workers> {
         Arc::new(Workers::new(&Settings::with_data_dir("/tmp/unused"), |_| true))
@@ -200,22 +251,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn bounds_per_target_and_overall_and_a_freed_place_wakes_the_worker() {
+    async fn bounds_per_host_and_overall_and_a_freed_place_wakes_the_worker() {
         let workers = workers();
-        let d = Dispatcher::new(3, 2, workers.clone(), WORKER);
+        let d = Dispatcher::new(bounds(3, 2, 3), workers.clone(), WORKER);
         let release = Arc::new(Notify::new());
         let key = |n: u8| vec![n];
-        assert_eq!(d.start(key(1), "a".into(), held(&release)), Start::Started);
-        assert_eq!(d.start(key(1), "a".into(), held(&release)), Start::Running);
-        assert_eq!(d.start(key(2), "a".into(), held(&release)), Start::Started);
+        assert_eq!(d.start(key(1), to("a", 1), held(&release)), Start::Started);
+        assert_eq!(d.start(key(1), to("a", 1), held(&release)), Start::Running);
+        assert_eq!(d.start(key(2), to("a", 2), held(&release)), Start::Started);
         assert_eq!(
-            d.start(key(3), "a".into(), held(&release)),
+            d.start(key(3), to("a", 3), held(&release)),
             Start::Full,
-            "two per target"
+            "two per host, whoever sends"
         );
-        assert_eq!(d.start(key(4), "b".into(), held(&release)), Start::Started);
+        assert_eq!(d.start(key(4), to("b", 4), held(&release)), Start::Started);
         assert_eq!(
-            d.start(key(5), "c".into(), held(&release)),
+            d.start(key(5), to("c", 5), held(&release)),
             Start::Full,
             "three overall"
         );
@@ -229,11 +280,53 @@ mod tests {
             .await
             .expect("no wake-up after a place freed");
         assert_eq!(in_flight(&workers), 2);
-        assert_eq!(d.start(key(5), "c".into(), held(&release)), Start::Started);
+        assert_eq!(d.start(key(5), to("c", 5), held(&release)), Start::Started);
         d.stop().await;
         assert!(!d.is_running(&key(1)), "stopping gives every place back");
         assert_eq!(in_flight(&workers), 0);
-        assert_eq!(d.start(key(6), "d".into(), held(&release)), Start::Full, "stopped");
+        assert_eq!(d.start(key(6), to("d", 6), held(&release)), Start::Full, "stopped");
+    }
+
+    /// One account's deliveries to many hosts take at most its share of the places; other
+    /// accounts still find theirs, and a freed place of that account is its own again.
+    #[tokio::test]
+    async fn one_account_takes_at_most_its_share() {
+        let d = Dispatcher::new(bounds(8, 4, 3), workers(), WORKER);
+        let release = Arc::new(Notify::new());
+        for n in 0..3 {
+            assert_eq!(
+                d.start(vec![n], to(&format!("h{n}"), 1), held(&release)),
+                Start::Started
+            );
+        }
+        assert_eq!(
+            d.start(vec![3], to("h3", 1), held(&release)),
+            Start::Full,
+            "three per account"
+        );
+        // another account on the same hosts is not held up by the first one's share
+        for n in 4..7 {
+            assert_eq!(
+                d.start(vec![n], to(&format!("h{}", n - 4), 2), held(&release)),
+                Start::Started
+            );
+        }
+        assert_eq!(
+            d.start(vec![7], to("h7", 2), held(&release)),
+            Start::Full,
+            "its share too"
+        );
+        assert_eq!(d.start(vec![8], to("h8", 3), held(&release)), Start::Started);
+        release.notify_one();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while d.start(vec![3], to("h3", 1), held(&release)) != Start::Started {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "a freed place was not given back"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await; // poll: the task ends on its own
+        }
+        d.stop().await;
     }
 
     /// A task spawned while the runtime shuts down (a test that ends while a pass starts
@@ -248,11 +341,11 @@ mod tests {
         let handle = runtime.handle().clone();
         drop(runtime);
         let workers = workers();
-        let d = Dispatcher::new(2, 2, workers.clone(), WORKER);
+        let d = Dispatcher::new(bounds(2, 2, 2), workers.clone(), WORKER);
         let (done, answer) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _entered = handle.enter();
-            d.start(vec![1], "a".into(), async { Ok(false) });
+            d.start(vec![1], to("a", 1), async { Ok(false) });
             done.send(d.is_running(&[1])).unwrap();
         });
         let running = answer
@@ -264,9 +357,9 @@ mod tests {
 
     #[tokio::test]
     async fn failures_are_kept_for_the_next_pass() {
-        let d = Dispatcher::new(2, 2, workers(), WORKER);
+        let d = Dispatcher::new(bounds(2, 2, 2), workers(), WORKER);
         assert_eq!(
-            d.start(vec![1], "a".into(), async { Err("disk on fire".to_string()) }),
+            d.start(vec![1], to("a", 1), async { Err("disk on fire".to_string()) }),
             Start::Started
         );
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);

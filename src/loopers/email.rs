@@ -4,7 +4,7 @@
 //! outcome of triggered-item e-mails on their triggered item.
 
 use super::backoff;
-use super::dispatch::Dispatcher;
+use super::dispatch::{Bounds, Destination, Dispatcher};
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::email::{EmailKind, QueuedEmail, Stage};
@@ -77,9 +77,13 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
     Ok(rendered)
 }
 
-/// E-mails sent at once, overall and per recipient domain.
-const OVERALL: usize = 8;
-const PER_DOMAIN: usize = 4;
+/// E-mails sent at once: overall, per recipient domain and per account (so that one
+/// account's e-mails to slow mail servers leave places for everybody else's).
+const BOUNDS: Bounds = Bounds {
+    overall: 8,
+    per_host: 4,
+    per_account: 4,
+};
 
 /// The emailer: sends rendered e-mails, each as its own task.
 pub struct Emailer {
@@ -107,7 +111,7 @@ impl Emailer {
             retry_delay: workers.retry_delay,
             retry_amount: workers.retry_amount,
             clock,
-            dispatcher: Dispatcher::new(OVERALL, PER_DOMAIN, workers, Worker::Emailer),
+            dispatcher: Dispatcher::new(BOUNDS, workers, Worker::Emailer),
             metrics: Arc::new(Metrics::off()),
         }
     }
@@ -141,7 +145,10 @@ impl Emailer {
                 next = Some(next.map_or(email.not_before, |n| n.min(email.not_before)));
                 continue;
             }
-            let target = domain(&message.to);
+            let target = Destination {
+                host: domain(&message.to),
+                account: email.owner,
+            };
             let running = k.as_bytes().to_vec();
             let job = self.clone().send_one(store.clone(), k, email);
             self.dispatcher.start(running, target, job);
