@@ -2679,3 +2679,101 @@ async fn an_e_mail_trigger_is_verified_with_the_link_of_its_e_mail() {
     let text = api.send(page(link)).await.text();
     assert!(text.contains("o&#39;neil&amp;co@example.org"), "{text}");
 }
+
+/// The `Retry-After` seconds of a 429 (asserting the JSON error).
+fn refused_for(r: common::Resp) -> u64 {
+    let wait = r
+        .headers
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .expect("a Retry-After in seconds");
+    r.expect_error(429);
+    wait
+}
+
+/// Issue 18: verification e-mails cannot be used to spam an address. At most 5 go to one
+/// address a day, whatever the triggers and accounts (also through resends); an account has
+/// at most 5 unverified e-mail triggers at once and sends at most 10 verification e-mails a
+/// day. Refusals are 429 with `Retry-After`, and send nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_emails_are_limited_per_address_and_per_account() {
+    let s = Server::start_scheduler().await;
+    let api = &s.scheduler;
+    let alice = api.user("alice").await;
+    let bob = api.user("bob").await;
+    let target = "target@example.org";
+    let mut first = None;
+    for _ in 0..5 {
+        first.get_or_insert(api.add_email_trigger(&alice, target).await);
+    }
+    let wait = refused_for(
+        api.post("/trigger/email", &alice, &json!({"addEmailTrigger": target}))
+            .await,
+    );
+    assert!((3500..=86_400).contains(&wait), "{wait}");
+    // another account, another spelling: the same address
+    refused_for(
+        api.post(
+            "/trigger/email",
+            &bob,
+            &json!({"addEmailTrigger": "TARGET@example.org"}),
+        )
+        .await,
+    );
+    let first = first.unwrap();
+    refused_for(
+        api.post_raw(&format!("/trigger/email/resend/{first}"), &alice, None, "")
+            .await,
+    );
+    wait_for_emails(&s.outbox(), "To: target@example.org", 5).await;
+    s.settle(&[Worker::VerificationEmailConverter, Worker::Emailer]).await;
+    let sent = common::scheduler::read_outbox(&s.outbox())
+        .iter()
+        .filter(|(_, t)| t.to_lowercase().contains("to: target@example.org"))
+        .count();
+    assert_eq!(sent, 5, "refusals send nothing");
+    assert_eq!(api.triggers(&alice).await.len(), 5);
+    assert!(api.triggers(&bob).await.is_empty());
+
+    // unverified triggers per account: 5 at once (alice has hers)
+    refused_for(
+        api.post("/trigger/email", &alice, &json!({"addEmailTrigger": "new@example.org"}))
+            .await,
+    );
+    let carol = api.user("carol").await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(api.add_email_trigger(&carol, &format!("carol{n}@example.org")).await);
+    }
+    refused_for(
+        api.post(
+            "/trigger/email",
+            &carol,
+            &json!({"addEmailTrigger": "carol5@example.org"}),
+        )
+        .await,
+    );
+    api.delete(&format!("/trigger/delete/{}", ids[0]), &carol)
+        .await
+        .expect_empty(200);
+    api.add_email_trigger(&carol, "carol5@example.org").await;
+    // verification e-mails per account: 10 a day (6 so far, then 4 more)
+    for id in &ids[1..5] {
+        api.delete(&format!("/trigger/delete/{id}"), &carol)
+            .await
+            .expect_empty(200);
+    }
+    for n in 6..10 {
+        api.add_email_trigger(&carol, &format!("carol{n}@example.org")).await;
+    }
+    let r = api
+        .post(
+            "/trigger/email",
+            &carol,
+            &json!({"addEmailTrigger": "carol10@example.org"}),
+        )
+        .await;
+    assert!(r.text().contains("per account"), "{}", r.text());
+    refused_for(r);
+}

@@ -373,6 +373,24 @@ impl Scheduler {
                 ))
             }
         };
+        let unverified = self
+            .ctx
+            .store
+            .scheduler
+            .triggers(owner)?
+            .iter()
+            .filter(|t| matches!(t.kind, TriggerKind::Email { verified: false, .. }))
+            .count();
+        if unverified >= MOST_UNVERIFIED_EMAIL_TRIGGERS {
+            return Err(too_many(
+                resend_limit::WINDOW.as_secs(),
+                format!(
+                    "at most {MOST_UNVERIFIED_EMAIL_TRIGGERS} unverified e-mail triggers per account: \
+                     verify or delete one first"
+                ),
+            ));
+        }
+        self.count_verification(owner, &address)?;
         let (key, key_digest) = secrets::new_secret();
         let trigger = Trigger {
             id: wire::new_uuid(),
@@ -384,9 +402,14 @@ impl Scheduler {
                 key_digest,
             },
         };
-        let email = verification_email(owner, trigger.id, address, key);
-        let added = self.ctx.store.scheduler.add_trigger(&trigger, Some(email))?;
-        if !added.durable().await? {
+        let email = verification_email(owner, trigger.id, address.clone(), key);
+        let added = match self.ctx.store.scheduler.add_trigger(&trigger, Some(email)) {
+            Ok(added) => added.durable().await,
+            Err(e) => Err(e),
+        };
+        if !matches!(added, Ok(true)) {
+            self.uncount_verification(owner, &address);
+            added?;
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
         self.ctx.workers.wake(Worker::VerificationEmailConverter);
@@ -494,22 +517,28 @@ impl Scheduler {
 
     async fn resend(&self, owner: Uuid, id: &str) -> Result<Reply, ApiError> {
         let id = path_uuid(id)?;
-        match self.ctx.store.scheduler.trigger(owner, id)?.map(|t| t.kind) {
-            Some(TriggerKind::Email { verified: false, .. }) => {}
+        let address = match self.ctx.store.scheduler.trigger(owner, id)?.map(|t| t.kind) {
+            Some(TriggerKind::Email {
+                verified: false,
+                address,
+                ..
+            }) => address,
             Some(TriggerKind::Email { verified: true, .. }) => {
                 return Err(ApiError::bad_request("this e-mail trigger is already verified"))
             }
             _ => return Err(ApiError::not_found("no such e-mail trigger")),
-        }
+        };
         if let Err(wait) = self.resends.count(id) {
-            let mut refused = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
+            return Err(too_many(
+                wait,
                 format!(
                     "at most {} verification e-mails per trigger and hour; try again in {wait} s",
                     resend_limit::RESENDS
                 ),
-            );
-            refused.retry_after = Some(wait);
+            ));
+        }
+        if let Err(refused) = self.count_verification(owner, &address) {
+            self.resends.uncount(id);
             return Err(refused);
         }
         let (key, digest) = secrets::new_secret();
@@ -531,6 +560,7 @@ impl Scheduler {
             })?;
         if !updated.durable().await? {
             self.resends.uncount(id);
+            self.uncount_verification(owner, &address);
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
         }
         self.ctx.workers.wake(Worker::VerificationEmailConverter);
@@ -621,5 +651,50 @@ fn item_filter(query: &str) -> Result<Filter, ApiError> {
         Some("onlyuntriggered") => Ok(Filter::OnlyUntriggered),
         Some("onlytriggered") => Ok(Filter::OnlyTriggered),
         Some(other) => Err(ApiError::bad_request(format!("unknown filter {other:?}"))),
+    }
+}
+
+/// Unverified e-mail triggers an account may have at once (each sent a verification e-mail).
+const MOST_UNVERIFIED_EMAIL_TRIGGERS: usize = 5;
+
+/// A 429 with `Retry-After: wait`.
+fn too_many(wait: u64, reason: String) -> ApiError {
+    let mut refused = ApiError::new(StatusCode::TOO_MANY_REQUESTS, reason);
+    refused.retry_after = Some(wait);
+    refused
+}
+
+impl Scheduler {
+    /// Counts a verification e-mail of `owner` to `address` against the limits per address
+    /// (whoever asks) and per account: a 429 with `Retry-After` when either is spent, and
+    /// then nothing is counted.
+    fn count_verification(&self, owner: Uuid, address: &str) -> Result<(), ApiError> {
+        let to = resend_limit::address_key(address);
+        if let Err(wait) = self.per_address.count(to) {
+            return Err(too_many(
+                wait,
+                format!(
+                    "at most {} verification e-mails to one address a day; try again in {wait} s",
+                    resend_limit::PER_ADDRESS
+                ),
+            ));
+        }
+        if let Err(wait) = self.per_account.count(owner) {
+            self.per_address.uncount(to);
+            return Err(too_many(
+                wait,
+                format!(
+                    "at most {} verification e-mails per account a day; try again in {wait} s",
+                    resend_limit::PER_ACCOUNT
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Takes back what [`Self::count_verification`] counted (the e-mail was not queued).
+    fn uncount_verification(&self, owner: Uuid, address: &str) {
+        self.per_address.uncount(resend_limit::address_key(address));
+        self.per_account.uncount(owner);
     }
 }

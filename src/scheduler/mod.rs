@@ -41,6 +41,10 @@ pub struct Scheduler {
     pub flows: AccountFlows,
     /// Verification e-mail resends per trigger (`POST /trigger/email/resend/:id`).
     pub resends: resend_limit::ResendLimiter,
+    /// Verification e-mails per destination address, whoever asks.
+    pub per_address: resend_limit::ResendLimiter,
+    /// Verification e-mails per account.
+    pub per_account: resend_limit::ResendLimiter,
     /// The port of the inbox service of this process, if it runs one (the web interface
     /// offers it as a trigger).
     pub local_inbox: Option<u16>,
@@ -59,6 +63,8 @@ impl Scheduler {
             ctx,
             flows,
             resends: resend_limit::ResendLimiter::default(),
+            per_address: resend_limit::ResendLimiter::new(resend_limit::PER_ADDRESS, resend_limit::DAY),
+            per_account: resend_limit::ResendLimiter::new(resend_limit::PER_ACCOUNT, resend_limit::DAY),
             local_inbox: None,
         }
     }

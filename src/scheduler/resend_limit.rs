@@ -1,9 +1,12 @@
-//! The limit on verification e-mail resends (`POST /trigger/email/resend/:id`): at most
-//! [`RESENDS`] per trigger in a sliding hour, so an account cannot make the server mail one
-//! address over and over. Kept in memory, per trigger id: at most [`RESENDS`] instants an
-//! entry, entries older than the hour pruned, and a hard cap on the number of entries (the
-//! stalest go first), so the state stays small whatever callers do. It starts empty after a
-//! restart.
+//! The limits on verification e-mails, so that nobody can make the server mail an address
+//! over and over: at most [`RESENDS`] resends per trigger in a sliding hour
+//! (`POST /trigger/email/resend/:id`), and for every verification e-mail (a new e-mail
+//! trigger or a resend) at most [`PER_ADDRESS`] per destination address in a sliding day,
+//! across all triggers and accounts, and [`PER_ACCOUNT`] per account in a day. Kept in
+//! memory, per 16-byte key (a trigger id, an account id, the digest of an address): at most
+//! `most` instants an entry, expired entries pruned, and a hard cap on the number of entries
+//! (the stalest go first), so the state stays small whatever callers do. It starts empty
+//! after a restart.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -13,6 +16,22 @@ use uuid::Uuid;
 /// Resends allowed per trigger within [`WINDOW`].
 pub const RESENDS: usize = 3;
 pub const WINDOW: Duration = Duration::from_secs(3600);
+/// Verification e-mails to one address within [`DAY`], whoever asks: a first e-mail and the
+/// three resends one trigger may have in an hour, and one more.
+pub const PER_ADDRESS: usize = 5;
+/// Verification e-mails one account may have sent within [`DAY`].
+pub const PER_ACCOUNT: usize = 10;
+pub const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// The key of an e-mail address in the per-address limit: the first 16 bytes of the SHA-256
+/// of its lower-case form (a fixed size whatever the address, and no address kept).
+pub fn address_key(address: &str) -> Uuid {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(address.to_lowercase().as_bytes());
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest[..16]);
+    Uuid::from_bytes(key)
+}
 /// Above this many triggers the expired entries are pruned.
 const PRUNE_ABOVE: usize = 10_000;
 /// Never more triggers than this: the ones resent longest ago are forgotten first.
@@ -119,6 +138,12 @@ mod tests {
         assert_eq!(limiter.count_at(a, at(3601)), Err(9));
         limiter.uncount(a);
         assert_eq!(limiter.count_at(a, at(3601)), Ok(()), "a resend taken back");
+    }
+
+    #[test]
+    fn addresses_are_keyed_without_case() {
+        assert_eq!(address_key("Ann@Example.org"), address_key("ann@example.org"));
+        assert_ne!(address_key("ann@example.org"), address_key("bob@example.org"));
     }
 
     #[test]
