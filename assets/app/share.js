@@ -1,6 +1,8 @@
 // The share target of the installed app (manifest `share_target`, GET with title, text and
-// url): the shared words become one text item. Logged in: saved at once; otherwise the
-// login page comes first and brings the reader back here.
+// url): the shared words are shown in the capture form and become one text item when the
+// person saves them. Never saved by the page itself: any page anywhere can send a logged-in
+// person to this address with words of its choosing (issue 18). Not logged in: the login
+// page comes first and brings the reader back here.
 import { call, el, frame, onSubmit, requireLogin, toBase64 } from './api.js';
 
 function sharedText() {
@@ -28,7 +30,8 @@ async function start() {
   const text = sharedText();
   document.getElementById('share-text').value = text;
   onSubmit(form, (data) => save(data.get('text')));
-  if (text) form.requestSubmit();
+  // waits for the person: the save button is ready for a tap (or Enter)
+  document.getElementById(text ? 'share-save' : 'share-text').focus();
 }
 
 start();

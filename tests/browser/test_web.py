@@ -177,9 +177,24 @@ def test_the_whole_product_in_a_browser(server, driver):
     wait_text(driver, "#keys", "No access keys.")
     assert not driver.find_element(By.ID, "new-key").is_displayed()
 
-    # --- the share target: a shared link becomes an item -------------------------------
+    # --- the share target: shared words wait in the form for the person's click --------
+    token = token_of(driver)
+    before = api(inbox, "/inbox/size", token)
+    # a page of another origin (here the scheduler's) sends the person to the share target
+    # with words of its choosing: they are shown, and nothing is added
+    driver.get(scheduler + "/app/login")
+    driver.execute_script("location.href = arguments[0]", inbox + "/app/share?text=Planted%20by%20a%20stranger")
+    wait(driver).until(lambda d: d.execute_script("return document.activeElement && document.activeElement.id") == "share-save")
+    assert driver.find_element(By.ID, "share-text").get_attribute("value") == "Planted by a stranger"
+    assert text_of(driver, "#share-done") == ""
+    assert api(inbox, "/inbox/size", token) == before, "the share page saved without a click"
+    # the person's own share: saved by the click
     driver.get(inbox + "/app/share?title=An%20article&url=https%3A%2F%2Fexample.org%2Fa")
+    wait(driver).until(lambda d: d.execute_script("return document.activeElement && document.activeElement.id") == "share-save")
+    assert api(inbox, "/inbox/size", token) == before
+    driver.find_element(By.ID, "share-save").click()
     wait_text(driver, "#share-done", "Saved to the inbox")
+    assert api(inbox, "/inbox/size", token) == before + 1
     shoot(driver, "inbox-share")
     driver.get(inbox + "/app/")
     wait_text(driver, "#items", "https://example.org/a")
