@@ -2,8 +2,9 @@
 //! checked before any query reads a row of them.
 //!
 //! - The file's schema is read first (`sqlite_master`, which runs nothing the file defines):
-//!   a view, a trigger or a virtual table anywhere in it refuses the file (the originals made
-//!   none, and a view can be made to run for ever, e.g. a recursive one).
+//!   a view, a trigger, a virtual table or a generated column anywhere in it refuses the
+//!   file (the originals made none, and a view can be made to run for ever, e.g. a
+//!   recursive one).
 //! - SQLite's limits are lowered: no value larger than [`VALUE_CAP`] is materialised (the
 //!   read fails with SQLITE_TOOBIG, reported with the table, row and column), short SQL,
 //!   no attached databases, no worker threads. `query_only` and `trusted_schema=OFF`.
@@ -107,8 +108,10 @@ impl OldDatabase {
             .map_err(setup)?;
         // Opening is lazy: the first statement says whether this is a database at all.
         let not_sqlite = |e: rusqlite::Error| format!("{} is not a SQLite database: {e}", path.display());
-        conn.execute_batch("PRAGMA query_only = ON; PRAGMA trusted_schema = OFF; PRAGMA mmap_size = 0;")
-            .map_err(not_sqlite)?;
+        conn.execute_batch(
+            "PRAGMA query_only = ON; PRAGMA trusted_schema = OFF; PRAGMA mmap_size = 0; PRAGMA cell_size_check = ON;",
+        )
+        .map_err(not_sqlite)?;
         let schema: Vec<(String, String, Option<String>)> = {
             let mut stmt = conn
                 .prepare(r#"SELECT "type", "name", "sql" FROM "sqlite_master""#)
@@ -146,7 +149,12 @@ impl OldDatabase {
         let mut tables = BTreeMap::new();
         for name in names {
             let columns = table_columns(&conn, &name).map_err(not_sqlite)?;
-            tables.insert(name, columns);
+            if let Some((column, _)) = columns.iter().find(|(_, generated)| *generated) {
+                return Err(refuse(format!(
+                    "the column {column:?} of {name:?} is generated or hidden ({what} has none)"
+                )));
+            }
+            tables.insert(name, columns.into_iter().map(|(c, _)| c).collect());
         }
         Ok(OldDatabase { conn, what, tables })
     }
@@ -264,10 +272,12 @@ fn is_too_big(e: &rusqlite::Error) -> bool {
     matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::TooBig)
 }
 
-fn table_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = conn.prepare("SELECT \"name\" FROM pragma_table_info(?1)")?;
+/// The columns of `table`, each with whether it is generated (computed when read: the
+/// originals made none).
+fn table_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<(String, bool)>> {
+    let mut stmt = conn.prepare("SELECT \"name\", \"hidden\" FROM pragma_table_xinfo(?1)")?;
     let names = stmt
-        .query_map([table], |r| r.get::<_, String>(0))?
+        .query_map([table], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0)))?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(names)
 }
@@ -297,6 +307,12 @@ mod tests {
         );
         let err = OldDatabase::open(&p, "an Intray database").err().unwrap();
         assert!(err.contains("trigger (\"tr\""), "{err}");
+        let (_d, p) = file("CREATE TABLE t(id INTEGER PRIMARY KEY, a BLOB AS (zeroblob(1000)));");
+        let err = OldDatabase::open(&p, "an Intray database").err().unwrap();
+        assert!(err.contains("\"a\" of \"t\" is generated"), "{err}");
+        let (_d, p) = file("CREATE VIRTUAL TABLE t USING dbstat;");
+        let err = OldDatabase::open(&p, "an Intray database").err().unwrap();
+        assert!(err.contains("virtual table"), "{err}");
     }
 
     #[test]
