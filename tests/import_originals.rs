@@ -457,6 +457,18 @@ fn hostile_files_are_refused_before_anything_is_read_or_written() {
         &data,
         &["the table \"user\" has no column \"last_login\""],
     );
+    let timeless = altered(
+        dir.path(),
+        "timeless.sqlite3",
+        intray,
+        r#"ALTER TABLE "intray_item" RENAME COLUMN "created" TO "made";"#,
+    );
+    refused(
+        "import-intray",
+        &timeless,
+        &data,
+        &["the table \"intray_item\" has no column \"created\""],
+    );
     let ownerless = altered(
         dir.path(),
         "ownerless.sqlite3",

@@ -49,13 +49,14 @@ impl Layout {
     pub fn detect(db: &OldDatabase) -> Result<Layout, String> {
         db.require("user", USER)?;
         db.require("intray_item", ITEM)?;
-        let item_created = if db.has_column("intray_item", "created") {
-            "created"
-        } else if db.has_column("intray_item", "timestamp") {
-            "timestamp"
-        } else {
-            db.require("intray_item", &["created"])?;
-            unreachable!("require names the column")
+        // `created` since 2018-06-07, `timestamp` before
+        let item_created = match (
+            db.has_column("intray_item", "created"),
+            db.has_column("intray_item", "timestamp"),
+        ) {
+            (true, _) => "created",
+            (false, true) => "timestamp",
+            (false, false) => return Err(db.missing("intray_item", "created")),
         };
         let keys = match db.has_table("access_key") {
             true => Some(db.has_column("access_key", "name")),

@@ -178,12 +178,17 @@ impl OldDatabase {
             return Err(format!("this is not {}: it has no table {table:?}", self.what));
         }
         if let Some(missing) = columns.iter().find(|c| !self.has_column(table, c)) {
-            return Err(format!(
-                "this is not {} of a known version: the table {table:?} has no column {missing:?}",
-                self.what
-            ));
+            return Err(self.missing(table, missing));
         }
         Ok(())
+    }
+
+    /// The error for a column the import needs that `table` does not have.
+    pub fn missing(&self, table: &str, column: &str) -> String {
+        format!(
+            "this is not {} of a known version: the table {table:?} has no column {column:?}",
+            self.what
+        )
     }
 
     /// Every row of `table` in the order they were inserted (`id`): the columns `needed`

@@ -79,7 +79,7 @@ impl Layout {
                 true => "email_trigger",
                 false => "intray_trigger",
             };
-            db.require(table, &["user"])?;
+            return Err(db.missing(table, "user"));
         }
         Ok(Layout {
             instant,
