@@ -704,11 +704,10 @@ pub fn tickler_items_json(layout: TicklerLayout, owner: &str) -> Vec<Value> {
         .into_iter()
         .filter(|t| t.owner == owner)
         .map(|t| {
-            let (time, recurrence) = match (instant, t.triggered) {
-                // one instant in UTC, no recurrence (scheduled items only: triggered ones
-                // are shown as they were scheduled, which was the same instant)
-                (true, _) => (Some(t.time.unwrap_or("00:00:00")), Value::Null),
-                (false, _) => (t.time, t.api_recurrence.clone()),
+            // June 2018: one instant, shown as its UTC day and time, and no recurrence
+            let (time, recurrence) = match instant {
+                true => (Some(t.time.unwrap_or("00:00:00")), Value::Null),
+                false => (t.time, t.api_recurrence.clone()),
             };
             let triggered = match t.id {
                 CALL => json!({"triggeredInfoTriggered": "2021-01-10T11:00:00.5Z",
