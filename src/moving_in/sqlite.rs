@@ -95,6 +95,11 @@ fn limits(conn: &Connection) -> rusqlite::Result<()> {
 
 impl OldDatabase {
     pub fn open(path: &Path, what: &'static str) -> Result<OldDatabase, String> {
+        OldDatabase::open_within(path, what, TIME_BUDGET)
+    }
+
+    /// [`OldDatabase::open`] with another time budget (the tests use a short one).
+    pub fn open_within(path: &Path, what: &'static str, budget: Duration) -> Result<OldDatabase, String> {
         if !path.is_file() {
             return Err(format!("{} is not a file", path.display()));
         }
@@ -104,7 +109,7 @@ impl OldDatabase {
         let setup = |e: rusqlite::Error| format!("cannot set up SQLite for {}: {e}", path.display());
         limits(&conn).map_err(setup)?;
         let started = Instant::now();
-        conn.progress_handler(10_000, Some(move || started.elapsed() > TIME_BUDGET))
+        conn.progress_handler(1_000, Some(move || started.elapsed() > budget))
             .map_err(setup)?;
         // Opening is lazy: the first statement says whether this is a database at all.
         let not_sqlite = |e: rusqlite::Error| format!("{} is not a SQLite database: {e}", path.display());
@@ -214,7 +219,12 @@ impl OldDatabase {
             ""
         };
         let sql = format!("SELECT {list} FROM \"{table}\"{order}");
-        let fail = |e: rusqlite::Error| format!("cannot read the table {table:?}: {e}");
+        let fail = |e: rusqlite::Error| match e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::OperationInterrupted => {
+                format!("reading the table {table:?} was stopped: the file took longer than its time budget")
+            }
+            e => format!("cannot read the table {table:?}: {e}"),
+        };
         let mut stmt = self.conn.prepare(&sql).map_err(fail)?;
         let mut rows = stmt.query([]).map_err(fail)?;
         let mut out = Vec::new();
@@ -331,6 +341,20 @@ mod tests {
         assert!(!rows[0].has("b"));
         assert_eq!(rows[0].get("b"), &Value::Null);
         assert!(db.rows("u", &["a"], &[]).unwrap_err().contains("no table \"u\""));
+    }
+
+    #[test]
+    fn statements_stop_when_the_time_budget_is_spent() {
+        let (_d, p) = file(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT);
+             WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 20000)
+             INSERT INTO t(a) SELECT 'row ' || x FROM c;",
+        );
+        let db = OldDatabase::open_within(&p, "an Intray database", Duration::ZERO).unwrap();
+        let err = db.rows("t", &["a"], &[]).unwrap_err();
+        assert!(err.contains("took longer than its time budget"), "{err}");
+        let db = OldDatabase::open(&p, "an Intray database").unwrap();
+        assert_eq!(db.rows("t", &["a"], &[]).unwrap().len(), 20000);
     }
 
     #[test]
