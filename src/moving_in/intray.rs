@@ -1,9 +1,10 @@
-//! An Intray server's database → inbox accounts. Tables of the 2021 schema
-//! (`intray-data/src/Intray/Data/DB.hs`): `user`, `intray_item`, `access_key` (the payment
-//! tables `customer` and `subscription` are not read).
+//! An Intray server's database → inbox accounts: `user`, `intray_item` and, when the file
+//! has it, `access_key` (the payment tables `customer`, `subscription` and `stripe_event`
+//! are not read). Every layout that `intray-data/src/Intray/Data/DB.hs` ever had reads
+//! (docs/moving-in.md lists them): the layout is told by the tables and columns present.
 
 use super::sqlite::{OldDatabase, Row};
-use super::values::{self, bytes, opt_time, text, time, uuid};
+use super::values::{bytes, opt_time, text, time, uuid};
 use super::Notes;
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::inbox::models::{InboxItem, ItemType};
@@ -20,24 +21,74 @@ const USER: &[&str] = &[
     "created_timestamp",
     "last_login",
 ];
-const ITEM: &[&str] = &["identifier", "user_id", "type", "contents", "created"];
-const ACCESS_KEY: &[&str] = &[
-    "identifier",
-    "user",
-    "name",
-    "hashed_key",
-    "created_timestamp",
-    "permissions",
+const ITEM: &[&str] = &["identifier", "user_id", "type", "contents"];
+const ACCESS_KEY: &[&str] = &["identifier", "user", "hashed_key", "created_timestamp", "permissions"];
+
+/// The permissions the originals had and Pigeonhole has not (checkout and the admin's
+/// subscription handling): dropped, and named in the report.
+const ORIGINALS_ONLY: &[&str] = &[
+    "PermitInitiateCheckout",
+    "PermitAdminGetAccount",
+    "PermitAdminPutUserSubscription",
+    "PermitAdminPutAccountSubscription",
 ];
+
+/// Which of the layouts an Intray file has (docs/moving-in.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// `intray_item.created` (since 2018-06-07), else `timestamp`.
+    pub item_created: &'static str,
+    /// `intray_item.synced` (2018-06-07 to 2020-02-10; not read).
+    pub synced: bool,
+    /// The `access_key` table (since 2018-05-22), and whether it has `name` (since
+    /// 2018-05-23).
+    pub keys: Option<bool>,
+}
+
+impl Layout {
+    pub fn detect(db: &OldDatabase) -> Result<Layout, String> {
+        db.require("user", USER)?;
+        db.require("intray_item", ITEM)?;
+        // `created` since 2018-06-07, `timestamp` before
+        let item_created = match (
+            db.has_column("intray_item", "created"),
+            db.has_column("intray_item", "timestamp"),
+        ) {
+            (true, _) => "created",
+            (false, true) => "timestamp",
+            (false, false) => return Err(db.missing("intray_item", "created")),
+        };
+        let keys = match db.has_table("access_key") {
+            true => Some(db.has_column("access_key", "name")),
+            false => None,
+        };
+        Ok(Layout {
+            item_created,
+            synced: db.has_column("intray_item", "synced"),
+            keys,
+        })
+    }
+
+    /// The layout's name and the originals' commits that wrote it.
+    pub fn describe(self) -> &'static str {
+        match (self.item_created, self.synced, self.keys) {
+            ("created", false, Some(true)) => "Intray since 2020-02-10 (c9299fc; golden migration.sql of 8ce2c5d)",
+            ("created", true, Some(true)) => "Intray 2018-06-07 to 2020-02-10 (b6da725..c9299fc)",
+            ("timestamp", false, Some(true)) => "Intray 2018-05-23 to 2018-06-07 (aee0532..b6da725)",
+            ("timestamp", false, Some(false)) => "Intray 2018-05-22 (d4241ce..aee0532)",
+            ("timestamp", false, None) => "Intray 2018-04-18 to 2018-05-22 (9c97617..d4241ce)",
+            _ => "Intray, a mixture of its layouts (read by the columns present)",
+        }
+    }
+}
 
 /// Reads and checks everything (nothing is written here).
 pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<InboxArrival>, String> {
-    db.require("user", USER)?;
-    db.require("intray_item", ITEM)?;
-    db.require("access_key", ACCESS_KEY)?;
+    let layout = Layout::detect(db)?;
+    notes.layout = layout.describe().to_owned();
     let mut accounts = Vec::new();
     let mut index = HashMap::new();
-    for (n, row) in db.rows("user", USER)?.iter().enumerate() {
+    for (n, row) in db.rows("user", USER, &[])?.iter().enumerate() {
         let account = user(row).map_err(|e| format!("user row {}: {e}", n + 1))?;
         index.insert(account.id, accounts.len());
         accounts.push(InboxArrival {
@@ -46,20 +97,23 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<InboxArrival>, St
             items: Vec::new(),
         });
     }
-    for (n, row) in db.rows("intray_item", ITEM)?.iter().enumerate() {
-        let (owner, item) = item(row).map_err(|e| format!("intray_item row {}: {e}", n + 1))?;
+    let item_columns: Vec<&str> = ITEM.iter().copied().chain([layout.item_created]).collect();
+    for (n, row) in db.rows("intray_item", &item_columns, &[])?.iter().enumerate() {
+        let (owner, item) = item(row, layout.item_created).map_err(|e| format!("intray_item row {}: {e}", n + 1))?;
         match index.get(&owner) {
             Some(&i) => accounts[i].items.push(item),
             None => notes.orphans += 1,
         }
     }
-    for (n, row) in db.rows("access_key", ACCESS_KEY)?.iter().enumerate() {
-        let seq = n as u64;
-        let (owner, key, unknown) = access_key(row, seq).map_err(|e| format!("access_key row {}: {e}", n + 1))?;
-        notes.unknown_permissions.extend(unknown);
-        match index.get(&owner) {
-            Some(&i) => accounts[i].access_keys.push(key),
-            None => notes.orphans += 1,
+    if layout.keys.is_some() {
+        for (n, row) in db.rows("access_key", ACCESS_KEY, &["name"])?.iter().enumerate() {
+            let seq = n as u64;
+            let (owner, key, dropped) = access_key(row, seq).map_err(|e| format!("access_key row {}: {e}", n + 1))?;
+            notes.unknown_permissions.extend(dropped);
+            match index.get(&owner) {
+                Some(&i) => accounts[i].access_keys.push(key),
+                None => notes.orphans += 1,
+            }
         }
     }
     for a in &mut accounts {
@@ -111,40 +165,61 @@ pub fn item_type(v: &rusqlite::types::Value) -> Result<ItemType, String> {
     }
 }
 
-/// (owner, item) of an `intray_item` row.
-pub fn item(row: &Row) -> Result<(Uuid, InboxItem), String> {
+/// (owner, item) of an `intray_item` row; its creation time is in `created` (or, before
+/// 2018-06-07, `timestamp`).
+pub fn item(row: &Row, created: &str) -> Result<(Uuid, InboxItem), String> {
     let item = InboxItem {
         id: uuid(row.get("identifier"))?,
         kind: item_type(row.get("type"))?,
         data: bytes(row.get("contents"))?,
-        created: time(row.get("created"))?,
+        created: time(row.get(created))?,
     };
     Ok((uuid(row.get("user_id"))?, item))
 }
 
-/// (owner, key, permission names this server does not have) of an `access_key` row. The
-/// permissions are a JSON list of constructor names (`["PermitAdd","PermitShow"]`).
-pub fn access_key(row: &Row, seq: u64) -> Result<(Uuid, AccessKey, Vec<String>), String> {
-    let names = values::opt_json(row.get("permissions"))?.unwrap_or_default();
-    let names = names.as_array().ok_or("the permissions are not a list")?;
-    let mut permissions = Permissions::default();
-    let mut unknown = Vec::new();
-    for name in names {
-        let name = name.as_str().ok_or("a permission is not a name")?;
+/// The permissions of an access key as persistent kept a `Set Permission` (or, on
+/// 2018-05-22, a `[Permission]`): the JSON list of its values, each a text tagged `s`
+/// (`["sPermitAdd","sPermitShow"]`). Answers the set and the names the originals had that
+/// Pigeonhole has not (dropped); any other name is an error naming it.
+pub fn permissions(v: &rusqlite::types::Value) -> Result<(Permissions, Vec<String>), String> {
+    let list = text(v)?;
+    let names: Vec<serde_json::Value> =
+        serde_json::from_str(&list).map_err(|_| format!("the permissions are not a JSON list: {list:?}"))?;
+    let mut set = Permissions::default();
+    let mut dropped = Vec::new();
+    for name in &names {
+        let tagged = name
+            .as_str()
+            .ok_or_else(|| format!("a permission is not a text: {name}"))?;
+        let name = tagged
+            .strip_prefix('s')
+            .ok_or_else(|| format!("the permission {tagged:?} is not a text as persistent writes it (\"s…\")"))?;
         match Permission::parse(name).filter(|p| Table::Inbox.all().contains(p)) {
-            Some(p) => permissions.insert(p),
-            None => unknown.push(name.to_owned()),
+            Some(p) => set.insert(p),
+            None if ORIGINALS_ONLY.contains(&name) => dropped.push(name.to_owned()),
+            None => return Err(format!("unknown permission {name:?}")),
         }
     }
+    Ok((set, dropped))
+}
+
+/// (owner, key, permission names of the originals that Pigeonhole has not) of an
+/// `access_key` row. A key of 2018-05-22 had no name: it gets "access key".
+pub fn access_key(row: &Row, seq: u64) -> Result<(Uuid, AccessKey, Vec<String>), String> {
+    let (permissions, dropped) = permissions(row.get("permissions"))?;
+    let name = match row.has("name") {
+        true => text(row.get("name"))?,
+        false => "access key".to_owned(),
+    };
     let key = AccessKey {
         id: uuid(row.get("identifier"))?,
-        name: text(row.get("name"))?,
+        name,
         created: time(row.get("created_timestamp"))?,
         seq,
         permissions,
         secret: KeySecret::LegacyBcrypt(bcrypt_hash(row.get("hashed_key"))?),
     };
-    Ok((uuid(row.get("user"))?, key, unknown))
+    Ok((uuid(row.get("user"))?, key, dropped))
 }
 
 #[cfg(test)]
@@ -153,7 +228,7 @@ mod tests {
     use rusqlite::types::Value;
 
     fn row(pairs: &[(&str, Value)]) -> Row {
-        Row(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        Row::of(pairs)
     }
 
     fn blob_id(b: u8) -> Value {
@@ -178,10 +253,10 @@ mod tests {
         assert_eq!(a.created.to_string(), "2021-03-04T05:06:07.5Z");
         assert_eq!(a.last_login, None);
         let mut bad = r.clone();
-        bad.0[2].1 = Value::Text("$pbkdf2$…".into());
+        bad.0[2].1 = Some(Value::Text("$pbkdf2$…".into()));
         assert!(user(&bad).unwrap_err().contains("not bcrypt"));
         let mut bad = r;
-        bad.0[1].1 = Value::Text("a b".into());
+        bad.0[1].1 = Some(Value::Text("a b".into()));
         assert!(user(&bad).is_err());
     }
 
@@ -194,7 +269,7 @@ mod tests {
             ("contents", Value::Blob(vec![0x89, b'P'])),
             ("created", Value::Text("2021-01-02 03:04:05 UTC".into())),
         ]);
-        let (owner, it) = item(&r).unwrap();
+        let (owner, it) = item(&r, "created").unwrap();
         assert_eq!(owner, Uuid::from_bytes([1; 16]));
         assert_eq!(
             (it.id, it.kind, it.data.as_slice()),
@@ -202,8 +277,8 @@ mod tests {
         );
         assert_eq!(it.created.to_string(), "2021-01-02T03:04:05Z");
         let mut bad = r;
-        bad.0[2].1 = Value::Blob(b"video/mp4".to_vec());
-        assert!(item(&bad).unwrap_err().contains("video/mp4"));
+        bad.0[2].1 = Some(Value::Blob(b"video/mp4".to_vec()));
+        assert!(item(&bad, "created").unwrap_err().contains("video/mp4"));
     }
 
     #[test]
@@ -216,7 +291,7 @@ mod tests {
             ("created_timestamp", Value::Text("2021-05-06T07:08:09".into())),
             (
                 "permissions",
-                Value::Text(r#"["PermitAdd","PermitShow","PermitInitiateCheckout"]"#.into()),
+                Value::Text(r#"["sPermitAdd","sPermitShow","sPermitInitiateCheckout"]"#.into()),
             ),
         ]);
         let (owner, key, unknown) = access_key(&r, 4).unwrap();
@@ -225,5 +300,22 @@ mod tests {
         assert_eq!(unknown, ["PermitInitiateCheckout"]);
         assert_eq!(key.secret, KeySecret::LegacyBcrypt(HASH.into()));
         assert_eq!((key.name.as_str(), key.seq), ("phone", 4));
+    }
+
+    #[test]
+    fn permissions_are_persistents_tagged_texts_and_unknown_names_are_errors() {
+        let p = |s: &str| permissions(&Value::Text(s.into()));
+        let (set, dropped) = p(r#"["sPermitAdd","sPermitAdminGetStats","sPermitAdminGetAccount"]"#).unwrap();
+        assert_eq!(Table::Inbox.names(set), ["PermitAdd", "PermitAdminGetStats"]);
+        assert_eq!(dropped, ["PermitAdminGetAccount"]);
+        assert_eq!(p("[]").unwrap().0, Permissions::default());
+        // untagged names are not what persistent wrote
+        assert!(p(r#"["PermitAdd"]"#).unwrap_err().contains("\"PermitAdd\""));
+        assert!(p(r#"["sPermitFly"]"#)
+            .unwrap_err()
+            .contains("unknown permission \"PermitFly\""));
+        assert!(p(r#"["sPermitAddItem"]"#).unwrap_err().contains("PermitAddItem"));
+        assert!(p(r#"{"a":1}"#).is_err());
+        assert!(p(r#"[1]"#).is_err());
     }
 }

@@ -6,7 +6,8 @@
 //! old rows to domain values with [`values`]); only then is the store opened and every
 //! account written in one batch, whose receipt is awaited (flushed and synced) before the
 //! command answers. A file that is not such a database, or any row that does not read, is
-//! one error line and nothing is written.
+//! one error line and nothing is written. The file is data from outside: [`sqlite`] opens it
+//! read-only, refuses views and triggers, and bounds each value and the time spent.
 
 pub mod intray;
 pub mod sqlite;
@@ -36,9 +37,12 @@ impl Origin {
 /// What a run left behind, besides the accounts.
 #[derive(Debug, Default)]
 pub struct Notes {
+    /// Which of the originals' layouts the file has (docs/moving-in.md).
+    pub layout: String,
     /// Rows whose account (or trigger) is not in the file.
     pub orphans: usize,
-    /// Access-key permissions the old server had and this one has not (dropped).
+    /// Access-key permissions the old server had and this one has not (dropped; a name the
+    /// originals never had is an error instead).
     pub unknown_permissions: Vec<String>,
     /// Deliveries of triggered items that had not finished (not sent again).
     pub unfinished_deliveries: usize,
@@ -68,6 +72,9 @@ impl std::fmt::Display for Report {
         )?;
         if !self.moved.is_empty() {
             write!(f, ": {}", self.moved.join(", "))?;
+        }
+        if !self.notes.layout.is_empty() {
+            write!(f, "\nthe file has the layout of {}", self.notes.layout)?;
         }
         if !self.already_here.is_empty() {
             write!(f, "\nalready here, skipped: {}", self.already_here.join(", "))?;

@@ -1,29 +1,66 @@
-//! Reading the old servers' SQLite files: read-only, every table checked for the columns
-//! this import reads before a row is read, rows as values by column name.
+//! Reading the old servers' SQLite files, which are data from outside: opened read-only and
+//! checked before any query reads a row of them.
+//!
+//! - The file's schema is read first (`sqlite_master`, which runs nothing the file defines):
+//!   a view, a trigger, a virtual table or a generated column anywhere in it refuses the
+//!   file (the originals made none, and a view can be made to run for ever, e.g. a
+//!   recursive one).
+//! - SQLite's limits are lowered: no value larger than [`VALUE_CAP`] is materialised (the
+//!   read fails with SQLITE_TOOBIG, reported with the table, row and column), short SQL,
+//!   no attached databases, no worker threads. `query_only` and `trusted_schema=OFF`.
+//! - A progress handler interrupts any statement once [`TIME_BUDGET`] has passed since the
+//!   file was opened (a backstop: the queries here are plain scans of tables by rowid).
+//! - Every column the import needs is checked before a row is read: one that is missing is
+//!   an error naming the table and the column, never a NULL.
 //!
 //! The originals stored their data through Haskell's `persistent`: tables and columns are
 //! the snake_case of the entity and field names with an `id INTEGER PRIMARY KEY`; uuids are
 //! 16-byte BLOBs; `UTCTime` is text (`2021-03-04T05:06:07.123456`, older versions
 //! `2021-03-04 05:06:07.123456 UTC`); `Day` and `TimeOfDay` are text; `ByteString` fields
 //! and the hand-written enums (item and trigger types, e-mail status) are BLOBs; JSON fields
-//! (recurrence, time zone, permission sets) are text; `Bool` is an integer.
+//! (recurrence, time zone) are text; a `Set`/list field is persistent's JSON of its values,
+//! each tagged with its kind (`["sPermitAdd"]`); `Bool` is an integer.
 
+use rusqlite::limits::Limit;
 use rusqlite::types::Value;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
-/// One row: its values by column name.
+/// The largest value (one column of one row) read: larger is an error naming it. Pigeonhole
+/// takes items of up to 16 MiB by default; Intray had no limit of its own.
+pub const VALUE_CAP: usize = 64 * 1024 * 1024;
+
+/// How long all the statements on one file may run together before they are interrupted.
+pub const TIME_BUDGET: Duration = Duration::from_secs(30 * 60);
+
+/// One row: the values of the columns asked for (`None`: an optional column the table does
+/// not have).
 #[derive(Clone, Debug, Default)]
-pub struct Row(pub Vec<(String, Value)>);
+pub struct Row(pub Vec<(String, Option<Value>)>);
+
+const NULL: Value = Value::Null;
 
 impl Row {
-    /// The value of `column` (NULL when the table has no such column).
+    /// The value of `column`; NULL for an optional column the table does not have (a needed
+    /// one is always there: [`OldDatabase::rows`] checks).
     pub fn get(&self, column: &str) -> &Value {
         self.0
             .iter()
             .find(|(name, _)| name == column)
-            .map(|(_, v)| v)
-            .unwrap_or(&Value::Null)
+            .and_then(|(_, v)| v.as_ref())
+            .unwrap_or(&NULL)
+    }
+
+    /// Whether the table has `column` (asked for as optional).
+    pub fn has(&self, column: &str) -> bool {
+        self.0.iter().any(|(name, v)| name == column && v.is_some())
+    }
+
+    /// A row of the given values (for tests).
+    pub fn of(pairs: &[(&str, Value)]) -> Row {
+        Row(pairs.iter().map(|(k, v)| (k.to_string(), Some(v.clone()))).collect())
     }
 }
 
@@ -32,85 +69,308 @@ pub struct OldDatabase {
     conn: Connection,
     /// What the file should be ("an Intray database"), for error messages.
     what: &'static str,
+    /// The file's tables and their columns.
+    tables: BTreeMap<String, Vec<String>>,
+}
+
+fn limits(conn: &Connection) -> rusqlite::Result<()> {
+    for (limit, value) in [
+        (Limit::SQLITE_LIMIT_LENGTH, VALUE_CAP as i32),
+        (Limit::SQLITE_LIMIT_SQL_LENGTH, 100_000),
+        (Limit::SQLITE_LIMIT_COLUMN, 2000),
+        (Limit::SQLITE_LIMIT_EXPR_DEPTH, 100),
+        (Limit::SQLITE_LIMIT_COMPOUND_SELECT, 2),
+        (Limit::SQLITE_LIMIT_VDBE_OP, 100_000),
+        (Limit::SQLITE_LIMIT_FUNCTION_ARG, 8),
+        (Limit::SQLITE_LIMIT_ATTACHED, 0),
+        (Limit::SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 100),
+        (Limit::SQLITE_LIMIT_VARIABLE_NUMBER, 16),
+        (Limit::SQLITE_LIMIT_TRIGGER_DEPTH, 1),
+        (Limit::SQLITE_LIMIT_WORKER_THREADS, 0),
+    ] {
+        conn.set_limit(limit, value)?;
+    }
+    Ok(())
 }
 
 impl OldDatabase {
     pub fn open(path: &Path, what: &'static str) -> Result<OldDatabase, String> {
+        OldDatabase::open_within(path, what, TIME_BUDGET)
+    }
+
+    /// [`OldDatabase::open`] with another time budget (the tests use a short one).
+    pub fn open_within(path: &Path, what: &'static str, budget: Duration) -> Result<OldDatabase, String> {
         if !path.is_file() {
             return Err(format!("{} is not a file", path.display()));
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags)
+        let mut conn = Connection::open_with_flags(path, flags)
             .map_err(|e| format!("cannot open {} as SQLite: {e}", path.display()))?;
-        // Opening is lazy: the first query says whether this is a database at all.
-        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0))
-            .map_err(|e| format!("{} is not a SQLite database: {e}", path.display()))?;
-        Ok(OldDatabase { conn, what })
+        let setup = |e: rusqlite::Error| format!("cannot set up SQLite for {}: {e}", path.display());
+        limits(&conn).map_err(setup)?;
+        let started = Instant::now();
+        conn.progress_handler(1_000, Some(move || started.elapsed() > budget))
+            .map_err(setup)?;
+        // Opening is lazy: the first statement says whether this is a database at all.
+        let not_sqlite = |e: rusqlite::Error| format!("{} is not a SQLite database: {e}", path.display());
+        conn.execute_batch(
+            "PRAGMA query_only = ON; PRAGMA trusted_schema = OFF; PRAGMA mmap_size = 0; PRAGMA cell_size_check = ON;",
+        )
+        .map_err(not_sqlite)?;
+        let schema: Vec<(String, String, Option<String>)> = {
+            let mut stmt = conn
+                .prepare(r#"SELECT "type", "name", "sql" FROM "sqlite_master""#)
+                .map_err(not_sqlite)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(not_sqlite)?;
+            rows
+        };
+        let refuse = |why: String| format!("{}: {why}; refused before anything was read", path.display());
+        let mut names = Vec::new();
+        for (kind, name, sql) in schema {
+            match kind.as_str() {
+                "view" => {
+                    return Err(refuse(format!(
+                        "{name:?} is a view, not a table ({} has no views)",
+                        what
+                    )))
+                }
+                "trigger" => return Err(refuse(format!("the file has a trigger ({name:?}; {} has none)", what))),
+                "table" => {
+                    let virtual_table = sql
+                        .as_deref()
+                        .map(|s| s.trim_start().to_ascii_uppercase().starts_with("CREATE VIRTUAL"))
+                        .unwrap_or(false);
+                    if virtual_table {
+                        return Err(refuse(format!("{name:?} is a virtual table")));
+                    }
+                    names.push(name);
+                }
+                _ => {}
+            }
+        }
+        let mut tables = BTreeMap::new();
+        for name in names {
+            let columns = table_columns(&conn, &name).map_err(not_sqlite)?;
+            if let Some((column, _)) = columns.iter().find(|(_, generated)| *generated) {
+                return Err(refuse(format!(
+                    "the column {column:?} of {name:?} is generated or hidden ({what} has none)"
+                )));
+            }
+            tables.insert(name, columns.into_iter().map(|(c, _)| c).collect());
+        }
+        Ok(OldDatabase { conn, what, tables })
     }
 
     /// The columns of `table` (empty when there is no such table).
-    pub fn columns(&self, table: &str) -> Result<Vec<String>, String> {
-        let mut stmt = self
-            .conn
-            .prepare(&format!("PRAGMA table_info(\"{table}\")"))
-            .map_err(|e| format!("cannot read the schema: {e}"))?;
-        let names = stmt
-            .query_map([], |r| r.get::<_, String>(1))
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| format!("cannot read the schema: {e}"))?;
-        Ok(names)
+    pub fn columns(&self, table: &str) -> &[String] {
+        self.tables.get(table).map(Vec::as_slice).unwrap_or(&[])
     }
 
-    pub fn has_table(&self, table: &str) -> Result<bool, String> {
-        Ok(!self.columns(table)?.is_empty())
+    pub fn has_table(&self, table: &str) -> bool {
+        self.tables.contains_key(table)
+    }
+
+    pub fn has_column(&self, table: &str, column: &str) -> bool {
+        self.columns(table).iter().any(|c| c == column)
     }
 
     /// Checks that `table` exists with every column of `columns`.
     pub fn require(&self, table: &str, columns: &[&str]) -> Result<(), String> {
-        let have = self.columns(table)?;
-        if have.is_empty() {
+        if !self.has_table(table) {
             return Err(format!("this is not {}: it has no table {table:?}", self.what));
         }
-        if let Some(missing) = columns.iter().find(|c| !have.iter().any(|h| h == *c)) {
-            return Err(format!(
-                "this is not {} of a known version: the table {table:?} has no column {missing:?}",
-                self.what
-            ));
+        if let Some(missing) = columns.iter().find(|c| !self.has_column(table, c)) {
+            return Err(self.missing(table, missing));
         }
         Ok(())
     }
 
-    /// Every row of `table` (its columns that exist among `columns`), in the order they
-    /// were inserted (`id`).
-    pub fn rows(&self, table: &str, columns: &[&str]) -> Result<Vec<Row>, String> {
-        let have = self.columns(table)?;
-        let present: Vec<&str> = columns
+    /// The error for a column the import needs that `table` does not have.
+    pub fn missing(&self, table: &str, column: &str) -> String {
+        format!(
+            "this is not {} of a known version: the table {table:?} has no column {column:?}",
+            self.what
+        )
+    }
+
+    /// Every row of `table` in the order they were inserted (`id`): the columns `needed`
+    /// (each must be there: else an error naming the table and column) and those of
+    /// `optional` that the table has.
+    pub fn rows(&self, table: &str, needed: &[&str], optional: &[&str]) -> Result<Vec<Row>, String> {
+        self.require(table, needed)?;
+        let present: Vec<&str> = needed
             .iter()
+            .chain(optional.iter().filter(|c| self.has_column(table, c)))
             .copied()
-            .filter(|c| have.iter().any(|h| h == c))
             .collect();
-        if present.is_empty() {
-            return Ok(Vec::new());
-        }
+        let absent: Vec<&str> = optional
+            .iter()
+            .filter(|c| !self.has_column(table, c))
+            .copied()
+            .collect();
         let list = present.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(",");
-        let order = if have.iter().any(|h| h == "id") {
+        let list = if list.is_empty() { "1".to_owned() } else { list };
+        let order = if self.has_column(table, "id") {
             " ORDER BY \"id\""
         } else {
             ""
         };
         let sql = format!("SELECT {list} FROM \"{table}\"{order}");
-        let fail = |e: rusqlite::Error| format!("cannot read the table {table:?}: {e}");
+        let fail = |e: rusqlite::Error| match e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::OperationInterrupted => {
+                format!("reading the table {table:?} was stopped: the file took longer than its time budget")
+            }
+            e => format!("cannot read the table {table:?}: {e}"),
+        };
         let mut stmt = self.conn.prepare(&sql).map_err(fail)?;
-        let rows = stmt
-            .query_map([], |r| {
-                let mut row = Vec::with_capacity(present.len());
-                for (i, c) in present.iter().enumerate() {
-                    row.push(((*c).to_owned(), r.get::<_, Value>(i)?));
+        let mut rows = stmt.query([]).map_err(fail)?;
+        let mut out = Vec::new();
+        loop {
+            let row = match rows.next() {
+                Ok(Some(row)) => row,
+                Ok(None) => break,
+                Err(e) if is_too_big(&e) => return Err(self.too_big(table, &present, out.len())),
+                Err(e) => return Err(fail(e)),
+            };
+            let mut values = Vec::with_capacity(present.len() + absent.len());
+            for (i, c) in present.iter().enumerate() {
+                let v = match row.get::<_, Value>(i) {
+                    Ok(v) => v,
+                    Err(e) if is_too_big(&e) => return Err(self.too_big(table, &present, out.len())),
+                    Err(e) => return Err(fail(e)),
+                };
+                values.push(((*c).to_owned(), Some(v)));
+            }
+            values.extend(absent.iter().map(|c| ((*c).to_owned(), None)));
+            out.push(Row(values));
+        }
+        Ok(out)
+    }
+
+    /// The error for the row after the `read` rows of `table` that were read: which column
+    /// of it holds a value over the cap (found by reading only that row again).
+    fn too_big(&self, table: &str, columns: &[&str], read: usize) -> String {
+        let n = read + 1;
+        let cap = VALUE_CAP / (1024 * 1024);
+        let id: Option<i64> = self
+            .conn
+            .query_row(
+                &format!("SELECT \"id\" FROM \"{table}\" ORDER BY \"id\" LIMIT 1 OFFSET {read}"),
+                [],
+                |r| r.get(0),
+            )
+            .ok();
+        let column = id.and_then(|id| {
+            columns.iter().find(|c| {
+                let sql = format!("SELECT \"{c}\" FROM \"{table}\" WHERE \"id\" = ?1");
+                match self.conn.query_row(&sql, [id], |r| r.get::<_, Value>(0)) {
+                    Err(e) => is_too_big(&e),
+                    Ok(_) => false,
                 }
-                Ok(Row(row))
             })
-            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
-            .map_err(fail)?;
-        Ok(rows)
+        });
+        let at = match id {
+            Some(id) => format!("{table} row {n} (id {id})"),
+            None => format!("{table} row {n}"),
+        };
+        match column {
+            Some(c) => format!("{at}: the value of {c:?} is larger than {cap} MiB, the most one value may be"),
+            None => format!("{at}: a value is larger than {cap} MiB, the most one value may be"),
+        }
+    }
+}
+
+fn is_too_big(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::TooBig)
+}
+
+/// The columns of `table`, each with whether it is generated (computed when read: the
+/// originals made none).
+fn table_columns(conn: &Connection, table: &str) -> rusqlite::Result<Vec<(String, bool)>> {
+    let mut stmt = conn.prepare("SELECT \"name\", \"hidden\" FROM pragma_table_xinfo(?1)")?;
+    let names = stmt
+        .query_map([table], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? != 0)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(sql: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.sqlite3");
+        Connection::open(&path).unwrap().execute_batch(sql).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn views_triggers_and_virtual_tables_are_refused_before_any_read() {
+        let (_d, p) = file(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT);
+             CREATE VIEW v AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x FROM c;",
+        );
+        let err = OldDatabase::open(&p, "an Intray database").err().unwrap();
+        assert!(err.contains("\"v\" is a view"), "{err}");
+        let (_d, p) = file(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT);
+             CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT 1; END;",
+        );
+        let err = OldDatabase::open(&p, "an Intray database").err().unwrap();
+        assert!(err.contains("trigger (\"tr\""), "{err}");
+        let (_d, p) = file("CREATE TABLE t(id INTEGER PRIMARY KEY, a BLOB AS (zeroblob(1000)));");
+        let err = OldDatabase::open(&p, "an Intray database").err().unwrap();
+        assert!(err.contains("\"a\" of \"t\" is generated"), "{err}");
+        let (_d, p) = file("CREATE VIRTUAL TABLE t USING dbstat;");
+        let err = OldDatabase::open(&p, "an Intray database").err().unwrap();
+        assert!(err.contains("virtual table"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_needed_column_is_named_and_optional_ones_are_absent() {
+        let (_d, p) = file("CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT); INSERT INTO t(a) VALUES ('x');");
+        let db = OldDatabase::open(&p, "an Intray database").unwrap();
+        let err = db.rows("t", &["a", "b"], &[]).unwrap_err();
+        assert!(err.contains("the table \"t\" has no column \"b\""), "{err}");
+        let rows = db.rows("t", &["a"], &["b"]).unwrap();
+        assert_eq!(rows[0].get("a"), &Value::Text("x".into()));
+        assert!(!rows[0].has("b"));
+        assert_eq!(rows[0].get("b"), &Value::Null);
+        assert!(db.rows("u", &["a"], &[]).unwrap_err().contains("no table \"u\""));
+    }
+
+    #[test]
+    fn statements_stop_when_the_time_budget_is_spent() {
+        let (_d, p) = file(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT);
+             WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 20000)
+             INSERT INTO t(a) SELECT 'row ' || x FROM c;",
+        );
+        let db = OldDatabase::open_within(&p, "an Intray database", Duration::ZERO).unwrap();
+        let err = db.rows("t", &["a"], &[]).unwrap_err();
+        assert!(err.contains("took longer than its time budget"), "{err}");
+        let db = OldDatabase::open(&p, "an Intray database").unwrap();
+        assert_eq!(db.rows("t", &["a"], &[]).unwrap().len(), 20000);
+    }
+
+    #[test]
+    fn a_value_over_the_cap_is_an_error_naming_table_row_and_column() {
+        let sql = format!(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b BLOB);
+             INSERT INTO t(a, b) VALUES ('x', x'00');
+             INSERT INTO t(a, b) VALUES ('y', zeroblob({}));",
+            VALUE_CAP + 1
+        );
+        let (_d, p) = file(&sql);
+        let db = OldDatabase::open(&p, "an Intray database").unwrap();
+        let err = db.rows("t", &["a", "b"], &[]).unwrap_err();
+        assert!(
+            err.contains("t row 2 (id 2): the value of \"b\" is larger than 64 MiB"),
+            "{err}"
+        );
     }
 }

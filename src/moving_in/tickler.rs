@@ -1,9 +1,11 @@
-//! A Tickler server's database → scheduler accounts. Tables of the 2021 schema
-//! (`tickler-data/src/Tickler/Data/DB.hs`): `user`, `user_settings`, `tickler_item`,
-//! `triggered_item`, `user_trigger`, `intray_trigger`, `email_trigger`, and for the outcomes
-//! of deliveries `triggered_intray_item`, `triggered_email` and `email`. Older versions that
-//! kept an item's schedule as one `scheduled` instant (UTC) read too. The e-mail queue,
-//! verification e-mails, admin notices and the payment tables are not read.
+//! A Tickler server's database → scheduler accounts: `user`, `user_settings`,
+//! `tickler_item`, `triggered_item`, `intray_trigger`, `email_trigger` (with their owners
+//! in `user_trigger` until May 2022, in their own `user` column since), and for the
+//! outcomes of deliveries `triggered_intray_item`, `triggered_email` and `email`. Every
+//! layout of `tickler-data/src/Tickler/Data/DB.hs` since items had a triggering time
+//! (2018-06-10) reads (docs/moving-in.md lists them): the layout is told by the tables and
+//! columns present. The e-mail queue, verification e-mails, admin notices and the payment
+//! tables are not read.
 
 use super::intray::{account_of, item_type};
 use super::sqlite::{OldDatabase, Row};
@@ -24,20 +26,103 @@ use uuid::Uuid;
 
 const USER: &[&str] = &["identifier", "username", "hashed_password", "created", "last_login"];
 const SETTINGS: &[&str] = &["user_id", "time_zone"];
-const ITEM: &[&str] = &["identifier", "user_id", "type", "contents", "created"];
-const SCHEDULE: &[&str] = &[
-    "scheduled_day",
-    "scheduled_time",
-    "recurrence",
-    "scheduled",
-    "server_time",
-];
+const ITEM: &[&str] = &["identifier", "user_id", "contents", "created"];
+/// Columns an item has in some layouts only.
+const ITEM_SOMETIMES: &[&str] = &["type", "recurrence", "server_time"];
 const USER_TRIGGER: &[&str] = &["user_id", "trigger_type", "trigger_id"];
 const INTRAY_TRIGGER: &[&str] = &["identifier", "url", "username", "access_key", "added"];
 const EMAIL_TRIGGER: &[&str] = &["identifier", "address", "verification_key", "verified", "added"];
-const TRIGGERED_INTRAY: &[&str] = &["item", "trigger", "intray_item_uuid", "error"];
-const TRIGGERED_EMAIL: &[&str] = &["item", "trigger", "email", "error"];
-const EMAIL: &[&str] = &["id", "status", "send_error"];
+/// persistent's column for the field `intrayItemUUID`: each capital its own word.
+const TRIGGERED_INTRAY: &[&str] = &["item", "trigger", "intray_item_u_u_i_d"];
+const TRIGGERED_EMAIL: &[&str] = &["item", "trigger", "email"];
+const EMAIL: &[&str] = &["id", "status"];
+
+/// Which of the layouts a Tickler file has (docs/moving-in.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Items kept their schedule as one `scheduled` instant (before 2018-06-14).
+    pub instant: bool,
+    /// Items had a `type` (until 2022-04-16).
+    pub item_type: bool,
+    /// Items had `synced` (2018-06-10 to 2020-02-10; not read).
+    pub synced: bool,
+    /// Scheduled items had `server_time` (2020-02-24 to 2022-04-15).
+    pub server_time: bool,
+    /// The table `user_trigger` (until 2022-05-07).
+    pub user_trigger: bool,
+    /// The trigger tables' own `user` column (since 2022-05-07).
+    pub trigger_user: bool,
+}
+
+impl Layout {
+    pub fn detect(db: &OldDatabase) -> Result<Layout, String> {
+        db.require("user", USER)?;
+        for table in ["tickler_item", "triggered_item"] {
+            db.require(table, ITEM)?;
+        }
+        db.require("triggered_item", &["triggered"])?;
+        let instant = !db.has_column("tickler_item", "scheduled_day") && db.has_column("tickler_item", "scheduled");
+        let schedule: &[&str] = match instant {
+            true => &["scheduled"],
+            false => &["scheduled_day", "scheduled_time"],
+        };
+        for table in ["tickler_item", "triggered_item"] {
+            db.require(table, schedule)?;
+        }
+        db.require("intray_trigger", INTRAY_TRIGGER)?;
+        db.require("email_trigger", EMAIL_TRIGGER)?;
+        let user_trigger = db.has_table("user_trigger");
+        let trigger_user = db.has_column("intray_trigger", "user") && db.has_column("email_trigger", "user");
+        if !user_trigger && !trigger_user {
+            // neither way of knowing whose a trigger is
+            let table = match db.has_column("intray_trigger", "user") {
+                true => "email_trigger",
+                false => "intray_trigger",
+            };
+            return Err(db.missing(table, "user"));
+        }
+        Ok(Layout {
+            instant,
+            item_type: db.has_column("tickler_item", "type"),
+            synced: db.has_column("tickler_item", "synced"),
+            server_time: db.has_column("tickler_item", "server_time"),
+            user_trigger,
+            trigger_user,
+        })
+    }
+
+    /// The layout's name and the originals' commits that wrote it.
+    pub fn describe(self) -> &'static str {
+        let Layout {
+            instant,
+            item_type,
+            synced,
+            server_time,
+            user_trigger,
+            trigger_user,
+        } = self;
+        match (instant, item_type, synced, server_time, user_trigger, trigger_user) {
+            (true, true, true, false, true, false) => {
+                "Tickler 2018-06-10 to 2018-06-14 (5b1350f..93d50c8: one scheduled instant per item)"
+            }
+            (false, true, true, false, true, false) => "Tickler 2018-06-14 to 2020-02-10 (93d50c8..1d854bb)",
+            (false, true, false, false, true, false) => {
+                "Tickler 2020-02-10 to 2020-02-24 or 2022-04-15 (1d854bb..69c7053, fc70109..9bbe1d7)"
+            }
+            (false, true, false, true, true, false) => "Tickler 2020-02-24 to 2022-04-15 (69c7053..fc70109)",
+            (false, false, false, false, true, false) => {
+                "Tickler 2022-04-16 to 2022-05-07 (9bbe1d7..d5f0f7e; golden migration.sql of ec78709)"
+            }
+            (false, false, false, false, true, true) => {
+                "Tickler 2022-05-07 (d5f0f7e..f777fc5; golden migration.sql of d5f0f7e)"
+            }
+            (false, false, false, false, false, true) => {
+                "Tickler since 2022-05-07 (f777fc5..; golden migration.sql of 79a68ed)"
+            }
+            _ => "Tickler, a mixture of its layouts (read by the columns present)",
+        }
+    }
+}
 
 fn with(base: &[&'static str], more: &[&'static str]) -> Vec<&'static str> {
     base.iter().chain(more).copied().collect()
@@ -45,24 +130,12 @@ fn with(base: &[&'static str], more: &[&'static str]) -> Vec<&'static str> {
 
 /// Reads and checks everything (nothing is written here).
 pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>, String> {
-    db.require("user", USER)?;
-    db.require("user_settings", SETTINGS)?;
-    db.require("user_trigger", USER_TRIGGER)?;
-    db.require("intray_trigger", INTRAY_TRIGGER)?;
-    db.require("email_trigger", EMAIL_TRIGGER)?;
-    for table in ["tickler_item", "triggered_item"] {
-        db.require(table, ITEM)?;
-        let columns = db.columns(table)?;
-        let has = |c: &str| columns.iter().any(|h| h == c);
-        if !has("scheduled_day") && !has("scheduled") {
-            db.require(table, &["scheduled_day"])?;
-        }
-    }
-    db.require("triggered_item", &["triggered"])?;
+    let layout = Layout::detect(db)?;
+    notes.layout = layout.describe().to_owned();
 
     let mut accounts = Vec::new();
     let mut index = HashMap::new();
-    for (n, row) in db.rows("user", USER)?.iter().enumerate() {
+    for (n, row) in db.rows("user", USER, &[])?.iter().enumerate() {
         let account = user(row).map_err(|e| format!("user row {}: {e}", n + 1))?;
         index.insert(account.id, accounts.len());
         accounts.push(SchedulerArrival {
@@ -73,30 +146,39 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
             triggers: Vec::new(),
         });
     }
-    for (n, row) in db.rows("user_settings", SETTINGS)?.iter().enumerate() {
-        let (owner, setting) = settings(row).map_err(|e| format!("user_settings row {}: {e}", n + 1))?;
-        match index.get(&owner) {
-            Some(&i) => accounts[i].settings = Some(setting),
-            None => notes.orphans += 1,
+    if db.has_table("user_settings") {
+        for (n, row) in db.rows("user_settings", SETTINGS, &[])?.iter().enumerate() {
+            let (owner, setting) = settings(row).map_err(|e| format!("user_settings row {}: {e}", n + 1))?;
+            match index.get(&owner) {
+                Some(&i) => accounts[i].settings = Some(setting),
+                None => notes.orphans += 1,
+            }
         }
     }
-    // triggers: whose they are (user_trigger), then what they are
+    // triggers: whose they are (their `user`, or before May 2022 `user_trigger`), then
+    // what they are
     let mut owners = HashMap::new();
-    for (n, row) in db.rows("user_trigger", USER_TRIGGER)?.iter().enumerate() {
-        let owner = uuid(row.get("user_id")).map_err(|e| format!("user_trigger row {}: {e}", n + 1))?;
-        let trigger = uuid(row.get("trigger_id")).map_err(|e| format!("user_trigger row {}: {e}", n + 1))?;
-        owners.insert(trigger, owner);
+    if layout.user_trigger {
+        for (n, row) in db.rows("user_trigger", USER_TRIGGER, &[])?.iter().enumerate() {
+            let at = |e: String| format!("user_trigger row {}: {e}", n + 1);
+            let owner = uuid(row.get("user_id")).map_err(at)?;
+            let trigger = uuid(row.get("trigger_id")).map_err(at)?;
+            owners.insert(trigger, owner);
+        }
     }
     let mut triggers = Vec::new();
-    for (n, row) in db.rows("intray_trigger", INTRAY_TRIGGER)?.iter().enumerate() {
-        triggers.push(inbox_trigger(row).map_err(|e| format!("intray_trigger row {}: {e}", n + 1))?);
+    for (n, row) in db.rows("intray_trigger", INTRAY_TRIGGER, &["user"])?.iter().enumerate() {
+        let at = |e: String| format!("intray_trigger row {}: {e}", n + 1);
+        triggers.push((inbox_trigger(row).map_err(at)?, opt_uuid(row.get("user")).map_err(at)?));
     }
-    for (n, row) in db.rows("email_trigger", EMAIL_TRIGGER)?.iter().enumerate() {
-        triggers.push(email_trigger(row).map_err(|e| format!("email_trigger row {}: {e}", n + 1))?);
+    for (n, row) in db.rows("email_trigger", EMAIL_TRIGGER, &["user"])?.iter().enumerate() {
+        let at = |e: String| format!("email_trigger row {}: {e}", n + 1);
+        triggers.push((email_trigger(row).map_err(at)?, opt_uuid(row.get("user")).map_err(at)?));
     }
-    let trigger_created: HashMap<Uuid, Timestamp> = triggers.iter().map(|t| (t.id, t.created)).collect();
-    for mut trigger in triggers {
-        match owners.get(&trigger.id).and_then(|o| index.get(o).map(|i| (*o, *i))) {
+    let trigger_created: HashMap<Uuid, Timestamp> = triggers.iter().map(|(t, _)| (t.id, t.created)).collect();
+    for (mut trigger, user) in triggers {
+        let owner = user.or_else(|| owners.get(&trigger.id).copied());
+        match owner.and_then(|o| index.get(&o).map(|i| (o, *i))) {
             Some((owner, i)) => {
                 trigger.owner = owner;
                 accounts[i].triggers.push(trigger);
@@ -117,29 +199,50 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
             .copied()
             .unwrap_or_else(|| Timestamp::from_unix(0, 0))
     };
-    for (n, row) in db.rows("triggered_intray_item", TRIGGERED_INTRAY)?.iter().enumerate() {
-        let found = inbox_attempt(row, created_of).map_err(|e| format!("triggered_intray_item row {}: {e}", n + 1))?;
-        match found {
-            Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
-            None => notes.unfinished_deliveries += 1,
+    if db.has_table("triggered_intray_item") {
+        for (n, row) in db
+            .rows("triggered_intray_item", TRIGGERED_INTRAY, &["error"])?
+            .iter()
+            .enumerate()
+        {
+            let found =
+                inbox_attempt(row, created_of).map_err(|e| format!("triggered_intray_item row {}: {e}", n + 1))?;
+            match found {
+                Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
+                None => notes.unfinished_deliveries += 1,
+            }
         }
     }
-    let mut emails = HashMap::new();
-    for (n, row) in db.rows("email", EMAIL)?.iter().enumerate() {
-        let (id, outcome) = email_outcome(row).map_err(|e| format!("email row {}: {e}", n + 1))?;
-        emails.insert(id, outcome);
-    }
-    for (n, row) in db.rows("triggered_email", TRIGGERED_EMAIL)?.iter().enumerate() {
-        let found =
-            email_attempt(row, created_of, &emails).map_err(|e| format!("triggered_email row {}: {e}", n + 1))?;
-        match found {
-            Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
-            None => notes.unfinished_deliveries += 1,
+    if db.has_table("triggered_email") {
+        let mut emails = HashMap::new();
+        for (n, row) in db.rows("email", EMAIL, &["send_error", "error"])?.iter().enumerate() {
+            let (id, outcome) = email_outcome(row).map_err(|e| format!("email row {}: {e}", n + 1))?;
+            emails.insert(id, outcome);
+        }
+        for (n, row) in db
+            .rows("triggered_email", TRIGGERED_EMAIL, &["error"])?
+            .iter()
+            .enumerate()
+        {
+            let found =
+                email_attempt(row, created_of, &emails).map_err(|e| format!("triggered_email row {}: {e}", n + 1))?;
+            match found {
+                Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
+                None => notes.unfinished_deliveries += 1,
+            }
         }
     }
 
-    let item_columns = with(ITEM, SCHEDULE);
-    for (n, row) in db.rows("tickler_item", &item_columns)?.iter().enumerate() {
+    let schedule: &[&str] = match layout.instant {
+        true => &["scheduled"],
+        false => &["scheduled_day", "scheduled_time"],
+    };
+    let item_columns = with(ITEM, schedule);
+    for (n, row) in db
+        .rows("tickler_item", &item_columns, ITEM_SOMETIMES)?
+        .iter()
+        .enumerate()
+    {
         let item = scheduled(row).map_err(|e| format!("tickler_item row {}: {e}", n + 1))?;
         match index.get(&item.owner) {
             Some(&i) => {
@@ -151,7 +254,11 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
         }
     }
     let triggered_columns = with(&item_columns, &["triggered"]);
-    for (n, row) in db.rows("triggered_item", &triggered_columns)?.iter().enumerate() {
+    for (n, row) in db
+        .rows("triggered_item", &triggered_columns, ITEM_SOMETIMES)?
+        .iter()
+        .enumerate()
+    {
         let mut item = triggered(row).map_err(|e| format!("triggered_item row {}: {e}", n + 1))?;
         item.attempts = attempts.remove(&item.id).unwrap_or_default();
         item.attempts
@@ -179,12 +286,13 @@ pub fn settings(row: &Row) -> Result<(Uuid, TimeZoneSetting), String> {
 
 /// The contents and schedule of a `tickler_item` or `triggered_item` row.
 pub fn tickle(row: &Row) -> Result<Tickle, String> {
-    if item_type(row.get("type"))? != ItemType::Text {
+    // until 2022-04-16 items had a type (only ever text), then their contents were text
+    if row.has("type") && item_type(row.get("type"))? != ItemType::Text {
         return Err("only text items are scheduled".into());
     }
     let content = bytes(row.get("contents"))?;
     let (day, time) = match row.get("scheduled_day") {
-        rusqlite::types::Value::Null => {
+        rusqlite::types::Value::Null if !row.has("scheduled_day") => {
             // versions before 2019 kept one instant in UTC
             let at = time(row.get("scheduled"))?;
             let (day, tod) = schedule::local(at, &Zone::of(&TimeZoneSetting::default()))
@@ -284,7 +392,7 @@ pub fn inbox_attempt(
     row: &Row,
     trigger_created: impl Fn(Uuid) -> Timestamp,
 ) -> Result<Option<(Uuid, Attempt)>, String> {
-    let outcome = match (opt_uuid(row.get("intray_item_uuid")), opt_text(row.get("error"))?) {
+    let outcome = match (opt_uuid(row.get("intray_item_u_u_i_d")), opt_text(row.get("error"))?) {
         (_, Some(error)) => Outcome::InboxFailed(error),
         (Ok(Some(added)), None) => Outcome::InboxAdded(added),
         (Ok(None), None) => return Ok(None),
@@ -300,7 +408,8 @@ pub fn inbox_attempt(
     Ok(Some((uuid(row.get("item"))?, attempt)))
 }
 
-/// (email id, outcome) of an `email` row: `None` while it was unsent or sending.
+/// (email id, outcome) of an `email` row: `None` while it was unsent or sending. The reason
+/// of a failure is in `send_error` (before 2018-05-23: `error`).
 pub fn email_outcome(row: &Row) -> Result<(i64, Option<Outcome>), String> {
     let rusqlite::types::Value::Integer(id) = row.get("id") else {
         return Err("no id".into());
@@ -308,7 +417,9 @@ pub fn email_outcome(row: &Row) -> Result<(i64, Option<Outcome>), String> {
     let outcome = match text(row.get("status"))?.as_str() {
         "sent" => Some(Outcome::EmailSent),
         "error" => Some(Outcome::EmailFailed(
-            opt_text(row.get("send_error"))?.unwrap_or_else(|| "sending failed".into()),
+            opt_text(row.get("send_error"))?
+                .or(opt_text(row.get("error"))?)
+                .unwrap_or_else(|| "sending failed".into()),
         )),
         "unsent" | "sending" => None,
         other => return Err(format!("unknown e-mail status {other:?}")),
@@ -346,7 +457,7 @@ mod tests {
     use rusqlite::types::Value;
 
     fn row(pairs: &[(&str, Value)]) -> Row {
-        Row(pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+        Row::of(pairs)
     }
 
     fn t(s: &str) -> Value {
@@ -473,7 +584,7 @@ mod tests {
         let added = row(&[
             base[0].clone(),
             base[1].clone(),
-            ("intray_item_uuid", Value::Blob(vec![9; 16])),
+            ("intray_item_u_u_i_d", Value::Blob(vec![9; 16])),
             ("error", Value::Null),
         ]);
         let (item, a) = inbox_attempt(&added, at).unwrap().unwrap();
@@ -488,7 +599,7 @@ mod tests {
         let failed = row(&[
             base[0].clone(),
             base[1].clone(),
-            ("intray_item_uuid", Value::Null),
+            ("intray_item_u_u_i_d", Value::Null),
             ("error", t("402")),
         ]);
         assert_eq!(
@@ -498,7 +609,7 @@ mod tests {
         let pending = row(&[
             base[0].clone(),
             base[1].clone(),
-            ("intray_item_uuid", Value::Null),
+            ("intray_item_u_u_i_d", Value::Null),
             ("error", Value::Null),
         ]);
         assert!(inbox_attempt(&pending, at).unwrap().is_none());
