@@ -21,9 +21,43 @@
 //! batches are applied in the order they were queued, and nothing is acknowledged before the
 //! flush that covers it *and* the `fsync`s of [`super::stable`] that make it survive a power
 //! cut (sled's `flush()` alone does not). One cycle shares one set of syncs among all the
-//! batches it carries. After a failed sync the writer refuses every later cycle: the kernel
-//! may have dropped the pages it could not write, so a later successful `fsync` would not
-//! mean that earlier data is on disk (a restart re-reads what is really there).
+//! batches it carries.
+//!
+//! # A failed cycle was never there
+//!
+//! When applying, flushing or syncing fails (a full disk, an I/O error), every write of the
+//! cycle and every batch queued behind it is answered with an error
+//! ([`StoreError::NotDurable`]), and none of them is seen by any later read. Then the store
+//! takes no more writes until a restart: [`Tree::apply_batch`] refuses a batch before it is
+//! queued (its receipt answers [`StoreError::Unavailable`] with the reason, HTTP 503), and
+//! the writer runs no more cycles. Not trying again is deliberate: after a failed `fsync`
+//! the kernel may have dropped the pages it could not write, so a later successful `fsync`
+//! would not mean that earlier data is on disk, and after a failed write sled 0.34 refuses
+//! every later write itself (its "global error"). A restart re-reads what is really there.
+//!
+//! Hiding the failed cycle is the subtle part: when `apply_batch` went through and the
+//! flush or sync failed, sled's in-memory trees already hold the cycle's values (and its
+//! chunk records), and sled has no way to take them back. sled cannot be reopened or rolled
+//! back in place either (every `Tree` handle of the store keeps the old one open, and sled
+//! refuses further writes after its failure). So the cycle keeps, per tree, the value each
+//! of its keys had **before** it (its pre-image, `None` when absent): reading it costs
+//! nothing extra, since building the sled batch reads each key's stored value anyway for
+//! its chunk count (only a chunked value's chunks are read in addition, as they are about
+//! to be replaced). On failure, in one step under the overlay's lock, the queued batches
+//! and their overlay entries are dropped and the pre-images go into the overlay, marked
+//! [`PRE_IMAGE`]; only then are the waiters told. Reads consult the overlay before sled, so
+//! from then on they see exactly the durable state (the last good cycle), with the cycle's
+//! values still in sled's memory behind it; a backup's copy ([`Frozen::records`]) merges the
+//! pre-images too. The overlay never changes again until the restart, and holds at most one
+//! cycle's keys. A read that ran while the cycle was being flushed may have seen its values
+//! (as reads see queued writes before they are durable); none that starts after the
+//! failure is answered does.
+//!
+//! What a restart finds: a write whose flush failed never reached the files. A write whose
+//! flush went through but whose sync failed is in the kernel's hands: after a power cut it
+//! is gone; after a clean restart it may be there (the kernel may yet write those pages).
+//! That write was answered with an error; like any write that is in flight at a crash, it
+//! may or may not survive, and the client that got the error retries it.
 
 use super::chunks;
 use super::stable::Stable;
