@@ -358,7 +358,7 @@ async fn expect(
 /// Registers `name` and logs in: the bearer token.
 async fn register_login(addr: SocketAddr, name: &str) -> R<String> {
     let body = json!({"name": name, "password": BENCH_PASSWORD});
-    expect(addr, "POST", "/register", None, Some(&body), 200).await?;
+    expect(addr, "POST", "/register", None, Some(&body), 204).await?;
     login(addr, name).await
 }
 
@@ -1407,7 +1407,7 @@ struct Logins {
 async fn logins(bin: &Path, tmp: &Path, o: &Opts) -> R<Logins> {
     let (server, _) = Server::start(bin, &tmp.join("logins"), &tmp.join("logins.log"), &[]).await?;
     let body = json!({"name": "loginbench", "password": BENCH_PASSWORD});
-    expect(server.inbox, "POST", "/register", None, Some(&body), 200).await?;
+    expect(server.inbox, "POST", "/register", None, Some(&body), 204).await?;
     let t0 = Instant::now();
     let token = login(server.inbox, "loginbench").await?;
     let login_ms = t0.elapsed().as_secs_f64() * 1000.0;

@@ -147,7 +147,7 @@ async fn healthz_is_503_once_the_database_no_longer_takes_writes() {
     }
     // what "not writable" means for a client: a write is refused, not acknowledged
     let r = api.post("/inbox/item", &auth, &common::text_item("after")).await;
-    assert_eq!(r.status, 500, "{}", r.text());
+    assert_eq!(r.status, 503, "{}", r.text());
 
     let _ = stop.send(true);
     // the stop's final flush fails too (the store is broken): only that it stops matters

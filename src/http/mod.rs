@@ -549,8 +549,23 @@ impl From<crate::domain::DomainError> for ApiError {
     }
 }
 
+/// `Retry-After` of a write refused while the database takes no writes: it does again only
+/// after an operator freed space and restarted the server.
+pub const UNAVAILABLE_RETRY_AFTER: u64 = 300;
+
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> ApiError {
+        if let crate::store::StoreError::Unavailable(why) = &e {
+            // the reason is the server's state, not a secret; logged once by the writer
+            tracing::debug!("store: {e}");
+            return ApiError {
+                retry_after: Some(UNAVAILABLE_RETRY_AFTER),
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the server cannot store changes at the moment (reads still work): {why}"),
+                )
+            };
+        }
         tracing::error!("store: {e}");
         ApiError::internal("internal error: the database failed")
     }

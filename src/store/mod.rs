@@ -42,6 +42,9 @@ pub enum StoreError {
     Io(std::io::Error),
     Locked(PathBuf),
     NotDurable,
+    /// The store takes no writes (a write cycle failed: disk full, I/O error) until a
+    /// restart; the write was not queued and no read sees it. Reads go on. The reason.
+    Unavailable(String),
 }
 
 impl std::fmt::Display for StoreError {
@@ -56,6 +59,7 @@ impl std::fmt::Display for StoreError {
                 p.display()
             ),
             StoreError::NotDurable => write!(f, "the database could not be flushed to disk"),
+            StoreError::Unavailable(why) => write!(f, "the database takes no writes: {why}"),
         }
     }
 }

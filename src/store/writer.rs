@@ -21,9 +21,43 @@
 //! batches are applied in the order they were queued, and nothing is acknowledged before the
 //! flush that covers it *and* the `fsync`s of [`super::stable`] that make it survive a power
 //! cut (sled's `flush()` alone does not). One cycle shares one set of syncs among all the
-//! batches it carries. After a failed sync the writer refuses every later cycle: the kernel
-//! may have dropped the pages it could not write, so a later successful `fsync` would not
-//! mean that earlier data is on disk (a restart re-reads what is really there).
+//! batches it carries.
+//!
+//! # A failed cycle was never there
+//!
+//! When applying, flushing or syncing fails (a full disk, an I/O error), every write of the
+//! cycle and every batch queued behind it is answered with an error
+//! ([`StoreError::NotDurable`]), and none of them is seen by any later read. Then the store
+//! takes no more writes until a restart: [`Tree::apply_batch`] refuses a batch before it is
+//! queued (its receipt answers [`StoreError::Unavailable`] with the reason, HTTP 503), and
+//! the writer runs no more cycles. Not trying again is deliberate: after a failed `fsync`
+//! the kernel may have dropped the pages it could not write, so a later successful `fsync`
+//! would not mean that earlier data is on disk, and after a failed write sled 0.34 refuses
+//! every later write itself (its "global error"). A restart re-reads what is really there.
+//!
+//! Hiding the failed cycle is the subtle part: when `apply_batch` went through and the
+//! flush or sync failed, sled's in-memory trees already hold the cycle's values (and its
+//! chunk records), and sled has no way to take them back. sled cannot be reopened or rolled
+//! back in place either (every `Tree` handle of the store keeps the old one open, and sled
+//! refuses further writes after its failure). So the cycle keeps, per tree, the value each
+//! of its keys had **before** it (its pre-image, `None` when absent): reading it costs
+//! nothing extra, since building the sled batch reads each key's stored value anyway for
+//! its chunk count (only a chunked value's chunks are read in addition, as they are about
+//! to be replaced). On failure, in one step under the overlay's lock, the queued batches
+//! and their overlay entries are dropped and the pre-images go into the overlay, marked
+//! [`PRE_IMAGE`]; only then are the waiters told. Reads consult the overlay before sled, so
+//! from then on they see exactly the durable state (the last good cycle), with the cycle's
+//! values still in sled's memory behind it; a backup's copy ([`Frozen::records`]) merges the
+//! pre-images too. The overlay never changes again until the restart, and holds at most one
+//! cycle's keys. A read that ran while the cycle was being flushed may have seen its values
+//! (as reads see queued writes before they are durable); none that starts after the
+//! failure is answered does.
+//!
+//! What a restart finds: a write whose flush failed never reached the files. A write whose
+//! flush went through but whose sync failed is in the kernel's hands: after a power cut it
+//! is gone; after a clean restart it may be there (the kernel may yet write those pages).
+//! That write was answered with an error; like any write that is in flight at a crash, it
+//! may or may not survive, and the client that got the error retries it.
 
 use super::chunks;
 use super::stable::Stable;
@@ -38,11 +72,17 @@ use tokio::sync::watch;
 
 type Write = (Vec<u8>, Option<IVec>);
 
+/// The batch number of an overlay entry that is not a queued write but the value a key had
+/// before a cycle that failed (batches are numbered from 1).
+const PRE_IMAGE: u64 = 0;
+
 /// A stored value as reads answer it (derefs to `[u8]`). Only this engine layer knows it is
 /// sled's.
 pub(crate) type Bytes = IVec;
 
-/// Per tree: key → (number of the newest batch writing it, its value or `None`).
+/// Per tree: key → (number of the newest batch writing it, its value or `None`). After a
+/// failed cycle it holds instead, with the number [`PRE_IMAGE`], the values its keys had
+/// before that cycle (see the module doc).
 type Overlay = BTreeMap<Vec<u8>, (u64, Option<IVec>)>;
 
 /// Writes to one tree that must land together (same methods as `sled::Batch`).
@@ -74,13 +114,28 @@ struct Pending {
     queue: Vec<Queued>,
     overlay: Vec<Overlay>,
     stop: bool,
+    /// Why the store takes no more writes (set once, by a failed cycle, until a restart):
+    /// later batches are refused here instead of being queued.
+    refused: Option<String>,
+}
+
+/// What [`Shared::apply_queued`] did.
+struct Applied {
+    /// Number of the last batch applied.
+    upto: u64,
+    /// Batches applied.
+    carried: usize,
+    result: sled::Result<()>,
+    /// Per tree, the keys written and their values before (`None`: absent).
+    pre_images: Vec<Vec<(Vec<u8>, Option<IVec>)>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Flushed {
     /// Every batch numbered up to this one is on disk.
     ok_upto: u64,
-    /// The batches numbered up to this one were lost (applying or flushing failed).
+    /// The batches numbered up to this one failed (applying, flushing or syncing failed,
+    /// or they were queued behind a cycle that did).
     failed_upto: u64,
 }
 
@@ -98,8 +153,9 @@ struct Shared {
     flushed: watch::Sender<Flushed>,
     /// The syncs after each flush (`None`: a temporary database, in tests).
     stable: Option<Mutex<Stable>>,
-    /// A sync failed: nothing is acknowledged any more.
-    broken: std::sync::atomic::AtomicBool,
+    /// Unit tests: the syncs after the flush fail (sled's flush itself went through).
+    #[cfg(test)]
+    fail_syncs: std::sync::atomic::AtomicBool,
     /// Cycles that reached the disk.
     cycles: std::sync::atomic::AtomicU64,
     /// The last cycle failed (applying, flushing or syncing); cleared by the next good one.
@@ -177,7 +233,8 @@ impl Shared {
     fn new(db: sled::Db, trees: Vec<sled::Tree>, stable: Option<Stable>) -> Arc<Shared> {
         Arc::new(Shared {
             stable: stable.map(Mutex::new),
-            broken: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            fail_syncs: std::sync::atomic::AtomicBool::new(false),
             cycles: std::sync::atomic::AtomicU64::new(0),
             last_cycle_failed: std::sync::atomic::AtomicBool::new(false),
             cycle_sizes: CycleHistogram::new(&BATCH_BUCKETS),
@@ -195,12 +252,16 @@ impl Shared {
         })
     }
 
-    /// Queues `batch`; answers its number (0: it was empty, nothing to wait for).
-    fn queue(&self, tree: usize, batch: Batch) -> u64 {
+    /// Queues `batch`; answers its number (0: it was empty, nothing to wait for), or why
+    /// the store takes no writes (then nothing was queued and no read will see it).
+    fn queue(&self, tree: usize, batch: Batch) -> Result<u64> {
         if batch.writes.is_empty() {
-            return 0;
+            return Ok(0);
         }
         let mut p = lock(&self.pending);
+        if let Some(reason) = &p.refused {
+            return Err(StoreError::Unavailable(reason.clone()));
+        }
         p.last_seq += 1;
         let seq = p.last_seq;
         let mut added = 0;
@@ -217,11 +278,12 @@ impl Shared {
         });
         drop(p);
         self.queued.notify_one();
-        seq
+        Ok(seq)
     }
 
-    /// The newest queued value of `key`: `Some(None)` when its removal is queued, `None`
-    /// when nothing about it is queued (then sled has the answer).
+    /// The newest queued value of `key` (or, after a failed cycle, its value from before
+    /// that cycle): `Some(None)` when its removal is queued, `None` when nothing about it
+    /// is queued (then sled has the answer).
     fn overlay_get(&self, tree: usize, key: &[u8]) -> Option<Option<IVec>> {
         if self.overlay_keys.load(Ordering::SeqCst) == 0 {
             return None;
@@ -229,21 +291,23 @@ impl Shared {
         lock(&self.pending).overlay[tree].get(key).map(|(_, v)| v.clone())
     }
 
-    fn overlay_range(&self, tree: usize, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Vec<Write> {
+    /// The overlay's entries in a range; `pre_images_only`: only the values from before a
+    /// failed cycle (what sled must not be believed about), not the queued writes.
+    fn overlay_range(&self, tree: usize, from: Bound<&[u8]>, to: Bound<&[u8]>, pre_images_only: bool) -> Vec<Write> {
         if self.overlay_keys.load(Ordering::SeqCst) == 0 {
             return Vec::new();
         }
         let p = lock(&self.pending);
         p.overlay[tree]
             .range::<[u8], _>((from, to))
+            .filter(|(_, (seq, _))| !pre_images_only || *seq == PRE_IMAGE)
             .map(|(k, (_, v))| (k.clone(), v.clone()))
             .collect()
     }
 
-    /// Applies everything queued so far to sled, in order. Answers the number of the last
-    /// batch applied (`None`: nothing was queued).
-    fn apply_queued(&self) -> Option<(u64, usize, sled::Result<()>)> {
-        let _applying = lock(&self.applying);
+    /// Applies everything queued so far to sled, in order (call with `applying` held).
+    /// `None`: nothing was queued.
+    fn apply_queued(&self) -> Option<Applied> {
         let queued = std::mem::take(&mut lock(&self.pending).queue);
         let upto = queued.last()?.seq;
         let carried = queued.len();
@@ -257,66 +321,125 @@ impl Shared {
                 }
             }
         }
+        let mut pre_images = Vec::with_capacity(self.trees.len());
         for (tree, batch) in self.trees.iter().zip(batches) {
-            if let Some(batch) = batch {
-                result = result.and_then(|_| tree.apply_batch(batch.batch));
-            }
+            let Some(StoredBatch { batch, seen }) = batch else {
+                pre_images.push(Vec::new());
+                continue;
+            };
+            pre_images.push(seen.into_iter().map(|(k, (_, before))| (k, before)).collect());
+            result = result.and_then(|_| tree.apply_batch(batch));
         }
-        // Now sled has these values (or, after a failure, they are lost: the overlay must
-        // not keep showing them either).
+        // Now sled has these values (or, after a failure, they are lost: `refuse` puts the
+        // values from before them back in front of sled).
         let mut p = lock(&self.pending);
         let mut removed = 0;
         for q in &queued {
             for (k, _) in &q.writes {
-                if p.overlay[q.tree].get(k).is_some_and(|(seq, _)| *seq <= upto) {
+                if p.overlay[q.tree]
+                    .get(k)
+                    .is_some_and(|(seq, _)| *seq != PRE_IMAGE && *seq <= upto)
+                {
                     p.overlay[q.tree].remove(k);
                     removed += 1;
                 }
             }
         }
         self.overlay_keys.fetch_sub(removed, Ordering::SeqCst);
-        Some((upto, carried, result))
+        Some(Applied {
+            upto,
+            carried,
+            result,
+            pre_images,
+        })
     }
 
     /// Flushes sled and makes what it wrote stable.
     fn flush_and_sync(&self) -> std::result::Result<(), String> {
-        if self.broken.load(Ordering::SeqCst) {
-            return Err("an earlier sync failed; restart the server".into());
+        self.db
+            .flush()
+            .map_err(|e| format!("writing to the database files failed: {e}"))?;
+        #[cfg(test)]
+        if self.fail_syncs.load(Ordering::SeqCst) {
+            return Err("syncing the database files failed: injected by a test".into());
         }
-        self.db.flush().map_err(|e| e.to_string())?;
         if let Some(stable) = &self.stable {
-            if let Err(e) = lock(stable).sync() {
-                self.broken.store(true, Ordering::SeqCst);
-                return Err(format!("syncing the database files failed: {e}"));
-            }
+            lock(stable)
+                .sync()
+                .map_err(|e| format!("syncing the database files failed: {e}"))?;
         }
         Ok(())
     }
 
-    /// One cycle: apply what is queued, flush, sync, tell the waiters.
-    fn cycle(&self) {
-        let Some((upto, carried, applied)) = self.apply_queued() else {
-            return;
+    /// After a failed cycle (`why`): from now on the store takes no writes, and nothing of
+    /// that cycle or queued behind it is ever seen. Under the overlay's lock, in one step:
+    /// later batches are refused at queue time; the batches queued behind the cycle are
+    /// dropped with their overlay entries; and `pre_images`, per tree the values the
+    /// cycle's keys had before it (`None`: absent), are put in front of sled, which may
+    /// already show the cycle's values in memory. Then every waiter up to the last batch
+    /// queued is told that its write failed; reads go on, from what was durable.
+    fn refuse(&self, why: &str, pre_images: Vec<Vec<(Vec<u8>, Option<IVec>)>>) {
+        let reason = format!("{why}; the database takes no writes until the server is restarted");
+        let mut p = lock(&self.pending);
+        if p.refused.is_none() {
+            p.refused = Some(reason);
+        }
+        self.last_cycle_failed.store(true, Ordering::SeqCst);
+        p.queue.clear();
+        for overlay in &mut p.overlay {
+            overlay.retain(|_, (seq, _)| *seq == PRE_IMAGE);
+        }
+        for (overlay, images) in p.overlay.iter_mut().zip(pre_images) {
+            for (k, before) in images {
+                // a value from before an earlier failure is older still: keep it
+                overlay.entry(k).or_insert((PRE_IMAGE, before));
+            }
+        }
+        let keys = p.overlay.iter().map(BTreeMap::len).sum();
+        self.overlay_keys.store(keys, Ordering::SeqCst);
+        let last = p.last_seq;
+        drop(p);
+        self.flushed.send_modify(|f| f.failed_upto = f.failed_upto.max(last));
+    }
+
+    /// One cycle: apply what is queued, flush, sync, tell the waiters. `Err`: the cycle
+    /// failed (or the store took no writes any more); nothing it carried counts.
+    fn cycle(&self) -> Result<()> {
+        // held for the whole cycle: the pre-images of the next cycle must be read after
+        // this one's verdict (and a backup copies sled between whole cycles)
+        let _applying = lock(&self.applying);
+        if let Some(reason) = lock(&self.pending).refused.clone() {
+            // nothing can be queued any more; anything left was refused with the failure
+            return Err(StoreError::Unavailable(reason));
+        }
+        let Some(applied) = self.apply_queued() else {
+            return Ok(());
         };
         let syncing = std::time::Instant::now();
-        let result = applied.map_err(|e| e.to_string()).and_then(|_| self.flush_and_sync());
-        match &result {
+        let result = applied
+            .result
+            .map_err(|e| format!("writing to the database failed: {e}"))
+            .and_then(|_| self.flush_and_sync());
+        match result {
             Ok(()) => {
                 self.cycles.fetch_add(1, Ordering::Relaxed);
-                self.cycle_sizes.observe(carried as u64);
+                self.cycle_sizes.observe(applied.carried as u64);
                 let micros = u64::try_from(syncing.elapsed().as_micros()).unwrap_or(u64::MAX);
                 self.sync_micros.observe(micros);
                 self.last_cycle_failed.store(false, Ordering::SeqCst);
+                self.flushed.send_modify(|f| f.ok_upto = f.ok_upto.max(applied.upto));
+                Ok(())
             }
             Err(e) => {
-                self.last_cycle_failed.store(true, Ordering::SeqCst);
-                tracing::error!("writing to the database failed: {e}")
+                tracing::error!(
+                    "{e}: the {} writes of this cycle and any queued behind them are refused, \
+                     and from now on every write until a restart",
+                    applied.carried
+                );
+                self.refuse(&e, applied.pre_images);
+                Err(StoreError::NotDurable)
             }
         }
-        self.flushed.send_modify(|f| match result {
-            Ok(()) => f.ok_upto = f.ok_upto.max(upto),
-            Err(_) => f.failed_upto = f.failed_upto.max(upto),
-        });
     }
 
     /// A ticket for every batch queued so far.
@@ -329,6 +452,7 @@ impl Shared {
             upto,
             wrote,
             flushed: Some(self.flushed.subscribe()),
+            refused: None,
         }
     }
 
@@ -343,7 +467,8 @@ impl Shared {
                     return;
                 }
             }
-            self.cycle();
+            // a failure is logged and answered to the waiters by the cycle
+            let _ = self.cycle();
         }
     }
 }
@@ -358,6 +483,8 @@ pub(crate) struct Ticket {
     /// on batches queued before it, like a repeated idempotency key).
     wrote: bool,
     flushed: Option<watch::Receiver<Flushed>>,
+    /// The store took no writes: the batch was never queued (the reason).
+    refused: Option<String>,
 }
 
 impl Ticket {
@@ -367,6 +494,17 @@ impl Ticket {
             upto: 0,
             wrote: false,
             flushed: None,
+            refused: None,
+        }
+    }
+
+    /// A write the store refused to queue: waiting answers [`StoreError::Unavailable`].
+    fn refused(reason: String) -> Ticket {
+        Ticket {
+            upto: 0,
+            wrote: true,
+            flushed: None,
+            refused: Some(reason),
         }
     }
 
@@ -378,13 +516,18 @@ impl Ticket {
     /// the order they were queued).
     pub(crate) fn and(self, other: Ticket) -> Ticket {
         let wrote = self.wrote || other.wrote;
+        let refused = self.refused.clone().or_else(|| other.refused.clone());
         let mut later = if other.upto > self.upto { other } else { self };
         later.wrote = wrote;
+        later.refused = refused;
         later
     }
 
     /// Resolves once every batch up to this ticket's is on disk.
     pub(crate) async fn wait(self) -> Result<()> {
+        if let Some(reason) = self.refused {
+            return Err(StoreError::Unavailable(reason));
+        }
         let (upto, Some(mut rx)) = (self.upto, self.flushed) else {
             return Ok(());
         };
@@ -445,12 +588,15 @@ impl Writer {
 
     /// Applies, flushes and syncs everything queued, in the calling thread (shutdown, tools).
     pub(crate) fn flush_now(&self) -> Result<()> {
-        self.shared.cycle();
-        self.shared.flush_and_sync().map_err(|e| {
+        self.shared.cycle()?;
+        // also when nothing was queued (what sled keeps for itself, like its id generator)
+        let _applying = lock(&self.shared.applying);
+        if let Some(reason) = lock(&self.shared.pending).refused.clone() {
+            return Err(StoreError::Unavailable(reason));
+        }
+        if let Err(e) = self.shared.flush_and_sync() {
             tracing::error!("{e}");
-            StoreError::NotDurable
-        })?;
-        if self.shared.flushed.borrow().failed_upto > 0 {
+            self.shared.refuse(&e, Vec::new());
             return Err(StoreError::NotDurable);
         }
         Ok(())
@@ -479,8 +625,8 @@ impl Writer {
     /// nothing is acknowledged until a restart), and its latest cycle reached the disk.
     /// `Err` says why not.
     pub(crate) fn writable(&self) -> std::result::Result<(), String> {
-        if self.shared.broken.load(Ordering::SeqCst) {
-            return Err("a sync of the database files failed; restart the server".into());
+        if let Some(reason) = &lock(&self.shared.pending).refused {
+            return Err(reason.clone());
         }
         if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
             return Err("the database writer thread stopped".into());
@@ -495,7 +641,9 @@ impl Writer {
     /// [`Writer::writable`] says so). Only for tests of the health check and of what
     /// follows a failed sync: a real failed sync is hard to provoke on demand.
     pub(crate) fn simulate_sync_failure(&self) {
-        self.shared.broken.store(true, Ordering::SeqCst);
+        let _applying = lock(&self.shared.applying);
+        self.shared
+            .refuse("syncing the database files failed (simulated by a test)", Vec::new());
     }
 
     /// The cycles so far as histograms (metrics).
@@ -540,13 +688,16 @@ impl Frozen<'_> {
 
     /// Every record of the writer's tree `index`, with values whole (chunk records, which
     /// are how a value is stored and not records of their own, are left out).
+    ///
+    /// After a failed cycle, the values from before it replace what sled shows of it in
+    /// memory (a copy holds only what was durable); queued writes are never in it.
     pub(crate) fn records(&self, index: usize) -> impl Iterator<Item = Result<(Bytes, Bytes)>> + '_ {
         let tree = &self.shared.trees[index];
-        Whole {
-            iter: tree.range(..vec![chunks::CHUNK_PREFIX]),
-            tree: tree.clone(),
-        }
-        .map(|kv| kv.map_err(StoreError::from))
+        let end = [chunks::CHUNK_PREFIX];
+        let pre_images = self
+            .shared
+            .overlay_range(index, Bound::Unbounded, Bound::Excluded(&end[..]), true);
+        merge(tree, tree.range(..end.to_vec()), pre_images)
     }
 }
 
@@ -554,20 +705,32 @@ impl Frozen<'_> {
 #[derive(Default)]
 struct StoredBatch {
     batch: sled::Batch,
-    /// Chunk counts of the keys written earlier in this batch (sled does not have them yet).
-    counts: std::collections::HashMap<Vec<u8>, u32>,
+    /// Per key written in this batch: its chunk count as of the last write in the batch
+    /// (sled does not have it yet), and its value before the batch, whole (`None`: absent),
+    /// read anyway for the chunk count: the pre-image a failed cycle puts back.
+    seen: std::collections::HashMap<Vec<u8>, (u32, Option<IVec>)>,
 }
 
 impl StoredBatch {
     /// Adds the write of `key` (`None`: its removal), removing the chunks of the value it
     /// replaces beyond the new value's own.
     fn write(&mut self, tree: &sled::Tree, key: &[u8], value: Option<&[u8]>) -> sled::Result<()> {
-        let before = match self.counts.get(key) {
-            Some(n) => *n,
-            None => tree
-                .get(key)?
-                .and_then(|stored| chunks::manifest_len(&stored))
-                .map_or(0, chunks::count),
+        let before = match self.seen.get(key) {
+            Some((n, _)) => *n,
+            None => {
+                let stored = tree.get(key)?;
+                let n = stored
+                    .as_ref()
+                    .and_then(|v| chunks::manifest_len(v))
+                    .map_or(0, chunks::count);
+                // a chunked value's chunks are read now: the batch replaces them
+                let pre_image = match stored {
+                    Some(v) if n > 0 => whole(tree, key, v)?,
+                    other => other,
+                };
+                self.seen.insert(key.to_vec(), (n, pre_image));
+                n
+            }
         };
         let after = match value {
             Some(v) if chunks::needs_chunks(v) => {
@@ -589,7 +752,9 @@ impl StoredBatch {
         for i in after..before {
             self.batch.remove(chunks::chunk_key(key, i));
         }
-        self.counts.insert(key.to_vec(), after);
+        if let Some((n, _)) = self.seen.get_mut(key) {
+            *n = after;
+        }
         Ok(())
     }
 }
@@ -647,12 +812,16 @@ impl Tree {
 
     /// Queues `batch` (atomic: on disk all of it or none of it); the ticket resolves once it
     /// is on disk.
+    ///
+    /// When the store takes no writes (after a failed cycle), nothing is queued and no read
+    /// sees the batch: the ticket answers [`StoreError::Unavailable`] with the reason.
     pub(crate) fn apply_batch(&self, batch: Batch) -> Ticket {
-        let seq = self.shared.queue(self.index, batch);
-        if seq == 0 {
-            return Ticket::none();
+        match self.shared.queue(self.index, batch) {
+            Ok(0) => Ticket::none(),
+            Ok(seq) => self.shared.ticket(seq, true),
+            Err(StoreError::Unavailable(reason)) => Ticket::refused(reason),
+            Err(e) => Ticket::refused(e.to_string()),
         }
-        self.shared.ticket(seq, true)
     }
 
     pub(crate) fn insert(&self, key: impl AsRef<[u8]>, value: impl Into<IVec>) -> Ticket {
@@ -688,7 +857,9 @@ impl Tree {
             Some(end) => Bound::Excluded(end.as_slice()),
             None => Bound::Unbounded,
         };
-        let queued = self.shared.overlay_range(self.index, Bound::Included(prefix), to);
+        let queued = self
+            .shared
+            .overlay_range(self.index, Bound::Included(prefix), to, false);
         merge(&self.sled, self.sled.scan_prefix(prefix), queued)
     }
 
@@ -696,7 +867,7 @@ impl Tree {
     pub(crate) fn range_inclusive(&self, from: &[u8], to: &[u8]) -> Scan {
         let queued = self
             .shared
-            .overlay_range(self.index, Bound::Included(from), Bound::Included(to));
+            .overlay_range(self.index, Bound::Included(from), Bound::Included(to), false);
         merge(&self.sled, self.sled.range(from..=to), queued)
     }
 }
@@ -1008,5 +1179,138 @@ mod tests {
         let tree = db.open_tree("t").expect("tree");
         assert!(tree.get("acknowledged").expect("get").is_some());
         assert!(tree.get("queued at drop").expect("get").is_some());
+    }
+
+    /// Every record (the keys of these tests are text: below the chunk records' prefix).
+    /// (values over 40 bytes shown by their length and first byte).
+    fn all(tree: &Tree) -> Vec<(String, String)> {
+        let short = |(k, v): (String, String)| match v.len() {
+            0..=40 => (k, v),
+            n => (k, format!("{n} bytes from {:?}", v.as_bytes()[0])),
+        };
+        keys(tree.range_inclusive(b"", b"\x7f"))
+            .into_iter()
+            .map(short)
+            .collect()
+    }
+
+    /// A cycle whose syncs fail (sled's flush went through, so sled's memory already holds
+    /// its writes): none of its writes, nor of the batches queued behind it, is seen by any
+    /// later read (get, scans, a backup's copy), each of them fails, and from then on every
+    /// write is refused without being queued.
+    #[tokio::test]
+    async fn a_failed_cycle_is_never_seen_and_later_writes_are_refused() {
+        let (_db, shared, tree) = temporary();
+        let big_old: Vec<u8> = (0..3 * chunks::CHUNK + 5).map(|i| i as u8).collect();
+        tree.insert("a", "old");
+        tree.insert("big", big_old.clone());
+        tree.insert("gone", "old");
+        shared.cycle().expect("a good cycle");
+        let durable = all(&tree);
+        assert_eq!(durable.len(), 3);
+
+        let mut batch = Batch::default();
+        batch.insert("a", "new");
+        batch.insert("a", "newer");
+        batch.insert("big", vec![7u8; 2 * chunks::CHUNK]);
+        batch.remove("gone");
+        batch.insert("added", "new");
+        batch.insert("added big", vec![9u8; 5 * chunks::CHUNK]);
+        let failing = tree.apply_batch(batch);
+        let behind_ticket = tree.insert("behind", "queued behind the failing cycle");
+        // the writer takes only the first batch; the second is queued behind it
+        let behind = lock(&shared.pending).queue.split_off(1);
+        assert_eq!(
+            tree.get("a").expect("get").as_deref(),
+            Some(&b"newer"[..]),
+            "queued: seen"
+        );
+
+        shared.fail_syncs.store(true, Ordering::SeqCst);
+        assert!(matches!(shared.cycle(), Err(StoreError::NotDurable)));
+        // (the second batch was still queued when the cycle failed: in the overlay, and
+        // numbered below the last batch queued)
+        drop(behind);
+        // sled's memory has the failed cycle's values (why they must be hidden)
+        assert_eq!(tree.sled.get("a").expect("get").as_deref(), Some(&b"newer"[..]));
+        assert!(tree.sled.get("added").expect("get").is_some());
+
+        assert!(matches!(failing.wait().await, Err(StoreError::NotDurable)));
+        assert!(matches!(behind_ticket.wait().await, Err(StoreError::NotDurable)));
+        assert_eq!(all(&tree), durable, "reads show only what was durable");
+        assert_eq!(tree.get("a").expect("get").as_deref(), Some(&b"old"[..]));
+        assert_eq!(tree.get("big").expect("get").as_deref(), Some(&big_old[..]));
+        assert_eq!(tree.get("gone").expect("get").as_deref(), Some(&b"old"[..]));
+        assert!(!tree.contains_key("added").expect("get"));
+        assert!(!tree.contains_key("added big").expect("get"));
+        assert!(!tree.contains_key("behind").expect("get"));
+        let ranged: Vec<(IVec, IVec)> = tree.range_inclusive(b"a", b"c").map(|kv| kv.expect("scan")).collect();
+        assert_eq!(ranged.len(), 2);
+        assert_eq!(
+            (ranged[0].1.as_ref(), ranged[1].1.as_ref()),
+            (&b"old"[..], &big_old[..])
+        );
+        let frozen = Frozen { shared: &shared };
+        let copied: Vec<(IVec, IVec)> = frozen.records(0).map(|kv| kv.expect("record")).collect();
+        let copied: Vec<Vec<u8>> = copied.into_iter().map(|(k, _)| k.to_vec()).collect();
+        assert_eq!(
+            copied,
+            vec![b"a".to_vec(), b"big".to_vec(), b"gone".to_vec()],
+            "a backup copies what was durable"
+        );
+
+        // later writes are refused before they are queued, with the reason
+        let overlay_before = shared.overlay_keys.load(Ordering::SeqCst);
+        let refused = tree.insert("later", "refused");
+        assert!(refused.wrote());
+        assert!(!tree.contains_key("later").expect("get"));
+        assert_eq!(shared.overlay_keys.load(Ordering::SeqCst), overlay_before);
+        assert!(lock(&shared.pending).queue.is_empty());
+        match refused.wait().await {
+            Err(StoreError::Unavailable(why)) => assert!(why.contains("syncing"), "{why}"),
+            other => panic!("not refused: {other:?}"),
+        }
+        // joined with a good receipt, still refused
+        let joined = Ticket::none().and(tree.remove("a"));
+        assert!(matches!(joined.wait().await, Err(StoreError::Unavailable(_))));
+        assert_eq!(tree.get("a").expect("get").as_deref(), Some(&b"old"[..]));
+        // the writer does no more cycles, even once the disk is fine again
+        shared.fail_syncs.store(false, Ordering::SeqCst);
+        assert!(matches!(shared.cycle(), Err(StoreError::Unavailable(_))));
+        assert_eq!(all(&tree), durable);
+        assert_eq!(shared.flushed.borrow().ok_upto, 3);
+    }
+
+    /// The same with the real writer thread and files: the failed write is not there after
+    /// a restart either, the acknowledged ones are, and the writer says why it is not
+    /// writable.
+    #[tokio::test]
+    async fn after_a_failed_sync_the_writer_refuses_and_a_restart_has_the_acknowledged_writes() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        {
+            let db = sled::Config::new().path(dir.path()).open().expect("open");
+            let writer = Writer::start(db.clone(), vec![db.open_tree("t").expect("tree")], dir.path()).expect("writer");
+            let tree = writer.tree(0);
+            tree.insert("acknowledged", "yes").wait().await.expect("durable");
+            assert!(writer.writable().is_ok());
+            writer.shared.fail_syncs.store(true, Ordering::SeqCst);
+            let failed = tree.insert("failed", "no");
+            assert!(matches!(failed.wait().await, Err(StoreError::NotDurable)));
+            assert!(tree.get("failed").expect("get").is_none());
+            let why = writer.writable().expect_err("not writable");
+            assert!(why.contains("syncing the database files failed"), "{why}");
+            writer.shared.fail_syncs.store(false, Ordering::SeqCst);
+            let refused = tree.insert("refused", "no");
+            assert!(matches!(refused.wait().await, Err(StoreError::Unavailable(_))));
+            assert!(matches!(writer.flush_now(), Err(StoreError::Unavailable(_))));
+            assert_eq!(tree.get("acknowledged").expect("get").as_deref(), Some(&b"yes"[..]));
+            assert_eq!(writer.stats().batches, 1);
+        }
+        // ("failed" may be there: its flush reached the files, only the sync failed; what
+        // a failed sync leaves on disk is unknown, docs/durability.md)
+        let db = sled::Config::new().path(dir.path()).open().expect("reopen");
+        let tree = db.open_tree("t").expect("tree");
+        assert!(tree.get("acknowledged").expect("get").is_some());
+        assert!(tree.get("refused").expect("get").is_none());
     }
 }

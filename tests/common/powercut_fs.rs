@@ -35,6 +35,13 @@
 //! durable tree. [`Image::materialise`] writes that tree into a real directory: the disk as
 //! a restarted machine would find it.
 //!
+//! [`PowerCutFs::fail`] throws a switch that makes the disk fail without a cut: while it
+//! is thrown, [`Failure::Full`] answers every operation that needs space (a write, a
+//! creation, growing a file) and every sync with `ENOSPC`, as a full disk does, and
+//! [`Failure::Syncs`] answers only `fsync`/`fdatasync` (files and directories) with `EIO`,
+//! as a failing drive does after the writes went into the page cache. Reads, listings,
+//! removals and renames keep working. Throwing it back makes the disk healthy again.
+//!
 //! # Simplifications (each documented in docs/durability.md too)
 //!
 //! - Everything present when the file system is mounted (the initial image) is durable.
@@ -196,6 +203,25 @@ pub struct Stats {
     pub dir_fsyncs: u64,
     /// Operations that arrived after the cut (answered `EIO`).
     pub after_cut: u64,
+    /// Operations failed by the switch of [`PowerCutFs::fail`].
+    pub failed: u64,
+}
+
+/// How the disk fails while the switch of [`PowerCutFs::fail`] is thrown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// A full disk: what needs space (writes, creations, growing a file) and every sync
+    /// fail with `ENOSPC`.
+    Full,
+    /// A failing drive: every `fsync`/`fdatasync` fails with `EIO`; writes go through.
+    Syncs,
+}
+
+/// What an operation asks of the disk, for the switch.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    Space,
+    Sync,
 }
 
 struct State {
@@ -204,10 +230,23 @@ struct State {
     nodes: Vec<Node>,
     /// Set by the cut: every operation after it fails.
     dead: bool,
+    /// The switch of [`PowerCutFs::fail`].
+    failing: Option<Failure>,
     stats: Stats,
 }
 
 impl State {
+    /// `Err` when the switch makes an operation that `needs` this fail.
+    fn disk(&mut self, needs: Needs) -> Result<(), Errno> {
+        let errno = match (self.failing, needs) {
+            (Some(Failure::Full), _) => Errno::ENOSPC,
+            (Some(Failure::Syncs), Needs::Sync) => Errno::EIO,
+            _ => return Ok(()),
+        };
+        self.stats.failed += 1;
+        Err(errno)
+    }
+
     fn node(&self, ino: u64) -> Result<&Node, Errno> {
         self.nodes.get((ino as usize).wrapping_sub(1)).ok_or(Errno::ENOENT)
     }
@@ -567,6 +606,9 @@ impl Filesystem for Fs {
     ) {
         match self.with(|s| {
             if let Some(size) = size {
+                if size > s.attr(ino.0)?.size {
+                    s.disk(Needs::Space)?;
+                }
                 s.file_mut(ino.0)?.set_len(size);
             }
             let node = s.node_mut(ino.0)?;
@@ -602,6 +644,7 @@ impl Filesystem for Fs {
             return reply.error(Errno::EPERM);
         }
         match self.with(|s| {
+            s.disk(Needs::Space)?;
             let ino = s.create(req, parent.0, name, mode, umask)?;
             s.attr(ino)
         }) {
@@ -612,6 +655,7 @@ impl Filesystem for Fs {
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         match self.with(|s| {
+            s.disk(Needs::Space)?;
             let ino = s.create(req, parent.0, name, libc::S_IFDIR | mode, umask)?;
             s.attr(ino)
         }) {
@@ -652,6 +696,7 @@ impl Filesystem for Fs {
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         match self.with(|s| {
+            s.disk(Needs::Space)?;
             if s.is_dir(ino.0)? {
                 return Err(Errno::EPERM);
             }
@@ -696,6 +741,7 @@ impl Filesystem for Fs {
             return reply.error(Errno::EPERM);
         }
         match self.with(|s| {
+            s.disk(Needs::Space)?;
             let ino = s.create(req, parent.0, name, mode, umask)?;
             s.attr(ino)
         }) {
@@ -737,6 +783,7 @@ impl Filesystem for Fs {
         reply: ReplyWrite,
     ) {
         match self.with(|s| {
+            s.disk(Needs::Space)?;
             s.file_mut(ino.0)?.write(offset, data);
             s.stats.writes += 1;
             s.stats.bytes_written += data.len() as u64;
@@ -760,6 +807,7 @@ impl Filesystem for Fs {
 
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         match self.with(|s| {
+            s.disk(Needs::Sync)?;
             s.sync(ino.0)?;
             if datasync {
                 s.stats.fdatasyncs += 1;
@@ -807,6 +855,7 @@ impl Filesystem for Fs {
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match self.with(|s| {
+            s.disk(Needs::Sync)?;
             s.sync(ino.0)?;
             s.stats.dir_fsyncs += 1;
             Ok(())
@@ -817,16 +866,13 @@ impl Filesystem for Fs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        reply.statfs(
-            1 << 24,
-            1 << 23,
-            1 << 23,
-            1 << 20,
-            1 << 19,
-            PAGE as u32,
-            255,
-            PAGE as u32,
-        );
+        // a full disk has no free blocks
+        let free = if lock(&self.state).failing == Some(Failure::Full) {
+            0
+        } else {
+            1 << 23
+        };
+        reply.statfs(1 << 24, free, free, 1 << 20, 1 << 19, PAGE as u32, 255, PAGE as u32);
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
@@ -844,6 +890,9 @@ impl Filesystem for Fs {
         reply: ReplyEmpty,
     ) {
         match self.with(|s| {
+            if mode & libc::FALLOC_FL_PUNCH_HOLE == 0 {
+                s.disk(Needs::Space)?;
+            }
             let content = s.file_mut(ino.0)?;
             if mode & libc::FALLOC_FL_PUNCH_HOLE != 0 {
                 content.zero(offset, length);
@@ -876,6 +925,7 @@ impl PowerCutFs {
         let mut state = State {
             nodes: Vec::new(),
             dead: false,
+            failing: None,
             stats: Stats::default(),
         };
         let root = state.add_node(
@@ -914,6 +964,19 @@ impl PowerCutFs {
 
     pub fn stats(&self) -> Stats {
         lock(&self.state).stats
+    }
+
+    /// Throws the switch: from now on the disk fails as `failure` says (`None`: it is
+    /// healthy again). Takes effect for the next operation.
+    pub fn fail(&self, failure: Option<Failure>) {
+        lock(&self.state).failing = failure;
+    }
+
+    /// The tree as programs see it now (the disk of a restart that had no power cut).
+    pub fn visible(&self) -> Image {
+        Image {
+            entries: lock(&self.state).tree(false),
+        }
     }
 
     /// The power cut. In one critical section that no file system operation can interleave
