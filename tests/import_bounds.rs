@@ -41,7 +41,8 @@ fn items(series: u128, n: usize, last: Option<uuid::Uuid>) -> Vec<u8> {
 }
 
 fn inbox_part(items: &[u8]) -> Vec<u8> {
-    let mut out = br#"{"format":"pigeonhole-inbox-export","version":1,"username":"x","access-keys":[],"items":["#.to_vec();
+    let mut out =
+        br#"{"format":"pigeonhole-inbox-export","version":1,"username":"x","access-keys":[],"items":["#.to_vec();
     out.extend_from_slice(items);
     out.extend_from_slice(b"]}");
     out
@@ -183,8 +184,119 @@ async fn the_command_stores_nothing_when_the_last_item_belongs_to_another_accoun
     s.stop().await;
 }
 
+/// A proxy in front of `upstream` (`host:port`) that answers the `fail`-th import request
+/// that is not a check (counted from 1) with a 500 of its own, and forwards everything else:
+/// one request per connection (`Connection: close`). Answers its address.
+async fn failing_proxy(upstream: String, fail: usize) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let imports = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                return;
+            };
+            let (upstream, imports) = (upstream.clone(), imports.clone());
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = vec![0u8; 1 << 16];
+                let (head_end, length) = loop {
+                    let n = client.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    if let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+                        let length = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                        break (end + 4, length);
+                    }
+                };
+                while request.len() < head_end + length {
+                    let n = client.read(&mut buf).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                }
+                let head = String::from_utf8_lossy(&request[..head_end]).into_owned();
+                let body = &request[head_end..];
+                let is_write =
+                    head.starts_with("POST /account/import ") && !body.windows(14).any(|w| w == b"\"dry-run\":true");
+                if is_write && imports.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == fail {
+                    let answer = r#"{"error":"injected failure"}"#;
+                    let response = format!(
+                        "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    let _ = client.write_all(response.as_bytes()).await;
+                    return;
+                }
+                let head = head.replacen("\r\n", "\r\nConnection: close\r\n", 1);
+                let mut server = tokio::net::TcpStream::connect(&upstream).await.unwrap();
+                server.write_all(head.as_bytes()).await.unwrap();
+                server.write_all(body).await.unwrap();
+                let mut response = Vec::new();
+                let _ = server.read_to_end(&mut response).await;
+                let _ = client.write_all(&response).await;
+            });
+        }
+    });
+    addr
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn when_a_piece_fails_the_command_says_what_was_stored_and_a_second_run_completes_it() {
+    let s = Server::start().await;
+    let home = tempfile::tempdir().unwrap();
+    set_up(&s, home.path(), "carol").await;
+    let file = home.path().join("carol.json");
+    export_file(&file, &items(1, TWO_PIECES, None));
+    // the client talks to the inbox through a proxy that fails the second piece stored
+    let settings = home.path().join("pigeonhole/client.toml");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    let inbox = s.api.url("");
+    let proxy = failing_proxy(inbox.trim_start_matches("http://").trim_end_matches('/').to_owned(), 2).await;
+    std::fs::write(
+        &settings,
+        text.replace(inbox.trim_end_matches('/'), &format!("http://{proxy}")),
+    )
+    .unwrap();
+    let out = run(home.path(), &["import", file.to_str().unwrap()]).await;
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let carol = s.login_ok("carol", "correct horse battery staple").await;
+    let stored = s.size(&carol).await;
+    assert!(stored > 0 && stored < TWO_PIECES as u64, "{stored}: {said}");
+    assert!(
+        said.contains("piece 2 of 2 of the inbox part failed: injected failure"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "stored before it: 1 of 2 inbox pieces ({stored} entries: {stored} new), 0 of 1 scheduler pieces"
+        )),
+        "{said}"
+    );
+    assert!(said.contains("Importing the same file again stores the rest"), "{said}");
+    // the second run (without the proxy) stores the rest and keeps what is there
+    std::fs::write(&settings, &text).unwrap();
+    let said = succeeded(&run(home.path(), &["import", file.to_str().unwrap()]).await);
+    let rest = TWO_PIECES as u64 - stored;
+    assert!(
+        said.contains(&format!("imported {rest} inbox items ({stored} were there)")),
+        "{said}"
+    );
+    assert_eq!(s.size(&carol).await, TWO_PIECES as u64);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_command_checks_the_free_item_limit_over_all_pieces_before_storing_any() {
     // each piece alone is within the free limit, both together are not
     let s = Server::start_paid(35_000).await;
     let home = tempfile::tempdir().unwrap();
@@ -194,26 +306,13 @@ async fn when_a_piece_fails_the_command_says_what_was_stored_and_a_second_run_co
     let out = run(home.path(), &["import", file.to_str().unwrap()]).await;
     let said = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("piece 2 of its part")
+            && said.contains("free item limit")
+            && said.contains("nothing was imported"),
+        "{said}"
+    );
     let carol = s.login_ok("carol", "correct horse battery staple").await;
-    let stored = s.size(&carol).await;
-    assert!(stored > 0 && stored < TWO_PIECES as u64, "{stored}");
-    assert!(said.contains("piece 2 of 2 of the inbox part failed"), "{said}");
-    assert!(said.contains("free item limit"), "{said}");
-    assert!(
-        said.contains(&format!("stored before it: 1 of 2 inbox pieces ({stored} entries: {stored} new)")),
-        "{said}"
-    );
-    assert!(said.contains("Importing the same file again stores the rest"), "{said}");
-    // within the limit: the second run stores the rest and keeps what is there
-    let unlimited = s.restart_with(|settings| settings.max_items_free = 1_000_000).await;
-    set_up(&unlimited, home.path(), "carol").await;
-    let said = succeeded(&run(home.path(), &["import", file.to_str().unwrap()]).await);
-    let rest = TWO_PIECES as u64 - stored;
-    assert!(
-        said.contains(&format!("imported {rest} inbox items ({stored} were there)")),
-        "{said}"
-    );
-    let carol = unlimited.login_ok("carol", "correct horse battery staple").await;
-    assert_eq!(unlimited.size(&carol).await, TWO_PIECES as u64);
-    unlimited.stop().await;
+    assert_eq!(s.size(&carol).await, 0);
+    s.stop().await;
 }

@@ -361,13 +361,21 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
     // 1. every piece is checked (rules, ownership of every id, the item limit per piece)
     // before anything is stored
     let mut planned = [0usize; 2];
+    // per part: what the pieces checked so far bring that is new and limited (inbox items,
+    // scheduled items), counted against the free item limit with each next piece
+    let mut new_before = [0u64; 2];
     let (mut rx, cutting) = pieces(&args.file, true);
     let mut refused = None;
     while let Some(piece) = rx.recv().await {
         planned[piece.part] += 1;
         let service = services[piece.part];
-        let answer = service.post_bytes("/account/import", piece.body).await?;
-        if !answer.status.is_success() {
+        let mut body = format!("{{\"new-before\":{},", new_before[piece.part]).into_bytes();
+        body.extend_from_slice(piece.body.get(1..).unwrap_or_default());
+        let answer = service.post_bytes("/account/import", body).await?;
+        if answer.status.is_success() {
+            let counted = ["items-new", "scheduled-new"][piece.part];
+            new_before[piece.part] += answer.json()?[counted].as_u64().unwrap_or(0);
+        } else {
             refused = Some(format!(
                 "{file}: the {} service refused piece {} of its part: {}; nothing was imported",
                 service.name,

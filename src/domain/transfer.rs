@@ -85,6 +85,9 @@ pub struct InboxHead {
     pub keys_to_recreate: Vec<Value>,
     /// Check only: store nothing (the CLI checks every part before it imports any).
     pub dry_run: bool,
+    /// With `dry_run`: how many new items the pieces before this one bring (`"new-before"`),
+    /// counted against the item limit with this piece's.
+    pub new_before: u64,
 }
 
 /// Reads the inbox part of an export from `body` (an import request's body) one item at a
@@ -108,6 +111,7 @@ pub fn read_inbox_import<E>(
     Ok(InboxHead {
         keys_to_recreate: fields.keys,
         dry_run: fields.dry_run,
+        new_before: fields.new_before,
     })
 }
 
@@ -224,6 +228,8 @@ pub struct SchedulerHead {
     pub settings: Option<TimeZoneSetting>,
     pub keys_to_recreate: Vec<Value>,
     pub dry_run: bool,
+    /// As in [`InboxHead::new_before`], for scheduled items.
+    pub new_before: u64,
 }
 
 /// The lists of a scheduler part, in the order of [`SchedulerEntry`]'s kinds.
@@ -339,6 +345,7 @@ pub fn read_scheduler_import<E>(
         settings,
         keys_to_recreate: fields.keys,
         dry_run: fields.dry_run,
+        new_before: fields.new_before,
     })
 }
 
@@ -374,6 +381,7 @@ mod stream {
         pub format: Option<Value>,
         pub version: Option<Value>,
         pub dry_run: bool,
+        pub new_before: u64,
         pub settings: Option<Value>,
         pub keys: Vec<Value>,
     }
@@ -454,7 +462,8 @@ mod stream {
             let mut fields = Fields::default();
             let mut seen: Vec<String> = Vec::new();
             while let Some(key) = map.next_key::<String>()? {
-                let known = ["format", "version", "dry-run", "settings", "access-keys"].contains(&key.as_str())
+                let known = ["format", "version", "dry-run", "new-before", "settings", "access-keys"]
+                    .contains(&key.as_str())
                     || self.lists.contains(&key.as_str());
                 if known {
                     if seen.contains(&key) {
@@ -469,6 +478,12 @@ mod stream {
                     "format" => fields.format = Some(map.next_value_seed(small())?),
                     "version" => fields.version = Some(map.next_value_seed(small())?),
                     "dry-run" => fields.dry_run = map.next_value_seed(small())?.as_bool().unwrap_or(false),
+                    "new-before" => {
+                        let n = map.next_value_seed(small())?;
+                        fields.new_before = n
+                            .as_u64()
+                            .ok_or_else(|| de::Error::custom("\"new-before\" must be a count"))?;
+                    }
                     "settings" => fields.settings = Some(map.next_value_seed(small())?),
                     "access-keys" => {
                         let keys = &mut fields.keys;

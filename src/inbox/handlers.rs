@@ -167,7 +167,7 @@ impl Inbox {
                 transfer::ReadError::Stopped(never) => match never {},
             })?;
             if head.dry_run {
-                let outcome = store.check_import(account, &ids, cap)?;
+                let outcome = store.check_import(account, &ids, cap, head.new_before)?;
                 return Ok((head, ids.len(), outcome));
             }
             let wait = |w: Written<()>| runtime.block_on(w.durable());

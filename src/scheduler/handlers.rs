@@ -282,7 +282,7 @@ impl Scheduler {
                 ReadError::Stopped(never) => match never {},
             })?;
             if head.dry_run {
-                let outcome = store.check_import(account, &ids, cap)?;
+                let outcome = store.check_import(account, &ids, cap, head.new_before)?;
                 return Ok((head, outcome));
             }
             let due_of =

@@ -205,9 +205,17 @@ impl InboxStore {
     }
 
     /// What importing items of these `ids` would do now, without writing anything (the
-    /// checks of [`InboxStore::import_items`]).
-    pub fn check_import(&self, account: Uuid, ids: &[Uuid], max_items: Option<u64>) -> Result<ImportOutcome> {
+    /// checks of [`InboxStore::import_items`]), after `new_before` new items of earlier
+    /// pieces of the same import (counted against `max_items` too).
+    pub fn check_import(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        new_before: u64,
+    ) -> Result<ImportOutcome> {
         let _guard = self.accounts.lock(account);
+        let max_items = max_items.map(|max| max.saturating_sub(new_before));
         Ok(match self.import_plan(account, ids, max_items)? {
             Ok((new, skipped, _)) => ImportOutcome::Imported {
                 added: new.len(),

@@ -141,9 +141,17 @@ impl SchedulerStore {
         }))
     }
 
-    /// What importing entries of these `ids` would do now, without writing anything.
-    pub fn check_import(&self, account: Uuid, ids: &ImportIds, cap: Option<u64>) -> Result<ImportOutcome> {
+    /// What importing entries of these `ids` would do now, without writing anything, after
+    /// `new_before` new scheduled items of earlier pieces of the same import.
+    pub fn check_import(
+        &self,
+        account: Uuid,
+        ids: &ImportIds,
+        cap: Option<u64>,
+        new_before: u64,
+    ) -> Result<ImportOutcome> {
         let _guard = self.accounts.lock(account);
+        let cap = cap.map(|cap| cap.saturating_sub(new_before));
         Ok(match self.import_plan(account, ids, cap)? {
             Ok(plan) => ImportOutcome::Imported(plan.done),
             Err(refused) => refused,
