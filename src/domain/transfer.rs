@@ -673,3 +673,123 @@ mod stream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(n: u128) -> Value {
+        json!({"id": Uuid::from_u128(n), "created": "2024-01-01T00:00:00Z", "contents": {"type": "text", "data": "aGk="}})
+    }
+
+    fn read(body: &Value) -> Result<(InboxHead, Vec<Uuid>), ReadError<()>> {
+        let mut ids = Vec::new();
+        let head = read_inbox_import(body.to_string().as_bytes(), |i| {
+            ids.push(i.id);
+            Ok(())
+        })?;
+        Ok((head, ids))
+    }
+
+    fn invalid(r: Result<(InboxHead, Vec<Uuid>), ReadError<()>>) -> String {
+        match r {
+            Err(ReadError::Invalid(e)) => e.message,
+            other => panic!("expected an invalid import, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn items_are_handed_over_one_at_a_time_in_order_whatever_the_order_of_the_fields() {
+        // the lists may come before the format (keys sorted: "access-keys", "format", "items" …)
+        let body = r#"{"items": [ITEMS], "access-keys": [{"name": "phone", "permissions": ["PermitAdd"]}],
+                       "unknown": {"deep": [1, 2, {"x": null}]}, "dry-run": true,
+                       "format": "pigeonhole-inbox-export", "version": 1}"#
+            .replace("ITEMS", &format!("{},{}", item(1), item(2)));
+        let mut ids = Vec::new();
+        let head = read_inbox_import(body.as_bytes(), |i| {
+            ids.push(i.id);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(ids, vec![Uuid::from_u128(1), Uuid::from_u128(2)]);
+        assert!(head.dry_run);
+        assert_eq!(
+            head.keys_to_recreate,
+            vec![json!({"name": "phone", "permissions": ["PermitAdd"]})]
+        );
+    }
+
+    #[test]
+    fn a_bad_import_is_an_error_naming_what_is_wrong() {
+        let good = json!({"format": INBOX_FORMAT, "version": 1, "items": [item(1)]});
+        assert!(read(&good).is_ok());
+        // the format is checked first, even when it comes after items that break rules
+        let other = json!({"items": [{"id": 3}], "format": SCHEDULER_FORMAT, "version": 1});
+        assert!(invalid(read(&other)).contains("not an export of this service"));
+        let mut v = good.clone();
+        v["version"] = json!(2);
+        assert!(invalid(read(&v)).contains("unsupported export version"));
+        let mut v = good.clone();
+        v["items"] = json!([item(1), {"id": "nope"}]);
+        assert!(invalid(read(&v)).starts_with("items[1]: "), "{}", invalid(read(&v)));
+        let mut v = good.clone();
+        v["items"] = json!("many");
+        assert!(invalid(read(&v)).contains("\"items\" as a list"));
+        let twice = format!(r#"{{"format": "{INBOX_FORMAT}", "version": 1, "items": [], "items": []}}"#);
+        let r = read_inbox_import(twice.as_bytes(), |_| Ok::<(), ()>(()));
+        assert!(matches!(r, Err(ReadError::Invalid(e)) if e.message.contains("there twice")));
+        assert!(invalid(read(&json!([1]))).contains("invalid request body"));
+        let trailing = format!(r#"{{"format": "{INBOX_FORMAT}", "version": 1}} {{}}"#);
+        assert!(read_inbox_import(trailing.as_bytes(), |_| Ok::<(), ()>(())).is_err());
+    }
+
+    #[test]
+    fn elements_and_key_lists_are_bounded() {
+        let mut v = json!({"format": INBOX_FORMAT, "version": 1});
+        v["items"] = json!([{"id": Uuid::from_u128(1), "junk": vec![0; MAX_ELEMENT_VALUES]}]);
+        assert!(invalid(read(&v)).contains("at most 65536 JSON values"));
+        let key = json!({"name": "k", "permissions": []});
+        v["items"] = json!([]);
+        v["access-keys"] = Value::Array(vec![key; MAX_ACCESS_KEYS + 1]);
+        assert!(invalid(read(&v)).contains("at most 1000 access keys"));
+    }
+
+    #[test]
+    fn an_error_of_the_caller_stops_the_reading_and_is_handed_back() {
+        let v = json!({"format": INBOX_FORMAT, "version": 1, "items": [item(1), item(2), item(3)]});
+        let mut seen = 0;
+        let r = read_inbox_import(v.to_string().as_bytes(), |_| {
+            seen += 1;
+            if seen == 2 {
+                Err("full")
+            } else {
+                Ok(())
+            }
+        });
+        assert!(matches!(r, Err(ReadError::Stopped("full"))));
+        assert_eq!(seen, 2);
+    }
+
+    #[test]
+    fn a_scheduler_import_hands_over_each_kind_and_reads_its_settings() {
+        let owner = Uuid::from_u128(99);
+        let v = json!({
+            "format": SCHEDULER_FORMAT, "version": 1,
+            "triggers": [{"uuid": Uuid::from_u128(5), "created": "2024-01-01T00:00:00Z", "type": "email", "address": "a@example.org"}],
+            "settings": null,
+        });
+        let mut got = Vec::new();
+        let head = read_scheduler_import(v.to_string().as_bytes(), owner, |e| {
+            got.push(e);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert!(head.settings.is_none());
+        assert!(matches!(&got[..], [SchedulerEntry::Trigger(t)] if t.owner == owner
+            && matches!(t.kind, TriggerKind::Email { verified: false, .. })));
+        let mut bad = v.clone();
+        bad["scheduled"] = json!([{"id": Uuid::from_u128(6)}]);
+        let r = read_scheduler_import(bad.to_string().as_bytes(), owner, |_| Ok::<(), ()>(()));
+        assert!(matches!(r, Err(ReadError::Invalid(e)) if e.message.starts_with("scheduled[0]: ")));
+    }
+}
