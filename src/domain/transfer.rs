@@ -72,10 +72,10 @@ fn parse_inbox_item(item: &Value, at: &str) -> Result<InboxItem, DomainError> {
         .ok_or_else(|| bad(format!("{at}: \"contents\" must be {{\"type\", \"data\"}}")))?;
     let (kind, data) = contents.validate().map_err(|e| bad(format!("{at}: {e}")))?;
     Ok(InboxItem {
-        id: uuid_at(item, "id", &at)?,
+        id: uuid_at(item, "id", at)?,
         kind,
         data,
-        created: time_at(item, "created", &at)?,
+        created: time_at(item, "created", at)?,
     })
 }
 
