@@ -8,7 +8,7 @@
 //! holds the account's lock throughout, so that no other write of the account comes between
 //! two batches.
 
-use super::writer::{Batch, Tree};
+use super::writer::{Batch, Bytes, Tree};
 use super::{Result, Written};
 
 /// The most writes of one batch of an import.
@@ -38,7 +38,7 @@ impl<'a> Batches<'a> {
         }
     }
 
-    pub(crate) fn insert(&mut self, key: impl AsRef<[u8]>, value: impl Into<sled::IVec>) {
+    pub(crate) fn insert(&mut self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) {
         self.batch.insert(key, value);
         self.writes += 1;
     }
