@@ -92,6 +92,25 @@ impl Service {
         Ok(Answer { status, body, headers })
     }
 
+    /// Sends `POST path` with `body`, bytes of JSON; any answer is returned.
+    pub async fn post_bytes(&self, path: &str, body: Vec<u8>) -> Result<Answer, String> {
+        let response = self
+            .request(Method::POST, path)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach the {} service at {}: {e}", self.name, self.base))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| format!("the {} service broke off its answer: {e}", self.name))?
+            .to_vec();
+        Ok(Answer { status, body, headers })
+    }
+
     /// Like [`Service::call`], but anything other than a 2xx answer is an error naming
     /// what was asked and the server's reason.
     pub async fn ok(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, String> {

@@ -40,6 +40,31 @@ impl PublicBodies {
     }
 }
 
+/// How many account imports run at once in the process (both services together): each
+/// holds its body (within the cap) and the import's working memory (docs/backup.md); more
+/// wait their turn, with their bodies read.
+pub const IMPORTS_AT_ONCE: usize = 1;
+
+static IMPORT_TURNS: Semaphore = Semaphore::const_new(IMPORTS_AT_ONCE);
+
+/// A turn to run an account import, held until the import is done.
+pub async fn import_turn() -> Result<tokio::sync::SemaphorePermit<'static>, ApiError> {
+    IMPORT_TURNS
+        .acquire()
+        .await
+        .map_err(|_| ApiError::internal("the server is shutting down"))
+}
+
+/// The body of an import: JSON, a JSON object (read by the import itself, a piece at a
+/// time).
+pub fn json_object(request: &super::Request) -> Result<Bytes, ApiError> {
+    request.require_json()?;
+    if request.body.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request("the request body must be a JSON object"));
+    }
+    Ok(request.body.clone())
+}
+
 pub fn too_large(limit: u64) -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,

@@ -14,6 +14,7 @@ use crate::domain::wire::{self, Timestamp};
 use crate::http::{app, path_uuid, ApiError, Head, Reply, Request};
 use crate::payments;
 use crate::store::inbox::{AddOutcome, ImportOutcome};
+use crate::store::{StoreError, Written};
 use serde_json::{json, Value};
 
 impl Inbox {
@@ -139,24 +140,64 @@ impl Inbox {
 
     /// `POST /account/import`: the items of an export that the account does not have yet,
     /// all or nothing; access keys are listed to be recreated (their secrets are not in an
-    /// export).
+    /// export). The body is read twice, an item at a time: first every item is checked and
+    /// its id kept, then the ids are checked against the store (ownership, the item limit),
+    /// and only then are the items read again and written, in bounded batches (one import at
+    /// a time in the process). `"dry-run": true` stops after the checks.
     async fn import(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
-        let import = transfer::parse_inbox_import(&request.json::<Value>()?)?;
-        let to_recreate = import.keys_to_recreate;
-        if import.dry_run {
-            return Ok(Reply::json(&json!({"checked": true, "items": import.items.len()})));
-        }
+        let body = crate::http::body::json_object(request)?;
+        let _turn = crate::http::body::import_turn().await?;
         let cap = self
             .ctx
             .payments
             .cap_of(&self.ctx.store.inbox.accounts, &who.account)
             .await?;
-        let done = self.ctx.store.inbox.import_items(who.account.id, &import.items, cap)?;
-        match done.durable().await? {
+        let ctx = self.ctx.clone();
+        let account = who.account.id;
+        let runtime = tokio::runtime::Handle::current();
+        let work = move || -> Result<(transfer::InboxHead, usize, ImportOutcome), ApiError> {
+            let store = &ctx.store.inbox;
+            let mut ids = Vec::new();
+            let head = transfer::read_inbox_import(&body, |item| {
+                ids.push(item.id);
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .map_err(|e| match e {
+                transfer::ReadError::Invalid(e) => ApiError::from(e),
+                transfer::ReadError::Stopped(never) => match never {},
+            })?;
+            if head.dry_run {
+                let outcome = store.check_import(account, &ids, cap, head.new_before)?;
+                return Ok((head, ids.len(), outcome));
+            }
+            let wait = |w: Written<()>| runtime.block_on(w.durable());
+            let write = |each: &mut dyn FnMut(InboxItem) -> Result<(), StoreError>| {
+                transfer::read_inbox_import(&body, each)
+                    .map(|_| ())
+                    .map_err(|e| match e {
+                        transfer::ReadError::Stopped(e) => e,
+                        transfer::ReadError::Invalid(e) => {
+                            StoreError::Codec(format!("the import read differently: {e}"))
+                        }
+                    })
+            };
+            let outcome = store.import_items(account, &ids, cap, write, &wait)?;
+            Ok((head, ids.len(), outcome))
+        };
+        let (head, count, outcome) = tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| ApiError::internal(format!("the import stopped: {e}")))??;
+        match outcome {
+            ImportOutcome::Imported { added, skipped } if head.dry_run => Ok(Reply::json(&json!({
+                "checked": true,
+                "items": count,
+                "items-new": added,
+                "items-there": skipped,
+            }))),
             ImportOutcome::Imported { added, skipped } => Ok(Reply::json(&json!({
                 "items-added": added,
                 "items-kept": skipped,
-                "access-keys-to-recreate": to_recreate,
+                "access-keys-to-recreate": head.keys_to_recreate,
             }))),
             ImportOutcome::Taken(id) => Err(ApiError::bad_request(format!(
                 "item {id} belongs to another account: nothing was imported"
@@ -165,6 +206,10 @@ impl Inbox {
                 warp::http::StatusCode::PAYMENT_REQUIRED,
                 "the import would go over the free item limit: nothing was imported",
             )),
+            ImportOutcome::Interrupted { stored } => Err(ApiError::internal(format!(
+                "the database failed during the import: {stored} of its items were stored (in whole batches), \
+                 the rest not; importing the same file again stores the rest"
+            ))),
         }
     }
 

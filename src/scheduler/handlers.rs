@@ -248,38 +248,71 @@ impl Scheduler {
         )))
     }
 
-    /// `POST /account/import`: what the account does not have yet, all or nothing.
+    /// `POST /account/import`: what the account does not have yet, all or nothing. As for
+    /// the inbox (src/inbox/handlers.rs): the body is read twice, an entry at a time (first
+    /// checked, ids kept; then written in bounded batches once the ids are checked against
+    /// the store), one import at a time in the process; `"dry-run": true` stops after the
+    /// checks.
     async fn import(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
         use crate::domain::permissions::Permission as P;
+        use crate::domain::transfer::{ReadError, SchedulerEntry};
+        use crate::store::scheduler::ImportIds;
+        use crate::store::{StoreError, Written};
         require_all(who, &[P::PermitPutSettings, P::PermitAddTrigger])?;
-        let import = transfer::parse_scheduler_import(&request.json::<Value>()?, who.account.id)?;
-        if import.dry_run {
-            return Ok(Reply::json(&json!({"checked": true})));
-        }
+        let body = crate::http::body::json_object(request)?;
+        let _turn = crate::http::body::import_turn().await?;
         let cap = self
             .ctx
             .payments
             .cap_of(&self.ctx.store.scheduler.accounts, &who.account)
             .await?;
-        let due_of = |item: &ScheduledItem, setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
-        let done = self.ctx.store.scheduler.import(who.account.id, &import, due_of, cap)?;
-        match done.durable().await? {
-            ImportOutcome::Imported(done) => {
-                // imported items may be due already
-                self.ctx.workers.wake(Worker::Triggerer);
-                // the e-mail triggers of this import that are not verified (here, now)
-                let imported: std::collections::HashSet<Uuid> = import.triggers.iter().map(|t| t.id).collect();
-                let to_verify: Vec<Uuid> = self
-                    .ctx
-                    .store
-                    .scheduler
-                    .triggers(who.account.id)?
-                    .into_iter()
-                    .filter(|t| {
-                        imported.contains(&t.id) && matches!(t.kind, TriggerKind::Email { verified: false, .. })
+        let ctx = self.ctx.clone();
+        let account = who.account.id;
+        let runtime = tokio::runtime::Handle::current();
+        let work = move || -> Result<(transfer::SchedulerHead, ImportOutcome), ApiError> {
+            let store = &ctx.store.scheduler;
+            let mut ids = ImportIds::default();
+            let head = transfer::read_scheduler_import(&body, account, |entry| {
+                ids.note(&entry);
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .map_err(|e| match e {
+                ReadError::Invalid(e) => ApiError::from(e),
+                ReadError::Stopped(never) => match never {},
+            })?;
+            if head.dry_run {
+                let outcome = store.check_import(account, &ids, cap, head.new_before)?;
+                return Ok((head, outcome));
+            }
+            let due_of =
+                |item: &ScheduledItem, setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
+            let wait = |w: Written<()>| runtime.block_on(w.durable());
+            let write = |each: &mut dyn FnMut(SchedulerEntry) -> Result<(), StoreError>| {
+                transfer::read_scheduler_import(&body, account, each)
+                    .map(|_| ())
+                    .map_err(|e| match e {
+                        ReadError::Stopped(e) => e,
+                        ReadError::Invalid(e) => StoreError::Codec(format!("the import read differently: {e}")),
                     })
-                    .map(|t| t.id)
-                    .collect();
+            };
+            let outcome = store.import(account, &ids, head.settings.as_ref(), due_of, cap, write, &wait)?;
+            Ok((head, outcome))
+        };
+        let (head, outcome) = tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| ApiError::internal(format!("the import stopped: {e}")))??;
+        match outcome {
+            ImportOutcome::Imported(done) if head.dry_run => Ok(Reply::json(&json!({
+                "checked": true,
+                "scheduled-new": done.scheduled_added,
+                "triggered-new": done.triggered_added,
+                "triggers-new": done.triggers_added,
+            }))),
+            ImportOutcome::Imported(done) => {
+                if done.scheduled_added > 0 {
+                    // imported items may be due already
+                    self.ctx.workers.wake(Worker::Triggerer);
+                }
                 Ok(Reply::json(&json!({
                     "settings-changed": done.settings_changed,
                     "scheduled-added": done.scheduled_added,
@@ -288,8 +321,8 @@ impl Scheduler {
                     "triggered-kept": done.triggered_kept,
                     "triggers-added": done.triggers_added,
                     "triggers-kept": done.triggers_kept,
-                    "email-triggers-to-verify": to_verify,
-                    "access-keys-to-recreate": import.keys_to_recreate,
+                    "email-triggers-to-verify": done.email_triggers,
+                    "access-keys-to-recreate": head.keys_to_recreate,
                 })))
             }
             ImportOutcome::Taken(id) => Err(ApiError::bad_request(format!(
@@ -299,6 +332,14 @@ impl Scheduler {
                 StatusCode::PAYMENT_REQUIRED,
                 "the import would go over the free item limit: nothing was imported",
             )),
+            ImportOutcome::Interrupted(done) => {
+                self.ctx.workers.wake(Worker::Triggerer);
+                Err(ApiError::internal(format!(
+                    "the database failed during the import: {} scheduled items, {} triggered items and {} triggers \
+                     were stored (in whole batches), the rest not; importing the same file again stores the rest",
+                    done.scheduled_added, done.triggered_added, done.triggers_added
+                )))
+            }
         }
     }
 

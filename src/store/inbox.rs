@@ -5,6 +5,7 @@
 //! inbox.md §3.13).
 
 use super::accounts::AccountStore;
+use super::imports::{Batches, WaitDurable};
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
 use super::{keys, Result, StoreError, Stripes, Written};
@@ -32,6 +33,11 @@ pub enum ImportOutcome {
     /// This item's id belongs to another account: nothing was stored.
     Taken(Uuid),
     LimitReached,
+    /// Writing failed after `stored` new items were on disk (in whole batches, the item
+    /// count with them); importing the same items again stores the rest.
+    Interrupted {
+        stored: usize,
+    },
 }
 
 pub struct InboxStore {
@@ -135,44 +141,131 @@ impl InboxStore {
         }
     }
 
-    /// Stores the items (with their own ids and `created` times) that the account does not
-    /// have yet, in one batch; items it has are left as they are, so importing the same items
-    /// twice changes nothing. Nothing is stored when an id belongs to another account or
-    /// the new items would take the account over `max_items`.
+    /// Imports items (with their own ids and `created` times) into `account`: those whose
+    /// ids it does not have yet; items it has are left as they are, so importing the same
+    /// items twice changes nothing. `ids` are the import's item ids (in any order, repeats
+    /// allowed), checked before anything is written: nothing is stored when one belongs to
+    /// another account or the new items would take the account over `max_items`. Then
+    /// `items` hands over the items one at a time (the import is read a second time) and they
+    /// are written in batches of bounded size ([`super::imports`]), each on disk before the
+    /// next is queued, under the account's lock throughout. Runs in a blocking thread.
     pub fn import_items(
         &self,
         account: Uuid,
-        items: &[InboxItem],
+        ids: &[Uuid],
         max_items: Option<u64>,
-    ) -> Result<Written<ImportOutcome>> {
+        items: impl FnOnce(&mut dyn FnMut(InboxItem) -> Result<()>) -> Result<()>,
+        wait: WaitDurable<'_>,
+    ) -> Result<ImportOutcome> {
         let _guard = self.accounts.lock(account);
-        let mut batch = Batch::default();
-        let mut seen = std::collections::HashSet::new();
-        let (mut added, mut skipped) = (0usize, 0usize);
-        for item in items {
-            if !seen.insert(item.id) {
+        let (mut new, skipped, mut n) = match self.import_plan(account, ids, max_items)? {
+            Ok(plan) => plan,
+            Err(refused) => return Ok(refused),
+        };
+        let added = new.len();
+        if added == 0 {
+            return Ok(ImportOutcome::Imported { added, skipped });
+        }
+        let mut batches = Batches::new(&self.tree, wait);
+        let mut stored = 0usize;
+        let mut in_batch = 0u64;
+        let result = items(&mut |item| {
+            // the first of repeated ids is stored
+            if !new.remove(&item.id) {
+                return Ok(());
+            }
+            self.put_item_into(&mut batches, account, &item)?;
+            in_batch += 1;
+            if batches.full() {
+                self.put_count_into(&mut batches, account, n + in_batch);
+                batches.write()?;
+                n += in_batch;
+                stored += in_batch as usize;
+                in_batch = 0;
+            }
+            Ok(())
+        });
+        let result = result.and_then(|()| {
+            if !batches.is_empty() {
+                self.put_count_into(&mut batches, account, n + in_batch);
+                batches.write()?;
+                stored += in_batch as usize;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) if stored == added => Ok(ImportOutcome::Imported { added, skipped }),
+            Ok(()) => Err(StoreError::Codec("the import changed while it was read".into())),
+            Err(e) if stored == 0 => Err(e),
+            Err(e) => {
+                tracing::error!("an import into {account} stopped after {stored} of {added} new items: {e}");
+                Ok(ImportOutcome::Interrupted { stored })
+            }
+        }
+    }
+
+    /// What importing items of these `ids` would do now, without writing anything (the
+    /// checks of [`InboxStore::import_items`]), after `new_before` new items of earlier
+    /// pieces of the same import (counted against `max_items` too).
+    pub fn check_import(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        new_before: u64,
+    ) -> Result<ImportOutcome> {
+        let _guard = self.accounts.lock(account);
+        let max_items = max_items.map(|max| max.saturating_sub(new_before));
+        Ok(match self.import_plan(account, ids, max_items)? {
+            Ok((new, skipped, _)) => ImportOutcome::Imported {
+                added: new.len(),
+                skipped,
+            },
+            Err(refused) => refused,
+        })
+    }
+
+    /// The ids of an import that are new to the account, how many it has already and its
+    /// item count; or why nothing may be imported.
+    #[allow(clippy::type_complexity)]
+    fn import_plan(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+    ) -> Result<std::result::Result<(std::collections::HashSet<Uuid>, usize, u64), ImportOutcome>> {
+        let mut new = std::collections::HashSet::new();
+        let mut skipped = 0usize;
+        let mut checked = std::collections::HashSet::new();
+        for id in ids {
+            if !checked.insert(*id) {
                 skipped += 1;
                 continue;
             }
-            match self.tree.get(keys::item_id(item.id))? {
+            match self.tree.get(keys::item_id(*id))? {
                 Some(place) if keys::is_item_place_of(&place, account) => skipped += 1,
-                Some(_) => return Ok(Written::unchanged(ImportOutcome::Taken(item.id))),
+                Some(_) => return Ok(Err(ImportOutcome::Taken(*id))),
                 None => {
-                    self.put_item(&mut batch, account, item)?;
-                    added += 1;
+                    new.insert(*id);
                 }
             }
         }
-        if added == 0 {
-            return Ok(Written::unchanged(ImportOutcome::Imported { added, skipped }));
-        }
         let n = self.count(account)?;
-        if max_items.is_some_and(|max| n + added as u64 > max) {
-            return Ok(Written::unchanged(ImportOutcome::LimitReached));
+        if !new.is_empty() && max_items.is_some_and(|max| n + new.len() as u64 > max) {
+            return Ok(Err(ImportOutcome::LimitReached));
         }
-        self.put_count(&mut batch, account, n + added as u64);
-        let outcome = ImportOutcome::Imported { added, skipped };
-        Ok(Written::new(outcome, self.tree.apply_batch(batch)))
+        Ok(Ok((new, skipped, n)))
+    }
+
+    fn put_item_into(&self, batches: &mut Batches<'_>, account: Uuid, item: &InboxItem) -> Result<()> {
+        let place = keys::item_place(account, item.created, self.tree.next_id()?);
+        batches.insert(keys::item(&place), records::item::encode(item));
+        batches.insert(keys::item_id(item.id), place);
+        Ok(())
+    }
+
+    fn put_count_into(&self, batches: &mut Batches<'_>, account: Uuid, n: u64) {
+        batches.insert(keys::count(account), raw::count(n));
     }
 
     /// Deletes the account's item `id`; nothing happens when it has none such.

@@ -16,6 +16,7 @@
 mod accounts;
 mod backup;
 mod chunks;
+mod imports;
 pub mod inbox;
 mod keys;
 pub mod moving_in;

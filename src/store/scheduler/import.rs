@@ -1,14 +1,15 @@
 //! Importing an account's export (docs/backup.md): everything the account does not have
-//! yet, by id, in one batch.
+//! yet, by id. Every rule is checked before the first write; the writes go in batches of
+//! bounded size ([`crate::store::imports`]), each on disk before the next is queued.
 
 use super::SchedulerStore;
-use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting};
-use crate::domain::transfer::SchedulerImport;
+use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind};
+use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
+use crate::store::imports::{Batches, WaitDurable};
 use crate::store::keys;
 use crate::store::records::{self, raw};
-use crate::store::writer::Batch;
-use crate::store::{Result, Written};
+use crate::store::{Result, StoreError};
 use std::collections::HashSet;
 use uuid::Uuid;
 
@@ -22,6 +23,8 @@ pub struct Imported {
     pub triggered_kept: usize,
     pub triggers_added: usize,
     pub triggers_kept: usize,
+    /// The e-mail triggers imported (unverified: they need verifying).
+    pub email_triggers: Vec<Uuid>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -30,101 +33,260 @@ pub enum ImportOutcome {
     /// This id belongs to another account: nothing was stored.
     Taken(Uuid),
     LimitReached,
+    /// Writing failed after these were on disk (whole batches, the counts with them);
+    /// importing the same export again stores the rest.
+    Interrupted(Imported),
 }
 
-/// Whether the id index `id_key` names a record: `Some(true)` of `account`, `Some(false)` of
-/// another account, `None` of none.
-fn owned_by(store: &SchedulerStore, id_key: Vec<u8>, account: Uuid) -> Result<Option<bool>> {
-    Ok(store.tree.get(id_key)?.map(|place| keys::place_of(&place, account)))
+/// The ids an import brings, per kind (in any order, repeats allowed): what is checked
+/// against the store before anything is written.
+#[derive(Debug, Default)]
+pub struct ImportIds {
+    pub scheduled: Vec<Uuid>,
+    pub triggered: Vec<Uuid>,
+    pub triggers: Vec<Uuid>,
+}
+
+impl ImportIds {
+    pub fn note(&mut self, entry: &SchedulerEntry) {
+        match entry {
+            SchedulerEntry::Scheduled(s) => self.scheduled.push(s.id),
+            SchedulerEntry::Triggered(t) => self.triggered.push(t.id),
+            SchedulerEntry::Trigger(t) => self.triggers.push(t.id),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.scheduled.len() + self.triggered.len() + self.triggers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The ids new to the account, per kind, and what it had.
+struct Plan {
+    scheduled: HashSet<Uuid>,
+    triggered: HashSet<Uuid>,
+    triggers: HashSet<Uuid>,
+    done: Imported,
 }
 
 impl SchedulerStore {
-    /// Imports `import` into `account` under its lock, in one batch: the settings (when they
-    /// differ; every scheduled item is then indexed again under them), and the scheduled
-    /// items, triggered items and triggers whose ids the account does not have yet, with
-    /// their ids and times. Importing the same export twice changes nothing the second
-    /// time. `due_of` gives a scheduled item's due instant under settings; `cap` bounds the
-    /// scheduled items as adding one does.
+    /// Sorts `ids` (of the id index `id_key`) into new ones and kept ones; `Err` with the
+    /// first that belongs to another account.
+    fn sort_ids(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        id_key: fn(Uuid) -> Vec<u8>,
+    ) -> Result<std::result::Result<(HashSet<Uuid>, usize), Uuid>> {
+        let (mut new, mut seen, mut kept) = (HashSet::new(), HashSet::new(), 0usize);
+        for id in ids {
+            if !seen.insert(*id) {
+                kept += 1;
+                continue;
+            }
+            match self.tree.get(id_key(*id))? {
+                Some(place) if keys::place_of(&place, account) => kept += 1,
+                Some(_) => return Ok(Err(*id)),
+                None => {
+                    new.insert(*id);
+                }
+            }
+        }
+        Ok(Ok((new, kept)))
+    }
+
+    fn import_plan(
+        &self,
+        account: Uuid,
+        ids: &ImportIds,
+        cap: Option<u64>,
+    ) -> Result<std::result::Result<Plan, ImportOutcome>> {
+        let mut sorted = Vec::new();
+        for (list, id_key) in [
+            (&ids.scheduled, keys::scheduled_id as fn(Uuid) -> Vec<u8>),
+            (&ids.triggered, keys::triggered_id),
+            (&ids.triggers, keys::trigger_id),
+        ] {
+            match self.sort_ids(account, list, id_key)? {
+                Ok(s) => sorted.push(s),
+                Err(taken) => return Ok(Err(ImportOutcome::Taken(taken))),
+            }
+        }
+        let mut sorted = sorted.into_iter();
+        let mut next = || sorted.next().unwrap_or_default();
+        let ((scheduled, scheduled_kept), (triggered, triggered_kept), (triggers, triggers_kept)) =
+            (next(), next(), next());
+        let (s, _) = self.counts(account)?;
+        if !scheduled.is_empty() && cap.is_some_and(|cap| s + scheduled.len() as u64 > cap) {
+            return Ok(Err(ImportOutcome::LimitReached));
+        }
+        let done = Imported {
+            scheduled_added: scheduled.len(),
+            scheduled_kept,
+            triggered_added: triggered.len(),
+            triggered_kept,
+            triggers_added: triggers.len(),
+            triggers_kept,
+            ..Imported::default()
+        };
+        Ok(Ok(Plan {
+            scheduled,
+            triggered,
+            triggers,
+            done,
+        }))
+    }
+
+    /// What importing entries of these `ids` would do now, without writing anything, after
+    /// `new_before` new scheduled items of earlier pieces of the same import.
+    pub fn check_import(
+        &self,
+        account: Uuid,
+        ids: &ImportIds,
+        cap: Option<u64>,
+        new_before: u64,
+    ) -> Result<ImportOutcome> {
+        let _guard = self.accounts.lock(account);
+        let cap = cap.map(|cap| cap.saturating_sub(new_before));
+        Ok(match self.import_plan(account, ids, cap)? {
+            Ok(plan) => ImportOutcome::Imported(plan.done),
+            Err(refused) => refused,
+        })
+    }
+
+    /// Imports into `account` under its lock: the settings (when they differ; every
+    /// scheduled item is then indexed again under them), and the scheduled items, triggered
+    /// items and triggers whose ids the account does not have yet, with their ids and
+    /// times. `ids` are checked first (nothing is written when one belongs to another
+    /// account, or when the new scheduled items would take the account over `cap`); then
+    /// `entries` hands over the entries one at a time (the import read again) and they are
+    /// written in bounded batches, each on disk before the next. Importing the same export
+    /// twice changes nothing the second time. `due_of` gives a scheduled item's due instant
+    /// under settings. Runs in a blocking thread.
+    #[allow(clippy::too_many_arguments)]
     pub fn import(
         &self,
         account: Uuid,
-        import: &SchedulerImport,
+        ids: &ImportIds,
+        settings: Option<&TimeZoneSetting>,
         due_of: impl Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp,
         cap: Option<u64>,
-    ) -> Result<Written<ImportOutcome>> {
+        entries: impl FnOnce(&mut dyn FnMut(SchedulerEntry) -> Result<()>) -> Result<()>,
+        wait: WaitDurable<'_>,
+    ) -> Result<ImportOutcome> {
         let _guard = self.accounts.lock(account);
-        let mut done = Imported::default();
-        let mut batch = Batch::default();
+        let mut plan = match self.import_plan(account, ids, cap)? {
+            Ok(plan) => plan,
+            Err(refused) => return Ok(refused),
+        };
+        let planned = plan.done.clone();
+        let mut batches = Batches::new(&self.tree, wait);
+        // on disk so far
+        let mut done = Imported {
+            scheduled_kept: planned.scheduled_kept,
+            triggered_kept: planned.triggered_kept,
+            triggers_kept: planned.triggers_kept,
+            ..Imported::default()
+        };
+        let mut counts = self.counts(account)?;
         let current = self.settings(account)?;
-        let settings = import.settings.clone().unwrap_or_else(|| current.clone());
-        if settings != current {
-            done.settings_changed = true;
-            batch.insert(keys::settings(account), records::settings::encode(&settings));
-            for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
-                let (k, v) = kv?;
-                let (item, old_due) = records::scheduled::decode(&v)?;
-                let due = due_of(&item, &settings);
-                if due != old_due {
-                    batch.remove(keys::due(old_due, item.id));
-                    batch.insert(keys::due(due, item.id), raw::uuid(account));
-                    batch.insert(k, records::scheduled::encode(&item, due));
+        let settings = settings.cloned().unwrap_or_else(|| current.clone());
+        // what the batch being filled adds
+        let mut pending = Imported::default();
+        let result = (|| -> Result<()> {
+            if settings != current {
+                for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
+                    let (k, v) = kv?;
+                    let (item, old_due) = records::scheduled::decode(&v)?;
+                    let due = due_of(&item, &settings);
+                    if due != old_due {
+                        batches.remove(keys::due(old_due, item.id));
+                        batches.insert(keys::due(due, item.id), raw::uuid(account));
+                        batches.insert(k, records::scheduled::encode(&item, due));
+                    }
+                    if batches.full() {
+                        batches.write()?;
+                    }
                 }
+                // the settings land with the last of the items indexed under them
+                batches.insert(keys::settings(account), records::settings::encode(&settings));
+                pending.settings_changed = true;
+            }
+            let mut write = |batches: &mut Batches<'_>, pending: &mut Imported, counts: &mut (u64, u64)| {
+                let next = (
+                    counts.0 + pending.scheduled_added as u64,
+                    counts.1 + pending.triggered_added as u64,
+                );
+                if next != *counts {
+                    batches.insert(keys::count(account), raw::counts(next));
+                }
+                batches.write()?;
+                *counts = next;
+                done.settings_changed |= pending.settings_changed;
+                done.scheduled_added += pending.scheduled_added;
+                done.triggered_added += pending.triggered_added;
+                done.triggers_added += pending.triggers_added;
+                done.email_triggers.append(&mut pending.email_triggers);
+                *pending = Imported::default();
+                Ok::<(), StoreError>(())
+            };
+            entries(&mut |entry| {
+                match entry {
+                    SchedulerEntry::Scheduled(item) => {
+                        if !plan.scheduled.remove(&item.id) {
+                            return Ok(());
+                        }
+                        let due = due_of(&item, &settings);
+                        let place = keys::item_place(account, item.created, self.seq()?);
+                        batches.insert(keys::scheduled_id(item.id), place.clone());
+                        batches.insert(keys::scheduled(&place), records::scheduled::encode(&item, due));
+                        batches.insert(keys::due(due, item.id), raw::uuid(account));
+                        pending.scheduled_added += 1;
+                    }
+                    SchedulerEntry::Triggered(item) => {
+                        if !plan.triggered.remove(&item.id) {
+                            return Ok(());
+                        }
+                        let place = keys::triggered_place(account, item.created, item.triggered, self.seq()?);
+                        batches.insert(keys::triggered(&place), records::triggered::encode(&item));
+                        batches.insert(keys::triggered_id(item.id), place);
+                        pending.triggered_added += 1;
+                    }
+                    SchedulerEntry::Trigger(trigger) => {
+                        if !plan.triggers.remove(&trigger.id) {
+                            return Ok(());
+                        }
+                        let place = keys::trigger_place(account, self.seq()?, trigger.id);
+                        batches.insert(keys::trigger(&place), records::trigger::encode(&trigger));
+                        batches.insert(keys::trigger_id(trigger.id), place);
+                        pending.triggers_added += 1;
+                        if matches!(trigger.kind, TriggerKind::Email { verified: false, .. }) {
+                            pending.email_triggers.push(trigger.id);
+                        }
+                    }
+                }
+                if batches.full() {
+                    write(&mut batches, &mut pending, &mut counts)?;
+                }
+                Ok(())
+            })?;
+            write(&mut batches, &mut pending, &mut counts)
+        })();
+        let complete = done.scheduled_added == planned.scheduled_added
+            && done.triggered_added == planned.triggered_added
+            && done.triggers_added == planned.triggers_added;
+        match result {
+            Ok(()) if complete => Ok(ImportOutcome::Imported(done)),
+            Ok(()) => Err(StoreError::Codec("the import changed while it was read".into())),
+            Err(e) if batches.done == 0 => Err(e),
+            Err(e) => {
+                tracing::error!("an import into {account} stopped after {} batches: {e}", batches.done);
+                Ok(ImportOutcome::Interrupted(done))
             }
         }
-        let mut seen = HashSet::new();
-        for item in &import.scheduled {
-            match owned_by(self, keys::scheduled_id(item.id), account)? {
-                _ if !seen.insert(item.id) => done.scheduled_kept += 1,
-                Some(true) => done.scheduled_kept += 1,
-                Some(false) => return Ok(Written::unchanged(ImportOutcome::Taken(item.id))),
-                None => {
-                    self.put_scheduled(&mut batch, item, due_of(item, &settings))?;
-                    done.scheduled_added += 1;
-                }
-            }
-        }
-        let mut seen = HashSet::new();
-        for item in &import.triggered {
-            match owned_by(self, keys::triggered_id(item.id), account)? {
-                _ if !seen.insert(item.id) => done.triggered_kept += 1,
-                Some(true) => done.triggered_kept += 1,
-                Some(false) => return Ok(Written::unchanged(ImportOutcome::Taken(item.id))),
-                None => {
-                    let place = keys::triggered_place(account, item.created, item.triggered, self.seq()?);
-                    batch.insert(keys::triggered(&place), records::triggered::encode(item));
-                    batch.insert(keys::triggered_id(item.id), place);
-                    done.triggered_added += 1;
-                }
-            }
-        }
-        let mut seen = HashSet::new();
-        for trigger in &import.triggers {
-            match owned_by(self, keys::trigger_id(trigger.id), account)? {
-                _ if !seen.insert(trigger.id) => done.triggers_kept += 1,
-                Some(true) => done.triggers_kept += 1,
-                Some(false) => return Ok(Written::unchanged(ImportOutcome::Taken(trigger.id))),
-                None => {
-                    let place = keys::trigger_place(account, self.seq()?, trigger.id);
-                    batch.insert(keys::trigger(&place), records::trigger::encode(trigger));
-                    batch.insert(keys::trigger_id(trigger.id), place);
-                    done.triggers_added += 1;
-                }
-            }
-        }
-        let (s, t) = self.counts(account)?;
-        if done.scheduled_added > 0 && cap.is_some_and(|cap| s + done.scheduled_added as u64 > cap) {
-            return Ok(Written::unchanged(ImportOutcome::LimitReached));
-        }
-        if done.scheduled_added + done.triggered_added > 0 {
-            Self::put_counts(
-                &mut batch,
-                account,
-                (s + done.scheduled_added as u64, t + done.triggered_added as u64),
-            );
-        }
-        Ok(Written::new(
-            ImportOutcome::Imported(done),
-            self.tree.apply_batch(batch),
-        ))
     }
 }

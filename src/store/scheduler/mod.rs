@@ -26,7 +26,7 @@ use super::accounts::AccountStore;
 use super::records::raw;
 use super::writer::{Batch, Bytes, Tree};
 use super::{keys, Result, Stripes, Written};
-pub use import::{ImportOutcome, Imported};
+pub use import::{ImportIds, ImportOutcome, Imported};
 use std::sync::Arc;
 use uuid::Uuid;
 
