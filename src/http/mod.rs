@@ -37,6 +37,9 @@ pub struct Limits {
     pub public_bodies: body::PublicBodies,
     pub grace: Duration,
     pub metrics: Arc<Metrics>,
+    /// Where the undecodable records that requests meet are noted (logged once each,
+    /// counted by the health check): the store's own set.
+    pub undecodable: Arc<crate::store::undecodable::UndecodableRecords>,
 }
 
 impl Limits {
@@ -46,7 +49,14 @@ impl Limits {
             public_bodies: body::PublicBodies::default(),
             grace,
             metrics: Arc::new(Metrics::off()),
+            undecodable: Arc::default(),
         }
+    }
+
+    /// These limits, with undecodable records noted in `records` (the store's).
+    pub fn with_undecodable(mut self, records: Arc<crate::store::undecodable::UndecodableRecords>) -> Limits {
+        self.undecodable = records;
+        self
     }
 
     /// These limits, with answers counted in `metrics`.
@@ -229,7 +239,9 @@ pub enum Payload {
 }
 
 /// Chunks of an answer body, made on demand; an error ends the connection (the answer's
-/// status is sent by then), so the client sees a broken answer, never a short list.
+/// status is sent by then), so the client sees a broken answer, never a short list. Lists
+/// of stored records are checked before they are streamed ([`Reply::json_list`]), so only
+/// an I/O error met while sending can do this.
 pub struct Chunks(Box<dyn Iterator<Item = Result<Bytes, ApiError>> + Send>);
 
 impl Chunks {
@@ -245,6 +257,8 @@ impl Chunks {
 
 /// A JSON array answer is sent in chunks of about this size.
 const JSON_CHUNK: usize = 64 * 1024;
+/// A list whose JSON is at most this long is answered from memory ([`Reply::json_list`]).
+const LIST_BUFFER: usize = 1024 * 1024;
 
 impl Reply {
     pub fn json<T: Serialize + ?Sized>(value: &T) -> Reply {
@@ -257,6 +271,51 @@ impl Reply {
             },
             Err(e) => ApiError::internal(format!("could not encode the answer: {e}")).into_reply(),
         }
+    }
+
+    /// A JSON array of the items that `list` reads, answered only once every item has been
+    /// read and decoded, so that an error anywhere in the list (an undecodable record) is
+    /// the answer, a JSON error, and never a connection broken off after a 200. A list of
+    /// up to [`LIST_BUFFER`] bytes of JSON is read once and answered from memory; a longer
+    /// one is read to its end to check it (one item in memory at a time), then read again
+    /// by a second call of `list` and streamed ([`Reply::json_array`]). Only records this
+    /// version wrote can appear between the two readings, and they decode.
+    pub fn json_list<T, I, F>(list: F) -> Result<Reply, ApiError>
+    where
+        T: Serialize + Send + 'static,
+        I: Iterator<Item = Result<T, ApiError>> + Send + 'static,
+        F: Fn() -> I,
+    {
+        let encoding = |e: serde_json::Error| ApiError::internal(format!("could not encode the answer: {e}"));
+        let mut items = list();
+        let mut out = vec![b'['];
+        loop {
+            match items.next() {
+                None => {
+                    out.push(b']');
+                    return Ok(Reply {
+                        status: StatusCode::OK,
+                        body: Payload::Full(out),
+                        content_type: Some("application/json"),
+                        headers: Vec::new(),
+                    });
+                }
+                Some(item) => {
+                    if out.len() > 1 {
+                        out.push(b',');
+                    }
+                    serde_json::to_writer(&mut out, &item?).map_err(encoding)?;
+                    if out.len() > LIST_BUFFER {
+                        break;
+                    }
+                }
+            }
+        }
+        drop(out);
+        for item in items {
+            item?;
+        }
+        Ok(Reply::json_array(list()))
     }
 
     /// A JSON array of `items`, encoded and sent a chunk at a time while they are read
@@ -469,6 +528,9 @@ pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
     pub retry_after: Option<u64>,
+    /// The stored record that could not be decoded, when that is the error (noted once
+    /// the answer is made: logged once per record, counted by the health check).
+    pub undecodable: Option<Box<crate::store::Undecodable>>,
 }
 
 impl ApiError {
@@ -477,6 +539,7 @@ impl ApiError {
             status,
             message: message.into(),
             retry_after: None,
+            undecodable: None,
         }
     }
 
@@ -550,9 +613,22 @@ impl From<crate::domain::DomainError> for ApiError {
 }
 
 impl From<crate::store::StoreError> for ApiError {
+    /// 500; an undecodable record is named by its kind in the answer (its key only in the
+    /// log, once: see [`dispatch`]).
     fn from(e: crate::store::StoreError) -> ApiError {
-        tracing::error!("store: {e}");
-        ApiError::internal("internal error: the database failed")
+        match e {
+            crate::store::StoreError::Undecodable(record) => ApiError {
+                undecodable: Some(record.clone()),
+                ..ApiError::internal(format!(
+                    "internal error: a stored {} record cannot be read by this version of the server",
+                    record.kind
+                ))
+            },
+            e => {
+                tracing::error!("store: {e}");
+                ApiError::internal("internal error: the database failed")
+            }
+        }
     }
 }
 
@@ -685,7 +761,12 @@ where
     } else {
         answer(service.clone(), &limits, head, body, &mut route)
             .await
-            .unwrap_or_else(ApiError::into_reply)
+            .unwrap_or_else(|e| {
+                if let Some(record) = &e.undecodable {
+                    limits.undecodable.note(record);
+                }
+                e.into_reply()
+            })
     };
     limits
         .metrics

@@ -122,7 +122,7 @@ impl InboxStore {
 
     fn item_from(k: &[u8], v: &[u8]) -> Result<InboxItem> {
         let created = keys::created_of(k).ok_or_else(|| StoreError::Codec("item key".into()))?;
-        records::item::decode(v, created)
+        records::item::decode(k, v, created)
     }
 
     pub fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {

@@ -15,7 +15,7 @@
 //! A few values are fixed-width raw bytes without a version byte (counts, uuids, places):
 //! their length is their format. Which kind lives under which key is in [`super::keys`].
 
-use super::{Result, StoreError};
+use super::{Result, StoreError, Undecodable};
 use crate::domain::wire::Timestamp;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use uuid::Uuid;
@@ -29,20 +29,29 @@ fn versioned<R: Serialize>(version: u8, record: &R) -> Vec<u8> {
     out
 }
 
+/// The error of a record of `kind` under `key` that cannot be decoded.
+fn undecodable(kind: &'static str, key: &[u8], reason: impl Into<String>) -> StoreError {
+    StoreError::Undecodable(Box::new(Undecodable {
+        kind,
+        key: key.to_vec(),
+        reason: reason.into(),
+    }))
+}
+
 /// The version byte of a stored record and the rest.
-fn version_of<'a>(kind: &str, bytes: &'a [u8]) -> Result<(u8, &'a [u8])> {
+fn version_of<'a>(kind: &'static str, key: &[u8], bytes: &'a [u8]) -> Result<(u8, &'a [u8])> {
     bytes
         .split_first()
         .map(|(v, rest)| (*v, rest))
-        .ok_or_else(|| StoreError::Codec(format!("empty {kind} record")))
+        .ok_or_else(|| undecodable(kind, key, "empty record"))
 }
 
-fn body<R: DeserializeOwned>(kind: &str, bytes: &[u8]) -> Result<R> {
-    postcard::from_bytes(bytes).map_err(|e| StoreError::Codec(format!("{kind} record: {e}")))
+fn body<R: DeserializeOwned>(kind: &'static str, key: &[u8], bytes: &[u8]) -> Result<R> {
+    postcard::from_bytes(bytes).map_err(|e| undecodable(kind, key, e.to_string()))
 }
 
-fn unknown<T>(kind: &str, version: u8) -> Result<T> {
-    Err(StoreError::Codec(format!("{kind} record of unknown version {version}")))
+fn unknown<T>(kind: &'static str, key: &[u8], version: u8) -> Result<T> {
+    Err(undecodable(kind, key, format!("unknown version {version}")))
 }
 
 /// An instant as stored: Unix seconds, nanoseconds (a leap second keeps nanoseconds ≥ 10⁹).
@@ -160,10 +169,10 @@ pub(super) mod account {
         )
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<Account> {
-        match version_of(KIND, bytes)? {
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<Account> {
+        match version_of(KIND, key, bytes)? {
             (1, rest) => {
-                let r: V1 = body(KIND, rest)?;
+                let r: V1 = body(KIND, key, rest)?;
                 Ok(Account {
                     id: r.id,
                     username: r.username,
@@ -174,7 +183,7 @@ pub(super) mod account {
                 })
             }
             (2, rest) => {
-                let r: V2 = body(KIND, rest)?;
+                let r: V2 = body(KIND, key, rest)?;
                 Ok(Account {
                     id: r.id,
                     username: r.username,
@@ -187,7 +196,7 @@ pub(super) mod account {
                     epoch: r.epoch,
                 })
             }
-            (v, _) => unknown(KIND, v),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 
@@ -214,7 +223,7 @@ pub(super) mod item {
     use crate::domain::inbox::models::{InboxItem, ItemType};
     use std::borrow::Cow;
 
-    const KIND: &str = "inbox item";
+    pub(super) const KIND: &str = "inbox item";
 
     #[derive(Serialize, Deserialize)]
     enum TypeV1 {
@@ -247,10 +256,10 @@ pub(super) mod item {
         )
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8], created: Timestamp) -> Result<InboxItem> {
-        match version_of(KIND, bytes)? {
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8], created: Timestamp) -> Result<InboxItem> {
+        match version_of(KIND, key, bytes)? {
             (1, rest) => {
-                let r: V1 = body(KIND, rest)?;
+                let r: V1 = body(KIND, key, rest)?;
                 let kind = match r.kind {
                     TypeV1::Text => ItemType::Text,
                     TypeV1::Jpeg => ItemType::Jpeg,
@@ -263,7 +272,7 @@ pub(super) mod item {
                     created,
                 })
             }
-            (v, _) => unknown(KIND, v),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 }
@@ -323,10 +332,10 @@ pub(super) mod access_key {
         )
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<AccessKey> {
-        match version_of(KIND, bytes)? {
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<AccessKey> {
+        match version_of(KIND, key, bytes)? {
             (1, rest) => {
-                let r: V1 = body(KIND, rest)?;
+                let r: V1 = body(KIND, key, rest)?;
                 Ok(AccessKey {
                     id: r.id,
                     name: r.name,
@@ -337,7 +346,7 @@ pub(super) mod access_key {
                 })
             }
             (2, rest) => {
-                let r: V2 = body(KIND, rest)?;
+                let r: V2 = body(KIND, key, rest)?;
                 Ok(AccessKey {
                     id: r.id,
                     name: r.name,
@@ -350,7 +359,7 @@ pub(super) mod access_key {
                     },
                 })
             }
-            (v, _) => unknown(KIND, v),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 }
@@ -504,10 +513,10 @@ pub(super) mod scheduled {
     }
 
     /// The item and its due instant.
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<(ScheduledItem, Timestamp)> {
-        match version_of(KIND, bytes)? {
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<(ScheduledItem, Timestamp)> {
+        match version_of(KIND, key, bytes)? {
             (1, rest) => {
-                let r: V1 = body(KIND, rest)?;
+                let r: V1 = body(KIND, key, rest)?;
                 let item = ScheduledItem {
                     id: r.id,
                     owner: r.owner,
@@ -517,7 +526,7 @@ pub(super) mod scheduled {
                 };
                 Ok((item, r.due.into()))
             }
-            (v, _) => unknown(KIND, v),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 }
@@ -653,10 +662,10 @@ pub(super) mod triggered {
         )
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<TriggeredItem> {
-        match version_of(KIND, bytes)? {
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<TriggeredItem> {
+        match version_of(KIND, key, bytes)? {
             (1, rest) => {
-                let r: V1 = body(KIND, rest)?;
+                let r: V1 = body(KIND, key, rest)?;
                 Ok(TriggeredItem {
                     id: r.id,
                     owner: r.owner,
@@ -666,7 +675,7 @@ pub(super) mod triggered {
                     attempts: r.attempts.into_iter().map(Into::into).collect(),
                 })
             }
-            (v, _) => unknown(KIND, v),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 }
@@ -731,10 +740,10 @@ pub(super) mod trigger {
         )
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<Trigger> {
-        match version_of(KIND, bytes)? {
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<Trigger> {
+        match version_of(KIND, key, bytes)? {
             (1, rest) => {
-                let r: V1 = body(KIND, rest)?;
+                let r: V1 = body(KIND, key, rest)?;
                 let kind = match r.kind {
                     KindV1::Email {
                         address,
@@ -762,7 +771,7 @@ pub(super) mod trigger {
                     kind,
                 })
             }
-            (v, _) => unknown(KIND, v),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 }
@@ -791,17 +800,17 @@ pub(super) mod settings {
         )
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<TimeZoneSetting> {
-        match version_of(KIND, bytes)? {
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<TimeZoneSetting> {
+        match version_of(KIND, key, bytes)? {
             (1, rest) => {
-                let r: V1 = body(KIND, rest)?;
+                let r: V1 = body(KIND, key, rest)?;
                 Ok(TimeZoneSetting {
                     offset: r.offset,
                     name: r.name,
                     summer: r.summer,
                 })
             }
-            (v, _) => unknown(KIND, v),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 }
@@ -823,10 +832,10 @@ pub(super) mod targets {
         versioned(1, t)
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<Targets> {
-        match version_of(KIND, bytes)? {
-            (1, rest) => body(KIND, rest),
-            (v, _) => unknown(KIND, v),
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<Targets> {
+        match version_of(KIND, key, bytes)? {
+            (1, rest) => body(KIND, key, rest),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 }
@@ -843,10 +852,10 @@ pub(super) mod delivery {
         versioned(1, &DeliveryV1::from(d))
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<Delivery> {
-        match version_of(KIND, bytes)? {
-            (1, rest) => Ok(body::<DeliveryV1>(KIND, rest)?.into()),
-            (v, _) => unknown(KIND, v),
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<Delivery> {
+        match version_of(KIND, key, bytes)? {
+            (1, rest) => Ok(body::<DeliveryV1>(KIND, key, rest)?.into()),
+            (v, _) => unknown(KIND, key, v),
         }
     }
 }
@@ -932,10 +941,10 @@ pub(super) mod email {
         )
     }
 
-    pub(in crate::store) fn decode(bytes: &[u8]) -> Result<QueuedEmail> {
-        match version_of(KIND, bytes)? {
+    pub(in crate::store) fn decode(key: &[u8], bytes: &[u8]) -> Result<QueuedEmail> {
+        match version_of(KIND, key, bytes)? {
             (1, rest) => {
-                let r: V1 = body(KIND, rest)?;
+                let r: V1 = body(KIND, key, rest)?;
                 let kind = match r.kind {
                     KindV1::Verification { to, key } => EmailKind::Verification { to, key },
                     KindV1::Triggered { delivery, to } => EmailKind::Triggered {
@@ -961,8 +970,64 @@ pub(super) mod email {
                     not_before: r.not_before.into(),
                 })
             }
-            (v, _) => unknown(KIND, v),
+            (v, _) => unknown(KIND, key, v),
         }
+    }
+}
+
+/// Decodes the record `value` stored under `key` in tree `tree` (0: inbox, 1: scheduler)
+/// as the key's prefix says it is ([`super::keys`]), and drops it: a restore checks every
+/// record of a backup this way before it replaces anything. `format` is the database format
+/// the records were written in ([`super::format`]): the e-mail queue without stages (`m`)
+/// exists only before format 2. Index values (places, uuids, counts) are checked by length.
+pub(super) fn check(tree: usize, key: &[u8], value: &[u8], format: u32) -> Result<()> {
+    let sized = |kind: &'static str, lengths: &[usize]| {
+        if lengths.contains(&value.len()) {
+            Ok(())
+        } else {
+            Err(undecodable(kind, key, format!("{} bytes where {lengths:?} were expected", value.len())))
+        }
+    };
+    let Some(prefix) = key.first() else {
+        return Err(undecodable("unknown", key, "an empty key"));
+    };
+    match (tree, prefix) {
+        (_, b'a') => account::decode(key, value).map(drop),
+        (_, b'n') => sized("username index", &[16]),
+        (_, b'u') => Ok(()), // the payment customer id: any bytes
+        (0, b'c') => sized("item count", &[8]),
+        (0, b'i') => {
+            let created = super::keys::created_of(key).ok_or_else(|| undecodable(item::KIND, key, "a malformed key"))?;
+            item::decode(key, value, created).map(drop)
+        }
+        (0, b'd') => sized("inbox item index", &[36]),
+        (0, b'k') => access_key::decode(key, value).map(drop),
+        (0, b'h') => sized("access key digest index", &[32]),
+        (0, b'p') => sized("idempotency key", &[16]),
+        (1, b'c') => sized("item counts", &[16]),
+        (1, b's') => scheduled::decode(key, value).map(drop),
+        (1, b'S') => sized("scheduled item index", &[36]),
+        (1, b'x') => triggered::decode(key, value).map(drop),
+        (1, b'X') => sized("triggered item index", &[48]),
+        (1, b'q') => sized("due index", &[16]),
+        (1, b'g') => trigger::decode(key, value).map(drop),
+        (1, b'G') => sized("trigger index", &[40]),
+        (1, b'z') => settings::decode(key, value).map(drop),
+        (1, b'r') => targets::decode(key, value).map(drop),
+        (1, b'v') => delivery::decode(key, value).map(drop),
+        (1, b'V' | b'T' | b'N' | b'M') => email::decode(key, value).map(drop),
+        (1, b'm') if format < 2 => email::decode(key, value).map(drop),
+        (1, b'o') => match value {
+            [b'V' | b'T' | b'N' | b'M'] => Ok(()),
+            _ => Err(undecodable("e-mail owner index", key, "not a stage of the e-mail queue")),
+        },
+        (1, b'E') => sized("handled payment event", &[0]),
+        (1, b'F') => Ok(()), // a failed payment event: the provider's bytes as they came
+        (_, p) => Err(undecodable(
+            "unknown",
+            key,
+            format!("no record kind of this tree has the key prefix {:?}", *p as char),
+        )),
     }
 }
 
@@ -994,11 +1059,11 @@ mod tests {
         value: &T,
         hex: &str,
         encode: impl Fn(&T) -> Vec<u8>,
-        decode: impl Fn(&[u8]) -> Result<T>,
+        decode: impl Fn(&[u8], &[u8]) -> Result<T>,
     ) {
         assert_eq!(hex::encode(encode(value)), hex, "encoding of {value:?}");
         let bytes = hex::decode(hex).expect("hex");
-        let decoded = decode(&bytes).expect("decodes");
+        let decoded = decode(b"key", &bytes).expect("decodes");
         assert_eq!(format!("{decoded:?}"), format!("{value:?}"));
     }
 
@@ -1095,7 +1160,7 @@ mod tests {
             &item,
             "01102222222222222222222222222222222202030001ff",
             item::encode,
-            |b| item::decode(b, created),
+            |k, b| item::decode(k, b, created),
         );
     }
 
@@ -1104,7 +1169,7 @@ mod tests {
     fn access_key_v1_still_decodes() {
         let hex = "0110666666666666666666666666666666660570686f6e6580c49fd50c00ac02ffff1f\
                    abababababababababababababababababababababababababababababababab";
-        let k = access_key::decode(&hex::decode(hex).expect("hex")).expect("decodes");
+        let k = access_key::decode(b"k", &hex::decode(hex).expect("hex")).expect("decodes");
         assert_eq!(
             (k.id, k.name.as_str(), k.created, k.seq, k.permissions.0),
             (id(0x66), "phone", at(1_700_000_000, 0), 300, (1 << 19) - 1)
@@ -1368,11 +1433,11 @@ mod tests {
     #[test]
     fn unknown_versions_and_garbage_are_errors_not_panics() {
         for bytes in [&[][..], &[2, 0][..], &[1][..], &[1, 0xff, 0xff][..]] {
-            assert!(account::decode(bytes).is_err(), "{bytes:?}");
-            assert!(email::decode(bytes).is_err(), "{bytes:?}");
-            assert!(triggered::decode(bytes).is_err(), "{bytes:?}");
+            assert!(account::decode(b"a", bytes).is_err(), "{bytes:?}");
+            assert!(email::decode(b"V", bytes).is_err(), "{bytes:?}");
+            assert!(triggered::decode(b"x", bytes).is_err(), "{bytes:?}");
         }
-        let err = settings::decode(&[7, 0]).unwrap_err().to_string();
+        let err = settings::decode(b"z", &[7, 0]).unwrap_err().to_string();
         assert!(err.contains("unknown version 7"), "{err}");
     }
 }

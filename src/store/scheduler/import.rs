@@ -62,7 +62,7 @@ impl SchedulerStore {
             batch.insert(keys::settings(account), records::settings::encode(&settings));
             for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
                 let (k, v) = kv?;
-                let (item, old_due) = records::scheduled::decode(&v)?;
+                let (item, old_due) = records::scheduled::decode(&k, &v)?;
                 let due = due_of(&item, &settings);
                 if due != old_due {
                     batch.remove(keys::due(old_due, item.id));
