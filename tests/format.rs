@@ -80,7 +80,10 @@ async fn a_newer_format_stops_the_server_with_status_1_and_touches_nothing() {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("the server did not stop:\n{}", std::fs::read_to_string(&stderr).unwrap());
+            panic!(
+                "the server did not stop:\n{}",
+                std::fs::read_to_string(&stderr).unwrap()
+            );
         }
         tokio::time::sleep(Duration::from_millis(20)).await; // poll the child
     };
@@ -131,7 +134,10 @@ async fn an_older_format_is_migrated_after_a_backup_next_to_it() {
         .expect("run pigeonhole");
     common::process::succeeded(&out);
     // … as the older format it holds: migrated at the next start
-    assert_eq!(std::fs::read_to_string(restored.path().join(FORMAT_FILE)).unwrap(), "1\n");
+    assert_eq!(
+        std::fs::read_to_string(restored.path().join(FORMAT_FILE)).unwrap(),
+        "1\n"
+    );
 }
 
 /// Replaces, in the stopped server's database, the value of the first record of `tree`
@@ -185,7 +191,12 @@ async fn an_undecodable_record_is_a_json_500_naming_its_kind_logged_once_and_deg
     let raise = |v: &mut Vec<u8>| v[0] = 99; // written by a newer version
     let account_key = damage(data.path(), "inbox", &[&b"a"[..], carol_id.as_bytes()].concat(), raise);
     let item_key = damage(data.path(), "inbox", &[&b"i"[..], alice_id.as_bytes()].concat(), raise);
-    let scheduled_key = damage(data.path(), "scheduler", &[&b"s"[..], alice_s_id.as_bytes()].concat(), raise);
+    let scheduled_key = damage(
+        data.path(),
+        "scheduler",
+        &[&b"s"[..], alice_s_id.as_bytes()].concat(),
+        raise,
+    );
 
     let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
     let (status, body) = health(&server.api).await;
@@ -209,7 +220,17 @@ async fn an_undecodable_record_is_a_json_500_naming_its_kind_logged_once_and_deg
     }
     // the rest works
     let bob = server.api.login_ok("bob", "bob-password").await;
-    assert_eq!(server.api.get("/inbox/items", &bob).await.expect_json(200).as_array().unwrap().len(), 1);
+    assert_eq!(
+        server
+            .api
+            .get("/inbox/items", &bob)
+            .await
+            .expect_json(200)
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 
     for api in [&server.api, &server.scheduler] {
         let (status, body) = health(api).await;

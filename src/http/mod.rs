@@ -986,6 +986,39 @@ mod tests {
         assert_eq!(chunks, vec![Err("broken".to_owned())]);
     }
 
+    /// A list is answered only once it has been read to its end: an error anywhere, also
+    /// past the first chunk and past the buffer, is the answer (never a broken 200).
+    #[test]
+    fn a_json_list_with_an_error_anywhere_is_the_error() {
+        let item = "x".repeat(1000);
+        // small: answered from memory
+        let small = Reply::json_list(|| (0..10).map(|i| Ok(format!("{i}"))));
+        assert!(
+            matches!(small.map(|r| r.body), Ok(Payload::Full(b)) if b == br#"["0","1","2","3","4","5","6","7","8","9"]"#)
+        );
+        // long (over the buffer): checked, then streamed whole
+        let long = || {
+            let item = item.clone();
+            (0..3000).map(move |i| Ok(format!("{i}{item}")))
+        };
+        let reply = Reply::json_list(long).map_err(|e| e.message).unwrap();
+        let whole: Vec<u8> = chunks_of(reply).into_iter().flat_map(Result::unwrap).collect();
+        assert_eq!(serde_json::from_slice::<Vec<String>>(&whole).unwrap().len(), 3000);
+        // an error within the buffer, and one after it
+        for bad in [5, 2999] {
+            let item = item.clone();
+            let failing = move || {
+                let item = item.clone();
+                (0..3000).map(move |i| match i == bad {
+                    true => Err(ApiError::internal("a stored inbox item record cannot be read")),
+                    false => Ok(format!("{i}{item}")),
+                })
+            };
+            let err = Reply::json_list(failing).err().expect("the error is the answer");
+            assert_eq!(err.status, StatusCode::INTERNAL_SERVER_ERROR, "at {bad}");
+        }
+    }
+
     #[test]
     fn a_json_array_written_element_by_element() {
         let mut array = JsonArray::default();

@@ -100,7 +100,12 @@ impl Store {
     }
 
     /// [`Store::backup_to`] of a store whose records are of database format `format`.
-    pub(super) fn backup_of_format(&self, out: impl Write, files: &[(&str, &[u8])], format: u32) -> Result<BackupSummary> {
+    pub(super) fn backup_of_format(
+        &self,
+        out: impl Write,
+        files: &[(&str, &[u8])],
+        format: u32,
+    ) -> Result<BackupSummary> {
         let mut w = Hashing {
             inner: BufWriter::with_capacity(256 * 1024, out),
             hash: Sha256::new(),
@@ -565,6 +570,92 @@ mod tests {
         }
         std::fs::write(&src, &backup).unwrap();
         assert!(verify(&src, &[]).is_ok());
+    }
+
+    /// `backup` (version 2) with its header changed by `header` and the checksum recomputed.
+    fn rewritten(backup: &[u8], header: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+        let mut b = backup[..backup.len() - 32].to_vec();
+        header(&mut b);
+        let digest = Sha256::digest(&b);
+        b.extend_from_slice(&digest);
+        b
+    }
+
+    /// A backup written before backups carried the database format (version 1) holds
+    /// records of format 1: restored as such, and migrated at the next open. A backup of a
+    /// newer format is refused before anything is written.
+    #[test]
+    fn a_version_1_backup_restores_as_format_1_and_a_newer_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let account = Uuid::from_u128(7);
+        let mut backup = Vec::new();
+        {
+            let store = Store::open(&dir.path().join("a")).unwrap();
+            add(&store, account, [item(1, b"one".to_vec())]);
+            store.backup_to(&mut backup, &[]).unwrap();
+        }
+        assert_eq!(&backup[18..26], &[0, 0, 0, 2, 0, 0, 0, 2], "version 2, format 2");
+        let v1 = rewritten(&backup, |b| {
+            b.splice(18..26, [0, 0, 0, 1]);
+        });
+        let src = dir.path().join("v1.backup");
+        std::fs::write(&src, &v1).unwrap();
+        let target = dir.path().join("restored");
+        restore(&src, &target, false, &[]).unwrap();
+        assert_eq!(super::super::format::check(&target).unwrap(), Some(1));
+        let store = Store::open(&target).unwrap();
+        assert_eq!(store.inbox.count(account).unwrap(), 1);
+        assert_eq!(super::super::format::check(&target).unwrap(), Some(2), "migrated");
+        drop(store);
+
+        let newer = rewritten(&backup, |b| b[25] = 3);
+        std::fs::write(&src, &newer).unwrap();
+        let fresh = dir.path().join("fresh");
+        let err = restore(&src, &fresh, false, &[]).unwrap_err().to_string();
+        assert!(err.contains("format 3") && err.contains("newer"), "{err}");
+        assert!(!fresh.join("db").exists());
+    }
+
+    /// A record that does not decode (a raised version byte) in a backup whose checksum is
+    /// right: refused naming its kind and key, the existing database untouched.
+    #[test]
+    fn a_backup_with_an_undecodable_record_is_refused_and_nothing_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let account = Uuid::from_u128(7);
+        let mut backup = Vec::new();
+        {
+            let store = Store::open(&dir.path().join("a")).unwrap();
+            add(&store, account, [item(1, b"one".to_vec())]);
+            store.backup_to(&mut backup, &[]).unwrap();
+        }
+        let src = dir.path().join("b");
+        std::fs::write(&src, &backup).unwrap();
+        let target = dir.path().join("restored");
+        restore(&src, &target, false, &[]).unwrap();
+        // the item record: a key of 37 bytes starting with `i`
+        let at = backup
+            .windows(5)
+            .position(|w| w == [0, 0, 0, 37, b'i'])
+            .expect("an item key");
+        let key_len = u32::from_be_bytes(backup[at..at + 4].try_into().unwrap()) as usize;
+        let key = backup[at + 4..at + 4 + key_len].to_vec();
+        let value_at = at + 4 + key_len + 4;
+        let bad = rewritten(&backup, |b| b[value_at] = 99);
+        std::fs::write(&src, &bad).unwrap();
+        let err = verify(&src, &[]).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Undecodable(u) if u.kind == "inbox item" && u.key == key),
+            "{err}"
+        );
+        let before = std::fs::read_dir(&target).unwrap().count();
+        let err = restore(&src, &target, true, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("undecodable inbox item record") && err.contains(&hex::encode(&key)),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(&target).unwrap().count(), before, "nothing replaced");
+        let store = Store::open(&target).unwrap();
+        assert_eq!(store.inbox.items(account).unwrap()[0].data, b"one");
     }
 
     /// How long a backup holds writes back: run with `cargo test --lib -- --ignored

@@ -185,7 +185,10 @@ mod tests {
         let file = dir.path().join("db").join(FILE);
         std::fs::write(&file, format!("{}\n", CURRENT + 1)).unwrap();
         let err = Store::open(dir.path()).err().expect("refused");
-        assert!(matches!(err, StoreError::NewerFormat { found, .. } if found == CURRENT + 1), "{err}");
+        assert!(
+            matches!(err, StoreError::NewerFormat { found, .. } if found == CURRENT + 1),
+            "{err}"
+        );
         assert!(err.to_string().contains("newer version"), "{err}");
         std::fs::write(&file, "two\n").unwrap();
         let err = check(dir.path()).unwrap_err().to_string();

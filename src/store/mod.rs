@@ -48,7 +48,10 @@ pub enum StoreError {
     /// damaged): its kind and key (see [`undecodable`]).
     Undecodable(Box<Undecodable>),
     /// The database was written in a format newer than this version reads ([`format`]).
-    NewerFormat { dir: PathBuf, found: u32 },
+    NewerFormat {
+        dir: PathBuf,
+        found: u32,
+    },
 }
 
 /// A record that could not be decoded: which kind (`"account"`, `"inbox item"`, …), under

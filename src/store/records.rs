@@ -985,7 +985,11 @@ pub(super) fn check(tree: usize, key: &[u8], value: &[u8], format: u32) -> Resul
         if lengths.contains(&value.len()) {
             Ok(())
         } else {
-            Err(undecodable(kind, key, format!("{} bytes where {lengths:?} were expected", value.len())))
+            Err(undecodable(
+                kind,
+                key,
+                format!("{} bytes where {lengths:?} were expected", value.len()),
+            ))
         }
     };
     let Some(prefix) = key.first() else {
@@ -997,7 +1001,8 @@ pub(super) fn check(tree: usize, key: &[u8], value: &[u8], format: u32) -> Resul
         (_, b'u') => Ok(()), // the payment customer id: any bytes
         (0, b'c') => sized("item count", &[8]),
         (0, b'i') => {
-            let created = super::keys::created_of(key).ok_or_else(|| undecodable(item::KIND, key, "a malformed key"))?;
+            let created =
+                super::keys::created_of(key).ok_or_else(|| undecodable(item::KIND, key, "a malformed key"))?;
             item::decode(key, value, created).map(drop)
         }
         (0, b'd') => sized("inbox item index", &[36]),
@@ -1019,7 +1024,11 @@ pub(super) fn check(tree: usize, key: &[u8], value: &[u8], format: u32) -> Resul
         (1, b'm') if format < 2 => email::decode(key, value).map(drop),
         (1, b'o') => match value {
             [b'V' | b'T' | b'N' | b'M'] => Ok(()),
-            _ => Err(undecodable("e-mail owner index", key, "not a stage of the e-mail queue")),
+            _ => Err(undecodable(
+                "e-mail owner index",
+                key,
+                "not a stage of the e-mail queue",
+            )),
         },
         (1, b'E') => sized("handled payment event", &[0]),
         (1, b'F') => Ok(()), // a failed payment event: the provider's bytes as they came
@@ -1439,5 +1448,154 @@ mod tests {
         }
         let err = settings::decode(b"z", &[7, 0]).unwrap_err().to_string();
         assert!(err.contains("unknown version 7"), "{err}");
+    }
+
+    /// What a restore checks: every kind, under a key as the store makes it ([`super::super::keys`]),
+    /// with a value as the store writes it, is accepted; a raised version byte, a damaged
+    /// body, a wrong index length and an unknown prefix are refused naming kind and key.
+    #[test]
+    fn check_decodes_every_kind_by_tree_and_key_prefix() {
+        use super::super::keys::{self, TargetKind};
+        use crate::domain::email::Stage;
+        let account = Account {
+            id: id(0x11),
+            username: "alice".into(),
+            password_hash: PasswordHash::Pbkdf2("$pbkdf2$x".into()),
+            created: at(1_700_000_000, 0),
+            last_login: None,
+            epoch: 0,
+        };
+        let item = InboxItem {
+            id: id(0x22),
+            kind: ItemType::Text,
+            data: b"x".to_vec(),
+            created: at(1_700_000_000, 5),
+        };
+        let key = AccessKey {
+            id: id(0x66),
+            name: "phone".into(),
+            created: at(1_700_000_000, 0),
+            seq: 1,
+            permissions: Permissions(3),
+            secret: KeySecret::Digest([0xab; 32]),
+        };
+        let scheduled = ScheduledItem {
+            id: id(0x22),
+            owner: id(0x11),
+            tickle: tickle(),
+            created: at(1_700_000_000, 1),
+            server_time: 4,
+        };
+        let triggered = TriggeredItem {
+            id: id(0x33),
+            owner: id(0x11),
+            tickle: tickle(),
+            created: at(1_700_000_000, 1),
+            triggered: at(1_719_822_601, 2),
+            attempts: Vec::new(),
+        };
+        let trigger = Trigger {
+            id: id(0x44),
+            owner: id(0x11),
+            created: at(1_700_000_100, 0),
+            kind: TriggerKind::Email {
+                address: "c@x.org".into(),
+                verified: true,
+                key_digest: [0xcd; 32],
+            },
+        };
+        let email = QueuedEmail::new(
+            id(0x11),
+            None,
+            EmailKind::Verification {
+                to: "c@x.org".into(),
+                key: "k".into(),
+            },
+        );
+        let item_place = keys::item_place(id(0x11), item.created, 7);
+        let triggered_place = keys::triggered_place(id(0x11), triggered.created, triggered.triggered, 8);
+        let trigger_place = keys::trigger_place(id(0x11), 9, trigger.id);
+        let both = |k: Vec<u8>, v: Vec<u8>| [(0, k.clone(), v.clone()), (1, k, v)];
+        let mut good: Vec<(usize, Vec<u8>, Vec<u8>)> = Vec::new();
+        good.extend(both(keys::account(id(0x11)), account::encode(&account)));
+        good.extend(both(keys::username("alice"), raw::uuid(id(0x11))));
+        good.extend(both(keys::customer(id(0x11)), raw::customer("cus_1")));
+        good.extend([
+            (0, keys::count(id(0x11)), raw::count(1)),
+            (0, keys::item(&item_place), item::encode(&item)),
+            (0, keys::item_id(item.id), item_place.clone()),
+            (0, keys::access_key(id(0x11), key.id), access_key::encode(&key)),
+            (0, keys::key_digest(&[0xab; 32]), keys::key_owner(id(0x11), key.id)),
+            (0, keys::idempotency(id(0x11), "k"), raw::uuid(item.id)),
+            (1, keys::count(id(0x11)), raw::counts((1, 1))),
+            (
+                1,
+                keys::scheduled(&item_place),
+                scheduled::encode(&scheduled, at(1_719_822_600, 0)),
+            ),
+            (1, keys::scheduled_id(scheduled.id), item_place.clone()),
+            (1, keys::triggered(&triggered_place), triggered::encode(&triggered)),
+            (1, keys::triggered_id(triggered.id), triggered_place),
+            (1, keys::due(at(1_719_822_600, 0), scheduled.id), raw::uuid(id(0x11))),
+            (1, keys::trigger(&trigger_place), trigger::encode(&trigger)),
+            (1, keys::trigger_id(trigger.id), trigger_place),
+            (
+                1,
+                keys::settings(id(0x11)),
+                settings::encode(&TimeZoneSetting::default()),
+            ),
+            (
+                1,
+                keys::targets(TargetKind::Inbox, 3, triggered.id),
+                targets::encode(&targets::Targets {
+                    owner: id(0x11),
+                    triggers: vec![trigger.id],
+                }),
+            ),
+            (1, keys::delivery(4, id(0x55)), delivery::encode(&delivery())),
+            (1, keys::email(Stage::Verification, 5), email::encode(&email)),
+            (
+                1,
+                keys::email_of_owner(id(0x11), 5),
+                vec![keys::stage_prefix(Stage::Verification)],
+            ),
+            (1, keys::event_handled("evt_1"), Vec::new()),
+            (1, keys::event_failed("evt_2"), b"{}".to_vec()),
+        ]);
+        for (tree, k, v) in &good {
+            check(*tree, k, v, 2).unwrap_or_else(|e| panic!("tree {tree}, key {}: {e}", hex::encode(k)));
+        }
+        // the queue without stages exists only in format 1
+        let mut legacy = keys::legacy_emails();
+        legacy.extend_from_slice(&5u64.to_be_bytes());
+        assert!(check(1, &legacy, &email::encode(&email), 1).is_ok());
+        assert!(check(1, &legacy, &email::encode(&email), 2).is_err());
+
+        let refused = |tree: usize, k: &[u8], v: &[u8]| match check(tree, k, v, 2) {
+            Err(StoreError::Undecodable(u)) => {
+                assert_eq!(u.key, k);
+                u.kind
+            }
+            other => panic!("{other:?}"),
+        };
+        for (tree, k, v) in &good {
+            if v.first().is_some_and(|b| *b == 1 || *b == 2) && v.len() > 20 && k[0] != b'd' && k[0] != b'S' {
+                let mut raised = v.clone();
+                raised[0] = 99;
+                refused(*tree, k, &raised);
+            }
+        }
+        assert_eq!(refused(0, &keys::account(id(0x11)), &[2, 0xff, 0xff]), "account");
+        assert_eq!(refused(0, &keys::item(&item_place), &[9]), "inbox item");
+        assert_eq!(
+            refused(1, &keys::scheduled_id(id(0x22)), &[0; 35]),
+            "scheduled item index"
+        );
+        assert_eq!(refused(0, b"Zzz", b""), "unknown");
+        assert_eq!(
+            refused(0, &keys::scheduled(&item_place), b""),
+            "unknown",
+            "a scheduler kind in the inbox tree"
+        );
     }
 }

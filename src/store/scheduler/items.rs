@@ -216,12 +216,10 @@ impl SchedulerStore {
 
     /// [`Self::scheduled_items`] read one at a time.
     pub fn scheduled_scan(&self, account: Uuid) -> impl Iterator<Item = Result<ScheduledItem>> + Send + 'static {
-        self.tree
-            .scan_prefix(keys::scheduled_of(account))
-            .map(|kv| {
-                let (k, v) = kv?;
-                Ok(records::scheduled::decode(&k, &v)?.0)
-            })
+        self.tree.scan_prefix(keys::scheduled_of(account)).map(|kv| {
+            let (k, v) = kv?;
+            Ok(records::scheduled::decode(&k, &v)?.0)
+        })
     }
 
     /// The account's triggered items by original `created`, then by triggering time.
@@ -231,12 +229,10 @@ impl SchedulerStore {
 
     /// [`Self::triggered_items`] read one at a time.
     pub fn triggered_scan(&self, account: Uuid) -> impl Iterator<Item = Result<TriggeredItem>> + Send + 'static {
-        self.tree
-            .scan_prefix(keys::triggered_of(account))
-            .map(|kv| {
-                let (k, v) = kv?;
-                records::triggered::decode(&k, &v)
-            })
+        self.tree.scan_prefix(keys::triggered_of(account)).map(|kv| {
+            let (k, v) = kv?;
+            records::triggered::decode(&k, &v)
+        })
     }
 
     /// Runs one sync atomically: `decide` sees the account's scheduled items and settings as
