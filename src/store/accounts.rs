@@ -80,8 +80,9 @@ impl AccountStore {
     }
 
     pub fn by_username(&self, username: &str) -> Result<Option<Account>> {
-        match self.tree.get(keys::username(username))? {
-            Some(id) => self.get(raw::to_uuid("username index", &id)?),
+        let k = keys::username(username);
+        match self.tree.get(&k)? {
+            Some(id) => self.get(raw::to_uuid("username index", &k, &id)?),
             None => Ok(None),
         }
     }

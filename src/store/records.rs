@@ -73,15 +73,16 @@ impl From<Time> for Timestamp {
 /// Raw values: a uuid (username index, idempotency keys, due-index owners), counts, the
 /// payment customer.
 pub(super) mod raw {
-    use super::{Result, StoreError};
+    use super::{undecodable, Result};
     use uuid::Uuid;
 
     pub(in crate::store) fn uuid(id: Uuid) -> Vec<u8> {
         id.as_bytes().to_vec()
     }
 
-    pub(in crate::store) fn to_uuid(kind: &str, bytes: &[u8]) -> Result<Uuid> {
-        Uuid::from_slice(bytes).map_err(|_| StoreError::Codec(format!("{kind}: not a uuid")))
+    /// The uuid stored under `key`, an index of `kind`.
+    pub(in crate::store) fn to_uuid(kind: &'static str, key: &[u8], bytes: &[u8]) -> Result<Uuid> {
+        Uuid::from_slice(bytes).map_err(|_| undecodable(kind, key, "not a uuid"))
     }
 
     /// A count: u64 big-endian.
@@ -89,8 +90,10 @@ pub(super) mod raw {
         n.to_be_bytes().to_vec()
     }
 
-    pub(in crate::store) fn to_count(bytes: &[u8]) -> Result<u64> {
-        let n: [u8; 8] = bytes.try_into().map_err(|_| StoreError::Codec("item count".into()))?;
+    pub(in crate::store) fn to_count(key: &[u8], bytes: &[u8]) -> Result<u64> {
+        let n: [u8; 8] = bytes
+            .try_into()
+            .map_err(|_| undecodable("item count", key, "not 8 bytes"))?;
         Ok(u64::from_be_bytes(n))
     }
 
@@ -99,11 +102,11 @@ pub(super) mod raw {
         [scheduled.to_be_bytes(), triggered.to_be_bytes()].concat()
     }
 
-    pub(in crate::store) fn to_counts(bytes: &[u8]) -> Result<(u64, u64)> {
+    pub(in crate::store) fn to_counts(key: &[u8], bytes: &[u8]) -> Result<(u64, u64)> {
         if bytes.len() != 16 {
-            return Err(StoreError::Codec("item counts".into()));
+            return Err(undecodable("item counts", key, "not 16 bytes"));
         }
-        Ok((to_count(&bytes[..8])?, to_count(&bytes[8..])?))
+        Ok((to_count(key, &bytes[..8])?, to_count(key, &bytes[8..])?))
     }
 
     /// The payment customer id: its UTF-8.
@@ -1427,14 +1430,14 @@ mod tests {
     #[test]
     fn raw_values() {
         assert_eq!(hex::encode(raw::uuid(id(0x11))), "11".repeat(16));
-        assert_eq!(raw::to_uuid("index", &[0x11; 16]).unwrap(), id(0x11));
-        assert!(raw::to_uuid("index", &[0x11; 15]).is_err());
+        assert_eq!(raw::to_uuid("index", b"n", &[0x11; 16]).unwrap(), id(0x11));
+        assert!(raw::to_uuid("index", b"n", &[0x11; 15]).is_err());
         assert_eq!(hex::encode(raw::count(258)), "0000000000000102");
-        assert_eq!(raw::to_count(&raw::count(258)).unwrap(), 258);
-        assert!(raw::to_count(&[1, 2]).is_err());
+        assert_eq!(raw::to_count(b"c", &raw::count(258)).unwrap(), 258);
+        assert!(raw::to_count(b"c", &[1, 2]).is_err());
         assert_eq!(hex::encode(raw::counts((1, 2))), "00000000000000010000000000000002");
-        assert_eq!(raw::to_counts(&raw::counts((1, 2))).unwrap(), (1, 2));
-        assert!(raw::to_counts(&[0; 8]).is_err());
+        assert_eq!(raw::to_counts(b"c", &raw::counts((1, 2))).unwrap(), (1, 2));
+        assert!(raw::to_counts(b"c", &[0; 8]).is_err());
         assert_eq!(hex::encode(raw::customer("cus_1")), "6375735f31");
         assert_eq!(raw::to_customer(b"cus_1"), "cus_1");
     }

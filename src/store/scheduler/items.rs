@@ -298,9 +298,10 @@ impl SchedulerStore {
             .take(limit)
         {
             let (k, v) = kv?;
-            let (Some((due, id)), Ok(owner)) = (keys::due_entry(&k), raw::to_uuid("due index", &v)) else {
+            let Some((due, id)) = keys::due_entry(&k) else {
                 return Err(StoreError::Codec("due index entry".into()));
             };
+            let owner = raw::to_uuid("due index", &k, &v)?;
             out.push((due, owner, id));
         }
         Ok(out)
