@@ -617,13 +617,16 @@ impl From<crate::store::StoreError> for ApiError {
     /// log, once: see [`dispatch`]).
     fn from(e: crate::store::StoreError) -> ApiError {
         match e {
-            crate::store::StoreError::Undecodable(record) => ApiError {
-                undecodable: Some(record.clone()),
-                ..ApiError::internal(format!(
+            crate::store::StoreError::Undecodable(record) => {
+                let message = format!(
                     "internal error: a stored {} record cannot be read by this version of the server",
                     record.kind
-                ))
-            },
+                );
+                ApiError {
+                    undecodable: Some(record),
+                    ..ApiError::internal(message)
+                }
+            }
             e => {
                 tracing::error!("store: {e}");
                 ApiError::internal("internal error: the database failed")
