@@ -197,7 +197,9 @@ pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
 
 impl Store {
     /// Opens (creating if needed) the database in `dir`, holding an exclusive lock on the
-    /// directory for as long as the store lives.
+    /// directory for as long as the store lives. A database of an older format is migrated
+    /// first, after a backup next to it; a newer one is [`StoreError::NewerFormat`], before
+    /// anything is written ([`format`]).
     pub fn open(dir: &Path) -> Result<Arc<Store>> {
         let lock = lock_dir(dir)?;
         // a newer format stops here, before the engine opens (and writes) anything
