@@ -53,6 +53,9 @@ pub async fn start(
 ) -> Result<Running, String> {
     // reqwest (inbox deliveries) and lettre use rustls with ring; install it once
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // a database of a newer format stops the start before anything in the directory is
+    // touched (the process exits with status 1)
+    store::format::check(&settings.data_dir).map_err(|e| e.to_string())?;
     let settings = Arc::new(settings);
     let tightened = datadir::prepare(&settings.data_dir)?;
     if tightened > 0 {
@@ -118,7 +121,8 @@ pub async fn start(
             http::server::connection_bound(open_files),
             Duration::from_secs(10),
         )
-        .with_metrics(metrics.clone()),
+        .with_metrics(metrics.clone())
+        .with_undecodable(store.undecodable().clone()),
     );
     tracing::debug!(
         "at most {} connections at once ({open_files} open files allowed)",

@@ -48,6 +48,8 @@ async fn healthz_is_200_with_version_uptime_database_and_workers_on_both_ports()
         assert_eq!(body["status"], "ok");
         assert_eq!(body["database"]["writable"], true);
         assert_eq!(body["database"]["readable"], true);
+        // no stored record failed to decode (tests/format.rs: "degraded" when one did)
+        assert_eq!(body["database"]["undecodable-records"], 0, "{body}");
         assert_eq!(body["errored-workers"], serde_json::json!([]));
         assert_eq!(body["workers"]["triggerer"]["status"], "running", "{body}");
         assert!(body["workers"]["triggerer"]["passes"].as_u64().unwrap() >= 1, "{body}");

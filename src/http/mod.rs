@@ -37,6 +37,9 @@ pub struct Limits {
     pub public_bodies: body::PublicBodies,
     pub grace: Duration,
     pub metrics: Arc<Metrics>,
+    /// Where the undecodable records that requests meet are noted (logged once each,
+    /// counted by the health check): the store's own set.
+    pub undecodable: Arc<crate::store::undecodable::UndecodableRecords>,
 }
 
 impl Limits {
@@ -46,7 +49,14 @@ impl Limits {
             public_bodies: body::PublicBodies::default(),
             grace,
             metrics: Arc::new(Metrics::off()),
+            undecodable: Arc::default(),
         }
+    }
+
+    /// These limits, with undecodable records noted in `records` (the store's).
+    pub fn with_undecodable(mut self, records: Arc<crate::store::undecodable::UndecodableRecords>) -> Limits {
+        self.undecodable = records;
+        self
     }
 
     /// These limits, with answers counted in `metrics`.
@@ -229,7 +239,9 @@ pub enum Payload {
 }
 
 /// Chunks of an answer body, made on demand; an error ends the connection (the answer's
-/// status is sent by then), so the client sees a broken answer, never a short list.
+/// status is sent by then), so the client sees a broken answer, never a short list. Lists
+/// of stored records are checked before they are streamed ([`Reply::json_list`]), so only
+/// an I/O error met while sending can do this.
 pub struct Chunks(Box<dyn Iterator<Item = Result<Bytes, ApiError>> + Send>);
 
 impl Chunks {
@@ -245,6 +257,8 @@ impl Chunks {
 
 /// A JSON array answer is sent in chunks of about this size.
 const JSON_CHUNK: usize = 64 * 1024;
+/// A list whose JSON is at most this long is answered from memory ([`Reply::json_list`]).
+const LIST_BUFFER: usize = 1024 * 1024;
 
 impl Reply {
     pub fn json<T: Serialize + ?Sized>(value: &T) -> Reply {
@@ -257,6 +271,51 @@ impl Reply {
             },
             Err(e) => ApiError::internal(format!("could not encode the answer: {e}")).into_reply(),
         }
+    }
+
+    /// A JSON array of the items that `list` reads, answered only once every item has been
+    /// read and decoded, so that an error anywhere in the list (an undecodable record) is
+    /// the answer, a JSON error, and never a connection broken off after a 200. A list of
+    /// up to [`LIST_BUFFER`] bytes of JSON is read once and answered from memory; a longer
+    /// one is read to its end to check it (one item in memory at a time), then read again
+    /// by a second call of `list` and streamed ([`Reply::json_array`]). Only records this
+    /// version wrote can appear between the two readings, and they decode.
+    pub fn json_list<T, I, F>(list: F) -> Result<Reply, ApiError>
+    where
+        T: Serialize + Send + 'static,
+        I: Iterator<Item = Result<T, ApiError>> + Send + 'static,
+        F: Fn() -> I,
+    {
+        let encoding = |e: serde_json::Error| ApiError::internal(format!("could not encode the answer: {e}"));
+        let mut items = list();
+        let mut out = vec![b'['];
+        loop {
+            match items.next() {
+                None => {
+                    out.push(b']');
+                    return Ok(Reply {
+                        status: StatusCode::OK,
+                        body: Payload::Full(out),
+                        content_type: Some("application/json"),
+                        headers: Vec::new(),
+                    });
+                }
+                Some(item) => {
+                    if out.len() > 1 {
+                        out.push(b',');
+                    }
+                    serde_json::to_writer(&mut out, &item?).map_err(encoding)?;
+                    if out.len() > LIST_BUFFER {
+                        break;
+                    }
+                }
+            }
+        }
+        drop(out);
+        for item in items {
+            item?;
+        }
+        Ok(Reply::json_array(list()))
     }
 
     /// A JSON array of `items`, encoded and sent a chunk at a time while they are read
@@ -469,6 +528,9 @@ pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
     pub retry_after: Option<u64>,
+    /// The stored record that could not be decoded, when that is the error (noted once
+    /// the answer is made: logged once per record, counted by the health check).
+    pub undecodable: Option<Box<crate::store::Undecodable>>,
 }
 
 impl ApiError {
@@ -477,6 +539,7 @@ impl ApiError {
             status,
             message: message.into(),
             retry_after: None,
+            undecodable: None,
         }
     }
 
@@ -554,20 +617,36 @@ impl From<crate::domain::DomainError> for ApiError {
 pub const UNAVAILABLE_RETRY_AFTER: u64 = 300;
 
 impl From<crate::store::StoreError> for ApiError {
+    /// 500; an undecodable record is named by its kind in the answer (its key only in the
+    /// log, once: see [`dispatch`]).
     fn from(e: crate::store::StoreError) -> ApiError {
-        if let crate::store::StoreError::Unavailable(why) = &e {
-            // the reason is the server's state, not a secret; logged once by the writer
-            tracing::debug!("store: {e}");
-            return ApiError {
-                retry_after: Some(UNAVAILABLE_RETRY_AFTER),
-                ..ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("the server cannot store changes at the moment (reads still work): {why}"),
-                )
-            };
+        match e {
+            crate::store::StoreError::Unavailable(why) => {
+                // the reason is the server's state, not a secret; logged once by the writer
+                tracing::debug!("store: the database takes no writes: {why}");
+                ApiError {
+                    retry_after: Some(UNAVAILABLE_RETRY_AFTER),
+                    ..ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!("the server cannot store changes at the moment (reads still work): {why}"),
+                    )
+                }
+            }
+            crate::store::StoreError::Undecodable(record) => {
+                let message = format!(
+                    "internal error: a stored {} record cannot be read by this version of the server",
+                    record.kind
+                );
+                ApiError {
+                    undecodable: Some(record),
+                    ..ApiError::internal(message)
+                }
+            }
+            e => {
+                tracing::error!("store: {e}");
+                ApiError::internal("internal error: the database failed")
+            }
         }
-        tracing::error!("store: {e}");
-        ApiError::internal("internal error: the database failed")
     }
 }
 
@@ -700,7 +779,12 @@ where
     } else {
         answer(service.clone(), &limits, head, body, &mut route)
             .await
-            .unwrap_or_else(ApiError::into_reply)
+            .unwrap_or_else(|e| {
+                if let Some(record) = &e.undecodable {
+                    limits.undecodable.note(record);
+                }
+                e.into_reply()
+            })
     };
     limits
         .metrics
@@ -940,6 +1024,39 @@ mod tests {
         let failing_later = vec![Ok(1), Err(ApiError::internal("broken")), Ok(3)];
         let chunks = chunks_of(Reply::json_array(failing_later.into_iter()));
         assert_eq!(chunks, vec![Err("broken".to_owned())]);
+    }
+
+    /// A list is answered only once it has been read to its end: an error anywhere, also
+    /// past the first chunk and past the buffer, is the answer (never a broken 200).
+    #[test]
+    fn a_json_list_with_an_error_anywhere_is_the_error() {
+        let item = "x".repeat(1000);
+        // small: answered from memory
+        let small = Reply::json_list(|| (0..10).map(|i| Ok(format!("{i}"))));
+        assert!(
+            matches!(small.map(|r| r.body), Ok(Payload::Full(b)) if b == br#"["0","1","2","3","4","5","6","7","8","9"]"#)
+        );
+        // long (over the buffer): checked, then streamed whole
+        let long = || {
+            let item = item.clone();
+            (0..3000).map(move |i| Ok(format!("{i}{item}")))
+        };
+        let reply = Reply::json_list(long).map_err(|e| e.message).unwrap();
+        let whole: Vec<u8> = chunks_of(reply).into_iter().flat_map(Result::unwrap).collect();
+        assert_eq!(serde_json::from_slice::<Vec<String>>(&whole).unwrap().len(), 3000);
+        // an error within the buffer, and one after it
+        for bad in [5, 2999] {
+            let item = item.clone();
+            let failing = move || {
+                let item = item.clone();
+                (0..3000).map(move |i| match i == bad {
+                    true => Err(ApiError::internal("a stored inbox item record cannot be read")),
+                    false => Ok(format!("{i}{item}")),
+                })
+            };
+            let err = Reply::json_list(failing).err().expect("the error is the answer");
+            assert_eq!(err.status, StatusCode::INTERNAL_SERVER_ERROR, "at {bad}");
+        }
     }
 
     #[test]

@@ -82,9 +82,10 @@ impl Inbox {
                 Ok(Reply::empty())
             }
             Route::Items => {
-                // sent while it is read from the store: one item in memory at a time
-                let items = store.item_scan(id).map(|item| Ok(item?));
-                Ok(Reply::json_array(items))
+                // checked, then sent while it is read from the store (one item in memory
+                // at a time): an undecodable item is a JSON 500
+                let store = self.ctx.store.clone();
+                Reply::json_list(move || store.inbox.item_scan(id).map(|item| Ok(item?)))
             }
             Route::Uuids => Ok(Reply::json(&store.item_ids(id)?)),
             Route::ShowItem => Ok(Reply::json(&store.first_item(id)?)),

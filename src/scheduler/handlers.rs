@@ -146,12 +146,14 @@ impl Scheduler {
                     Filter::OnlyUntriggered => (true, false),
                     Filter::OnlyTriggered => (false, true),
                 };
-                // sent while it is read from the store: one item in memory at a time
-                let scheduled = scheduled.then(|| store.scheduled_scan(me).map(|i| Ok(i?.to_json())));
-                let triggered = triggered.then(|| store.triggered_scan(me).map(|i| Ok(i?.to_json())));
-                Ok(Reply::json_array(
-                    scheduled.into_iter().flatten().chain(triggered.into_iter().flatten()),
-                ))
+                // checked, then sent while it is read from the store (one item in memory
+                // at a time): an undecodable item is a JSON 500
+                let store = self.ctx.store.clone();
+                Reply::json_list(move || {
+                    let scheduled = scheduled.then(|| store.scheduler.scheduled_scan(me).map(|i| Ok(i?.to_json())));
+                    let triggered = triggered.then(|| store.scheduler.triggered_scan(me).map(|i| Ok(i?.to_json())));
+                    scheduled.into_iter().flatten().chain(triggered.into_iter().flatten())
+                })
             }
             Route::Uuids => {
                 let ids: Vec<Uuid> = store.scheduled_items(me)?.iter().map(|i| i.id).collect();

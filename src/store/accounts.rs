@@ -72,15 +72,17 @@ impl AccountStore {
     }
 
     pub fn get(&self, id: Uuid) -> Result<Option<Account>> {
-        match self.tree.get(keys::account(id))? {
-            Some(v) => Ok(Some(records::account::decode(&v)?)),
+        let k = keys::account(id);
+        match self.tree.get(&k)? {
+            Some(v) => Ok(Some(records::account::decode(&k, &v)?)),
             None => Ok(None),
         }
     }
 
     pub fn by_username(&self, username: &str) -> Result<Option<Account>> {
-        match self.tree.get(keys::username(username))? {
-            Some(id) => self.get(raw::to_uuid("username index", &id)?),
+        let k = keys::username(username);
+        match self.tree.get(&k)? {
+            Some(id) => self.get(raw::to_uuid("username index", &k, &id)?),
             None => Ok(None),
         }
     }
@@ -89,7 +91,10 @@ impl AccountStore {
     pub fn all(&self) -> Result<Vec<Account>> {
         self.tree
             .scan_prefix(keys::accounts())
-            .map(|kv| records::account::decode(&kv?.1))
+            .map(|kv| {
+                let (k, v) = kv?;
+                records::account::decode(&k, &v)
+            })
             .collect()
     }
 
@@ -213,15 +218,19 @@ impl AccountStore {
         let mut found = self
             .tree
             .scan_prefix(keys::access_keys_of(account))
-            .map(|kv| records::access_key::decode(&kv?.1))
+            .map(|kv| {
+                let (k, v) = kv?;
+                records::access_key::decode(&k, &v)
+            })
             .collect::<Result<Vec<_>>>()?;
         found.sort_by_key(|k| (k.created, k.seq));
         Ok(found)
     }
 
     pub fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
-        match self.tree.get(keys::access_key(account, id))? {
-            Some(v) => Ok(Some(records::access_key::decode(&v)?)),
+        let k = keys::access_key(account, id);
+        match self.tree.get(&k)? {
+            Some(v) => Ok(Some(records::access_key::decode(&k, &v)?)),
             None => Ok(None),
         }
     }

@@ -1,13 +1,14 @@
 //! A whole database as one file, written while the server runs ([`Store::backup_to`]) and
 //! brought back into a stopped data directory ([`restore`]).
 //!
-//! The format (version 1; docs/backup.md) is independent of the engine: the logical records
+//! The format (version 2; docs/backup.md) is independent of the engine: the logical records
 //! of every tree, with values whole (never sled's chunks or manifests), so that a restore
 //! into a later engine reads it too.
 //!
 //! ```text
 //! "PIGEONHOLE-BACKUP\n"              18 bytes of magic
-//! version                            u32, big-endian (1)
+//! version                            u32, big-endian (2; version 1 had no format field)
+//! database format                    u32, big-endian (see [`super::format`]; 1 in version 1)
 //! entries, each a kind byte:
 //!   1 record: tree name (u8 length + UTF-8), key (u32 length + bytes), value (u32 + bytes)
 //!   2 file:   name (u8 length + UTF-8), contents (u32 length + bytes)
@@ -21,6 +22,7 @@
 //! to one of them, each whole: every write acknowledged before the backup began is in it
 //! (acknowledged means applied and flushed), and of the later ones a prefix in queue order.
 
+use super::records;
 use super::writer::Batch;
 use super::{Result, Store, StoreError};
 use sha2::{Digest, Sha256};
@@ -29,7 +31,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 18] = b"PIGEONHOLE-BACKUP\n";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const RECORD: u8 = 1;
 const FILE: u8 = 2;
 const IDS: u8 = 3;
@@ -93,6 +95,17 @@ impl Store {
     /// Writes a consistent copy of the whole database to `out`, with `files` (name and
     /// contents, e.g. the token signing key) alongside. The caller makes `out` durable.
     pub fn backup_to(&self, out: impl Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
+        // an open store has been migrated to the current format
+        self.backup_of_format(out, files, super::format::CURRENT)
+    }
+
+    /// [`Store::backup_to`] of a store whose records are of database format `format`.
+    pub(super) fn backup_of_format(
+        &self,
+        out: impl Write,
+        files: &[(&str, &[u8])],
+        format: u32,
+    ) -> Result<BackupSummary> {
         let mut w = Hashing {
             inner: BufWriter::with_capacity(256 * 1024, out),
             hash: Sha256::new(),
@@ -100,6 +113,7 @@ impl Store {
         };
         w.write_all(MAGIC)?;
         w.write_all(&VERSION.to_be_bytes())?;
+        w.write_all(&format.to_be_bytes())?;
         for (name, contents) in files {
             w.write_all(&[FILE])?;
             put_name(&mut w, name)?;
@@ -205,17 +219,18 @@ impl<R: Read> Reader<R> {
         self.take(len as usize)
     }
 
-    fn header(&mut self) -> Result<()> {
+    /// The header; answers the database format of the records.
+    fn header(&mut self) -> Result<u32> {
         if self.len < (MAGIC.len() + 4 + 32) as u64 || self.take(MAGIC.len())? != MAGIC {
             return Err(damaged("it does not start as a Pigeonhole backup"));
         }
-        let version = self.u32()?;
-        if version != VERSION {
-            return Err(StoreError::Codec(format!(
-                "the backup has format version {version}; this Pigeonhole reads version {VERSION}"
-            )));
+        match self.u32()? {
+            1 => Ok(super::format::PREDECESSOR),
+            VERSION => self.u32(),
+            version => Err(StoreError::Codec(format!(
+                "the backup has format version {version}; this Pigeonhole reads versions 1 to {VERSION}"
+            ))),
         }
-        Ok(())
     }
 
     fn entry(&mut self) -> Result<Entry> {
@@ -273,11 +288,20 @@ fn open_reader(src: &Path) -> Result<Reader<BufReader<File>>> {
     })
 }
 
+/// What reading a whole backup found.
+struct Contents {
+    records: u64,
+    ids: u64,
+    /// The database format of its records.
+    format: u32,
+}
+
 /// Reads the whole backup at `src`, checking its structure and checksum, and calls `each`
-/// with every entry before the end; the checksum is known to match only once this answers.
-fn read_backup(src: &Path, mut each: impl FnMut(Entry) -> Result<()>) -> Result<(u64, u64)> {
+/// with every entry before the end (and the backup's database format); the checksum is
+/// known to match only once this answers.
+fn read_backup(src: &Path, mut each: impl FnMut(Entry, u32) -> Result<()>) -> Result<Contents> {
     let mut r = open_reader(src)?;
-    r.header()?;
+    let format = r.header()?;
     let mut records = 0u64;
     let mut ids = 0u64;
     loop {
@@ -291,27 +315,51 @@ fn read_backup(src: &Path, mut each: impl FnMut(Entry) -> Result<()>) -> Result<
             Entry::Ids(n) => ids = ids.max(n),
             e @ Entry::Record { .. } => {
                 records += 1;
-                each(e)?;
+                each(e, format)?;
             }
-            e => each(e)?,
+            e => each(e, format)?,
         }
     }
     r.trailer()?;
-    Ok((records, ids))
+    Ok(Contents { records, ids, format })
 }
 
-/// Checks the backup at `src` (structure and checksum) without touching anything else.
+/// Checks the backup at `src` without touching anything else: its structure and checksum,
+/// its database format (not newer than this version's), and every record, decoded as its
+/// tree and key prefix say ([`records::check`]). A record that does not decode is an
+/// [`StoreError::Undecodable`] naming its kind and key (reported once the checksum is
+/// known to match: a damaged file is reported as damaged).
 pub fn verify(src: &Path, allowed_files: &[&str]) -> Result<BackupSummary> {
     let mut files = Vec::new();
-    let (records, _) = read_backup(src, |e| {
-        if let Entry::File { name, .. } = e {
-            if !allowed_files.contains(&name.as_str()) {
-                return Err(damaged(format!("unexpected file {name:?}")));
+    let mut undecodable = None;
+    let read = read_backup(src, |e, format| {
+        if format > super::format::CURRENT {
+            return Err(StoreError::Codec(format!(
+                "the backup holds a database of format {format}, written by a newer version of Pigeonhole; this \
+                 version reads formats up to {}",
+                super::format::CURRENT
+            )));
+        }
+        match e {
+            Entry::File { name, .. } => {
+                if !allowed_files.contains(&name.as_str()) {
+                    return Err(damaged(format!("unexpected file {name:?}")));
+                }
+                files.push(name);
             }
-            files.push(name);
+            Entry::Record { tree, key, value } if undecodable.is_none() => {
+                if let Err(e) = records::check(tree, &key, &value, format) {
+                    undecodable = Some(e);
+                }
+            }
+            _ => {}
         }
         Ok(())
     })?;
+    if let Some(e) = undecodable {
+        return Err(e);
+    }
+    let records = read.records;
     Ok(BackupSummary {
         records,
         files,
@@ -377,7 +425,7 @@ fn build(src: &Path, building: &Path) -> Result<Vec<(String, Vec<u8>)>> {
         let mut batches: Vec<Batch> = TREES.iter().map(|_| Batch::default()).collect();
         let mut pending = 0usize;
         let mut bytes = 0usize;
-        let (_, ids) = read_backup(src, |e| {
+        let read = read_backup(src, |e, _| {
             match e {
                 Entry::Record { tree, key, value } => {
                     bytes += key.len() + value.len();
@@ -401,8 +449,10 @@ fn build(src: &Path, building: &Path) -> Result<Vec<(String, Vec<u8>)>> {
         for (i, b) in batches.into_iter().enumerate() {
             let _ = engine.writer.tree(i).apply_batch(b);
         }
-        engine.writer.raise_ids(ids)?;
+        engine.writer.raise_ids(read.ids)?;
         engine.writer.flush_now()?;
+        // the format of the records, in the new database directory: swapped in with it
+        super::format::record(building, read.format)?;
     }
     Ok(files)
 }
@@ -520,6 +570,92 @@ mod tests {
         }
         std::fs::write(&src, &backup).unwrap();
         assert!(verify(&src, &[]).is_ok());
+    }
+
+    /// `backup` (version 2) with its header changed by `header` and the checksum recomputed.
+    fn rewritten(backup: &[u8], header: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+        let mut b = backup[..backup.len() - 32].to_vec();
+        header(&mut b);
+        let digest = Sha256::digest(&b);
+        b.extend_from_slice(&digest);
+        b
+    }
+
+    /// A backup written before backups carried the database format (version 1) holds
+    /// records of format 1: restored as such, and migrated at the next open. A backup of a
+    /// newer format is refused before anything is written.
+    #[test]
+    fn a_version_1_backup_restores_as_format_1_and_a_newer_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let account = Uuid::from_u128(7);
+        let mut backup = Vec::new();
+        {
+            let store = Store::open(&dir.path().join("a")).unwrap();
+            add(&store, account, [item(1, b"one".to_vec())]);
+            store.backup_to(&mut backup, &[]).unwrap();
+        }
+        assert_eq!(&backup[18..26], &[0, 0, 0, 2, 0, 0, 0, 2], "version 2, format 2");
+        let v1 = rewritten(&backup, |b| {
+            b.splice(18..26, [0, 0, 0, 1]);
+        });
+        let src = dir.path().join("v1.backup");
+        std::fs::write(&src, &v1).unwrap();
+        let target = dir.path().join("restored");
+        restore(&src, &target, false, &[]).unwrap();
+        assert_eq!(super::super::format::check(&target).unwrap(), Some(1));
+        let store = Store::open(&target).unwrap();
+        assert_eq!(store.inbox.count(account).unwrap(), 1);
+        assert_eq!(super::super::format::check(&target).unwrap(), Some(2), "migrated");
+        drop(store);
+
+        let newer = rewritten(&backup, |b| b[25] = 3);
+        std::fs::write(&src, &newer).unwrap();
+        let fresh = dir.path().join("fresh");
+        let err = restore(&src, &fresh, false, &[]).unwrap_err().to_string();
+        assert!(err.contains("format 3") && err.contains("newer"), "{err}");
+        assert!(!fresh.join("db").exists());
+    }
+
+    /// A record that does not decode (a raised version byte) in a backup whose checksum is
+    /// right: refused naming its kind and key, the existing database untouched.
+    #[test]
+    fn a_backup_with_an_undecodable_record_is_refused_and_nothing_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let account = Uuid::from_u128(7);
+        let mut backup = Vec::new();
+        {
+            let store = Store::open(&dir.path().join("a")).unwrap();
+            add(&store, account, [item(1, b"one".to_vec())]);
+            store.backup_to(&mut backup, &[]).unwrap();
+        }
+        let src = dir.path().join("b");
+        std::fs::write(&src, &backup).unwrap();
+        let target = dir.path().join("restored");
+        restore(&src, &target, false, &[]).unwrap();
+        // the item record: a key of 37 bytes starting with `i`
+        let at = backup
+            .windows(5)
+            .position(|w| w == [0, 0, 0, 37, b'i'])
+            .expect("an item key");
+        let key_len = u32::from_be_bytes(backup[at..at + 4].try_into().unwrap()) as usize;
+        let key = backup[at + 4..at + 4 + key_len].to_vec();
+        let value_at = at + 4 + key_len + 4;
+        let bad = rewritten(&backup, |b| b[value_at] = 99);
+        std::fs::write(&src, &bad).unwrap();
+        let err = verify(&src, &[]).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Undecodable(u) if u.kind == "inbox item" && u.key == key),
+            "{err}"
+        );
+        let before = std::fs::read_dir(&target).unwrap().count();
+        let err = restore(&src, &target, true, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("undecodable inbox item record") && err.contains(&hex::encode(&key)),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(&target).unwrap().count(), before, "nothing replaced");
+        let store = Store::open(&target).unwrap();
+        assert_eq!(store.inbox.items(account).unwrap()[0].data, b"one");
     }
 
     /// How long a backup holds writes back: run with `cargo test --lib -- --ignored

@@ -54,8 +54,9 @@ impl InboxStore {
     }
 
     pub fn count(&self, account: Uuid) -> Result<u64> {
-        match self.tree.get(keys::count(account))? {
-            Some(v) => raw::to_count(&v),
+        let k = keys::count(account);
+        match self.tree.get(&k)? {
+            Some(v) => raw::to_count(&k, &v),
             None => Ok(0),
         }
     }
@@ -65,7 +66,8 @@ impl InboxStore {
     pub fn total_items(&self) -> Result<u64> {
         let mut total = 0u64;
         for kv in self.tree.scan_prefix(keys::counts()) {
-            total = total.saturating_add(raw::to_count(&kv?.1)?);
+            let (k, v) = kv?;
+            total = total.saturating_add(raw::to_count(&k, &v)?);
         }
         Ok(total)
     }
@@ -97,7 +99,7 @@ impl InboxStore {
         if let Some(k) = &idem_key {
             if let Some(v) = self.tree.get(k)? {
                 // the first request's batch may still be waiting for its flush
-                let first = AddOutcome::Repeated(raw::to_uuid("idempotency key", &v)?);
+                let first = AddOutcome::Repeated(raw::to_uuid("idempotency key", k, &v)?);
                 return Ok(Written::new(first, self.tree.queued()));
             }
         }
@@ -128,7 +130,7 @@ impl InboxStore {
 
     fn item_from(k: &[u8], v: &[u8]) -> Result<InboxItem> {
         let created = keys::created_of(k).ok_or_else(|| StoreError::Codec("item key".into()))?;
-        records::item::decode(v, created)
+        records::item::decode(k, v, created)
     }
 
     pub fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {

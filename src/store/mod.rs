@@ -16,6 +16,7 @@
 mod accounts;
 mod backup;
 mod chunks;
+pub mod format;
 mod imports;
 pub mod inbox;
 mod keys;
@@ -23,6 +24,7 @@ pub mod moving_in;
 mod records;
 pub mod scheduler;
 mod stable;
+pub mod undecodable;
 mod writer;
 mod written;
 
@@ -46,6 +48,23 @@ pub enum StoreError {
     /// The store takes no writes (a write cycle failed: disk full, I/O error) until a
     /// restart; the write was not queued and no read sees it. Reads go on. The reason.
     Unavailable(String),
+    /// A stored record that this version cannot decode (written by a newer version, or
+    /// damaged): its kind and key (see [`undecodable`]).
+    Undecodable(Box<Undecodable>),
+    /// The database was written in a format newer than this version reads ([`format`]).
+    NewerFormat {
+        dir: PathBuf,
+        found: u32,
+    },
+}
+
+/// A record that could not be decoded: which kind (`"account"`, `"inbox item"`, …), under
+/// which key of its tree, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecodable {
+    pub kind: &'static str,
+    pub key: Vec<u8>,
+    pub reason: String,
 }
 
 impl std::fmt::Display for StoreError {
@@ -61,6 +80,22 @@ impl std::fmt::Display for StoreError {
             ),
             StoreError::NotDurable => write!(f, "the database could not be flushed to disk"),
             StoreError::Unavailable(why) => write!(f, "the database takes no writes: {why}"),
+            StoreError::Undecodable(u) => write!(
+                f,
+                "undecodable {} record (key {}): {}",
+                u.kind,
+                hex::encode(&u.key),
+                u.reason
+            ),
+            StoreError::NewerFormat { dir, found } => write!(
+                f,
+                "the database in {} has format {found}, written by a newer version of Pigeonhole; this \
+                 version ({}) reads formats up to {}. Nothing was changed: run the newer version, or \
+                 restore a backup made by this one into an empty data directory",
+                dir.display(),
+                env!("CARGO_PKG_VERSION"),
+                format::CURRENT
+            ),
         }
     }
 }
@@ -143,6 +178,8 @@ pub struct Store {
     pub inbox: inbox::InboxStore,
     pub scheduler: scheduler::SchedulerStore,
     writer: writer::Writer,
+    /// The records requests met that could not be decoded (the health check's count).
+    undecodable: Arc<undecodable::UndecodableRecords>,
     _lock: File,
 }
 
@@ -171,9 +208,13 @@ pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
 
 impl Store {
     /// Opens (creating if needed) the database in `dir`, holding an exclusive lock on the
-    /// directory for as long as the store lives.
+    /// directory for as long as the store lives. A database of an older format is migrated
+    /// first, after a backup next to it; a newer one is [`StoreError::NewerFormat`], before
+    /// anything is written ([`format`]).
     pub fn open(dir: &Path) -> Result<Arc<Store>> {
         let lock = lock_dir(dir)?;
+        // a newer format stops here, before the engine opens (and writes) anything
+        let found = format::before_open(dir)?;
         let Engine { writer, recovered } = Engine::open(&dir.join("db"))?;
         if recovered {
             tracing::info!("opened the existing database in {}", dir.display());
@@ -181,19 +222,22 @@ impl Store {
         let stripes = Arc::new(Stripes::new(256));
         let inbox = inbox::InboxStore::new(writer.tree(0), stripes.clone());
         let scheduler = scheduler::SchedulerStore::new(writer.tree(1), stripes);
-        // e-mails queued by a version without stage prefixes: moved once, in one batch,
-        // and on disk before anything else happens
-        let moved = scheduler.move_legacy_emails()?;
-        if moved > 0 {
-            writer.flush_now()?;
-            tracing::info!("moved {moved} queued e-mails to the queues of their stages");
-        }
-        Ok(Arc::new(Store {
+        let store = Store {
             inbox,
             scheduler,
             writer,
+            undecodable: Arc::default(),
             _lock: lock,
-        }))
+        };
+        // an older format: backed up next to it, migrated, on disk before anything else
+        format::migrate(&store, dir, found)?;
+        Ok(Arc::new(store))
+    }
+
+    /// The records met at run time that could not be decoded (logged once each, counted
+    /// for the health check).
+    pub fn undecodable(&self) -> &Arc<undecodable::UndecodableRecords> {
+        &self.undecodable
     }
 
     /// What the group commit did so far (benchmarks, diagnostics).
@@ -389,6 +433,8 @@ mod tests {
             let _ = tree.apply_batch(batch); // made durable by the flush
             store.flush().expect("flush");
         }
+        // a database of format 1 (formats were not recorded then)
+        std::fs::remove_file(dir.path().join("db").join("pigeonhole-format")).expect("format file");
         let legacy_left = |dir: &Path| {
             let db = sled::Config::new().path(dir.join("db")).open().expect("sled");
             let tree = db.open_tree("scheduler").expect("tree");
@@ -397,6 +443,16 @@ mod tests {
         assert_eq!(legacy_left(dir.path()), 5);
 
         let store = Store::open(dir.path()).expect("open and move the queue");
+        // migrated: a backup of the database as it was lies next to it, the format is recorded
+        let backups: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("db-format-1-") && n.ends_with(".backup"))
+            .collect();
+        assert_eq!(backups.len(), 1, "{backups:?}");
+        let summary = verify(&dir.path().join(&backups[0]), &[]).expect("a valid backup");
+        assert!(summary.records >= 7, "{summary:?}");
+        assert_eq!(format::check(dir.path()).expect("format"), Some(format::CURRENT));
         let stage = |stage: Stage| -> Vec<String> {
             let found = store.scheduler.queued_emails(stage, usize::MAX).expect("queue");
             found.iter().map(|(_, e)| format!("{e:?}")).collect()

@@ -43,7 +43,7 @@ impl SchedulerStore {
             .collect::<Result<_>>()?;
         let mut written = Ticket::none();
         for (k, v) in &lists {
-            let targets = records::targets::decode(v)?;
+            let targets = records::targets::decode(k, v)?;
             let item = keys::targets_item(k).ok_or_else(|| StoreError::Codec("target list key".into()))?;
             let _guard = self.accounts.lock(targets.owner);
             if self.tree.get(k)?.is_none() {
@@ -103,7 +103,7 @@ impl SchedulerStore {
             .take(limit)
             .map(|kv| {
                 let (k, v) = kv?;
-                Ok((QueueKey(k.to_vec()), records::delivery::decode(&v)?))
+                Ok((QueueKey(k.to_vec()), records::delivery::decode(&k, &v)?))
             })
             .collect()
     }
@@ -226,7 +226,7 @@ impl SchedulerStore {
     ) -> Result<()> {
         for kv in self.tree.scan_prefix(keys::deliveries()) {
             let (k, v) = kv?;
-            let d = records::delivery::decode(&v)?;
+            let d = records::delivery::decode(&k, &v)?;
             if d.owner == owner && drop(Some(d.item), Some(d.trigger)) {
                 batch.remove(k);
             }
@@ -234,7 +234,7 @@ impl SchedulerStore {
         self.drop_emails(batch, owner, &drop)?;
         for kv in self.tree.scan_prefix(keys::all_targets()) {
             let (k, v) = kv?;
-            let t = records::targets::decode(&v)?;
+            let t = records::targets::decode(&k, &v)?;
             if t.owner == owner && drop(keys::targets_item(&k), None) {
                 batch.remove(k);
             }

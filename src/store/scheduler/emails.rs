@@ -49,7 +49,7 @@ impl SchedulerStore {
             .take(limit)
             .map(|kv| {
                 let (k, v) = kv?;
-                Ok((QueueKey(k.to_vec()), records::email::decode(&v)?))
+                Ok((QueueKey(k.to_vec()), records::email::decode(&k, &v)?))
             })
             .collect()
     }
@@ -84,7 +84,7 @@ impl SchedulerStore {
     /// The owner of the queued e-mail `k`, if it is still queued.
     pub(super) fn email_owner(&self, k: &[u8]) -> Result<Option<Uuid>> {
         match self.tree.get(k)? {
-            Some(v) => Ok(Some(records::email::decode(&v)?.owner)),
+            Some(v) => Ok(Some(records::email::decode(k, &v)?.owner)),
             None => Ok(None),
         }
     }
@@ -110,7 +110,7 @@ impl SchedulerStore {
                 batch.remove(index_key); // an entry left behind (should not happen)
                 continue;
             };
-            let email = records::email::decode(&v)?;
+            let email = records::email::decode(&k, &v)?;
             let item = match &email.kind {
                 EmailKind::Triggered { delivery, .. } => Some(delivery.item),
                 EmailKind::Rendered { delivery: Some(d), .. } => Some(d.item),
@@ -133,7 +133,7 @@ impl SchedulerStore {
         let mut moved = 0;
         for kv in self.tree.scan_prefix(keys::legacy_emails()) {
             let (k, v) = kv?;
-            let decoded = records::email::decode(&v);
+            let decoded = records::email::decode(&k, &v);
             let (Some(seq), Ok(email)) = (keys::legacy_email_seq(&k), decoded) else {
                 tracing::error!(
                     "a queued e-mail of an older version could not be read; it stays queued under its old key"

@@ -201,7 +201,7 @@ impl SchedulerStore {
             if settings != current {
                 for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
                     let (k, v) = kv?;
-                    let (item, old_due) = records::scheduled::decode(&v)?;
+                    let (item, old_due) = records::scheduled::decode(&k, &v)?;
                     let due = due_of(&item, &settings);
                     if due != old_due {
                         batches.remove(keys::due(old_due, item.id));

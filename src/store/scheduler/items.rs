@@ -19,8 +19,9 @@ use uuid::Uuid;
 
 impl SchedulerStore {
     pub fn settings(&self, account: Uuid) -> Result<TimeZoneSetting> {
-        match self.tree.get(keys::settings(account))? {
-            Some(v) => records::settings::decode(&v),
+        let k = keys::settings(account);
+        match self.tree.get(&k)? {
+            Some(v) => records::settings::decode(&k, &v),
             None => Ok(TimeZoneSetting::default()),
         }
     }
@@ -38,7 +39,7 @@ impl SchedulerStore {
         batch.insert(keys::settings(account), records::settings::encode(settings));
         for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
             let (k, v) = kv?;
-            let (item, old_due) = records::scheduled::decode(&v)?;
+            let (item, old_due) = records::scheduled::decode(&k, &v)?;
             let due = due_of(&item);
             if due != old_due {
                 batch.remove(keys::due(old_due, item.id));
@@ -82,7 +83,7 @@ impl SchedulerStore {
     fn scheduled_location(&self, account: Uuid, id: Uuid) -> Result<Option<(Vec<u8>, ScheduledItem, Timestamp)>> {
         match self.locate(keys::scheduled_id(id), account, keys::scheduled)? {
             Some((k, v)) => {
-                let (item, due) = records::scheduled::decode(&v)?;
+                let (item, due) = records::scheduled::decode(&k, &v)?;
                 Ok(Some((k, item, due)))
             }
             None => Ok(None),
@@ -136,7 +137,10 @@ impl SchedulerStore {
     /// The key and record of the account's triggered item `id`.
     pub(super) fn triggered_location(&self, account: Uuid, id: Uuid) -> Result<Option<(Vec<u8>, TriggeredItem)>> {
         match self.locate(keys::triggered_id(id), account, keys::triggered)? {
-            Some((k, v)) => Ok(Some((k, records::triggered::decode(&v)?))),
+            Some((k, v)) => {
+                let item = records::triggered::decode(&k, &v)?;
+                Ok(Some((k, item)))
+            }
             None => Ok(None),
         }
     }
@@ -173,7 +177,7 @@ impl SchedulerStore {
         let mut ids = std::collections::HashSet::new();
         for kv in self.tree.scan_prefix(keys::triggered_of(account)) {
             let (k, v) = kv?;
-            let item = records::triggered::decode(&v)?;
+            let item = records::triggered::decode(&k, &v)?;
             batch.remove(k);
             batch.remove(keys::triggered_id(item.id));
             ids.insert(item.id);
@@ -191,14 +195,14 @@ impl SchedulerStore {
     pub(super) fn drop_items_of(&self, batch: &mut Batch, account: Uuid) -> Result<()> {
         for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
             let (k, v) = kv?;
-            let (item, due) = records::scheduled::decode(&v)?;
+            let (item, due) = records::scheduled::decode(&k, &v)?;
             batch.remove(k);
             batch.remove(keys::scheduled_id(item.id));
             batch.remove(keys::due(due, item.id));
         }
         for kv in self.tree.scan_prefix(keys::triggered_of(account)) {
             let (k, v) = kv?;
-            let item = records::triggered::decode(&v)?;
+            let item = records::triggered::decode(&k, &v)?;
             batch.remove(k);
             batch.remove(keys::triggered_id(item.id));
         }
@@ -212,9 +216,10 @@ impl SchedulerStore {
 
     /// [`Self::scheduled_items`] read one at a time.
     pub fn scheduled_scan(&self, account: Uuid) -> impl Iterator<Item = Result<ScheduledItem>> + Send + 'static {
-        self.tree
-            .scan_prefix(keys::scheduled_of(account))
-            .map(|kv| Ok(records::scheduled::decode(&kv?.1)?.0))
+        self.tree.scan_prefix(keys::scheduled_of(account)).map(|kv| {
+            let (k, v) = kv?;
+            Ok(records::scheduled::decode(&k, &v)?.0)
+        })
     }
 
     /// The account's triggered items by original `created`, then by triggering time.
@@ -224,9 +229,10 @@ impl SchedulerStore {
 
     /// [`Self::triggered_items`] read one at a time.
     pub fn triggered_scan(&self, account: Uuid) -> impl Iterator<Item = Result<TriggeredItem>> + Send + 'static {
-        self.tree
-            .scan_prefix(keys::triggered_of(account))
-            .map(|kv| records::triggered::decode(&kv?.1))
+        self.tree.scan_prefix(keys::triggered_of(account)).map(|kv| {
+            let (k, v) = kv?;
+            records::triggered::decode(&k, &v)
+        })
     }
 
     /// Runs one sync atomically: `decide` sees the account's scheduled items and settings as
@@ -292,9 +298,10 @@ impl SchedulerStore {
             .take(limit)
         {
             let (k, v) = kv?;
-            let (Some((due, id)), Ok(owner)) = (keys::due_entry(&k), raw::to_uuid("due index", &v)) else {
+            let Some((due, id)) = keys::due_entry(&k) else {
                 return Err(StoreError::Codec("due index entry".into()));
             };
+            let owner = raw::to_uuid("due index", &k, &v)?;
             out.push((due, owner, id));
         }
         Ok(out)

@@ -85,8 +85,9 @@ impl SchedulerStore {
 
     /// (scheduled, triggered) item counts of the account.
     pub fn counts(&self, account: Uuid) -> Result<(u64, u64)> {
-        match self.tree.get(keys::count(account))? {
-            Some(v) => raw::to_counts(&v),
+        let k = keys::count(account);
+        match self.tree.get(&k)? {
+            Some(v) => raw::to_counts(&k, &v),
             None => Ok((0, 0)),
         }
     }
@@ -96,7 +97,8 @@ impl SchedulerStore {
     pub fn total_counts(&self) -> Result<(u64, u64)> {
         let (mut scheduled, mut triggered) = (0u64, 0u64);
         for kv in self.tree.scan_prefix(keys::counts()) {
-            let (s, t) = raw::to_counts(&kv?.1)?;
+            let (k, v) = kv?;
+            let (s, t) = raw::to_counts(&k, &v)?;
             scheduled = scheduled.saturating_add(s);
             triggered = triggered.saturating_add(t);
         }

@@ -31,7 +31,10 @@ impl SchedulerStore {
     /// The key and record of the account's trigger `id`.
     fn trigger_location(&self, account: Uuid, id: Uuid) -> Result<Option<(Vec<u8>, Trigger)>> {
         match self.locate(keys::trigger_id(id), account, keys::trigger)? {
-            Some((k, v)) => Ok(Some((k, records::trigger::decode(&v)?))),
+            Some((k, v)) => {
+                let trigger = records::trigger::decode(&k, &v)?;
+                Ok(Some((k, trigger)))
+            }
             None => Ok(None),
         }
     }
@@ -53,7 +56,10 @@ impl SchedulerStore {
     pub fn triggers(&self, account: Uuid) -> Result<Vec<Trigger>> {
         self.tree
             .scan_prefix(keys::triggers_of(account))
-            .map(|kv| records::trigger::decode(&kv?.1))
+            .map(|kv| {
+                let (k, v) = kv?;
+                records::trigger::decode(&k, &v)
+            })
             .collect()
     }
 
@@ -97,7 +103,7 @@ impl SchedulerStore {
     pub(super) fn drop_triggers_of(&self, batch: &mut Batch, account: Uuid) -> Result<()> {
         for kv in self.tree.scan_prefix(keys::triggers_of(account)) {
             let (k, v) = kv?;
-            let trigger = records::trigger::decode(&v)?;
+            let trigger = records::trigger::decode(&k, &v)?;
             batch.remove(k);
             batch.remove(keys::trigger_id(trigger.id));
         }

@@ -1,0 +1,259 @@
+//! The format of the whole database (issue 17, point 3; docs/operations.md, "Database
+//! format"): a newer format stops the server with status 1 and touches nothing; an older one
+//! is migrated after a backup next to it; a record that cannot be decoded at run time is a
+//! JSON 500 naming its kind, logged once with its key, and `/healthz` says `degraded`.
+
+mod common;
+
+use common::process::{Proc, Services};
+use common::scheduler::future_tickle;
+use common::Auth;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const FORMAT_FILE: &str = "db/pigeonhole-format";
+
+/// Every file under `dir` with its bytes.
+fn contents(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut all = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                all.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    all
+}
+
+/// A data directory written by the server: `alice` with two inbox items and a scheduled
+/// item, `bob` with one inbox item.
+async fn a_data_directory(logs: &Path) -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let server = Proc::start(data.path(), logs, Services::Both, &[]).await;
+    let alice = server.api.user("alice").await;
+    server.api.add_text(&alice, "one").await;
+    server.api.add_text(&alice, "two").await;
+    let bob = server.api.user("bob").await;
+    server.api.add_text(&bob, "bob's").await;
+    let alice_s = server.scheduler.user("alice").await;
+    server.scheduler.add_tickle(&alice_s, &future_tickle("pay")).await;
+    server.stop().await;
+    data
+}
+
+#[tokio::test]
+async fn a_new_data_directory_records_the_current_format() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = a_data_directory(logs.path()).await;
+    assert_eq!(std::fs::read_to_string(data.path().join(FORMAT_FILE)).unwrap(), "2\n");
+}
+
+#[tokio::test]
+async fn a_newer_format_stops_the_server_with_status_1_and_touches_nothing() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = a_data_directory(logs.path()).await;
+    std::fs::write(data.path().join(FORMAT_FILE), "3\n").unwrap();
+    let before = contents(data.path());
+    let stderr = logs.path().join("newer.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pigeonhole"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["--host", "127.0.0.1", "--inbox-port", "0", "--scheduler-port", "0"])
+        .env_remove("PIGEONHOLE_DATA_DIR")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .expect("run pigeonhole");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the server did not stop:\n{}",
+                std::fs::read_to_string(&stderr).unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await; // poll the child
+    };
+    let err = std::fs::read_to_string(&stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("has format 3") && err.contains("newer version") && err.contains("up to 2"),
+        "{err}"
+    );
+    assert!(contents(data.path()) == before, "the data directory changed");
+}
+
+#[tokio::test]
+async fn an_older_format_is_migrated_after_a_backup_next_to_it() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = a_data_directory(logs.path()).await;
+    // as the version before formats were recorded left it
+    std::fs::remove_file(data.path().join(FORMAT_FILE)).unwrap();
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    let backups: Vec<PathBuf> = std::fs::read_dir(data.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("db-format-1-") && name.ends_with(".backup")
+        })
+        .collect();
+    assert_eq!(backups.len(), 1, "{backups:?}");
+    let log = server.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("older than this version's 2"))
+        .unwrap_or_else(|| panic!("no migration line:\n{log}"));
+    assert!(line.contains(&backups[0].display().to_string()), "{line}");
+    assert_eq!(std::fs::read_to_string(data.path().join(FORMAT_FILE)).unwrap(), "2\n");
+    // the data is all there
+    let alice = server.api.login_ok("alice", "alice-password").await;
+    assert_eq!(server.api.size(&alice).await, 2);
+    server.stop().await;
+    // the backup restores
+    let restored = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pigeonhole"))
+        .arg("restore")
+        .arg(&backups[0])
+        .arg("--data-dir")
+        .arg(restored.path())
+        .output()
+        .expect("run pigeonhole");
+    common::process::succeeded(&out);
+    // … as the older format it holds: migrated at the next start
+    assert_eq!(
+        std::fs::read_to_string(restored.path().join(FORMAT_FILE)).unwrap(),
+        "1\n"
+    );
+}
+
+/// Replaces, in the stopped server's database, the value of the first record of `tree`
+/// whose key starts with `prefix` by `change` of it; answers the key.
+fn damage(data: &Path, tree: &str, prefix: &[u8], change: impl Fn(&mut Vec<u8>)) -> Vec<u8> {
+    let db = sled::open(data.join("db")).expect("open the database");
+    let t = db.open_tree(tree).unwrap();
+    let (k, v) = t
+        .scan_prefix(prefix)
+        .next()
+        .unwrap_or_else(|| panic!("no record with prefix {prefix:?} in {tree}"))
+        .unwrap();
+    let mut v = v.to_vec();
+    change(&mut v);
+    t.insert(&k, v).unwrap();
+    db.flush().unwrap();
+    k.to_vec()
+}
+
+async fn uuid_of(api: &common::Api, auth: &Auth) -> uuid::Uuid {
+    let v = api.get("/account", auth).await.expect_json(200);
+    v["uuid"].as_str().unwrap().parse().unwrap()
+}
+
+async fn health(api: &common::Api) -> (u16, Value) {
+    let r = api.get("/healthz", &Auth::None).await;
+    (r.status, r.json())
+}
+
+/// Issue 17: a record written with a raised version byte made login answer 500 and
+/// `GET /scheduler/items` close the connection, while `/healthz` said ok.
+#[tokio::test]
+async fn an_undecodable_record_is_a_json_500_naming_its_kind_logged_once_and_degrades_health() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    let alice = server.api.user("alice").await;
+    server.api.add_text(&alice, "one").await;
+    let carol = server.api.user("carol").await;
+    let bob = server.api.user("bob").await;
+    server.api.add_text(&bob, "bob's").await;
+    let alice_s = server.scheduler.user("alice").await;
+    server.scheduler.add_tickle(&alice_s, &future_tickle("pay")).await;
+    let (alice_id, carol_id, alice_s_id) = (
+        uuid_of(&server.api, &alice).await,
+        uuid_of(&server.api, &carol).await,
+        uuid_of(&server.scheduler, &alice_s).await,
+    );
+    server.stop().await;
+
+    let raise = |v: &mut Vec<u8>| v[0] = 99; // written by a newer version
+    let account_key = damage(data.path(), "inbox", &[&b"a"[..], carol_id.as_bytes()].concat(), raise);
+    let item_key = damage(data.path(), "inbox", &[&b"i"[..], alice_id.as_bytes()].concat(), raise);
+    let scheduled_key = damage(
+        data.path(),
+        "scheduler",
+        &[&b"s"[..], alice_s_id.as_bytes()].concat(),
+        raise,
+    );
+
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    let (status, body) = health(&server.api).await;
+    assert_eq!((status, &body["status"]), (200, &Value::from("ok")), "{body}");
+
+    let alice = server.api.login_ok("alice", "alice-password").await;
+    let alice_s = server.scheduler.login_ok("alice", "alice-password").await;
+    for _ in 0..2 {
+        let r = server.api.login("carol", "carol-password").await;
+        assert_eq!(r.media_type(), "application/json");
+        assert!(r.expect_error(500).contains("account record"));
+        let r = server.api.get("/inbox/items", &alice).await;
+        assert_eq!(r.media_type(), "application/json");
+        assert!(r.expect_error(500).contains("inbox item record"));
+        let r = server.api.get("/inbox/show-item", &alice).await;
+        assert!(r.expect_error(500).contains("inbox item record"));
+        // this one used to close the connection without an answer (the list is streamed)
+        let r = server.scheduler.get("/scheduler/items", &alice_s).await;
+        assert_eq!(r.media_type(), "application/json");
+        assert!(r.expect_error(500).contains("scheduled item record"));
+    }
+    // the rest works
+    let bob = server.api.login_ok("bob", "bob-password").await;
+    assert_eq!(
+        server
+            .api
+            .get("/inbox/items", &bob)
+            .await
+            .expect_json(200)
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+
+    for api in [&server.api, &server.scheduler] {
+        let (status, body) = health(api).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "degraded", "{body}");
+        assert_eq!(body["database"]["undecodable-records"], 3, "{body}");
+    }
+    // each logged once, with its key
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (kind, key) in [
+        ("account", &account_key),
+        ("inbox item", &item_key),
+        ("scheduled item", &scheduled_key),
+    ] {
+        let needle = format!("undecodable {kind} record (key {})", hex::encode(key));
+        loop {
+            let n = server.log_text().lines().filter(|l| l.contains(&needle)).count();
+            if n >= 1 || Instant::now() > deadline {
+                assert_eq!(n, 1, "{needle}:\n{}", server.log_text());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await; // poll the log file
+        }
+    }
+    server.stop().await;
+}
