@@ -360,3 +360,96 @@ async fn the_triggerer_sets_an_undecodable_due_item_aside_and_triggers_the_other
     assert_eq!(n, 1, "{needle}:\n{}", server.log_text());
     server.stop().await;
 }
+
+/// Issue 17: a pending inbox delivery that could not be decoded made every pass of the
+/// inbox sender fail, until it was `errored` and `/healthz` answered 503. Now it is set
+/// aside (noted, logged once, counted) and the other delivery goes through.
+#[tokio::test]
+async fn the_inbox_sender_sets_an_undecodable_delivery_aside_and_delivers_the_others() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let ports = (free_port(), free_port());
+    let fast = ["--looper-period", "1", "--looper-retry-delay-us", "100000"];
+    let first: Vec<&str> = fast
+        .iter()
+        .copied()
+        .chain(["--disable-looper", "triggeredInboxItemSender", "--log-level", "trace"])
+        .collect();
+    let server = Proc::start_on_ports(data.path(), logs.path(), ports, &first).await;
+    let dana = server.api.user("dana").await;
+    let (secret, _) = server.api.add_key(&dana, "scheduler", &["PermitAdd"]).await;
+    let (yesterday, _) = utc_ago(86_400);
+    for name in ["alice", "bob"] {
+        let auth = server.scheduler.user(name).await;
+        let v = server
+            .scheduler
+            .post(
+                "/trigger/inbox",
+                &auth,
+                &serde_json::json!({"addInboxTriggerUrl": server.api.base, "addInboxTriggerUsername": "dana",
+                                    "addInboxTriggerAccessKey": secret}),
+            )
+            .await
+            .expect_json(200);
+        assert!(v["Right"].is_string(), "the inbox trigger was refused: {v}");
+        server
+            .scheduler
+            .add_tickle(&auth, &tickle(name, &yesterday, None, None))
+            .await;
+    }
+    // both items triggered, their deliveries pending (the sender does not run)
+    server
+        .settle(&[common::Worker::Triggerer, common::Worker::TriggeredInboxItemScheduler])
+        .await;
+    server.stop().await;
+    let delivery_key = damage(data.path(), "scheduler", b"v", |v| v[0] = 99);
+
+    let mut second: Vec<&str> = fast.to_vec();
+    second.extend(["--looper-retry-amount", "2"]);
+    let server = Proc::start_on_ports(data.path(), logs.path(), ports, &second).await;
+    let dana = server.api.login_ok("dana", "dana-password").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.api.size(&dana).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the other delivery did not reach the inbox:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    // a few more passes: the sender stays running, nothing else arrives
+    let passes = |body: &Value| {
+        body["workers"]["triggeredInboxItemSender"]["passes"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let (_, body) = health(&server.api).await;
+    let first_passes = passes(&body);
+    loop {
+        let (status, body) = health(&server.api).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "degraded", "{body}");
+        assert_eq!(body["database"]["undecodable-records"], 1, "{body}");
+        assert_eq!(
+            body["workers"]["triggeredInboxItemSender"]["status"], "running",
+            "{body}"
+        );
+        assert_eq!(
+            body["workers"]["triggeredInboxItemSender"]["failed-passes"], 0,
+            "{body}"
+        );
+        if passes(&body) >= first_passes + 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(10), "{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    assert_eq!(server.api.size(&dana).await, 1);
+    let needle = format!(
+        "undecodable pending delivery record (key {})",
+        hex::encode(&delivery_key)
+    );
+    let n = server.log_text().lines().filter(|l| l.contains(&needle)).count();
+    assert_eq!(n, 1, "{needle}:\n{}", server.log_text());
+    server.stop().await;
+}

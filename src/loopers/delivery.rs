@@ -115,11 +115,17 @@ impl InboxSender {
             if self.dispatcher.is_running(k.as_bytes()) {
                 continue;
             }
+            // a delivery (or its trigger) that cannot be decoded is set aside: noted like
+            // the requests note it, left pending, read again (and skipped) by each pass
+            let Some(d) = set_aside(store, d)? else { continue };
             if d.not_before > now {
                 next = Some(next.map_or(d.not_before, |n| n.min(d.not_before)));
                 continue;
             }
-            let Some(trigger) = s.trigger(d.owner, d.trigger).map_err(|e| e.to_string())? else {
+            let Some(trigger) = set_aside(store, s.trigger(d.owner, d.trigger))? else {
+                continue;
+            };
+            let Some(trigger) = trigger else {
                 // the trigger was deleted meanwhile: the delivery is dropped
                 dropped.push(s.remove_pending(&k).map_err(|e| e.to_string())?);
                 continue;
@@ -217,5 +223,18 @@ impl InboxSender {
         let token = self.client.login(url, username, key).await?;
         self.remember(trigger, Some(token.clone()));
         self.client.add_item(url, &token, delivery, data).await
+    }
+}
+
+/// `Ok(None)` for a record that cannot be decoded, once noted in the store's undecodable
+/// records (logged once, counted by `/healthz`); any other error fails the pass.
+fn set_aside<T>(store: &Store, read: crate::store::Result<T>) -> Result<Option<T>, String> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(crate::store::StoreError::Undecodable(record)) => {
+            store.undecodable().note(&record);
+            Ok(None)
+        }
+        Err(e) => Err(e.to_string()),
     }
 }
