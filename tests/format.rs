@@ -6,7 +6,7 @@
 mod common;
 
 use common::process::{free_port, Proc, Services};
-use common::scheduler::{future_tickle, tickle, utc_ago};
+use common::scheduler::{future_tickle, read_outbox, tickle, utc_ago};
 use common::Auth;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -449,6 +449,87 @@ async fn the_inbox_sender_sets_an_undecodable_delivery_aside_and_delivers_the_ot
         "undecodable pending delivery record (key {})",
         hex::encode(&delivery_key)
     );
+    let n = server.log_text().lines().filter(|l| l.contains(&needle)).count();
+    assert_eq!(n, 1, "{needle}:\n{}", server.log_text());
+    server.stop().await;
+}
+
+/// Issue 17: a queued e-mail that could not be decoded made every pass of its converter
+/// fail, until it was `errored` and `/healthz` answered 503. Now it is set aside (noted,
+/// logged once, counted) and the other e-mail is rendered and sent.
+#[tokio::test]
+async fn the_email_workers_set_an_undecodable_email_aside_and_send_the_others() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::Both,
+        &["--disable-looper", "verificationEmailConverter"],
+    )
+    .await;
+    for name in ["alice", "bob"] {
+        let auth = server.scheduler.user(name).await;
+        server
+            .scheduler
+            .add_email_trigger(&auth, &format!("{name}@example.com"))
+            .await;
+    }
+    server.stop().await;
+    // the first verification e-mail (alice's)
+    let email_key = damage(data.path(), "scheduler", b"V", |v| v[0] = 99);
+
+    let server = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::Both,
+        &[
+            "--looper-period",
+            "1",
+            "--looper-retry-delay-us",
+            "100000",
+            "--looper-retry-amount",
+            "2",
+        ],
+    )
+    .await;
+    let outbox = data.path().join("outbox");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while read_outbox(&outbox).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the other e-mail was not sent:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    // a few more passes: the workers stay running, nothing else is sent
+    let passes = |body: &Value| {
+        body["workers"]["verificationEmailConverter"]["passes"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let (_, body) = health(&server.api).await;
+    let first_passes = passes(&body);
+    loop {
+        let (status, body) = health(&server.api).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "degraded", "{body}");
+        assert_eq!(body["database"]["undecodable-records"], 1, "{body}");
+        for worker in ["verificationEmailConverter", "emailer"] {
+            assert_eq!(body["workers"][worker]["status"], "running", "{body}");
+            assert_eq!(body["workers"][worker]["failed-passes"], 0, "{body}");
+        }
+        if passes(&body) >= first_passes + 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(10), "{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    let sent = read_outbox(&outbox);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].1.contains("bob@example.com"), "{}", sent[0].1);
+    let needle = format!("undecodable queued e-mail record (key {})", hex::encode(&email_key));
     let n = server.log_text().lines().filter(|l| l.contains(&needle)).count();
     assert_eq!(n, 1, "{needle}:\n{}", server.log_text());
     server.stop().await;

@@ -4,7 +4,7 @@
 //! the final outcome on the triggered item.
 
 use super::dispatch::{Bounds, Destination, Dispatcher};
-use super::retry_wait;
+use super::{retry_wait, set_aside};
 use crate::clock::Clock;
 use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
 use crate::domain::wire::{self, Timestamp};
@@ -223,18 +223,5 @@ impl InboxSender {
         let token = self.client.login(url, username, key).await?;
         self.remember(trigger, Some(token.clone()));
         self.client.add_item(url, &token, delivery, data).await
-    }
-}
-
-/// `Ok(None)` for a record that cannot be decoded, once noted in the store's undecodable
-/// records (logged once, counted by `/healthz`); any other error fails the pass.
-fn set_aside<T>(store: &Store, read: crate::store::Result<T>) -> Result<Option<T>, String> {
-    match read {
-        Ok(v) => Ok(Some(v)),
-        Err(crate::store::StoreError::Undecodable(record)) => {
-            store.undecodable().note(&record);
-            Ok(None)
-        }
-        Err(e) => Err(e.to_string()),
     }
 }

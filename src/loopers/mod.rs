@@ -348,6 +348,19 @@ pub fn start(
     tasks
 }
 
+/// `Ok(None)` for a record that cannot be decoded, once noted in the store's undecodable
+/// records (logged once, counted by `/healthz`); any other error fails the pass.
+pub(crate) fn set_aside<T>(store: &crate::store::Store, read: crate::store::Result<T>) -> Result<Option<T>, String> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(crate::store::StoreError::Undecodable(record)) => {
+            store.undecodable().note(&record);
+            Ok(None)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
