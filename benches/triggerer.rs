@@ -160,7 +160,9 @@ fn stats(samples: &mut [Duration]) -> Stats {
 /// One idle pass, checked to have triggered nothing; answers its duration.
 async fn idle_pass(store: &Store) -> Duration {
     let started = Instant::now();
-    let (triggered, sleep) = triggerer::pass(store, &Clock::real()).await.expect("triggerer pass");
+    let (triggered, sleep) = triggerer::pass(store, &Clock::real(), &Default::default())
+        .await
+        .expect("triggerer pass");
     let took = started.elapsed();
     assert_eq!(triggered, 0, "nothing is due");
     assert!(sleep.is_some(), "the next due instant is known");
@@ -188,7 +190,9 @@ async fn due_pass(store: &Store, accounts: &[Uuid], n: usize) -> Duration {
     added(receipts).await;
     store.flush().expect("flush before the due pass");
     let started = Instant::now();
-    let (triggered, _) = triggerer::pass(store, &Clock::real()).await.expect("triggerer pass");
+    let (triggered, _) = triggerer::pass(store, &Clock::real(), &Default::default())
+        .await
+        .expect("triggerer pass");
     let took = started.elapsed();
     assert_eq!(triggered, n, "every due item triggers");
     took

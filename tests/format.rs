@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::process::{Proc, Services};
-use common::scheduler::future_tickle;
+use common::process::{free_port, Proc, Services};
+use common::scheduler::{future_tickle, read_outbox, tickle, utc_ago};
 use common::Auth;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -255,5 +255,282 @@ async fn an_undecodable_record_is_a_json_500_naming_its_kind_logged_once_and_deg
             tokio::time::sleep(Duration::from_millis(20)).await; // poll the log file
         }
     }
+    server.stop().await;
+}
+
+/// Issue 17: an undecodable item that was due made the triggerer fail every pass, for every
+/// account, until it was `errored` and `/healthz` answered 503. Now it is set aside (noted,
+/// logged once, counted), the other account's due item is triggered and delivered, and the
+/// triggerer stays `running` without waking again and again for the item set aside.
+#[tokio::test]
+async fn the_triggerer_sets_an_undecodable_due_item_aside_and_triggers_the_others() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    // the same ports at both starts: bob's inbox trigger delivers to this server's inbox
+    let ports = (free_port(), free_port());
+    let server = Proc::start_on_ports(data.path(), logs.path(), ports, &["--disable-looper", "triggerer"]).await;
+    let dana = server.api.user("dana").await;
+    let (secret, _) = server.api.add_key(&dana, "scheduler", &["PermitAdd"]).await;
+    let alice = server.scheduler.user("alice").await;
+    // due first (two days ago), so that the triggerer meets it before bob's
+    let (two_days_ago, _) = utc_ago(2 * 86_400);
+    server
+        .scheduler
+        .add_tickle(&alice, &tickle("alice's", &two_days_ago, None, None))
+        .await;
+    let alice_id = uuid_of(&server.scheduler, &alice).await;
+    let bob = server.scheduler.user("bob").await;
+    let v = server
+        .scheduler
+        .post(
+            "/trigger/inbox",
+            &bob,
+            &serde_json::json!({"addInboxTriggerUrl": server.api.base, "addInboxTriggerUsername": "dana",
+                                "addInboxTriggerAccessKey": secret}),
+        )
+        .await
+        .expect_json(200);
+    assert!(v["Right"].is_string(), "the inbox trigger was refused: {v}");
+    let (yesterday, _) = utc_ago(86_400);
+    server
+        .scheduler
+        .add_tickle(&bob, &tickle("bob's", &yesterday, None, None))
+        .await;
+    server.stop().await;
+
+    let scheduled_key = damage(
+        data.path(),
+        "scheduler",
+        &[&b"s"[..], alice_id.as_bytes()].concat(),
+        |v| v[0] = 99, // written by a newer version
+    );
+
+    let server = Proc::start_on_ports(
+        data.path(),
+        logs.path(),
+        ports,
+        &[
+            "--looper-period",
+            "1",
+            "--looper-retry-delay-us",
+            "100000",
+            "--looper-retry-amount",
+            "2",
+        ],
+    )
+    .await;
+    let dana = server.api.login_ok("dana", "dana-password").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.api.size(&dana).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "bob's item did not reach the inbox:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    assert_eq!(server.api.size(&dana).await, 1);
+
+    // two more passes of the triggerer take the period (one second): it sleeps, it does
+    // not wake again and again for the item set aside
+    let passes = |body: &Value| body["workers"]["triggerer"]["passes"].as_u64().unwrap_or(0);
+    let (_, body) = health(&server.api).await;
+    let (first, since) = (passes(&body), Instant::now());
+    loop {
+        let (status, body) = health(&server.api).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "degraded", "{body}");
+        assert_eq!(body["database"]["undecodable-records"], 1, "{body}");
+        assert_eq!(body["workers"]["triggerer"]["status"], "running", "{body}");
+        assert_eq!(body["workers"]["triggerer"]["failed-passes"], 0, "{body}");
+        assert_eq!(body["errored-workers"], serde_json::json!([]), "{body}");
+        if passes(&body) >= first + 2 {
+            assert!(since.elapsed() >= Duration::from_millis(900), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(10), "{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    // alice's item is still there, untriggered; logged once with its key
+    let needle = format!(
+        "undecodable scheduled item record (key {})",
+        hex::encode(&scheduled_key)
+    );
+    let n = server.log_text().lines().filter(|l| l.contains(&needle)).count();
+    assert_eq!(n, 1, "{needle}:\n{}", server.log_text());
+    server.stop().await;
+}
+
+/// Issue 17: a pending inbox delivery that could not be decoded made every pass of the
+/// inbox sender fail, until it was `errored` and `/healthz` answered 503. Now it is set
+/// aside (noted, logged once, counted) and the other delivery goes through.
+#[tokio::test]
+async fn the_inbox_sender_sets_an_undecodable_delivery_aside_and_delivers_the_others() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let ports = (free_port(), free_port());
+    let fast = ["--looper-period", "1", "--looper-retry-delay-us", "100000"];
+    let first: Vec<&str> = fast
+        .iter()
+        .copied()
+        .chain(["--disable-looper", "triggeredInboxItemSender", "--log-level", "trace"])
+        .collect();
+    let server = Proc::start_on_ports(data.path(), logs.path(), ports, &first).await;
+    let dana = server.api.user("dana").await;
+    let (secret, _) = server.api.add_key(&dana, "scheduler", &["PermitAdd"]).await;
+    let (yesterday, _) = utc_ago(86_400);
+    for name in ["alice", "bob"] {
+        let auth = server.scheduler.user(name).await;
+        let v = server
+            .scheduler
+            .post(
+                "/trigger/inbox",
+                &auth,
+                &serde_json::json!({"addInboxTriggerUrl": server.api.base, "addInboxTriggerUsername": "dana",
+                                    "addInboxTriggerAccessKey": secret}),
+            )
+            .await
+            .expect_json(200);
+        assert!(v["Right"].is_string(), "the inbox trigger was refused: {v}");
+        server
+            .scheduler
+            .add_tickle(&auth, &tickle(name, &yesterday, None, None))
+            .await;
+    }
+    // both items triggered, their deliveries pending (the sender does not run)
+    server
+        .settle(&[common::Worker::Triggerer, common::Worker::TriggeredInboxItemScheduler])
+        .await;
+    server.stop().await;
+    let delivery_key = damage(data.path(), "scheduler", b"v", |v| v[0] = 99);
+
+    let mut second: Vec<&str> = fast.to_vec();
+    second.extend(["--looper-retry-amount", "2"]);
+    let server = Proc::start_on_ports(data.path(), logs.path(), ports, &second).await;
+    let dana = server.api.login_ok("dana", "dana-password").await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.api.size(&dana).await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the other delivery did not reach the inbox:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    // a few more passes: the sender stays running, nothing else arrives
+    let passes = |body: &Value| {
+        body["workers"]["triggeredInboxItemSender"]["passes"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let (_, body) = health(&server.api).await;
+    let first_passes = passes(&body);
+    loop {
+        let (status, body) = health(&server.api).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "degraded", "{body}");
+        assert_eq!(body["database"]["undecodable-records"], 1, "{body}");
+        assert_eq!(
+            body["workers"]["triggeredInboxItemSender"]["status"], "running",
+            "{body}"
+        );
+        assert_eq!(
+            body["workers"]["triggeredInboxItemSender"]["failed-passes"], 0,
+            "{body}"
+        );
+        if passes(&body) >= first_passes + 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(10), "{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    assert_eq!(server.api.size(&dana).await, 1);
+    let needle = format!(
+        "undecodable pending delivery record (key {})",
+        hex::encode(&delivery_key)
+    );
+    let n = server.log_text().lines().filter(|l| l.contains(&needle)).count();
+    assert_eq!(n, 1, "{needle}:\n{}", server.log_text());
+    server.stop().await;
+}
+
+/// Issue 17: a queued e-mail that could not be decoded made every pass of its converter
+/// fail, until it was `errored` and `/healthz` answered 503. Now it is set aside (noted,
+/// logged once, counted) and the other e-mail is rendered and sent.
+#[tokio::test]
+async fn the_email_workers_set_an_undecodable_email_aside_and_send_the_others() {
+    let logs = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let server = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::Both,
+        &["--disable-looper", "verificationEmailConverter"],
+    )
+    .await;
+    for name in ["alice", "bob"] {
+        let auth = server.scheduler.user(name).await;
+        server
+            .scheduler
+            .add_email_trigger(&auth, &format!("{name}@example.com"))
+            .await;
+    }
+    server.stop().await;
+    // the first verification e-mail (alice's)
+    let email_key = damage(data.path(), "scheduler", b"V", |v| v[0] = 99);
+
+    let server = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::Both,
+        &[
+            "--looper-period",
+            "1",
+            "--looper-retry-delay-us",
+            "100000",
+            "--looper-retry-amount",
+            "2",
+        ],
+    )
+    .await;
+    let outbox = data.path().join("outbox");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while read_outbox(&outbox).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the other e-mail was not sent:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    // a few more passes: the workers stay running, nothing else is sent
+    let passes = |body: &Value| {
+        body["workers"]["verificationEmailConverter"]["passes"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let (_, body) = health(&server.api).await;
+    let first_passes = passes(&body);
+    loop {
+        let (status, body) = health(&server.api).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["status"], "degraded", "{body}");
+        assert_eq!(body["database"]["undecodable-records"], 1, "{body}");
+        for worker in ["verificationEmailConverter", "emailer"] {
+            assert_eq!(body["workers"][worker]["status"], "running", "{body}");
+            assert_eq!(body["workers"][worker]["failed-passes"], 0, "{body}");
+        }
+        if passes(&body) >= first_passes + 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline + Duration::from_secs(10), "{body}");
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    let sent = read_outbox(&outbox);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].1.contains("bob@example.com"), "{}", sent[0].1);
+    let needle = format!("undecodable queued e-mail record (key {})", hex::encode(&email_key));
+    let n = server.log_text().lines().filter(|l| l.contains(&needle)).count();
+    assert_eq!(n, 1, "{needle}:\n{}", server.log_text());
     server.stop().await;
 }

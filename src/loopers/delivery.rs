@@ -4,7 +4,7 @@
 //! the final outcome on the triggered item.
 
 use super::dispatch::{Bounds, Destination, Dispatcher};
-use super::retry_wait;
+use super::{retry_wait, set_aside};
 use crate::clock::Clock;
 use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
 use crate::domain::wire::{self, Timestamp};
@@ -115,11 +115,17 @@ impl InboxSender {
             if self.dispatcher.is_running(k.as_bytes()) {
                 continue;
             }
+            // a delivery (or its trigger) that cannot be decoded is set aside: noted like
+            // the requests note it, left pending, read again (and skipped) by each pass
+            let Some(d) = set_aside(store, d)? else { continue };
             if d.not_before > now {
                 next = Some(next.map_or(d.not_before, |n| n.min(d.not_before)));
                 continue;
             }
-            let Some(trigger) = s.trigger(d.owner, d.trigger).map_err(|e| e.to_string())? else {
+            let Some(trigger) = set_aside(store, s.trigger(d.owner, d.trigger))? else {
+                continue;
+            };
+            let Some(trigger) = trigger else {
                 // the trigger was deleted meanwhile: the delivery is dropped
                 dropped.push(s.remove_pending(&k).map_err(|e| e.to_string())?);
                 continue;

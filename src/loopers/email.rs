@@ -3,8 +3,8 @@
 //! configured transport, retrying transient failures with back-off, and records the final
 //! outcome of triggered-item e-mails on their triggered item.
 
-use super::backoff;
 use super::dispatch::{Bounds, Destination, Dispatcher};
+use super::{backoff, set_aside};
 use crate::clock::Clock;
 use crate::config::Settings;
 use crate::domain::email::{EmailKind, QueuedEmail, Stage};
@@ -44,15 +44,25 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
     let s = &store.scheduler;
     let mut rendered = 0;
     let mut written = Vec::new();
-    let queued = s.queued_emails(which.stage(), usize::MAX).map_err(|e| e.to_string())?;
-    for (k, mut email) in queued {
+    let queued = s
+        .queued_emails_each(which.stage(), usize::MAX)
+        .map_err(|e| e.to_string())?;
+    for (k, email) in queued {
+        // an e-mail (or its triggered item) that cannot be decoded is set aside: noted like
+        // the requests note it, left queued, read again (and skipped) by each pass
+        let Some(mut email) = set_aside(store, email)? else {
+            continue;
+        };
         let (message, delivery) = match (&email.kind, which) {
             (EmailKind::Verification { to, key }, Converter::Verification) => {
                 let Some(trigger) = email.trigger else { continue };
                 (mail::verification(settings, to, trigger, key), None)
             }
             (EmailKind::Triggered { delivery, to }, Converter::Triggered) => {
-                match s.triggered(delivery.owner, delivery.item).map_err(|e| e.to_string())? {
+                let Some(item) = set_aside(store, s.triggered(delivery.owner, delivery.item))? else {
+                    continue;
+                };
+                match item {
                     Some(item) => (
                         mail::triggered(settings, to, &item.tickle.content),
                         Some(delivery.clone()),
@@ -131,10 +141,13 @@ impl Emailer {
         let now = self.clock.now();
         let queued = store
             .scheduler
-            .queued_emails(Stage::Rendered, usize::MAX)
+            .queued_emails_each(Stage::Rendered, usize::MAX)
             .map_err(|e| e.to_string())?;
         let mut next: Option<Timestamp> = None;
         for (k, email) in queued {
+            let Some(email) = set_aside(store, email)? else {
+                continue;
+            };
             let EmailKind::Rendered { message, .. } = &email.kind else {
                 continue;
             };

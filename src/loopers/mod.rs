@@ -52,6 +52,8 @@ pub struct Crew {
     pub ctx: Arc<Context>,
     sender: Arc<delivery::InboxSender>,
     emailer: Arc<email::Emailer>,
+    /// The due items the triggerer set aside (a record they need cannot be decoded).
+    set_aside: triggerer::SetAside,
 }
 
 type PassFuture = Pin<Box<dyn Future<Output = Result<Pass, String>> + Send>>;
@@ -94,7 +96,7 @@ static JOBS: [Job; 10] = [
         wakes: &[Worker::TriggeredInboxItemScheduler, Worker::TriggeredEmailScheduler],
         pass: |c| {
             boxed(async move {
-                let (triggered, next) = triggerer::pass(&c.ctx.store, &c.ctx.clock).await?;
+                let (triggered, next) = triggerer::pass(&c.ctx.store, &c.ctx.clock, &c.set_aside).await?;
                 Ok::<_, String>(Pass {
                     produced: triggered,
                     next,
@@ -319,6 +321,7 @@ pub fn start(
         emailer: Arc::new(
             email::Emailer::new(Arc::new(mailer), ctx.clock.clone(), workers.clone()).with_metrics(ctx.metrics.clone()),
         ),
+        set_aside: Default::default(),
     });
     let mut tasks = Vec::new();
     // Deliveries run as tasks of their own: at shutdown they are abandoned (they stay
@@ -343,6 +346,19 @@ pub fn start(
         )));
     }
     tasks
+}
+
+/// `Ok(None)` for a record that cannot be decoded, once noted in the store's undecodable
+/// records (logged once, counted by `/healthz`); any other error fails the pass.
+pub(crate) fn set_aside<T>(store: &crate::store::Store, read: crate::store::Result<T>) -> Result<Option<T>, String> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(crate::store::StoreError::Undecodable(record)) => {
+            store.undecodable().note(&record);
+            Ok(None)
+        }
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]

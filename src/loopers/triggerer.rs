@@ -2,32 +2,88 @@
 //! are not due), triggers each due item in its own atomic batch, makes the batch durable
 //! before any delivery starts, wakes the delivery schedulers, and sleeps until the next due
 //! instant (or the period, whichever is first).
+//!
+//! A due item that cannot be triggered because a record it needs cannot be decoded (the
+//! item, its owner's triggers or settings: written by a newer version, or damaged) is set
+//! aside: noted like the requests note it (logged once, counted by `/healthz`), remembered
+//! in [`SetAside`] and skipped, also when computing the next wake-up, until a restart.
 
 use crate::clock::Clock;
 use crate::domain::scheduler::models::ScheduledItem;
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::Timestamp;
-use crate::store::{Store, Written};
+use crate::store::undecodable::CAPACITY;
+use crate::store::{Store, StoreError, Written};
+use std::collections::HashSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use uuid::Uuid;
 
 const BATCH: usize = 256;
 
+/// The due-index entries (due instant, item id) set aside because a record needed to
+/// trigger them cannot be decoded; at most [`CAPACITY`] (past that, such an entry fails the
+/// pass as before, so that the index is never read further than `BATCH + CAPACITY`).
+#[derive(Default)]
+pub struct SetAside(Mutex<HashSet<(Timestamp, Uuid)>>);
+
+impl SetAside {
+    fn set(&self) -> MutexGuard<'_, HashSet<(Timestamp, Uuid)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn contains(&self, at: Timestamp, id: Uuid) -> bool {
+        self.set().contains(&(at, id))
+    }
+
+    fn len(&self) -> usize {
+        self.set().len()
+    }
+
+    /// Remembers the entry; `false` when the set is full.
+    fn add(&self, at: Timestamp, id: Uuid) -> bool {
+        let mut set = self.set();
+        if set.len() >= CAPACITY {
+            return false;
+        }
+        set.insert((at, id));
+        true
+    }
+}
+
 /// One pass; answers how many items it triggered and how long the worker may sleep before
-/// the next due instant. `clock` says what is due.
-pub async fn pass(store: &Store, clock: &Clock) -> Result<(usize, Option<Duration>), String> {
+/// the next due instant. `clock` says what is due; `aside` holds the entries set aside.
+pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usize, Option<Duration>), String> {
     let s = &store.scheduler;
     let mut triggered = 0;
     loop {
         let now = clock.now();
-        let due = s.due_items(now, BATCH).map_err(|e| e.to_string())?;
-        let mut written = Vec::with_capacity(due.len());
-        for entry in &due {
-            let copy = s
-                .trigger_item(*entry, now, |item, setting| {
-                    next_occurrence(item, &Zone::of(setting), now)
-                })
-                .map_err(|e| e.to_string())?;
-            written.push(copy);
+        // the entries set aside are read again and skipped: reading that many more keeps
+        // a round of BATCH entries to trigger
+        let limit = BATCH + aside.len();
+        let read = s.due_items(now, limit).map_err(|e| e.to_string())?;
+        let mut due = Vec::with_capacity(read.len());
+        let mut written = Vec::with_capacity(read.len());
+        for &entry @ (at, _, id) in &read {
+            if aside.contains(at, id) {
+                continue;
+            }
+            match s.trigger_item(entry, now, |item, setting| {
+                next_occurrence(item, &Zone::of(setting), now)
+            }) {
+                Ok(copy) => {
+                    due.push(entry);
+                    written.push(copy);
+                }
+                Err(StoreError::Undecodable(record)) if aside.add(at, id) => {
+                    store.undecodable().note(&record);
+                    tracing::warn!(
+                        "item {id} of account {} is set aside, not triggered: a record it needs cannot be decoded",
+                        entry.1
+                    );
+                }
+                Err(e) => return Err(e.to_string()),
+            }
         }
         // one flush for the round, and durable before any delivery starts
         let copies = Written::all(written).durable().await.map_err(|e| e.to_string())?;
@@ -37,11 +93,17 @@ pub async fn pass(store: &Store, clock: &Clock) -> Result<(usize, Option<Duratio
                 triggered += 1;
             }
         }
-        if due.len() < BATCH {
+        if read.len() < limit {
             break;
         }
     }
-    let next = s.next_due().map_err(|e| e.to_string())?;
+    // the earliest entry not set aside
+    let next = s
+        .due_items(Timestamp::from_unix(i64::MAX, u32::MAX), aside.len() + 1)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .find(|&(at, _, id)| !aside.contains(at, id))
+        .map(|(at, _, _)| at);
     Ok((triggered, next.map(|at| clock.until(at))))
 }
 

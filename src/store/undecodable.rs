@@ -45,8 +45,8 @@ impl UndecodableRecords {
         seen.insert(entry);
         drop(seen);
         tracing::error!(
-            "undecodable {} record (key {}): {}; requests that need it answer 500 (docs/operations.md, \
-             \"Database format\")",
+            "undecodable {} record (key {}): {}; requests that need it answer 500, workers set it aside \
+             (docs/operations.md, \"Database format\")",
             record.kind,
             hex::encode(&record.key),
             record.reason

@@ -96,14 +96,16 @@ impl SchedulerStore {
         Ok(())
     }
 
-    /// Pending inbox deliveries, oldest first, with their keys.
-    pub fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Delivery)>> {
+    /// Pending inbox deliveries, oldest first, with their keys; a record that cannot be
+    /// decoded is an error of its own (the others are read on).
+    pub fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Result<Delivery>)>> {
         self.tree
             .scan_prefix(keys::deliveries())
             .take(limit)
             .map(|kv| {
                 let (k, v) = kv?;
-                Ok((QueueKey(k.to_vec()), records::delivery::decode(&k, &v)?))
+                let delivery = records::delivery::decode(&k, &v);
+                Ok((QueueKey(k.to_vec()), delivery))
             })
             .collect()
     }

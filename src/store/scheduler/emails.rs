@@ -44,12 +44,22 @@ impl SchedulerStore {
 
     /// Up to `limit` queued e-mails of one stage, oldest first, with their keys.
     pub fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>> {
+        self.queued_emails_each(stage, limit)?
+            .into_iter()
+            .map(|(k, e)| Ok((k, e?)))
+            .collect()
+    }
+
+    /// [`Self::queued_emails`], a record that cannot be decoded being an error of its own
+    /// (the others are read on).
+    pub fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
         self.tree
             .scan_prefix(keys::emails(stage))
             .take(limit)
             .map(|kv| {
                 let (k, v) = kv?;
-                Ok((QueueKey(k.to_vec()), records::email::decode(&k, &v)?))
+                let email = records::email::decode(&k, &v);
+                Ok((QueueKey(k.to_vec()), email))
             })
             .collect()
     }
