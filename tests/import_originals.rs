@@ -365,7 +365,7 @@ fn refused(command: &str, file: &Path, data: &Path, what: &[&str]) {
             let _ = child.wait();
             panic!("{command} {} still ran after 30 s", file.display());
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20)); // poll until it exits, within the deadline
     }
     let out = child.wait_with_output().expect("output");
     assert!(!out.status.success(), "{}", text(&out.stdout));
