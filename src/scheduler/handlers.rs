@@ -425,7 +425,7 @@ impl Scheduler {
             .filter(|t| matches!(t.kind, TriggerKind::Email { verified: false, .. }))
             .count();
         if unverified >= MOST_UNVERIFIED_EMAIL_TRIGGERS {
-            return Err(too_many(
+            return Err(ApiError::too_many(
                 resend_limit::WINDOW.as_secs(),
                 format!(
                     "at most {MOST_UNVERIFIED_EMAIL_TRIGGERS} unverified e-mail triggers per account: \
@@ -572,7 +572,7 @@ impl Scheduler {
             _ => return Err(ApiError::not_found("no such e-mail trigger")),
         };
         if let Err(wait) = self.resends.count(id) {
-            return Err(too_many(
+            return Err(ApiError::too_many(
                 wait,
                 format!(
                     "at most {} verification e-mails per trigger and hour; try again in {wait} s",
@@ -700,13 +700,6 @@ fn item_filter(query: &str) -> Result<Filter, ApiError> {
 /// Unverified e-mail triggers an account may have at once (each sent a verification e-mail).
 const MOST_UNVERIFIED_EMAIL_TRIGGERS: usize = 5;
 
-/// A 429 with `Retry-After: wait`.
-fn too_many(wait: u64, reason: String) -> ApiError {
-    let mut refused = ApiError::new(StatusCode::TOO_MANY_REQUESTS, reason);
-    refused.retry_after = Some(wait);
-    refused
-}
-
 impl Scheduler {
     /// Counts a verification e-mail of `owner` to `address` against the limits per address
     /// (whoever asks) and per account: a 429 with `Retry-After` when either is spent, and
@@ -714,7 +707,7 @@ impl Scheduler {
     fn count_verification(&self, owner: Uuid, address: &str) -> Result<(), ApiError> {
         let to = resend_limit::address_key(address);
         if let Err(wait) = self.per_address.count(to) {
-            return Err(too_many(
+            return Err(ApiError::too_many(
                 wait,
                 format!(
                     "at most {} verification e-mails to one address a day; try again in {wait} s",
@@ -724,7 +717,7 @@ impl Scheduler {
         }
         if let Err(wait) = self.per_account.count(owner) {
             self.per_address.uncount(to);
-            return Err(too_many(
+            return Err(ApiError::too_many(
                 wait,
                 format!(
                     "at most {} verification e-mails per account a day; try again in {wait} s",
