@@ -151,14 +151,7 @@ impl InboxClient {
             allow,
             fixed: Arc::new(fixed),
         };
-        let http = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(resolver))
-            .build()
-            // Building fails only without a TLS provider, which `launch` installs first.
-            .unwrap_or_else(|_| reqwest::Client::new());
+        let http = built(builder().dns_resolver(Arc::new(resolver)));
         InboxClient { http, allow }
     }
 
@@ -226,10 +219,19 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// The process's HTTP client (inbox services, the payment provider): rustls, no proxy
 /// (deliveries go where the trigger says), and no redirects (README decision 17).
 pub fn client() -> reqwest::Client {
+    built(builder())
+}
+
+/// [`client`]'s rules: the time-out, no proxy, no redirects.
+fn builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .timeout(TIMEOUT)
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
+}
+
+fn built(builder: reqwest::ClientBuilder) -> reqwest::Client {
+    builder
         .build()
         // Building fails only without a TLS provider, which `launch` installs first.
         .unwrap_or_else(|_| reqwest::Client::new())
