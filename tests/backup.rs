@@ -335,23 +335,6 @@ fn with_changed_record(good: &[u8], tree: &str, prefix: u8, change: impl Fn(&mut
     (b, changed.unwrap())
 }
 
-/// Every file under `dir` with its bytes.
-fn contents(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
-    let mut all = std::collections::BTreeMap::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                all.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    all
-}
-
 /// Issue 17, point 5: a backup whose records are corrupt but whose checksum was recomputed
 /// used to restore without a word (and the server then answered 500). Every record is
 /// decoded before anything is replaced: the restore is refused naming the record's kind
@@ -372,7 +355,7 @@ async fn a_backup_with_an_undecodable_record_is_refused_naming_it_and_nothing_ch
     // a data directory with a database restored from the good backup
     let target = tempfile::tempdir().unwrap();
     succeeded(&restore(&dest, target.path()));
-    let before = contents(target.path());
+    let before = common::file_contents(target.path());
 
     let raised = |v: &mut [u8]| v[0] = 99; // the version byte of a newer version
     let garbage = |v: &mut [u8]| v[1..].fill(0xff); // a known version, a body that is not one
@@ -397,7 +380,10 @@ async fn a_backup_with_an_undecodable_record_is_refused_naming_it_and_nothing_ch
             err.contains(&format!("undecodable {kind} record")) && err.contains(&hex::encode(&key)),
             "{kind}: {err}"
         );
-        assert!(contents(target.path()) == before, "{kind}: the data directory changed");
+        assert!(
+            common::file_contents(target.path()) == before,
+            "{kind}: the data directory changed"
+        );
         // into a fresh directory: no database is made
         let fresh = tempfile::tempdir().unwrap();
         failed(&restore(&bad, fresh.path()));

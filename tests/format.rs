@@ -9,28 +9,10 @@ use common::process::{free_port, Proc, Services};
 use common::scheduler::{future_tickle, read_outbox, tickle, utc_ago};
 use common::Auth;
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const FORMAT_FILE: &str = "db/pigeonhole-format";
-
-/// Every file under `dir` with its bytes.
-fn contents(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut all = BTreeMap::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                all.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    all
-}
 
 /// A data directory written by the server: `alice` with two inbox items and a scheduled
 /// item, `bob` with one inbox item.
@@ -60,7 +42,7 @@ async fn a_newer_format_stops_the_server_with_status_1_and_touches_nothing() {
     let logs = tempfile::tempdir().unwrap();
     let data = a_data_directory(logs.path()).await;
     std::fs::write(data.path().join(FORMAT_FILE), "3\n").unwrap();
-    let before = contents(data.path());
+    let before = common::file_contents(data.path());
     let stderr = logs.path().join("newer.log");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pigeonhole"))
         .arg("serve")
@@ -93,7 +75,10 @@ async fn a_newer_format_stops_the_server_with_status_1_and_touches_nothing() {
         err.contains("has format 3") && err.contains("newer version") && err.contains("up to 2"),
         "{err}"
     );
-    assert!(contents(data.path()) == before, "the data directory changed");
+    assert!(
+        common::file_contents(data.path()) == before,
+        "the data directory changed"
+    );
 }
 
 #[tokio::test]

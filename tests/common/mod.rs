@@ -566,3 +566,20 @@ pub const EMAIL_DELIVERY: [Worker; 4] = [
 
 /// The workers that send a queued verification e-mail, in order.
 pub const VERIFICATION: [Worker; 2] = [Worker::VerificationEmailConverter, Worker::Emailer];
+
+/// Every file under `dir` with its bytes (to show that a refused command changed nothing).
+pub fn file_contents(dir: &std::path::Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut all = std::collections::BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                all.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    all
+}
