@@ -3,23 +3,16 @@
 
 mod common;
 
-use common::process::{succeeded, Proc, Services};
+use common::process::{client_command, succeeded, Proc, Services};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs `pigeonhole ARGS` with its client settings under `config_home`.
 fn client(config_home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_pigeonhole"));
+    let mut command = client_command(config_home, args);
     command
-        .args(args)
-        .env("XDG_CONFIG_HOME", config_home)
-        .env("PIGEONHOLE_PASSWORD", "correct horse battery staple")
-        .env_remove("PIGEONHOLE_CLIENT_CONFIG")
-        .env_remove("PIGEONHOLE_INBOX_URL")
-        .env_remove("PIGEONHOLE_SCHEDULER_URL")
-        .env_remove("PIGEONHOLE_USERNAME")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -6,11 +6,11 @@
 
 mod common;
 
-use common::process::{succeeded, Proc, Services};
+use common::process::{client_command, succeeded, Proc, Services};
 use common::Server;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// The item id number `i` of a series `series`.
 fn id(series: u128, i: usize) -> uuid::Uuid {
@@ -109,16 +109,7 @@ async fn a_16_mb_import_of_125000_items_stays_within_the_memory_budget() {
 
 /// Runs `pigeonhole ARGS` with client settings under `config_home`.
 fn client(config_home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pigeonhole"))
-        .args(args)
-        .env("XDG_CONFIG_HOME", config_home)
-        .env("PIGEONHOLE_PASSWORD", "correct horse battery staple")
-        .env_remove("PIGEONHOLE_CLIENT_CONFIG")
-        .env_remove("PIGEONHOLE_INBOX_URL")
-        .env_remove("PIGEONHOLE_SCHEDULER_URL")
-        .env_remove("PIGEONHOLE_USERNAME")
-        .output()
-        .expect("run the client")
+    client_command(config_home, args).output().expect("run the client")
 }
 
 async fn run(config_home: &Path, args: &[&str]) -> Output {

@@ -294,3 +294,18 @@ impl Drop for Proc {
         }
     }
 }
+
+/// `pigeonhole ARGS` as the client, with its settings under `config_home`, the password of
+/// the client tests and none of the caller's `PIGEONHOLE_*` client settings.
+pub fn client_command(config_home: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_pigeonhole"));
+    command
+        .args(args)
+        .env("XDG_CONFIG_HOME", config_home)
+        .env("PIGEONHOLE_PASSWORD", "correct horse battery staple")
+        .env_remove("PIGEONHOLE_CLIENT_CONFIG")
+        .env_remove("PIGEONHOLE_INBOX_URL")
+        .env_remove("PIGEONHOLE_SCHEDULER_URL")
+        .env_remove("PIGEONHOLE_USERNAME");
+    command
+}
