@@ -42,7 +42,7 @@ impl PublicBodies {
 
 /// How many account imports run at once in the process (both services together): each
 /// holds its body (within the cap) and the import's working memory (docs/backup.md); more
-/// wait their turn, with their bodies read.
+/// wait their turn before their bodies are read, so waiting imports hold no memory.
 pub const IMPORTS_AT_ONCE: usize = 1;
 
 static IMPORT_TURNS: Semaphore = Semaphore::const_new(IMPORTS_AT_ONCE);

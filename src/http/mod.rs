@@ -704,9 +704,9 @@ pub trait Service: Send + Sync + 'static {
     /// credentials or permission (403 for `POST /register` while registration is closed).
     fn authenticate(&self, route: &Self::Route, head: &Head) -> Result<Option<Self::Caller>, ApiError>;
 
-    /// Whether the route reads the request body; the bodies of other routes are only
-    /// counted for the 413 rule and discarded.
-    fn takes_body(&self, route: &Self::Route) -> bool;
+    /// What the route does with the request body: the bodies of routes that do not read
+    /// it are only counted for the 413 rule and discarded.
+    fn takes_body(&self, route: &Self::Route) -> BodyUse;
 
     fn handle(
         self: Arc<Self>,
@@ -840,6 +840,18 @@ mod loggable_path_tests {
     }
 }
 
+/// What a route does with its request body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyUse {
+    /// Not read: only counted for the 413 rule.
+    Discard,
+    /// Read within the cap before the handler runs.
+    Read,
+    /// An account import: read only once the process's import turn is held, which is kept
+    /// until the handler is done ([`body::IMPORTS_AT_ONCE`]).
+    Import,
+}
+
 /// The order of checks of inbox.md §1.2; the body is read only once the request may have
 /// it read (spec decision 17).
 async fn answer<S: Service, St, B>(
@@ -883,13 +895,19 @@ where
         }
     };
     let mut _turn = None;
+    let mut _import_turn = None;
     let body = match (service.takes_body(&route), &caller) {
-        (false, _) => {
+        (BodyUse::Discard, _) => {
             incoming.discard().await?;
             Bytes::new()
         }
-        (true, Some(_)) => incoming.read().await?,
-        (true, None) => {
+        (BodyUse::Import, Some(_)) => {
+            // the turn first: an import waiting for it holds no body
+            _import_turn = Some(body::import_turn().await?);
+            incoming.read().await?
+        }
+        (BodyUse::Read, Some(_)) => incoming.read().await?,
+        (BodyUse::Read | BodyUse::Import, None) => {
             let (body, turn) = incoming.read_public(&limits.public_bodies).await?;
             // held until the handler is done with the body
             _turn = turn;

@@ -147,7 +147,6 @@ impl Inbox {
     /// a time in the process). `"dry-run": true` stops after the checks.
     async fn import(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
         let body = crate::http::body::json_object(request)?;
-        let _turn = crate::http::body::import_turn().await?;
         let cap = self
             .ctx
             .payments

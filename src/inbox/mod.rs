@@ -62,7 +62,7 @@ impl Service for Inbox {
         self.admit(route, head)
     }
 
-    fn takes_body(&self, route: &routes::Route) -> bool {
+    fn takes_body(&self, route: &routes::Route) -> crate::http::BodyUse {
         routes::takes_body(route)
     }
 

@@ -3,7 +3,7 @@
 //! `/inbox/...`. Every route also knows who may call it and whether it reads a body.
 
 use crate::domain::permissions::{Access, Permission};
-use crate::http::{pick, ApiError};
+use crate::http::{pick, ApiError, BodyUse};
 use warp::http::Method;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -92,8 +92,8 @@ pub fn access(route: &Route) -> Access {
 }
 
 /// The six endpoints that take a body (inbox.md §1.1), and plain-text capture.
-pub fn takes_body(route: &Route) -> bool {
-    matches!(
+pub fn takes_body(route: &Route) -> BodyUse {
+    let reads = matches!(
         route,
         Route::Register
             | Route::Login
@@ -102,9 +102,13 @@ pub fn takes_body(route: &Route) -> bool {
             | Route::AddItem
             | Route::AddText
             | Route::Sync
-            | Route::Import
             | Route::AppToken
-    )
+    );
+    match route {
+        Route::Import => BodyUse::Import,
+        _ if reads => BodyUse::Read,
+        _ => BodyUse::Discard,
+    }
 }
 
 pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {

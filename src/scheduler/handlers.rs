@@ -262,7 +262,6 @@ impl Scheduler {
         use crate::store::{StoreError, Written};
         require_all(who, &[P::PermitPutSettings, P::PermitAddTrigger])?;
         let body = crate::http::body::json_object(request)?;
-        let _turn = crate::http::body::import_turn().await?;
         let cap = self
             .ctx
             .payments

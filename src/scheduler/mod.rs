@@ -86,7 +86,7 @@ impl Service for Scheduler {
         self.admit(route, head)
     }
 
-    fn takes_body(&self, route: &routes::Route) -> bool {
+    fn takes_body(&self, route: &routes::Route) -> crate::http::BodyUse {
         routes::takes_body(route)
     }
 

@@ -3,7 +3,7 @@
 //! `POST /trigger/intray` like `POST /trigger/inbox`.
 
 use crate::domain::permissions::{Access, Permission};
-use crate::http::{pick, ApiError};
+use crate::http::{pick, ApiError, BodyUse};
 use warp::http::Method;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -103,8 +103,8 @@ pub fn access(route: &Route) -> Access {
 }
 
 /// The endpoints that take a body (scheduler.md §0).
-pub fn takes_body(route: &Route) -> bool {
-    matches!(
+pub fn takes_body(route: &Route) -> BodyUse {
+    let reads = matches!(
         route,
         Route::Register
             | Route::Login
@@ -117,9 +117,13 @@ pub fn takes_body(route: &Route) -> bool {
             | Route::AddEmailTrigger
             | Route::AddInboxTrigger
             | Route::AddAccessKey
-            | Route::Import
             | Route::AppToken
-    )
+    );
+    match route {
+        Route::Import => BodyUse::Import,
+        _ if reads => BodyUse::Read,
+        _ => BodyUse::Discard,
+    }
 }
 
 pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
