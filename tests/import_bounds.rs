@@ -1,6 +1,7 @@
 //! Account imports are bounded and all-or-nothing (issue 17, point 5): the server's memory
 //! around a 16 MB import of 125,000 items stays within the import budget (docs/backup.md),
-//! also with three such imports at once; `pigeonhole import` of a file whose last item
+//! also with three such imports at once; an import cut by `kill -9` is undone at the next
+//! start; `pigeonhole import` of a file whose last item
 //! belongs to another account stores nothing and says so; when a piece fails the command
 //! says exactly what was stored, and running it again completes the import.
 
@@ -109,6 +110,68 @@ async fn a_16_mb_import_of_125000_items_stays_within_the_memory_budget() {
     for user in &users {
         assert_eq!(server.api.size(user).await, 125_000);
     }
+    server.stop().await;
+}
+
+/// A stop in the middle of an import (`kill -9` once part of it is visible) leaves nothing
+/// of it: the next start undoes the batches on disk from the import's journal, and the same
+/// import then stores everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_import_cut_by_a_kill_is_undone_at_the_next_start() {
+    const N: usize = 125_000;
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    let alice = server.api.user("alice").await;
+    let mut had = Vec::new();
+    for i in 0..3 {
+        had.push(server.api.add_text(&alice, &format!("before the import {i}")).await);
+    }
+    let body = inbox_part(&items(7, N, None));
+    let request = server
+        .api
+        .request(reqwest::Method::POST, "/account/import", &alice)
+        .header("Content-Type", "application/json")
+        .body(body.clone());
+    let import = tokio::spawn(request.send());
+    // part of it visible, then the process is killed: a batch (at most 2,048 writes, four
+    // per item with the journal) is queued only once the one before it is on disk, so
+    // 2,000 items visible means at least one batch on disk
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let seen = loop {
+        let size = server.api.size(&alice).await;
+        if size > 2_003 {
+            break size;
+        }
+        assert!(std::time::Instant::now() < deadline, "the import never showed");
+    };
+    server.kill_9();
+    assert!(seen < (N + 3) as u64, "the import ended before the kill: {seen}");
+    assert!(import.await.unwrap().is_err(), "the killed import got an answer");
+    drop(server);
+
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    let alice = server.api.login_ok("alice", "alice-password").await;
+    assert_eq!(
+        server.api.size(&alice).await,
+        3,
+        "{seen} items were visible before the kill"
+    );
+    let mut now = server.api.uuids(&alice).await;
+    now.sort();
+    had.sort();
+    assert_eq!(now, had);
+    let log = server.log_text();
+    assert!(
+        log.contains("an account import that was interrupted was undone"),
+        "{log}"
+    );
+    let r = server
+        .api
+        .post_raw("/account/import", &alice, Some("application/json"), body)
+        .await;
+    assert_eq!(r.json()["items-added"], N, "{}", r.text());
+    assert_eq!(server.api.size(&alice).await, (N + 3) as u64);
     server.stop().await;
 }
 

@@ -206,10 +206,10 @@ impl Inbox {
                 warp::http::StatusCode::PAYMENT_REQUIRED,
                 "the import would go over the free item limit: nothing was imported",
             )),
-            ImportOutcome::Interrupted { stored } => Err(ApiError::internal(format!(
-                "the database failed during the import: {stored} of its items were stored (in whole batches), \
-                 the rest not; importing the same file again stores the rest"
-            ))),
+            ImportOutcome::Interrupted => Err(ApiError::internal(
+                "the database failed during the import: nothing of it is kept (the part already written is \
+                 undone when the server restarts); import the same file again then",
+            )),
         }
     }
 

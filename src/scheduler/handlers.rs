@@ -333,14 +333,10 @@ impl Scheduler {
                 StatusCode::PAYMENT_REQUIRED,
                 "the import would go over the free item limit: nothing was imported",
             )),
-            ImportOutcome::Interrupted(done) => {
-                self.ctx.workers.wake(Worker::Triggerer);
-                Err(ApiError::internal(format!(
-                    "the database failed during the import: {} scheduled items, {} triggered items and {} triggers \
-                     were stored (in whole batches), the rest not; importing the same file again stores the rest",
-                    done.scheduled_added, done.triggered_added, done.triggers_added
-                )))
-            }
+            ImportOutcome::Interrupted => Err(ApiError::internal(
+                "the database failed during the import: nothing of it is kept (the part already written is \
+                 undone when the server restarts); import the same file again then",
+            )),
         }
     }
 

@@ -33,11 +33,9 @@ pub enum ImportOutcome {
     /// This item's id belongs to another account: nothing was stored.
     Taken(Uuid),
     LimitReached,
-    /// Writing failed after `stored` new items were on disk (in whole batches, the item
-    /// count with them); importing the same items again stores the rest.
-    Interrupted {
-        stored: usize,
-    },
+    /// Writing failed after part of the import was on disk, and the store takes no more
+    /// writes until a restart, which undoes that part (see [`super::imports`]).
+    Interrupted,
 }
 
 pub struct InboxStore {
@@ -168,9 +166,9 @@ impl InboxStore {
         if added == 0 {
             return Ok(ImportOutcome::Imported { added, skipped });
         }
-        let mut batches = Batches::new(&self.tree, wait);
-        let mut stored = 0usize;
+        let mut batches = Batches::new(&self.tree, wait)?;
         let mut in_batch = 0u64;
+        let mut stored = 0usize;
         let result = items(&mut |item| {
             // the first of repeated ids is stored
             if !new.remove(&item.id) {
@@ -179,30 +177,26 @@ impl InboxStore {
             self.put_item_into(&mut batches, account, &item)?;
             in_batch += 1;
             if batches.full() {
-                self.put_count_into(&mut batches, account, n + in_batch);
+                self.put_count_into(&mut batches, account, n + in_batch)?;
                 batches.write()?;
                 n += in_batch;
                 stored += in_batch as usize;
                 in_batch = 0;
             }
             Ok(())
-        });
-        let result = result.and_then(|()| {
-            if !batches.is_empty() {
-                self.put_count_into(&mut batches, account, n + in_batch);
-                batches.write()?;
-                stored += in_batch as usize;
+        })
+        .and_then(|()| {
+            if stored + in_batch as usize != added {
+                return Err(StoreError::Codec("the import changed while it was read".into()));
             }
-            Ok(())
+            if in_batch > 0 {
+                self.put_count_into(&mut batches, account, n + in_batch)?;
+            }
+            batches.commit()
         });
         match result {
-            Ok(()) if stored == added => Ok(ImportOutcome::Imported { added, skipped }),
-            Ok(()) => Err(StoreError::Codec("the import changed while it was read".into())),
-            Err(e) if stored == 0 => Err(e),
-            Err(e) => {
-                tracing::error!("an import into {account} stopped after {stored} of {added} new items: {e}");
-                Ok(ImportOutcome::Interrupted { stored })
-            }
+            Ok(()) => Ok(ImportOutcome::Imported { added, skipped }),
+            Err(e) => super::imports::failed(batches, e, account).map(|()| ImportOutcome::Interrupted),
         }
     }
 
@@ -260,14 +254,15 @@ impl InboxStore {
     }
 
     fn put_item_into(&self, batches: &mut Batches<'_>, account: Uuid, item: &InboxItem) -> Result<()> {
+        // the id is new to the store (checked under the lock), the place has a fresh number
         let place = keys::item_place(account, item.created, self.tree.next_id()?);
-        batches.insert(keys::item(&place), records::item::encode(item));
-        batches.insert(keys::item_id(item.id), place);
+        batches.insert_new(keys::item(&place), records::item::encode(item));
+        batches.insert_new(keys::item_id(item.id), place);
         Ok(())
     }
 
-    fn put_count_into(&self, batches: &mut Batches<'_>, account: Uuid, n: u64) {
-        batches.insert(keys::count(account), raw::count(n));
+    fn put_count_into(&self, batches: &mut Batches<'_>, account: Uuid, n: u64) -> Result<()> {
+        batches.insert(keys::count(account), raw::count(n))
     }
 
     /// Deletes the account's item `id`; nothing happens when it has none such.

@@ -76,6 +76,12 @@ const EVENT_HANDLED: u8 = b'E';
 /// `F` + payment event id → the event whose handling failed.
 const EVENT_FAILED: u8 = b'F';
 
+// Both trees: the undo journal of an account import ([`super::imports`]).
+/// `j` + import number + a key the import writes → that key's value before the import.
+const JOURNAL: u8 = b'j';
+/// `J` + import number → the import is complete (its journal is being dropped).
+const JOURNAL_DONE: u8 = b'J';
+
 /// Longest username indexed by its text; longer ones are indexed by their SHA-256, so keys
 /// stay short whatever clients register (see [`super::chunks`]).
 const LONGEST_USERNAME_KEY: usize = 200;
@@ -405,6 +411,39 @@ pub(super) fn failed_events() -> Vec<u8> {
     vec![EVENT_FAILED]
 }
 
+// The undo journal of imports.
+
+pub(super) fn journal(import: u64, written: &[u8]) -> Vec<u8> {
+    key(JOURNAL, &[&import.to_be_bytes(), written])
+}
+
+/// Prefix of every journal entry of every import.
+pub(super) fn journals() -> Vec<u8> {
+    vec![JOURNAL]
+}
+
+/// The import number and the journalled key of a journal entry's key.
+pub(super) fn journal_parts(k: &[u8]) -> Option<(u64, &[u8])> {
+    let rest = k.strip_prefix(&[JOURNAL])?;
+    let number = rest.get(..8)?;
+    Some((u64::from_be_bytes(number.try_into().ok()?), &rest[8..]))
+}
+
+pub(super) fn journal_done(import: u64) -> Vec<u8> {
+    key(JOURNAL_DONE, &[&import.to_be_bytes()])
+}
+
+/// Prefix of every mark of a complete import.
+pub(super) fn journals_done() -> Vec<u8> {
+    vec![JOURNAL_DONE]
+}
+
+/// The import number of a completion mark's key.
+pub(super) fn journal_done_number(k: &[u8]) -> Option<u64> {
+    let rest = k.strip_prefix(&[JOURNAL_DONE])?;
+    Some(u64::from_be_bytes(rest.try_into().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     //! One test per key kind: the bytes of an example key, so that a change of layout
@@ -428,6 +467,16 @@ mod tests {
 
     fn pin(k: Vec<u8>, expected: &str) {
         assert_eq!(hex::encode(k), expected.replace(' ', ""));
+    }
+
+    #[test]
+    fn the_journal_of_imports() {
+        let k = journal(7, &item_id(id(0x11)));
+        pin(k.clone(), &format!("6a 0000000000000007 64 {A}"));
+        assert_eq!(journal_parts(&k), Some((7, &item_id(id(0x11))[..])));
+        pin(journal_done(7), "4a 0000000000000007");
+        assert_eq!(journal_done_number(&journal_done(7)), Some(7));
+        assert_eq!(journal_parts(b"j123"), None);
     }
 
     #[test]

@@ -166,6 +166,22 @@ impl Engine {
             vec![db.open_tree("inbox")?, db.open_tree("scheduler")?],
             db_dir,
         )?;
+        // imports a stop interrupted are undone before anything reads the trees
+        for (index, name) in ["inbox", "scheduler"].into_iter().enumerate() {
+            let settled = imports::settle(&writer.tree(index), &|_| writer.flush_now())?;
+            if settled.undone > 0 {
+                tracing::warn!(
+                    "an account import that was interrupted was undone in the {name} tree: {} keys are as before it",
+                    settled.undone
+                );
+            }
+            if settled.dropped > 0 {
+                tracing::info!(
+                    "the journal of a complete import was dropped in the {name} tree ({} entries)",
+                    settled.dropped
+                );
+            }
+        }
         Ok(Engine {
             writer,
             recovered: db.was_recovered(),

@@ -1033,6 +1033,24 @@ pub(super) fn check(tree: usize, key: &[u8], value: &[u8], format: u32) -> Resul
                 "not a stage of the e-mail queue",
             )),
         },
+        (_, b'j') => {
+            const KIND: &str = "import journal entry";
+            let (_, journalled) =
+                super::keys::journal_parts(key).ok_or_else(|| undecodable(KIND, key, "a malformed key"))?;
+            if journalled.first() == Some(&0) {
+                // a list of the keys a batch of the import created
+                return match super::imports::created_keys(value).find_map(|k| k.err()) {
+                    None => Ok(()),
+                    Some(why) => Err(undecodable(KIND, key, why)),
+                };
+            }
+            match super::imports::decode_pre_image(value) {
+                Ok(None) => Ok(()),
+                Ok(Some(before)) => check(tree, journalled, before, format),
+                Err(why) => Err(undecodable(KIND, key, why)),
+            }
+        }
+        (_, b'J') => sized("import completion mark", &[0]),
         (1, b'E') => sized("handled payment event", &[0]),
         (1, b'F') => Ok(()), // a failed payment event: the provider's bytes as they came
         (_, p) => Err(undecodable(

@@ -33,9 +33,9 @@ pub enum ImportOutcome {
     /// This id belongs to another account: nothing was stored.
     Taken(Uuid),
     LimitReached,
-    /// Writing failed after these were on disk (whole batches, the counts with them);
-    /// importing the same export again stores the rest.
-    Interrupted(Imported),
+    /// Writing failed after part of the import was on disk, and the store takes no more
+    /// writes until a restart, which undoes that part (see `store::imports`).
+    Interrupted,
 }
 
 /// The ids an import brings, per kind (in any order, repeats allowed): what is checked
@@ -184,19 +184,28 @@ impl SchedulerStore {
             Err(refused) => return Ok(refused),
         };
         let planned = plan.done.clone();
-        let mut batches = Batches::new(&self.tree, wait);
-        // on disk so far
+        let mut batches = Batches::new(&self.tree, wait)?;
+        // what the import adds (all of it lands, or none)
         let mut done = Imported {
             scheduled_kept: planned.scheduled_kept,
             triggered_kept: planned.triggered_kept,
             triggers_kept: planned.triggers_kept,
             ..Imported::default()
         };
-        let mut counts = self.counts(account)?;
         let current = self.settings(account)?;
         let settings = settings.cloned().unwrap_or_else(|| current.clone());
-        // what the batch being filled adds
-        let mut pending = Imported::default();
+        let before = self.counts(account)?;
+        // the counts in the batch being filled land with the entries they count
+        let counts_into = |batches: &mut Batches<'_>, done: &Imported| -> Result<()> {
+            let now = (
+                before.0 + done.scheduled_added as u64,
+                before.1 + done.triggered_added as u64,
+            );
+            if now != before {
+                batches.insert(keys::count(account), raw::counts(now))?;
+            }
+            Ok(())
+        };
         let result = (|| -> Result<()> {
             if settings != current {
                 for kv in self.tree.scan_prefix(keys::scheduled_of(account)) {
@@ -204,36 +213,17 @@ impl SchedulerStore {
                     let (item, old_due) = records::scheduled::decode(&k, &v)?;
                     let due = due_of(&item, &settings);
                     if due != old_due {
-                        batches.remove(keys::due(old_due, item.id));
-                        batches.insert(keys::due(due, item.id), raw::uuid(account));
-                        batches.insert(k, records::scheduled::encode(&item, due));
+                        batches.remove(keys::due(old_due, item.id))?;
+                        batches.insert(keys::due(due, item.id), raw::uuid(account))?;
+                        batches.insert(k, records::scheduled::encode(&item, due))?;
                     }
                     if batches.full() {
                         batches.write()?;
                     }
                 }
-                // the settings land with the last of the items indexed under them
-                batches.insert(keys::settings(account), records::settings::encode(&settings));
-                pending.settings_changed = true;
+                batches.insert(keys::settings(account), records::settings::encode(&settings))?;
+                done.settings_changed = true;
             }
-            let mut write = |batches: &mut Batches<'_>, pending: &mut Imported, counts: &mut (u64, u64)| {
-                let next = (
-                    counts.0 + pending.scheduled_added as u64,
-                    counts.1 + pending.triggered_added as u64,
-                );
-                if next != *counts {
-                    batches.insert(keys::count(account), raw::counts(next));
-                }
-                batches.write()?;
-                *counts = next;
-                done.settings_changed |= pending.settings_changed;
-                done.scheduled_added += pending.scheduled_added;
-                done.triggered_added += pending.triggered_added;
-                done.triggers_added += pending.triggers_added;
-                done.email_triggers.append(&mut pending.email_triggers);
-                *pending = Imported::default();
-                Ok::<(), StoreError>(())
-            };
             entries(&mut |entry| {
                 match entry {
                     SchedulerEntry::Scheduled(item) => {
@@ -242,51 +232,52 @@ impl SchedulerStore {
                         }
                         let due = due_of(&item, &settings);
                         let place = keys::item_place(account, item.created, self.seq()?);
-                        batches.insert(keys::scheduled_id(item.id), place.clone());
-                        batches.insert(keys::scheduled(&place), records::scheduled::encode(&item, due));
-                        batches.insert(keys::due(due, item.id), raw::uuid(account));
-                        pending.scheduled_added += 1;
+                        // new ids (checked under the lock), fresh sequence numbers
+                        batches.insert_new(keys::scheduled_id(item.id), place.clone());
+                        batches.insert_new(keys::scheduled(&place), records::scheduled::encode(&item, due));
+                        batches.insert_new(keys::due(due, item.id), raw::uuid(account));
+                        done.scheduled_added += 1;
                     }
                     SchedulerEntry::Triggered(item) => {
                         if !plan.triggered.remove(&item.id) {
                             return Ok(());
                         }
                         let place = keys::triggered_place(account, item.created, item.triggered, self.seq()?);
-                        batches.insert(keys::triggered(&place), records::triggered::encode(&item));
-                        batches.insert(keys::triggered_id(item.id), place);
-                        pending.triggered_added += 1;
+                        batches.insert_new(keys::triggered(&place), records::triggered::encode(&item));
+                        batches.insert_new(keys::triggered_id(item.id), place);
+                        done.triggered_added += 1;
                     }
                     SchedulerEntry::Trigger(trigger) => {
                         if !plan.triggers.remove(&trigger.id) {
                             return Ok(());
                         }
                         let place = keys::trigger_place(account, self.seq()?, trigger.id);
-                        batches.insert(keys::trigger(&place), records::trigger::encode(&trigger));
-                        batches.insert(keys::trigger_id(trigger.id), place);
-                        pending.triggers_added += 1;
+                        batches.insert_new(keys::trigger(&place), records::trigger::encode(&trigger));
+                        batches.insert_new(keys::trigger_id(trigger.id), place);
+                        done.triggers_added += 1;
                         if matches!(trigger.kind, TriggerKind::Email { verified: false, .. }) {
-                            pending.email_triggers.push(trigger.id);
+                            done.email_triggers.push(trigger.id);
                         }
                     }
                 }
                 if batches.full() {
-                    write(&mut batches, &mut pending, &mut counts)?;
+                    counts_into(&mut batches, &done)?;
+                    batches.write()?;
                 }
                 Ok(())
             })?;
-            write(&mut batches, &mut pending, &mut counts)
-        })();
-        let complete = done.scheduled_added == planned.scheduled_added
-            && done.triggered_added == planned.triggered_added
-            && done.triggers_added == planned.triggers_added;
-        match result {
-            Ok(()) if complete => Ok(ImportOutcome::Imported(done)),
-            Ok(()) => Err(StoreError::Codec("the import changed while it was read".into())),
-            Err(e) if batches.done == 0 => Err(e),
-            Err(e) => {
-                tracing::error!("an import into {account} stopped after {} batches: {e}", batches.done);
-                Ok(ImportOutcome::Interrupted(done))
+            let complete = done.scheduled_added == planned.scheduled_added
+                && done.triggered_added == planned.triggered_added
+                && done.triggers_added == planned.triggers_added;
+            if !complete {
+                return Err(StoreError::Codec("the import changed while it was read".into()));
             }
+            counts_into(&mut batches, &done)?;
+            batches.commit()
+        })();
+        match result {
+            Ok(()) => Ok(ImportOutcome::Imported(done)),
+            Err(e) => crate::store::imports::failed(batches, e, account).map(|()| ImportOutcome::Interrupted),
         }
     }
 }
