@@ -227,23 +227,89 @@ async fn a_bad_import_is_refused_and_changes_nothing() {
         "the settings were not changed either"
     );
 
-    // an item id of another account: refused, nothing stored
-    let bob = s.user("bob").await;
-    let bobs = s.add_text(&bob, "bob's").await;
-    let body = json!({"format": "pigeonhole-inbox-export", "version": 1,
-                      "items": [item(good, "aGk="), item(&bobs, "aGk=")]});
-    let why = s.post("/account/import", &alice, &body).await.expect_error(400);
-    assert!(why.contains("another account"), "{why}");
-    assert_eq!(export(&s.api, &alice).await, before);
-    assert_eq!(
-        s.get(&format!("/inbox/item/{bobs}"), &bob).await.expect_json(200)["contents"]["data"],
-        b64("bob's")
-    );
-
     // credentials without the permissions of what is read or written
     let (key, _) = s.add_key(&alice, "reader", &["PermitGetItems", "PermitAdd"]).await;
     let reader = Auth::key("alice", &key);
     s.get("/account/export", &reader).await.expect_error(401);
+    s.stop().await;
+}
+
+/// Issue 18: an import never tells whether an id exists in another account. An entry whose
+/// id is another account's is stored under an id of its own (derived from the account and
+/// the id, so that importing again keeps it), with the same answer as for a free id; the
+/// other account's entry is untouched.
+#[tokio::test]
+async fn an_import_does_not_tell_whether_an_id_is_another_accounts() {
+    let s = Server::start().await;
+    let alice = s.user("alice").await;
+    let bob = s.user("bob").await;
+    let bobs = s.add_text(&bob, "bob's").await;
+    let free = uuid::Uuid::new_v4().to_string();
+    let item = |id: &str, data: &str| json!({"id": id, "created": "2024-05-01T10:00:00Z", "contents": {"type": "text", "data": data}});
+    let answers = |ids: [&str; 1]| {
+        json!({"format": "pigeonhole-inbox-export", "version": 1,
+               "items": ids.iter().map(|id| item(id, "aGk=")).collect::<Vec<_>>()})
+    };
+    let taken = s
+        .post("/account/import", &alice, &answers([&bobs]))
+        .await
+        .expect_json(200);
+    let fresh = s
+        .post("/account/import", &alice, &answers([&free]))
+        .await
+        .expect_json(200);
+    assert_eq!(taken, fresh, "the answers differ");
+    let mut ids = s.uuids(&alice).await;
+    ids.sort();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&free) && !ids.contains(&bobs), "{ids:?}");
+    assert_eq!(
+        s.get(&format!("/inbox/item/{bobs}"), &bob).await.expect_json(200)["contents"]["data"],
+        b64("bob's")
+    );
+    // the same file again: kept, nothing added
+    let again = s
+        .post("/account/import", &alice, &answers([&bobs]))
+        .await
+        .expect_json(200);
+    assert_eq!(
+        (again["items-added"].as_u64(), again["items-kept"].as_u64()),
+        (Some(0), Some(1))
+    );
+    let mut now = s.uuids(&alice).await;
+    now.sort();
+    assert_eq!(now, ids);
+
+    // the scheduler: a scheduled item of bob's id
+    let sched_bob = s.scheduler.user("bob").await;
+    let sched_alice = s.scheduler.user("alice").await;
+    let export_of = |item_id: &str| {
+        json!({"format": "pigeonhole-scheduler-export", "version": 1,
+               "scheduled": [{"id": item_id, "created": "2024-05-01T10:00:00Z",
+                              "contents": {"content": "x", "scheduled-day": "2030-02-03"}}]})
+    };
+    let item_id = uuid::Uuid::new_v4().to_string();
+    s.scheduler
+        .post("/account/import", &sched_bob, &export_of(&item_id))
+        .await
+        .expect_json(200);
+    let bob_before = export(&s.scheduler, &sched_bob).await;
+    let taken = s
+        .scheduler
+        .post("/account/import", &sched_alice, &export_of(&item_id))
+        .await
+        .expect_json(200);
+    let carol = s.scheduler.user("carol").await;
+    let fresh = s
+        .scheduler
+        .post("/account/import", &carol, &export_of(&uuid::Uuid::new_v4().to_string()))
+        .await
+        .expect_json(200);
+    assert_eq!(taken, fresh, "the answers differ");
+    let alices = export(&s.scheduler, &sched_alice).await;
+    assert_eq!(alices["scheduled"].as_array().map(Vec::len), Some(1), "{alices}");
+    assert_ne!(alices["scheduled"][0]["id"], item_id.as_str());
+    assert_eq!(export(&s.scheduler, &sched_bob).await, bob_before);
     s.stop().await;
 }
 

@@ -199,9 +199,6 @@ impl Inbox {
                 "items-kept": skipped,
                 "access-keys-to-recreate": head.keys_to_recreate,
             }))),
-            ImportOutcome::Taken(id) => Err(ApiError::bad_request(format!(
-                "item {id} belongs to another account: nothing was imported"
-            ))),
             ImportOutcome::LimitReached => Err(ApiError::new(
                 warp::http::StatusCode::PAYMENT_REQUIRED,
                 "the import would go over the free item limit: nothing was imported",

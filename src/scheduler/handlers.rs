@@ -326,9 +326,6 @@ impl Scheduler {
                     "access-keys-to-recreate": head.keys_to_recreate,
                 })))
             }
-            ImportOutcome::Taken(id) => Err(ApiError::bad_request(format!(
-                "{id} belongs to another account: nothing was imported"
-            ))),
             ImportOutcome::LimitReached => Err(ApiError::new(
                 StatusCode::PAYMENT_REQUIRED,
                 "the import would go over the free item limit: nothing was imported",

@@ -181,6 +181,50 @@ impl<'a> Batches<'a> {
     }
 }
 
+/// The id under which `account` keeps an imported entry whose id is another account's:
+/// derived from both (SHA-256), so that importing the same file again finds it. An import
+/// never refuses such an entry, so its answer does not tell whether an id exists in
+/// another account (issue 18).
+pub(crate) fn own_id(account: uuid::Uuid, id: uuid::Uuid) -> uuid::Uuid {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(b"pigeonhole: an imported id of another account")
+        .chain_update(account.as_bytes())
+        .chain_update(id.as_bytes())
+        .finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
+/// Where an imported entry goes in its account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Arrival {
+    /// The account has it already (under its id, or under its [`own_id`]): kept as it is.
+    Kept,
+    /// New: stored under this id (its own, or its [`own_id`] when another account has it).
+    New(uuid::Uuid),
+}
+
+/// Where the entry `id` of an import into `account` goes: `place_of` finds where an id is
+/// stored (the place, whose first 16 bytes are its account).
+pub(crate) fn arrival(
+    account: uuid::Uuid,
+    id: uuid::Uuid,
+    place_of: impl Fn(uuid::Uuid) -> Result<Option<Bytes>>,
+) -> Result<Arrival> {
+    let mut candidate = id;
+    // a derived id that is another account's too would need 2^64 tries to find
+    for _ in 0..4 {
+        match place_of(candidate)? {
+            None => return Ok(Arrival::New(candidate)),
+            Some(place) if keys::place_of(&place, account) => return Ok(Arrival::Kept),
+            Some(_) => candidate = own_id(account, candidate),
+        }
+    }
+    Err(StoreError::Codec(format!("no free id for the imported entry {id}")))
+}
+
 /// What a failed import answers: `Err(error)` when nothing of it is stored (it failed
 /// before its first batch, or what it stored was undone at once), `Ok(())` when part of it
 /// is on disk until the next start undoes it (the store takes no writes meanwhile).

@@ -5,7 +5,7 @@
 //! inbox.md §3.13).
 
 use super::accounts::AccountStore;
-use super::imports::{Batches, WaitDurable};
+use super::imports::{Arrival, Batches, WaitDurable};
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
 use super::{keys, Result, StoreError, Stripes, Written};
@@ -22,6 +22,19 @@ pub enum AddOutcome {
     LimitReached,
 }
 
+/// What an import will do, decided before its first write.
+#[derive(Default)]
+struct Plan {
+    /// The ids of the new items, as they are stored.
+    new: std::collections::HashSet<Uuid>,
+    /// Import id → stored id, for items whose id is another account's.
+    renamed: std::collections::HashMap<Uuid, Uuid>,
+    /// Items the account has already.
+    skipped: usize,
+    /// The account's item count.
+    count: u64,
+}
+
 /// What importing items did (see [`InboxStore::import_items`]).
 #[derive(Debug, PartialEq, Eq)]
 pub enum ImportOutcome {
@@ -30,8 +43,6 @@ pub enum ImportOutcome {
         /// Items whose id the account has already (kept as they are).
         skipped: usize,
     },
-    /// This item's id belongs to another account: nothing was stored.
-    Taken(Uuid),
     LimitReached,
     /// Writing failed after part of the import was on disk, and the store takes no more
     /// writes until a restart, which undoes that part (see [`super::imports`]).
@@ -144,8 +155,10 @@ impl InboxStore {
     /// Imports items (with their own ids and `created` times) into `account`: those whose
     /// ids it does not have yet; items it has are left as they are, so importing the same
     /// items twice changes nothing. `ids` are the import's item ids (in any order, repeats
-    /// allowed), checked before anything is written: nothing is stored when one belongs to
-    /// another account or the new items would take the account over `max_items`. Then
+    /// allowed), checked before anything is written: nothing is stored when the new items
+    /// would take the account over `max_items`. An item whose id is another account's is
+    /// stored under an id derived from the account and its id ([`super::imports::own_id`]),
+    /// so that the answer never tells whether an id exists elsewhere. Then
     /// `items` hands over the items one at a time (the import is read a second time) and they
     /// are written in batches of bounded size ([`super::imports`]), each on disk before the
     /// next is queued, under the account's lock throughout. Runs in a blocking thread.
@@ -158,7 +171,12 @@ impl InboxStore {
         wait: WaitDurable<'_>,
     ) -> Result<ImportOutcome> {
         let _guard = self.accounts.lock(account);
-        let (mut new, skipped, mut n) = match self.import_plan(account, ids, max_items)? {
+        let Plan {
+            mut new,
+            renamed,
+            skipped,
+            count: mut n,
+        } = match self.import_plan(account, ids, max_items)? {
             Ok(plan) => plan,
             Err(refused) => return Ok(refused),
         };
@@ -169,7 +187,8 @@ impl InboxStore {
         let mut batches = Batches::new(&self.tree, wait)?;
         let mut in_batch = 0u64;
         let mut stored = 0usize;
-        let result = items(&mut |item| {
+        let result = items(&mut |mut item| {
+            item.id = renamed.get(&item.id).copied().unwrap_or(item.id);
             // the first of repeated ids is stored
             if !new.remove(&item.id) {
                 return Ok(());
@@ -213,44 +232,45 @@ impl InboxStore {
         let _guard = self.accounts.lock(account);
         let max_items = max_items.map(|max| max.saturating_sub(new_before));
         Ok(match self.import_plan(account, ids, max_items)? {
-            Ok((new, skipped, _)) => ImportOutcome::Imported {
-                added: new.len(),
-                skipped,
+            Ok(plan) => ImportOutcome::Imported {
+                added: plan.new.len(),
+                skipped: plan.skipped,
             },
             Err(refused) => refused,
         })
     }
 
-    /// The ids of an import that are new to the account, how many it has already and its
-    /// item count; or why nothing may be imported.
-    #[allow(clippy::type_complexity)]
+    /// The ids of an import that are new to the account (as they will be stored), the
+    /// stored id of each whose own is another account's ([`super::imports::own_id`]), how
+    /// many it has already and its item count; or why nothing may be imported.
     fn import_plan(
         &self,
         account: Uuid,
         ids: &[Uuid],
         max_items: Option<u64>,
-    ) -> Result<std::result::Result<(std::collections::HashSet<Uuid>, usize, u64), ImportOutcome>> {
-        let mut new = std::collections::HashSet::new();
-        let mut skipped = 0usize;
+    ) -> Result<std::result::Result<Plan, ImportOutcome>> {
+        let mut plan = Plan::default();
         let mut checked = std::collections::HashSet::new();
         for id in ids {
             if !checked.insert(*id) {
-                skipped += 1;
+                plan.skipped += 1;
                 continue;
             }
-            match self.tree.get(keys::item_id(*id))? {
-                Some(place) if keys::is_item_place_of(&place, account) => skipped += 1,
-                Some(_) => return Ok(Err(ImportOutcome::Taken(*id))),
-                None => {
-                    new.insert(*id);
+            match super::imports::arrival(account, *id, |id| self.tree.get(keys::item_id(id)))? {
+                Arrival::Kept => plan.skipped += 1,
+                Arrival::New(stored) => {
+                    if stored != *id {
+                        plan.renamed.insert(*id, stored);
+                    }
+                    plan.new.insert(stored);
                 }
             }
         }
-        let n = self.count(account)?;
-        if !new.is_empty() && max_items.is_some_and(|max| n + new.len() as u64 > max) {
+        plan.count = self.count(account)?;
+        if !plan.new.is_empty() && max_items.is_some_and(|max| plan.count + plan.new.len() as u64 > max) {
             return Ok(Err(ImportOutcome::LimitReached));
         }
-        Ok(Ok((new, skipped, n)))
+        Ok(Ok(plan))
     }
 
     fn put_item_into(&self, batches: &mut Batches<'_>, account: Uuid, item: &InboxItem) -> Result<()> {

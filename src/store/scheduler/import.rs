@@ -6,7 +6,7 @@ use super::SchedulerStore;
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind};
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::imports::{Batches, WaitDurable};
+use crate::store::imports::{Arrival, Batches, WaitDurable};
 use crate::store::keys;
 use crate::store::records::{self, raw};
 use crate::store::{Result, StoreError};
@@ -30,8 +30,6 @@ pub struct Imported {
 #[derive(Debug, PartialEq, Eq)]
 pub enum ImportOutcome {
     Imported(Imported),
-    /// This id belongs to another account: nothing was stored.
-    Taken(Uuid),
     LimitReached,
     /// Writing failed after part of the import was on disk, and the store takes no more
     /// writes until a restart, which undoes that part (see `store::imports`).
@@ -65,38 +63,55 @@ impl ImportIds {
     }
 }
 
+/// The ids of one kind of entry of an import: new to the account (as they are stored),
+/// renamed (import id → stored id, for ids that are another account's) and how many it has.
+#[derive(Default)]
+struct Sorted {
+    new: HashSet<Uuid>,
+    renamed: std::collections::HashMap<Uuid, Uuid>,
+    kept: usize,
+}
+
+impl Sorted {
+    /// The id an entry of the import is stored under, when it is new (the first of repeats).
+    fn take(&mut self, id: Uuid) -> Option<Uuid> {
+        let stored = self.renamed.get(&id).copied().unwrap_or(id);
+        self.new.remove(&stored).then_some(stored)
+    }
+}
+
 /// The ids new to the account, per kind, and what it had.
 struct Plan {
-    scheduled: HashSet<Uuid>,
-    triggered: HashSet<Uuid>,
-    triggers: HashSet<Uuid>,
+    scheduled: Sorted,
+    triggered: Sorted,
+    triggers: Sorted,
     done: Imported,
 }
 
 impl SchedulerStore {
-    /// Sorts `ids` (of the id index `id_key`) into new ones and kept ones; `Err` with the
-    /// first that belongs to another account.
-    fn sort_ids(
-        &self,
-        account: Uuid,
-        ids: &[Uuid],
-        id_key: fn(Uuid) -> Vec<u8>,
-    ) -> Result<std::result::Result<(HashSet<Uuid>, usize), Uuid>> {
-        let (mut new, mut seen, mut kept) = (HashSet::new(), HashSet::new(), 0usize);
+    /// Sorts `ids` (of the id index `id_key`) into new ones (as they will be stored) and
+    /// kept ones; an id that is another account's is stored under an id derived from the
+    /// account and it ([`crate::store::imports::own_id`]), so an import never tells whether an
+    /// id exists elsewhere.
+    fn sort_ids(&self, account: Uuid, ids: &[Uuid], id_key: fn(Uuid) -> Vec<u8>) -> Result<Sorted> {
+        let mut sorted = Sorted::default();
+        let mut seen = HashSet::new();
         for id in ids {
             if !seen.insert(*id) {
-                kept += 1;
+                sorted.kept += 1;
                 continue;
             }
-            match self.tree.get(id_key(*id))? {
-                Some(place) if keys::place_of(&place, account) => kept += 1,
-                Some(_) => return Ok(Err(*id)),
-                None => {
-                    new.insert(*id);
+            match crate::store::imports::arrival(account, *id, |id| self.tree.get(id_key(id)))? {
+                Arrival::Kept => sorted.kept += 1,
+                Arrival::New(stored) => {
+                    if stored != *id {
+                        sorted.renamed.insert(*id, stored);
+                    }
+                    sorted.new.insert(stored);
                 }
             }
         }
-        Ok(Ok((new, kept)))
+        Ok(sorted)
     }
 
     fn import_plan(
@@ -111,26 +126,22 @@ impl SchedulerStore {
             (&ids.triggered, keys::triggered_id),
             (&ids.triggers, keys::trigger_id),
         ] {
-            match self.sort_ids(account, list, id_key)? {
-                Ok(s) => sorted.push(s),
-                Err(taken) => return Ok(Err(ImportOutcome::Taken(taken))),
-            }
+            sorted.push(self.sort_ids(account, list, id_key)?);
         }
         let mut sorted = sorted.into_iter();
         let mut next = || sorted.next().unwrap_or_default();
-        let ((scheduled, scheduled_kept), (triggered, triggered_kept), (triggers, triggers_kept)) =
-            (next(), next(), next());
+        let (scheduled, triggered, triggers) = (next(), next(), next());
         let (s, _) = self.counts(account)?;
-        if !scheduled.is_empty() && cap.is_some_and(|cap| s + scheduled.len() as u64 > cap) {
+        if !scheduled.new.is_empty() && cap.is_some_and(|cap| s + scheduled.new.len() as u64 > cap) {
             return Ok(Err(ImportOutcome::LimitReached));
         }
         let done = Imported {
-            scheduled_added: scheduled.len(),
-            scheduled_kept,
-            triggered_added: triggered.len(),
-            triggered_kept,
-            triggers_added: triggers.len(),
-            triggers_kept,
+            scheduled_added: scheduled.new.len(),
+            scheduled_kept: scheduled.kept,
+            triggered_added: triggered.new.len(),
+            triggered_kept: triggered.kept,
+            triggers_added: triggers.new.len(),
+            triggers_kept: triggers.kept,
             ..Imported::default()
         };
         Ok(Ok(Plan {
@@ -226,10 +237,11 @@ impl SchedulerStore {
             }
             entries(&mut |entry| {
                 match entry {
-                    SchedulerEntry::Scheduled(item) => {
-                        if !plan.scheduled.remove(&item.id) {
+                    SchedulerEntry::Scheduled(mut item) => {
+                        let Some(id) = plan.scheduled.take(item.id) else {
                             return Ok(());
-                        }
+                        };
+                        item.id = id;
                         let due = due_of(&item, &settings);
                         let place = keys::item_place(account, item.created, self.seq()?);
                         // new ids (checked under the lock), fresh sequence numbers
@@ -238,19 +250,27 @@ impl SchedulerStore {
                         batches.insert_new(keys::due(due, item.id), raw::uuid(account));
                         done.scheduled_added += 1;
                     }
-                    SchedulerEntry::Triggered(item) => {
-                        if !plan.triggered.remove(&item.id) {
+                    SchedulerEntry::Triggered(mut item) => {
+                        let Some(id) = plan.triggered.take(item.id) else {
                             return Ok(());
+                        };
+                        item.id = id;
+                        // attempts name the import's triggers as they are stored
+                        for attempt in &mut item.attempts {
+                            if let Some(stored) = plan.triggers.renamed.get(&attempt.trigger) {
+                                attempt.trigger = *stored;
+                            }
                         }
                         let place = keys::triggered_place(account, item.created, item.triggered, self.seq()?);
                         batches.insert_new(keys::triggered(&place), records::triggered::encode(&item));
                         batches.insert_new(keys::triggered_id(item.id), place);
                         done.triggered_added += 1;
                     }
-                    SchedulerEntry::Trigger(trigger) => {
-                        if !plan.triggers.remove(&trigger.id) {
+                    SchedulerEntry::Trigger(mut trigger) => {
+                        let Some(id) = plan.triggers.take(trigger.id) else {
                             return Ok(());
-                        }
+                        };
+                        trigger.id = id;
                         let place = keys::trigger_place(account, self.seq()?, trigger.id);
                         batches.insert_new(keys::trigger(&place), records::trigger::encode(&trigger));
                         batches.insert_new(keys::trigger_id(trigger.id), place);
