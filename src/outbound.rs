@@ -112,27 +112,97 @@ impl std::error::Error for Refused {}
 /// `--outbound-resolve`, then only the addresses the policy allows. reqwest connects to the
 /// addresses this answers, so what was checked is what is connected to (no DNS rebinding
 /// between a check and the connection).
+#[derive(Clone)]
 struct PolicyResolver {
     allow: OutboundAllow,
     fixed: Arc<Vec<(String, IpAddr)>>,
 }
 
+impl PolicyResolver {
+    /// The addresses of `host` that the policy allows (in the resolver's order); an error
+    /// when there are none.
+    async fn allowed(&self, host: &str) -> Result<Vec<SocketAddr>, Box<dyn std::error::Error + Send + Sync>> {
+        let host = host.to_ascii_lowercase();
+        let found: Vec<SocketAddr> = match self.fixed.iter().find(|(n, _)| *n == host) {
+            Some((_, ip)) => vec![SocketAddr::new(*ip, 0)],
+            None => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
+        };
+        let allowed: Vec<SocketAddr> = found.into_iter().filter(|a| permitted(self.allow, a.ip())).collect();
+        if allowed.is_empty() {
+            return Err(Box::new(Refused { host }));
+        }
+        Ok(allowed)
+    }
+}
+
 impl reqwest::dns::Resolve for PolicyResolver {
     fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
-        let host = name.as_str().to_ascii_lowercase();
-        let allow = self.allow;
-        let fixed = self.fixed.clone();
+        let resolver = self.clone();
         Box::pin(async move {
-            let found: Vec<SocketAddr> = match fixed.iter().find(|(n, _)| *n == host) {
-                Some((_, ip)) => vec![SocketAddr::new(*ip, 0)],
-                None => tokio::net::lookup_host((host.as_str(), 0)).await?.collect(),
-            };
-            let allowed: Vec<SocketAddr> = found.into_iter().filter(|a| permitted(allow, a.ip())).collect();
-            if allowed.is_empty() {
-                return Err(Box::new(Refused { host }) as Box<dyn std::error::Error + Send + Sync>);
-            }
+            let allowed = resolver.allowed(name.as_str()).await?;
             Ok(Box::new(allowed.into_iter()) as reqwest::dns::Addrs)
         })
+    }
+}
+
+/// The most requests to inbox services in flight to one IP address at once, whatever the
+/// names, ports, triggers and accounts they come from (deliveries and trigger checks
+/// together): the server cannot be used to flood one address.
+pub const REQUESTS_PER_ADDRESS: usize = 4;
+
+/// The places of requests in flight per destination address. Entries exist only while a
+/// request holds or awaits one, so the map is bounded by the requests in flight.
+#[derive(Default)]
+struct AddressSlots {
+    slots: std::sync::Mutex<std::collections::HashMap<IpAddr, Arc<tokio::sync::Semaphore>>>,
+}
+
+/// A place for one request to an address; given back when dropped.
+struct AddressSlot {
+    slots: Arc<AddressSlots>,
+    ip: IpAddr,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl AddressSlots {
+    async fn take(self: &Arc<Self>, ip: IpAddr) -> AddressSlot {
+        let semaphore = {
+            let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+            // a place dropped while its waiter was being cancelled may have left its entry:
+            // swept here, so the map never holds more than this plus the requests in flight
+            if slots.len() >= 64 {
+                slots.retain(|_, s| Arc::strong_count(s) > 1);
+            }
+            slots
+                .entry(ip)
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(REQUESTS_PER_ADDRESS)))
+                .clone()
+        };
+        // made before waiting, so that a waiter cancelled meanwhile still cleans up
+        let mut slot = AddressSlot {
+            slots: self.clone(),
+            ip,
+            permit: None,
+        };
+        // never closed: acquiring only waits
+        slot.permit = semaphore.acquire_owned().await.ok();
+        slot
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut slots = self.slots.slots.lock().unwrap_or_else(|p| p.into_inner());
+        drop(self.permit.take());
+        // the map's reference is the last: nobody holds or awaits a place there
+        if slots.get(&self.ip).is_some_and(|s| Arc::strong_count(s) == 1) {
+            slots.remove(&self.ip);
+        }
     }
 }
 
@@ -142,7 +212,8 @@ impl reqwest::dns::Resolve for PolicyResolver {
 #[derive(Clone)]
 pub struct InboxClient {
     http: reqwest::Client,
-    allow: OutboundAllow,
+    resolver: PolicyResolver,
+    slots: Arc<AddressSlots>,
 }
 
 impl InboxClient {
@@ -151,13 +222,22 @@ impl InboxClient {
             allow,
             fixed: Arc::new(fixed),
         };
-        let http = built(builder().dns_resolver(Arc::new(resolver)));
-        InboxClient { http, allow }
+        let http = built(builder().dns_resolver(Arc::new(resolver.clone())));
+        InboxClient {
+            http,
+            resolver,
+            slots: Arc::default(),
+        }
     }
 
-    /// Refuses a URL whose host is an address literal the policy does not allow (reqwest
-    /// resolves no literal, so the resolver never sees those).
-    fn check(&self, url: &str) -> Result<(), Failure> {
+    /// Refuses a URL whose host is an address the policy does not allow (a literal here:
+    /// reqwest resolves no literal, so the resolver never sees those; a name through the
+    /// resolver), and waits for a place among the requests to its address
+    /// ([`REQUESTS_PER_ADDRESS`], keyed by the first allowed address). The request then
+    /// resolves the name again through the same policy: a name whose answers change between
+    /// the two lookups escapes this bound (not the policy), and is still held to the
+    /// per-host and per-account bounds of the deliveries.
+    async fn place(&self, url: &str) -> Result<AddressSlot, Failure> {
         let parsed = reqwest::Url::parse(url).map_err(|_| Failure::permanent(format!("{url} is not a URL")))?;
         let host = parsed.host_str().unwrap_or_default();
         let literal = host
@@ -165,17 +245,30 @@ impl InboxClient {
             .trim_end_matches(']')
             .parse::<IpAddr>()
             .ok();
-        match literal {
-            Some(ip) if !permitted(self.allow, ip) => {
-                Err(Failure::permanent(Refused { host: host.to_owned() }.to_string()))
+        let ip = match literal {
+            Some(ip) if !permitted(self.resolver.allow, ip) => {
+                return Err(Failure::permanent(Refused { host: host.to_owned() }.to_string()))
             }
-            _ => Ok(()),
-        }
+            Some(ip) => ip,
+            None => match self.resolver.allowed(host).await {
+                Ok(addresses) => addresses[0].ip(),
+                Err(e) if e.is::<Refused>() => return Err(Failure::permanent(e.to_string())),
+                Err(e) => {
+                    return Err(Failure {
+                        transient: true,
+                        reason: format!("cannot resolve {host}: {e}"),
+                        status: None,
+                        retry_after: None,
+                    })
+                }
+            },
+        };
+        Ok(self.slots.take(ip).await)
     }
 
     /// [`login`] through this client.
     pub async fn login(&self, url: &str, username: &str, key: &str) -> Result<String, Failure> {
-        self.check(url)?;
+        let _place = self.place(url).await?;
         login(&self.http, url, username, key).await
     }
 
@@ -187,7 +280,7 @@ impl InboxClient {
         idempotency_key: Uuid,
         data_base64: &str,
     ) -> Result<Uuid, Failure> {
-        self.check(url)?;
+        let _place = self.place(url).await?;
         add_item(&self.http, url, token, idempotency_key, data_base64).await
     }
 }
@@ -405,6 +498,30 @@ mod policy_tests {
     use super::*;
     use reqwest::dns::Resolve;
 
+    #[tokio::test]
+    async fn requests_to_one_address_take_turns_and_the_map_forgets_idle_addresses() {
+        let slots = Arc::new(AddressSlots::default());
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let mut held = Vec::new();
+        for _ in 0..REQUESTS_PER_ADDRESS {
+            held.push(slots.take(a).await);
+        }
+        // the next one to that address waits; another address does not
+        let waiting = slots.take(a);
+        let mut waiting = Box::pin(waiting);
+        assert!(futures_util::poll!(waiting.as_mut()).is_pending());
+        let other = slots.take(b).await;
+        assert_eq!(slots.len(), 2);
+        drop(other);
+        assert_eq!(slots.len(), 1, "an idle address is forgotten");
+        held.pop();
+        let turn = waiting.await;
+        drop(turn);
+        drop(held);
+        assert_eq!(slots.len(), 0);
+    }
+
     fn class(ip: &str) -> AddressClass {
         classify(ip.parse().unwrap())
     }
@@ -501,24 +618,25 @@ mod policy_tests {
         let addrs: Vec<SocketAddr> = resolve("LAN.test").await.expect("allowed").collect();
         assert_eq!(addrs, vec!["192.168.1.20:0".parse().unwrap()]);
 
-        let hosted = InboxClient::new(OutboundAllow::parse(&["public".into()]).unwrap(), fixed);
+        let hosted = InboxClient::new(OutboundAllow::parse(&["public".into()]).unwrap(), fixed.clone());
         for url in [
             "http://127.0.0.1:9",
             "http://[::1]:9",
             "http://169.254.169.254",
             "http://[::ffff:10.0.0.1]",
         ] {
-            let f = hosted.check(url).expect_err(url);
+            let f = hosted.place(url).await.err().expect(url);
             assert!(
                 !f.transient && f.reason.contains("outbound policy"),
                 "{url}: {}",
                 f.reason
             );
         }
-        assert!(
-            hosted.check("http://example.test:8001").is_ok(),
-            "names are checked by the resolver"
-        );
+        // names are checked before the place is taken, and again by the resolver
+        let f = hosted.place("http://lan.test:8001").await.err().expect("a LAN name");
+        assert!(!f.transient && f.reason.contains("lan.test"), "{}", f.reason);
+        let home = InboxClient::new(OutboundAllow::default(), fixed.clone());
+        assert!(home.place("http://LAN.test:8001").await.is_ok());
         // a refused name fails for good, without a connection
         let f = hosted
             .login("http://here.test:9", "alice", "00ff")
