@@ -49,10 +49,21 @@ pub enum Command {
     Backup(BackupArgs),
     /// Bring a backup back into the data directory of a stopped server (docs/backup.md).
     Restore(RestoreArgs),
+    /// Print this command's completions for bash, zsh or fish (to standard output).
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff, section 1): `pigeonhole man | man -l -`.
+    Man,
     /// Export this machine's account (both services) as JSON to FILE or standard output.
     Export(ExportArgs),
     /// Import an account export into this machine's account (both services).
     Import(ImportArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    /// The shell: `pigeonhole completions bash > /usr/share/bash-completion/completions/pigeonhole`
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// Options of `import-intray` and `import-tickler`.

@@ -18,6 +18,7 @@ pub mod inbox;
 pub mod launch;
 pub mod loopers;
 pub mod mail;
+pub mod manual;
 pub mod memory;
 pub mod metrics;
 pub mod moving_in;

@@ -1,9 +1,23 @@
 use clap::Parser;
 use pigeonhole::config::{Cli, Command, LogFormat, Settings};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use tokio::net::TcpListener;
+
+/// Writes what `write` makes to standard output; a closed pipe ends quietly.
+fn print_with(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> ExitCode {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match write(&mut out).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pigeonhole: cannot write to standard output: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -13,6 +27,8 @@ fn main() -> ExitCode {
         Command::ImportTickler(args) => return move_in(pigeonhole::moving_in::Origin::Tickler, args),
         Command::Backup(args) => return report(pigeonhole::control::backup(args)),
         Command::Restore(args) => return report(pigeonhole::control::restore(args)),
+        Command::Completions(args) => return print_with(|out| pigeonhole::manual::completions(args.shell, out)),
+        Command::Man => return print_with(pigeonhole::manual::man_page),
         client => return run_client(client),
     };
     let settings = match Settings::resolve(*args) {

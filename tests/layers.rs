@@ -25,7 +25,8 @@ const LAYERS: &[&[&str]] = &[
     &["control"],
     // wiring everything together; the command-line client (an HTTP client of the services);
     // moving in from Intray and Tickler (reads their SQLite files, writes through the store)
-    &["lib", "launch", "client", "moving_in"],
+    // shell completions and the man page (from the command-line definition in config)
+    &["lib", "launch", "client", "moving_in", "manual"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -26,7 +26,9 @@ pub async fn run(command: Command) -> Result<(), String> {
         | Command::ImportIntray(_)
         | Command::ImportTickler(_)
         | Command::Backup(_)
-        | Command::Restore(_) => Err("not a client command".into()),
+        | Command::Restore(_)
+        | Command::Completions(_)
+        | Command::Man => Err("not a client command".into()),
         Command::Export(args) => transfer::export(args).await,
         Command::Import(args) => transfer::import(args).await,
         Command::Setup(args) => setup::run(args).await,
