@@ -1365,6 +1365,40 @@ async fn a_slow_mail_exchange_does_not_delay_another_account() {
 /// at least that long, although the back-off alone would retry after 0.1 s and 0.2 s; every
 /// attempt carries the same `Idempotency-Key` (§7.5). The workers run on a manual clock that
 /// the test moves: the waits are measured on it, not waited for.
+/// Issue 18: back-off is kept per destination host, not only per delivery. Ten deliveries
+/// to a host that answers 503: after the first failures the host rests, and its other
+/// deliveries wait for the rest instead of each trying it (at most the four in flight at
+/// once were sent); when the rest is over, the host is tried again by at most four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_host_rests_and_its_other_deliveries_wait_with_it() {
+    let inbox = ScriptedInbox::start(|r| match r.path.as_str() {
+        "/login" => login_ok(),
+        _ => Answer::Reply(503, vec![("retry-after", "60".into())], String::new()),
+    })
+    .await;
+    let server = Server::start_on_manual_clock(fast_workers).await;
+    let api = &server.scheduler;
+    let alice = api.user("alice").await;
+    add_inbox_trigger(api, &alice, &inbox.url(), "alice", "00ff").await;
+    let contents: Vec<Value> = (0..10).map(|i| due_a_minute_ago(&format!("item {i}"))).collect();
+    sync_add(api, &alice, &contents).await;
+    let tries = || inbox.requests("POST", "/inbox/item").len();
+    server.settle(&INBOX_DELIVERY).await;
+    let first = tries();
+    assert!(
+        (1..=4).contains(&first),
+        "{first} of 10 deliveries tried a host that had failed"
+    );
+    // still resting a second before the minute is over
+    server.advance_clock(Duration::from_secs(59));
+    server.settle(&[Worker::TriggeredInboxItemSender]).await;
+    assert_eq!(tries(), first, "tried again while the host rests");
+    server.advance_clock(Duration::from_secs(2));
+    server.settle(&[Worker::TriggeredInboxItemSender]).await;
+    let second = tries() - first;
+    assert!((1..=4).contains(&second), "{second} tries when the rest was over");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn retry_after_is_respected() {
     let posts = Arc::new(AtomicUsize::new(0));

@@ -137,6 +137,11 @@ impl InboxSender {
                 host: host_of(url),
                 account: d.owner,
             };
+            // the host failed lately: its deliveries wait for its back-off together
+            if let Some(until) = self.dispatcher.rests_until(&target.host, now) {
+                next = Some(next.map_or(until, |n| n.min(until)));
+                continue;
+            }
             let running = k.as_bytes().to_vec();
             let job = self.clone().deliver(store.clone(), k, d, trigger);
             self.dispatcher.start(running, target, job);
@@ -173,6 +178,15 @@ impl InboxSender {
         let what = format!("item {} (delivery {}) to the inbox at {url}", d.item, d.id);
         tracing::info!("delivering {what}, attempt {}", d.failures + 1);
         let result = self.attempt(url, username, access_key, trigger.id, d.id, &data).await;
+        let host = host_of(url);
+        match &result {
+            Err(f) if f.transient => {
+                let (delay, asked) = (self.retry_delay, f.retry_after);
+                self.dispatcher
+                    .host_failed(&host, self.clock.now(), |n| retry_wait(delay, n, asked));
+            }
+            _ => self.dispatcher.host_answered(&host),
+        }
         let (postponed, recorded) = match result {
             Ok(id) => {
                 self.metrics.delivery(Channel::Inbox, MetricOutcome::Sent);

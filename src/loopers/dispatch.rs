@@ -8,6 +8,7 @@
 //! take at most that share of the places), and a number overall. A due delivery that finds
 //! no free place is started by a later pass, which the task that frees a place wakes.
 
+use crate::domain::wire::Timestamp;
 use crate::domain::worker::Worker;
 use crate::workers::Workers;
 use std::collections::{HashMap, HashSet};
@@ -69,7 +70,21 @@ struct State {
     starved: bool,
     /// A failure (of the store) in a delivery task, reported by the worker's next pass.
     error: Option<String>,
+    /// Destination hosts that failed transiently: none of their deliveries starts before
+    /// the instant (the host's own back-off, doubling with its failures in a row).
+    resting: HashMap<String, Rest>,
 }
+
+/// A destination host's back-off.
+#[derive(Clone, Copy, Debug)]
+struct Rest {
+    until: Timestamp,
+    failures: u32,
+}
+
+/// The most destination hosts whose back-off is kept (the map is keyed by what triggers
+/// name): beyond it, those whose rest is over are forgotten first, then the soonest over.
+const MOST_RESTING_HOSTS: usize = 4096;
 
 impl Dispatcher {
     pub fn new(bounds: Bounds, workers: Arc<Workers>, worker: Worker) -> Arc<Dispatcher> {
@@ -157,6 +172,50 @@ impl Dispatcher {
             }
         });
         Start::Started
+    }
+
+    /// Until when deliveries to `host` wait (its back-off after a transient failure), if
+    /// it rests at `now`.
+    pub fn rests_until(&self, host: &str, now: Timestamp) -> Option<Timestamp> {
+        self.state()
+            .resting
+            .get(host)
+            .map(|r| r.until)
+            .filter(|until| *until > now)
+    }
+
+    /// A delivery to `host` failed transiently at `now`: the host rests for `wait(n)`, n its
+    /// failures in a row (from 1), so that its other deliveries wait too instead of each
+    /// trying it.
+    pub fn host_failed(&self, host: &str, now: Timestamp, wait: impl Fn(u32) -> std::time::Duration) {
+        let mut state = self.state();
+        if !state.resting.contains_key(host) && state.resting.len() >= MOST_RESTING_HOSTS {
+            state.resting.retain(|_, r| r.until > now);
+            if state.resting.len() >= MOST_RESTING_HOSTS {
+                let soonest = state
+                    .resting
+                    .iter()
+                    .min_by_key(|(_, r)| r.until)
+                    .map(|(h, _)| h.clone());
+                if let Some(h) = soonest {
+                    state.resting.remove(&h);
+                }
+            }
+        }
+        let rest = state.resting.entry(host.to_owned()).or_insert(Rest {
+            until: now,
+            failures: 0,
+        });
+        rest.failures += 1;
+        let until = now.plus(wait(rest.failures));
+        if until > rest.until {
+            rest.until = until;
+        }
+    }
+
+    /// `host` answered (a delivery went through, or failed for good): it rests no more.
+    pub fn host_answered(&self, host: &str) {
+        self.state().resting.remove(host);
     }
 
     /// The failure of a delivery task since the last call, if any.
@@ -248,6 +307,26 @@ mod tests {
             release.notified().await;
             Ok(false)
         }
+    }
+
+    #[test]
+    fn a_failed_host_rests_doubling_until_it_answers_and_the_rests_kept_are_bounded() {
+        let d = Dispatcher::new(bounds(3, 2, 3), workers(), WORKER);
+        let now = Timestamp::from_unix(1_000, 0);
+        let wait = |n: u32| Duration::from_secs(10 << (n - 1));
+        assert_eq!(d.rests_until("a:1", now), None);
+        d.host_failed("a:1", now, wait);
+        assert_eq!(d.rests_until("a:1", now), Some(now.plus(Duration::from_secs(10))));
+        d.host_failed("a:1", now, wait);
+        assert_eq!(d.rests_until("a:1", now), Some(now.plus(Duration::from_secs(20))));
+        assert_eq!(d.rests_until("a:1", now.plus(Duration::from_secs(20))), None, "over");
+        d.host_answered("a:1");
+        assert_eq!(d.rests_until("a:1", now), None);
+        for h in 0..MOST_RESTING_HOSTS + 100 {
+            d.host_failed(&format!("h{h}:1"), now, wait);
+        }
+        assert!(d.state().resting.len() <= MOST_RESTING_HOSTS);
+        assert!(d.rests_until(&format!("h{}:1", MOST_RESTING_HOSTS + 99), now).is_some());
     }
 
     #[tokio::test]

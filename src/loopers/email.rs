@@ -162,6 +162,11 @@ impl Emailer {
                 host: domain(&message.to),
                 account: email.owner,
             };
+            // the domain failed lately: its e-mails wait for its back-off together
+            if let Some(until) = self.dispatcher.rests_until(&target.host, now) {
+                next = Some(next.map_or(until, |n| n.min(until)));
+                continue;
+            }
             let running = k.as_bytes().to_vec();
             let job = self.clone().send_one(store.clone(), k, email);
             self.dispatcher.start(running, target, job);
@@ -183,6 +188,15 @@ impl Emailer {
         };
         tracing::info!("sending {what}, attempt {}", email.failures + 1);
         let result = self.mailer.send(message).await;
+        let to_domain = domain(&message.to);
+        match &result {
+            Err(f) if f.transient => {
+                let delay = self.retry_delay;
+                self.dispatcher
+                    .host_failed(&to_domain, self.clock.now(), |n| backoff(delay, n));
+            }
+            _ => self.dispatcher.host_answered(&to_domain),
+        }
         let failure = match result {
             Ok(()) => {
                 self.metrics.delivery(Channel::Email, MetricOutcome::Sent);
