@@ -40,52 +40,123 @@ fn module_of(file: &Path, src: &Path) -> String {
     first.trim_end_matches(".rs").to_owned()
 }
 
-/// The top-level modules named by `crate::` paths in `code` (comments removed).
-fn used_modules(code: &str) -> Vec<String> {
+/// The module path of a source file (`src/store/inbox.rs` → `[store, inbox]`,
+/// `src/store/mod.rs` → `[store]`, `src/lib.rs` → `[]`).
+fn module_path(file: &Path, src: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("a file under src");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// `code` without its line comments (a `//` at the start of a line or after a space: not
+/// the `//` of a URL in a string).
+fn without_comments(code: &str) -> String {
+    code.lines()
+        .map(|line| {
+            let cut = line
+                .match_indices("//")
+                .find(|(i, _)| *i == 0 || line[..*i].ends_with(char::is_whitespace))
+                .map_or(line.len(), |(i, _)| i);
+            &line[..cut]
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The first segment of each path at the start of `text`: an identifier, or the entries of
+/// a `{…}` group (over any number of lines, nested groups included).
+fn first_segments(text: &str) -> Vec<String> {
+    let text = text.trim_start();
+    let Some(group) = text.strip_prefix('{') else {
+        let name: String = text.chars().take_while(|c| is_ident(*c)).collect();
+        return if name.is_empty() { vec![] } else { vec![name] };
+    };
     let mut out = Vec::new();
-    for line in code.lines() {
-        let line = line.trim_start();
-        if line.starts_with("//") {
-            continue;
-        }
-        let mut rest = line;
-        while let Some(i) = rest.find("crate::") {
-            let after = &rest[i + "crate::".len()..];
-            if let Some(group) = after.strip_prefix('{') {
-                // crate::{a, b::c, d::{e, f}}: the first segment of each top-level entry
-                let mut depth = 0;
-                let mut entry_start = true;
-                for (j, c) in group.char_indices() {
-                    match c {
-                        '{' => depth += 1,
-                        '}' if depth == 0 => {
-                            rest = &group[j..];
-                            break;
-                        }
-                        '}' => depth -= 1,
-                        ',' if depth == 0 => entry_start = true,
-                        c if entry_start && (c.is_alphanumeric() || c == '_') => {
-                            let name: String = group[j..]
-                                .chars()
-                                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                                .collect();
-                            out.push(name);
-                            entry_start = false;
-                        }
-                        _ => {}
-                    }
-                }
-                if !rest.starts_with('}') {
-                    break; // a group over several lines: the rest is read line by line
-                }
-            } else {
-                let name: String = after.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                out.push(name);
-                rest = after;
+    let (mut depth, mut entry_start) = (0, true);
+    for (j, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => entry_start = true,
+            c if entry_start && depth == 0 && is_ident(c) => {
+                out.push(group[j..].chars().take_while(|c| is_ident(*c)).collect());
+                entry_start = false;
             }
+            _ => {}
         }
     }
     out
+}
+
+/// For each line of `code` (formatted by rustfmt), how many inline modules (`mod name {`
+/// … `}` at the same indentation) enclose it.
+fn inline_depths(code: &str) -> Vec<usize> {
+    let mut open: Vec<usize> = Vec::new();
+    let mut out = Vec::new();
+    for line in code.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let t = line.trim();
+        if t == "}" && open.last() == Some(&indent) {
+            open.pop();
+            out.push(open.len() + 1);
+            continue;
+        }
+        out.push(open.len());
+        let declared = t.strip_prefix("pub(crate) ").or(t.strip_prefix("pub ")).unwrap_or(t);
+        if declared.starts_with("mod ") && declared.ends_with('{') {
+            open.push(indent);
+        }
+    }
+    out
+}
+
+/// The top-level modules that the code of the module `path` names: `crate::` paths and
+/// `super::` chains that climb to the crate root (inline modules such as `mod tests`
+/// counted; comments removed).
+fn used_modules_of(code: &str, path: &[String]) -> Vec<String> {
+    let depths = inline_depths(code);
+    let code = without_comments(code);
+    let mut out = Vec::new();
+    let starts = |i: usize| i == 0 || !code[..i].ends_with(|c: char| is_ident(c) || c == ':' || c == '$');
+    for (i, _) in code.match_indices("crate::") {
+        if starts(i) {
+            out.extend(first_segments(&code[i + "crate::".len()..]));
+        }
+    }
+    let mut i = 0;
+    while let Some(found) = code[i..].find("super::") {
+        let at = i + found;
+        let mut end = at;
+        let mut ups = 0;
+        while code[end..].starts_with("super::") {
+            ups += 1;
+            end += "super::".len();
+        }
+        let line = code[..at].matches('\n').count();
+        let depth = path.len() + depths.get(line).copied().unwrap_or(0);
+        if starts(at) && ups >= depth {
+            out.extend(first_segments(&code[end..]));
+        }
+        i = end;
+    }
+    out
+}
+
+/// [`used_modules_of`] for code of a top-level module file.
+#[cfg(test)]
+fn used_modules(code: &str) -> Vec<String> {
+    used_modules_of(code, &["x".to_owned(), "y".to_owned()])
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -120,28 +191,7 @@ fn no_module_uses_one_of_its_own_layer_or_above() {
         };
         *seen.entry(module.clone()).or_default() += 1;
         let code = std::fs::read_to_string(file).expect("read a source file");
-        // multi-line `use crate::{…}` groups: join them so the scanner sees each whole
-        let joined = code.replace("crate::{\n", "crate::{");
-        let mut joined_groups = String::new();
-        let mut in_group = false;
-        for line in joined.lines() {
-            if in_group {
-                joined_groups.push_str(line.trim());
-                joined_groups.push(' ');
-                if line.trim_start().starts_with("};") {
-                    in_group = false;
-                    joined_groups.push('\n');
-                }
-                continue;
-            }
-            joined_groups.push_str(line);
-            if line.trim_end().ends_with("crate::{") {
-                in_group = true;
-            } else {
-                joined_groups.push('\n');
-            }
-        }
-        for used in used_modules(&joined_groups) {
+        for used in used_modules_of(&code, &module_path(file, &src)) {
             if used == module {
                 continue;
             }
@@ -171,4 +221,22 @@ fn the_scanner_reads_paths_and_groups() {
     let code = "use crate::store::Store;\nuse crate::{domain::wire, http::{ApiError, Reply}, config};\n\
                 // crate::loopers in a comment\nlet x = crate::payments::pricing(&s);\n";
     assert_eq!(used_modules(code), ["store", "domain", "http", "config", "payments"]);
+}
+
+#[test]
+fn the_scanner_reads_rustfmt_wrapped_groups_and_super_chains() {
+    // as rustfmt wraps a long group: every entry counts, not only the first
+    let wrapped = "use crate::{\n    domain::{\n        wire,\n        account::Account,\n    },\n    http::ApiError,\n    launch,\n};\n";
+    assert_eq!(used_modules(wrapped), ["domain", "http", "launch"]);
+    // `super::` chains that climb to the crate root name a top-level module
+    let path = ["inbox".to_owned(), "handlers".to_owned()];
+    let code = "use super::routes;\nuse super::super::scheduler::Thing;\nuse super::super::{launch, store};\n";
+    assert_eq!(used_modules_of(code, &path), ["scheduler", "launch", "store"]);
+    // from a top-level file, one `super::` is the root; a URL in a string is no comment
+    let code = "let u = \"http://x\"; use super::client;\n";
+    assert_eq!(used_modules_of(code, &["launch".to_owned()]), ["client"]);
+    assert_eq!(module_path(Path::new("src/store/mod.rs"), Path::new("src")), ["store"]);
+    // inside `mod tests` one more `super::` is needed to leave the file's module
+    let code = "use super::x;\n#[cfg(test)]\nmod tests {\n    use super::super::store;\n    use super::super::super::launch;\n}\nuse super::super::client;\n";
+    assert_eq!(used_modules_of(code, &path), ["launch", "client"]);
 }
