@@ -14,7 +14,7 @@ use crate::config::{default_data_dir, BackupArgs, RestoreArgs};
 use crate::store::{self, BackupSummary, Store, StoreError};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
@@ -115,23 +115,10 @@ pub fn backup_file(store: &Store, data_dir: &Path, dest: &Path) -> Result<Backup
         Err(e) => return Err(format!("cannot read the token signing key: {e}")),
     };
     let files: Vec<(&str, &[u8])> = key.iter().map(|k| (KEY_FILE, k.as_slice())).collect();
-    let tmp = store::temporary_name(dest);
-    let result = (|| {
-        let file = std::fs::File::options()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| fail(&e))?;
-        let summary = store.backup_to(&file, &files).map_err(|e| fail(&e))?;
-        file.sync_all().map_err(|e| fail(&e))?;
-        std::fs::rename(&tmp, dest).map_err(|e| fail(&e))?;
-        store::sync_parent(dest).map_err(|e| fail(&e))?;
-        Ok(summary)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let result = crate::files::write_with(dest, crate::files::Access::Private, |file| {
+        store.backup_to(file, &files)
+    })
+    .map_err(|e| fail(&e));
     if let Ok(s) = &result {
         tracing::info!(
             "backup written to {}: {} records, {} bytes; writes waited {:.1} ms",

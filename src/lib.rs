@@ -13,6 +13,7 @@ pub mod context;
 pub mod control;
 pub mod datadir;
 pub mod domain;
+pub mod files;
 pub mod http;
 pub mod inbox;
 pub mod launch;

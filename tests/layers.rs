@@ -8,8 +8,9 @@ use std::path::Path;
 
 /// The layers, lowest first. `lib` is the crate root (`launch`).
 const LAYERS: &[&[&str]] = &[
-    // what the data is and its rules; knows nothing else of the crate
-    &["domain"],
+    // what the data is and its rules; knows nothing else of the crate; and files written
+    // whole or not at all
+    &["domain", "files"],
     // persistence of the domain (the only code that knows sled), settings, the workers' clock,
     // process-wide helpers, the metrics registry (recorded into by the layers above)
     &["store", "config", "memory", "datadir", "clock", "metrics"],

@@ -6,7 +6,6 @@ use crate::domain::account::ServiceKind;
 use crate::domain::permissions::Permissions;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::Path;
 use uuid::Uuid;
 
@@ -63,7 +62,7 @@ impl TokenKeys {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let secret = crate::domain::wire::random_bytes::<64>().to_vec();
-                write_private(data_dir, &path, &secret).map_err(|e| named("write", e))?;
+                crate::files::write(&path, crate::files::Access::Private, &secret).map_err(|e| named("write", e))?;
                 secret
             }
             Err(e) => return Err(named("read", e)),
@@ -175,23 +174,6 @@ fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// Writes `bytes` to `path` with mode 0600: a temporary file, fsynced, renamed.
-fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{KEY_FILE}.tmp"));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let mut file = options.open(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -3,8 +3,7 @@
 //! `pigeonhole setup`.
 
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,29 +73,11 @@ impl ClientSettings {
     }
 }
 
-/// Writes `bytes` to `path` for this user only (mode 0600), whole or not at all: a temporary
-/// file next to it, synced, renamed, and the directory synced. Client settings and account
-/// exports hold credentials.
+/// Writes `bytes` to `path` for this user only (mode 0600), whole or not at all
+/// ([`crate::files`]). Client settings and account exports hold credentials.
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    let tmp = dir.join(name);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(fail)?;
-    file.write_all(bytes).map_err(fail)?;
-    file.sync_all().map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(fail)?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)
+    crate::files::write(path, crate::files::Access::Private, bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ use lettre::message::{header::ContentType, Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Tokio1Executor};
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 use uuid::Uuid;
@@ -149,12 +148,7 @@ fn write_eml(dir: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     let stamp = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S%6fZ").to_string();
     let name = format!("{stamp}-{}.eml", Uuid::new_v4());
-    let tmp = dir.join(format!(".{name}.tmp"));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::files::write(&dir.join(name), crate::files::Access::Shared, bytes)
 }
 
 fn html_escape(s: &str) -> String {

@@ -28,7 +28,7 @@ use super::{Result, Store, StoreError};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const MAGIC: &[u8; 18] = b"PIGEONHOLE-BACKUP\n";
 const VERSION: u32 = 2;
@@ -408,7 +408,7 @@ pub fn restore(src: &Path, dir: &Path, replace: bool, allowed_files: &[&str]) ->
     }
     std::fs::rename(&building, &live)?;
     for (name, contents) in &files {
-        write_atomically(&dir.join(name), contents)?;
+        crate::files::write(&dir.join(name), crate::files::Access::Private, contents)?;
     }
     File::open(dir)?.sync_all()?;
     drop(lock);
@@ -455,44 +455,6 @@ fn build(src: &Path, building: &Path) -> Result<Vec<(String, Vec<u8>)>> {
         super::format::record(building, read.format)?;
     }
     Ok(files)
-}
-
-/// Writes `contents` to `path` under a temporary name in the same directory, syncs it and
-/// renames it over `path`, then syncs the directory: `path` holds the old or the new
-/// contents, never a part.
-pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let tmp = temporary_name(path);
-    let result = (|| {
-        let mut f = File::options().write(true).create_new(true).open(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        sync_parent(path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// A hidden name next to `path` that no other writer picks (process id and a random part).
-pub fn temporary_name(path: &Path) -> PathBuf {
-    let mut random = [0u8; 8];
-    let _ = getrandom::getrandom(&mut random);
-    let name = path
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    path.with_file_name(format!(".{name}.tmp-{}-{}", std::process::id(), hex::encode(random)))
-}
-
-/// Syncs the directory holding `path` (so that a new or renamed name in it survives a
-/// power cut).
-pub fn sync_parent(path: &Path) -> std::io::Result<()> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    File::open(parent)?.sync_all()
 }
 
 #[cfg(test)]

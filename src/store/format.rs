@@ -93,7 +93,12 @@ pub fn check(dir: &Path) -> Result<Option<u32>> {
 /// Records `format` for the database directory `db` (atomically, synced).
 pub(super) fn record(db: &Path, format: u32) -> Result<()> {
     std::fs::create_dir_all(db)?;
-    backup::write_atomically(&db.join(FILE), format!("{format}\n").as_bytes()).map_err(|e| io_at(&db.join(FILE), e))
+    crate::files::write(
+        &db.join(FILE),
+        crate::files::Access::Shared,
+        format!("{format}\n").as_bytes(),
+    )
+    .map_err(|e| io_at(&db.join(FILE), e))
 }
 
 /// Before the engine opens the data directory `dir` (its lock held): the format of its
@@ -137,23 +142,9 @@ pub(super) fn migrate(store: &Store, dir: &Path, from: u32) -> Result<()> {
 /// A backup of `store` (whose records are of format `format`) at `path`: written under a
 /// temporary name, synced, renamed, its directory synced.
 fn write_backup(store: &Store, path: &Path, format: u32) -> Result<backup::BackupSummary> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = backup::temporary_name(path);
-    let result = (|| {
-        let file = std::fs::File::options()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        let summary = store.backup_of_format(&file, &[], format)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        backup::sync_parent(path)?;
-        Ok(summary)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let result = crate::files::write_with(path, crate::files::Access::Private, |file| {
+        store.backup_of_format(file, &[], format)
+    });
     result.map_err(|e: StoreError| match e {
         StoreError::Io(io) => io_at(path, io),
         e => e,

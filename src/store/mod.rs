@@ -29,7 +29,7 @@ mod writer;
 mod written;
 
 pub use accounts::{AccountStore, Arrival, Registration};
-pub use backup::{restore, sync_parent, temporary_name, verify, write_atomically, BackupSummary};
+pub use backup::{restore, verify, BackupSummary};
 pub use writer::{CycleStats, HistogramSnapshot, WriterStats};
 pub use written::Written;
 
