@@ -4,6 +4,7 @@
 //! the final outcome on the triggered item.
 
 use super::dispatch::{Bounds, Destination, Dispatcher};
+use super::PassError;
 use super::{retry_wait, set_aside};
 use crate::clock::Clock;
 use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
@@ -21,9 +22,9 @@ use uuid::Uuid;
 
 /// The scheduler stage for one kind (`email` or inbox): expands every waiting target list;
 /// answers how many, once the deliveries made of them are durable.
-pub async fn schedule(store: &Store, email: bool) -> Result<usize, String> {
-    let expanded = store.scheduler.expand_targets(email).map_err(|e| e.to_string())?;
-    expanded.durable().await.map_err(|e| e.to_string())
+pub async fn schedule(store: &Store, email: bool) -> Result<usize, PassError> {
+    let expanded = store.scheduler.expand_targets(email)?;
+    Ok(expanded.durable().await?)
 }
 
 /// The destination of an inbox URL: its host (lower case) and port, whatever the path (the
@@ -102,13 +103,13 @@ impl InboxSender {
 
     /// One pass: starts every due pending delivery that is not in flight yet, each as its
     /// own task (as far as the bounds allow); answers how long until the next postponed one.
-    pub async fn pass(self: &Arc<Self>, store: &Arc<Store>) -> Result<Option<Duration>, String> {
+    pub async fn pass(self: &Arc<Self>, store: &Arc<Store>) -> Result<Option<Duration>, PassError> {
         if let Some(e) = self.dispatcher.take_error() {
             return Err(e);
         }
         let s = &store.scheduler;
         let now = self.clock.now();
-        let pending = s.pending_deliveries(usize::MAX).map_err(|e| e.to_string())?;
+        let pending = s.pending_deliveries(usize::MAX)?;
         let mut next: Option<Timestamp> = None;
         let mut dropped = Vec::new();
         for (k, d) in pending {
@@ -127,7 +128,7 @@ impl InboxSender {
             };
             let Some(trigger) = trigger else {
                 // the trigger was deleted meanwhile: the delivery is dropped
-                dropped.push(s.remove_pending(&k).map_err(|e| e.to_string())?);
+                dropped.push(s.remove_pending(&k)?);
                 continue;
             };
             let TriggerKind::Inbox { url, .. } = &trigger.kind else {
@@ -146,7 +147,7 @@ impl InboxSender {
             let job = self.clone().deliver(store.clone(), k, d, trigger);
             self.dispatcher.start(running, target, job);
         }
-        Written::all(dropped).durable().await.map_err(|e| e.to_string())?;
+        Written::all(dropped).durable().await?;
         Ok(next.map(|at| self.clock.until(at)))
     }
 
@@ -158,7 +159,7 @@ impl InboxSender {
         k: QueueKey,
         d: Delivery,
         trigger: Trigger,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, PassError> {
         let s = &store.scheduler;
         let TriggerKind::Inbox {
             url,
@@ -168,10 +169,10 @@ impl InboxSender {
         else {
             return Ok(false);
         };
-        let Some(item) = s.triggered(d.owner, d.item).map_err(|e| e.to_string())? else {
+        let Some(item) = s.triggered(d.owner, d.item)? else {
             // the triggered item was deleted meanwhile: the delivery is dropped
-            let dropped = s.remove_pending(&k).map_err(|e| e.to_string())?;
-            dropped.durable().await.map_err(|e| e.to_string())?;
+            let dropped = s.remove_pending(&k)?;
+            dropped.durable().await?;
             return Ok(false);
         };
         let data = wire::encode_base64(&item.tickle.content);
@@ -213,8 +214,8 @@ impl InboxSender {
                 (false, s.finish_delivery(&k, &d, Outcome::InboxFailed(f.reason)))
             }
         };
-        let recorded = recorded.map_err(|e| e.to_string())?;
-        recorded.durable().await.map_err(|e| e.to_string())?;
+        let recorded = recorded?;
+        recorded.durable().await?;
         Ok(postponed)
     }
 

@@ -8,6 +8,7 @@
 //! take at most that share of the places), and a number overall. A due delivery that finds
 //! no free place is started by a later pass, which the task that frees a place wakes.
 
+use super::PassError;
 use crate::domain::wire::Timestamp;
 use crate::domain::worker::Worker;
 use crate::workers::Workers;
@@ -69,7 +70,7 @@ struct State {
     /// A due delivery was not started for lack of a place: wake the worker when one frees.
     starved: bool,
     /// A failure (of the store) in a delivery task, reported by the worker's next pass.
-    error: Option<String>,
+    error: Option<PassError>,
     /// Destination hosts that failed transiently: none of their deliveries starts before
     /// the instant (the host's own back-off, doubling with its failures in a row).
     resting: HashMap<String, Rest>,
@@ -119,7 +120,7 @@ impl Dispatcher {
     /// to come sooner); an `Err` is a failure of the store, reported by the next pass.
     pub fn start<F>(self: &Arc<Self>, key: Vec<u8>, to: Destination, job: F) -> Start
     where
-        F: Future<Output = Result<bool, String>> + Send + 'static,
+        F: Future<Output = Result<bool, PassError>> + Send + 'static,
     {
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         let Some(tasks) = tasks.as_mut() else {
@@ -219,7 +220,7 @@ impl Dispatcher {
     }
 
     /// The failure of a delivery task since the last call, if any.
-    pub fn take_error(&self) -> Option<String> {
+    pub fn take_error(&self) -> Option<PassError> {
         self.state().error.take()
     }
 
@@ -301,7 +302,7 @@ mod tests {
     }
 
     /// A job that runs until `release` is notified.
-    fn held(release: &Arc<Notify>) -> impl Future<Output = Result<bool, String>> + Send + 'static {
+    fn held(release: &Arc<Notify>) -> impl Future<Output = Result<bool, PassError>> + Send + 'static {
         let release = release.clone();
         async move {
             release.notified().await;
@@ -438,7 +439,9 @@ mod tests {
     async fn failures_are_kept_for_the_next_pass() {
         let d = Dispatcher::new(bounds(2, 2, 2), workers(), WORKER);
         assert_eq!(
-            d.start(vec![1], to("a", 1), async { Err("disk on fire".to_string()) }),
+            d.start(vec![1], to("a", 1), async {
+                Err(PassError::Provider("disk on fire".to_string()))
+            }),
             Start::Started
         );
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -449,7 +452,7 @@ mod tests {
             assert!(tokio::time::Instant::now() < deadline, "the failure was not reported");
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
-        assert_eq!(error, "disk on fire");
-        assert_eq!(d.take_error(), None);
+        assert_eq!(error.to_string(), "the payment provider: disk on fire");
+        assert!(d.take_error().is_none());
     }
 }

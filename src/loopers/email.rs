@@ -4,6 +4,7 @@
 //! outcome of triggered-item e-mails on their triggered item.
 
 use super::dispatch::{Bounds, Destination, Dispatcher};
+use super::PassError;
 use super::{backoff, set_aside};
 use crate::clock::Clock;
 use crate::config::Settings;
@@ -40,13 +41,11 @@ impl Converter {
 
 /// Renders every queued e-mail of the converter's kind; answers how many it rendered, once
 /// they are durable.
-pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Result<usize, String> {
+pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Result<usize, PassError> {
     let s = &store.scheduler;
     let mut rendered = 0;
     let mut written = Vec::new();
-    let queued = s
-        .queued_emails_each(which.stage(), usize::MAX)
-        .map_err(|e| e.to_string())?;
+    let queued = s.queued_emails_each(which.stage(), usize::MAX)?;
     for (k, email) in queued {
         // an e-mail (or its triggered item) that cannot be decoded is set aside: noted like
         // the requests note it, left queued, read again (and skipped) by each pass
@@ -68,7 +67,7 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
                         Some(delivery.clone()),
                     ),
                     None => {
-                        written.push(s.remove_pending(&k).map_err(|e| e.to_string())?);
+                        written.push(s.remove_pending(&k)?);
                         continue;
                     }
                 }
@@ -80,10 +79,10 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
             _ => continue,
         };
         email.kind = EmailKind::Rendered { message, delivery };
-        written.push(s.replace_email(&k, &email).map_err(|e| e.to_string())?);
+        written.push(s.replace_email(&k, &email)?);
         rendered += 1;
     }
-    Written::all(written).durable().await.map_err(|e| e.to_string())?;
+    Written::all(written).durable().await?;
     Ok(rendered)
 }
 
@@ -134,15 +133,12 @@ impl Emailer {
 
     /// One emailer pass: starts sending every rendered e-mail that is due and not in flight
     /// yet, each as its own task; answers how long until the next postponed one.
-    pub async fn pass(self: &Arc<Self>, store: &Arc<Store>) -> Result<Option<Duration>, String> {
+    pub async fn pass(self: &Arc<Self>, store: &Arc<Store>) -> Result<Option<Duration>, PassError> {
         if let Some(e) = self.dispatcher.take_error() {
             return Err(e);
         }
         let now = self.clock.now();
-        let queued = store
-            .scheduler
-            .queued_emails_each(Stage::Rendered, usize::MAX)
-            .map_err(|e| e.to_string())?;
+        let queued = store.scheduler.queued_emails_each(Stage::Rendered, usize::MAX)?;
         let mut next: Option<Timestamp> = None;
         for (k, email) in queued {
             let Some(email) = set_aside(store, email)? else {
@@ -175,7 +171,7 @@ impl Emailer {
     }
 
     /// Sends one e-mail and records the result durably; answers whether it was postponed.
-    async fn send_one(self: Arc<Self>, store: Arc<Store>, k: QueueKey, email: QueuedEmail) -> Result<bool, String> {
+    async fn send_one(self: Arc<Self>, store: Arc<Store>, k: QueueKey, email: QueuedEmail) -> Result<bool, PassError> {
         let s = &store.scheduler;
         let EmailKind::Rendered { message, delivery } = &email.kind else {
             return Ok(false);
@@ -215,8 +211,8 @@ impl Emailer {
                     later.failures,
                     self.retry_amount
                 );
-                let postponed = s.replace_email(&k, &later).map_err(|e| e.to_string())?;
-                postponed.durable().await.map_err(|e| e.to_string())?;
+                let postponed = s.replace_email(&k, &later)?;
+                postponed.durable().await?;
                 return Ok(true);
             }
             Err(f) => {
@@ -229,9 +225,8 @@ impl Emailer {
             (Some(d), None) => s.finish_delivery(&k, d, Outcome::EmailSent),
             (Some(d), Some(reason)) => s.finish_delivery(&k, d, Outcome::EmailFailed(reason)),
             (None, _) => s.remove_pending(&k),
-        }
-        .map_err(|e| e.to_string())?;
-        recorded.durable().await.map_err(|e| e.to_string())?;
+        }?;
+        recorded.durable().await?;
         Ok(false)
     }
 }

@@ -97,7 +97,7 @@ static JOBS: [Job; 10] = [
         pass: |c| {
             boxed(async move {
                 let (triggered, next) = triggerer::pass(&c.ctx.store, &c.ctx.clock, &c.set_aside).await?;
-                Ok::<_, String>(Pass {
+                Ok::<_, PassError>(Pass {
                     produced: triggered,
                     next,
                 })
@@ -168,7 +168,7 @@ static JOBS: [Job; 10] = [
     },
 ];
 
-async fn convert(c: &Crew, which: email::Converter) -> Result<Pass, String> {
+async fn convert(c: &Crew, which: email::Converter) -> Result<Pass, PassError> {
     email::convert(&c.ctx.store, &c.ctx.settings, which)
         .await
         .map(Pass::produced)
@@ -350,14 +350,49 @@ pub fn start(
 
 /// `Ok(None)` for a record that cannot be decoded, once noted in the store's undecodable
 /// records (logged once, counted by `/healthz`); any other error fails the pass.
-pub(crate) fn set_aside<T>(store: &crate::store::Store, read: crate::store::Result<T>) -> Result<Option<T>, String> {
+pub(crate) fn set_aside<T>(store: &crate::store::Store, read: crate::store::Result<T>) -> Result<Option<T>, PassError> {
     match read {
         Ok(v) => Ok(Some(v)),
         Err(crate::store::StoreError::Undecodable(record)) => {
             store.undecodable().note(&record);
             Ok(None)
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(PassError::Store(e)),
+    }
+}
+
+/// Why a worker's pass failed (shown as text by `GET /loopers` and the admin notice).
+#[derive(Debug)]
+pub enum PassError {
+    /// Reading or writing the database failed.
+    Store(crate::store::StoreError),
+    /// The payment provider could not be asked: what it or the connection said.
+    Provider(String),
+    /// A failed payment event kept for the retrier is not JSON any more.
+    Event(serde_json::Error),
+}
+
+impl std::fmt::Display for PassError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PassError::Store(e) => write!(f, "{e}"),
+            PassError::Provider(e) => write!(f, "the payment provider: {e}"),
+            PassError::Event(e) => write!(f, "a kept payment event is not JSON: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for PassError {}
+
+impl From<crate::store::StoreError> for PassError {
+    fn from(e: crate::store::StoreError) -> PassError {
+        PassError::Store(e)
+    }
+}
+
+impl From<serde_json::Error> for PassError {
+    fn from(e: serde_json::Error) -> PassError {
+        PassError::Event(e)
     }
 }
 

@@ -4,15 +4,16 @@
 //! customer; every event is handled once. Events whose handling failed are kept for the
 //! retrier.
 
+use super::PassError;
 use crate::payments::Payments;
-use crate::store::{Store, Written};
+use crate::store::{Store, StoreError, Written};
 use serde_json::Value;
 
 /// At most this many pages per fetcher pass.
 const MAX_PAGES: usize = 100;
 
 /// Records the customer of a subscription checkout on the accounts it names.
-fn handle(store: &Store, event: &Value) -> Result<Written<()>, String> {
+fn handle(store: &Store, event: &Value) -> Result<Written<()>, StoreError> {
     let nothing = Ok(Written::nothing());
     let session = &event["data"]["object"];
     if session["mode"].as_str() != Some("subscription") {
@@ -25,14 +26,13 @@ fn handle(store: &Store, event: &Value) -> Result<Written<()>, String> {
     let Some(account) = crate::domain::wire::parse_uuid(reference) else {
         return nothing;
     };
-    let e = |e: crate::store::StoreError| e.to_string();
-    let inbox = store.inbox.accounts.set_customer(account, customer).map_err(e)?;
-    let scheduler = store.scheduler.accounts.set_customer(account, customer).map_err(e)?;
+    let inbox = store.inbox.accounts.set_customer(account, customer)?;
+    let scheduler = store.scheduler.accounts.set_customer(account, customer)?;
     Ok(inbox.and(scheduler).discard())
 }
 
 /// Marks the event handled, or failed (kept for the retrier) when `result` is an error.
-fn record(store: &Store, id: &str, event: &Value, result: Result<Written<()>, String>) -> Written<()> {
+fn record(store: &Store, id: &str, event: &Value, result: Result<Written<()>, StoreError>) -> Written<()> {
     let (handled, failed) = match result {
         Ok(handled) => (handled, None),
         Err(why) => {
@@ -44,18 +44,18 @@ fn record(store: &Store, id: &str, event: &Value, result: Result<Written<()>, St
 }
 
 /// One fetcher pass.
-pub async fn fetch(store: &Store, payments: &Payments) -> Result<(), String> {
+pub async fn fetch(store: &Store, payments: &Payments) -> Result<(), PassError> {
     let Some(provider) = payments.provider() else {
         return Ok(());
     };
     let mut after: Option<String> = None;
     let mut written = Vec::new();
     for _ in 0..MAX_PAGES {
-        let (events, more) = provider.events(after.as_deref()).await?;
+        let (events, more) = provider.events(after.as_deref()).await.map_err(PassError::Provider)?;
         let mut new = 0;
         for event in &events {
             let Some(id) = event["id"].as_str() else { continue };
-            if store.scheduler.event_seen(id).map_err(|e| e.to_string())? {
+            if store.scheduler.event_seen(id)? {
                 continue;
             }
             new += 1;
@@ -67,18 +67,18 @@ pub async fn fetch(store: &Store, payments: &Payments) -> Result<(), String> {
         }
         after = events.last().and_then(|e| e["id"].as_str()).map(str::to_owned);
     }
-    Written::all(written).durable().await.map_err(|e| e.to_string())?;
+    Written::all(written).durable().await?;
     Ok(())
 }
 
 /// One retrier pass: handles the failed events again.
-pub async fn retry(store: &Store) -> Result<(), String> {
+pub async fn retry(store: &Store) -> Result<(), PassError> {
     let mut written = Vec::new();
-    for raw in store.scheduler.failed_events().map_err(|e| e.to_string())? {
-        let event: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
+    for raw in store.scheduler.failed_events()? {
+        let event: Value = serde_json::from_slice(&raw)?;
         let Some(id) = event["id"].as_str() else { continue };
         written.push(record(store, id, &event, handle(store, &event)));
     }
-    Written::all(written).durable().await.map_err(|e| e.to_string())?;
+    Written::all(written).durable().await?;
     Ok(())
 }

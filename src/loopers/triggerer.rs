@@ -8,6 +8,7 @@
 //! aside: noted like the requests note it (logged once, counted by `/healthz`), remembered
 //! in [`SetAside`] and skipped, also when computing the next wake-up, until a restart.
 
+use super::PassError;
 use crate::clock::Clock;
 use crate::domain::scheduler::models::ScheduledItem;
 use crate::domain::scheduler::schedule::{self, Zone};
@@ -53,7 +54,7 @@ impl SetAside {
 
 /// One pass; answers how many items it triggered and how long the worker may sleep before
 /// the next due instant. `clock` says what is due; `aside` holds the entries set aside.
-pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usize, Option<Duration>), String> {
+pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usize, Option<Duration>), PassError> {
     let s = &store.scheduler;
     let mut triggered = 0;
     loop {
@@ -61,7 +62,7 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
         // the entries set aside are read again and skipped: reading that many more keeps
         // a round of BATCH entries to trigger
         let limit = BATCH + aside.len();
-        let read = s.due_items(now, limit).map_err(|e| e.to_string())?;
+        let read = s.due_items(now, limit)?;
         let mut due = Vec::with_capacity(read.len());
         let mut written = Vec::with_capacity(read.len());
         for &entry @ (at, _, id) in &read {
@@ -82,11 +83,11 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
                         entry.1
                     );
                 }
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(e.into()),
             }
         }
         // one flush for the round, and durable before any delivery starts
-        let copies = Written::all(written).durable().await.map_err(|e| e.to_string())?;
+        let copies = Written::all(written).durable().await?;
         for ((_, owner, id), copy) in due.iter().zip(copies) {
             if let Some(copy) = copy {
                 tracing::info!("triggered item {id} of account {owner}: triggered item {}", copy.id);
@@ -99,8 +100,7 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
     }
     // the earliest entry not set aside
     let next = s
-        .due_items(Timestamp::from_unix(i64::MAX, u32::MAX), aside.len() + 1)
-        .map_err(|e| e.to_string())?
+        .due_items(Timestamp::from_unix(i64::MAX, u32::MAX), aside.len() + 1)?
         .into_iter()
         .find(|&(at, _, id)| !aside.contains(at, id))
         .map(|(at, _, _)| at);
