@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod settings;
+mod format;
 mod setup;
 mod transfer;
 pub mod when;
