@@ -173,7 +173,11 @@ mod tests {
         assert_eq!(recurrence(&days(3)), "every 3 days");
         assert_eq!(recurrence(&days(7)), "every week");
         assert_eq!(recurrence(&days(14)), "every 2 weeks");
-        let months = |months, day| Recurrence::EveryMonths { months, day, time: None };
+        let months = |months, day| Recurrence::EveryMonths {
+            months,
+            day,
+            time: None,
+        };
         assert_eq!(recurrence(&months(1, Some(1))), "monthly on the 1st");
         assert_eq!(recurrence(&months(1, Some(22))), "monthly on the 22nd");
         assert_eq!(recurrence(&months(1, Some(13))), "monthly on the 13th");

@@ -53,7 +53,15 @@ pub fn weekday(day: Day) -> i64 {
     (day.number() + 3).rem_euclid(7)
 }
 
-const WEEKDAYS: [&str; 7] = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"];
+const WEEKDAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
 const MONTHS: [&str; 12] = [
     "january",
     "february",
@@ -107,7 +115,15 @@ fn year(word: &str) -> Option<i64> {
 /// (`am`/`pm` may also be the next word).
 fn time_of_day(word: &str, next: Option<&str>) -> Option<(TimeOfDay, bool)> {
     if word == "noon" {
-        return Some((TimeOfDay { hour: 12, minute: 0, second: 0, nanos: 0 }, false));
+        return Some((
+            TimeOfDay {
+                hour: 12,
+                minute: 0,
+                second: 0,
+                nanos: 0,
+            },
+            false,
+        ));
     }
     let (clock, meridiem, used_next) = if let Some(c) = word.strip_suffix("am") {
         (c, Some(false), false)
@@ -141,7 +157,15 @@ fn time_of_day(word: &str, next: Option<&str>) -> Option<(TimeOfDay, bool)> {
         Some(false) => hour % 12,
         Some(true) => hour % 12 + 12,
     };
-    Some((TimeOfDay { hour, minute, second, nanos: 0 }, used_next))
+    Some((
+        TimeOfDay {
+            hour,
+            minute,
+            second,
+            nanos: 0,
+        },
+        used_next,
+    ))
 }
 
 /// The first day on or after `from` with this month and day (a 29 February waits for its
@@ -204,11 +228,9 @@ pub fn parse_at(text: &str, zone: &Zone, now: Timestamp) -> Result<(Day, Option<
         } else if word == "next" && next == Some("week") {
             i += 1;
             set_day(plus(7 - weekday(today)), &mut day)?;
-        } else if let Some(w) = weekday_named(word).or_else(|| {
-            (word == "next")
-                .then(|| next.and_then(weekday_named))
-                .flatten()
-        }) {
+        } else if let Some(w) =
+            weekday_named(word).or_else(|| (word == "next").then(|| next.and_then(weekday_named)).flatten())
+        {
             if word == "next" {
                 i += 1;
             }
@@ -393,8 +415,20 @@ mod tests {
         let zone = zurich();
         let now = Timestamp::parse(now).unwrap();
         for bad in [
-            "", "soon", "25:00", "13pm", "0am", "9:5", "31 Feb 2027", "tomorrow today", "9am 10am", "mo", "3 foo",
-            "2026-13-01", "next", "9:00:00:00",
+            "",
+            "soon",
+            "25:00",
+            "13pm",
+            "0am",
+            "9:5",
+            "31 Feb 2027",
+            "tomorrow today",
+            "9am 10am",
+            "mo",
+            "3 foo",
+            "2026-13-01",
+            "next",
+            "9:00:00:00",
         ] {
             let e = parse_at(bad, &zone, now).unwrap_err();
             assert!(e.contains("try \"9:00\""), "{bad}: {e}");
@@ -449,7 +483,12 @@ mod tests {
         assert_eq!(at("sun", now), "2026-10-25");
         // 02:30 CEST (00:30Z), first pass: 02:30 again comes an hour later but is the same wall time
         let first = Timestamp::parse("2026-10-25T00:30:00Z").unwrap();
-        assert!(has_passed(Day::parse("2026-10-25").unwrap(), TimeOfDay::parse("02:00"), &zone, first));
+        assert!(has_passed(
+            Day::parse("2026-10-25").unwrap(),
+            TimeOfDay::parse("02:00"),
+            &zone,
+            first
+        ));
         // --in across the change: 24 hours after Saturday 12:00 CET is Sunday 13:00 CEST
         let (day, time) = in_from_now(
             Duration::from_secs(86_400),
