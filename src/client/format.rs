@@ -71,7 +71,7 @@ pub fn recurrence(r: &Recurrence) -> String {
     match *r {
         Recurrence::EveryDays { days: 1, .. } => "every day".into(),
         Recurrence::EveryDays { days: 7, .. } => "every week".into(),
-        Recurrence::EveryDays { days, .. } if days % 7 == 0 => format!("every {} weeks", days / 7),
+        Recurrence::EveryDays { days, .. } if days.is_multiple_of(7) => format!("every {} weeks", days / 7),
         Recurrence::EveryDays { days, .. } => format!("every {days} days"),
         Recurrence::EveryMonths { months, day, .. } => {
             let every = match months {
@@ -117,7 +117,7 @@ pub fn size(bytes: u64) -> String {
 
 /// A limit in bytes for people: "16 MiB" when it is whole mebibytes, else the bytes.
 pub fn limit(bytes: u64) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
     } else {
         format!("{bytes} bytes")

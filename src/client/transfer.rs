@@ -28,9 +28,11 @@ pub async fn export(args: ExportArgs) -> Result<(), String> {
     let mut text = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
     text.push(b'\n');
     match &args.file {
-        None => std::io::stdout()
-            .write_all(&text)
-            .map_err(|e| format!("cannot write the export: {e}")),
+        None => match std::io::stdout().write_all(&text) {
+            // a reader that went away (`| head`): a quiet end
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other.map_err(|e| format!("cannot write the export: {e}")),
+        },
         Some(path) => {
             // private: an inbox trigger's access key is in it
             super::settings::write_private(path, &text)?;
