@@ -47,10 +47,10 @@ pub fn wall(d: Day, t: Option<TimeOfDay>, today: Day) -> String {
     }
 }
 
-/// An instant as the account reads it in `zone`, relative to `now`.
+/// An instant as the account reads it in `zone`, relative to `now`, to the minute.
 pub fn moment(at: Timestamp, zone: &Zone, now: Timestamp) -> String {
     match (schedule::local(at, zone), schedule::local(now, zone)) {
-        (Some((d, t)), Some((today, _))) => wall(d, Some(t), today),
+        (Some((d, t)), Some((today, _))) => wall(d, Some(TimeOfDay { second: 0, ..t }), today),
         _ => at.to_string(),
     }
 }
@@ -157,7 +157,7 @@ mod tests {
         let zurich = Zone::Named(jiff::tz::TimeZone::get("Europe/Zurich").unwrap());
         let now = Timestamp::parse("2026-11-26T12:00:00Z").unwrap();
         let at = Timestamp::parse("2026-11-26T13:05:06.003818024Z").unwrap();
-        assert_eq!(moment(at, &zurich, now), "today 14:05:06");
+        assert_eq!(moment(at, &zurich, now), "today 14:05", "to the minute");
         let at = Timestamp::parse("2026-07-01T07:00:00Z").unwrap();
         assert_eq!(moment(at, &zurich, now), "Wed 1 Jul 09:00", "summer time");
         assert_eq!(moment(at, &Zone::Fixed(0), now), "Wed 1 Jul 07:00");
