@@ -39,6 +39,10 @@ pub enum Command {
     Scheduled(ClientOpts),
     /// List triggered reminders, with how each delivery went.
     Triggered(ClientOpts),
+    /// Show one inbox item or reminder whole (its id, or its first characters).
+    Show(ShowArgs),
+    /// Show the account's time zone, or change it to NAME (an IANA name: Europe/Zurich).
+    Zone(ZoneArgs),
     /// Move in from an Intray server: its SQLite database's accounts, access keys and items
     /// become inbox accounts (with the server stopped; docs/moving-in.md).
     ImportIntray(MoveInArgs),
@@ -152,6 +156,25 @@ pub struct SetupArgs {
     /// Read the password from the first line of standard input (else PIGEONHOLE_PASSWORD, else asked)
     #[arg(long)]
     pub password_stdin: bool,
+    /// The account's time zone (an IANA name) [default: this machine's, from TZ or /etc/localtime]
+    #[arg(long, value_name = "NAME")]
+    pub zone: Option<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The item's id, or its first characters
+    pub id: String,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ZoneArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The new time zone, e.g. Europe/Zurich or UTC [default: show the current one]
+    pub name: Option<String>,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -185,9 +208,13 @@ pub struct RemindArgs {
         required_unless_present = "at"
     )]
     pub after: Option<String>,
-    /// Due then, in the account's time zone: "2026-12-01 09:00", "2026-12-01", or "09:00" (next)
+    /// Due then, in the account's time zone: "9:00", "9am", "tomorrow 9am", "mon 09:00",
+    /// "next week", "3 Dec", "3 Dec 2027 18:00", "2026-12-01 09:00"
     #[arg(long, value_name = "WHEN")]
     pub at: Option<String>,
+    /// Accept an --at that has already passed (it is delivered at once)
+    #[arg(long)]
+    pub allow_past: bool,
     /// Repeat every N days: 3d, 2w
     #[arg(long, value_name = "DAYS", conflicts_with = "every_month")]
     pub every: Option<String>,

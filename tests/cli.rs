@@ -11,7 +11,13 @@ use std::time::{Duration, Instant};
 
 /// Runs `pigeonhole ARGS` with its client settings under `config_home`.
 fn client(config_home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    client_with(config_home, args, stdin, &[])
+}
+
+/// Like [`client`], with more environment variables.
+fn client_with(config_home: &Path, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
     let mut command = client_command(config_home, args);
+    command.env("TZ", "UTC").envs(env.iter().copied());
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -27,16 +33,12 @@ fn client(config_home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
 
 /// The texts of the inbox items, from `pigeonhole inbox --json`.
 fn inbox_texts(config_home: &Path) -> Vec<String> {
-    use base64::Engine;
     let items: Value = serde_json::from_str(&succeeded(&client(config_home, &["inbox", "--json"], None))).unwrap();
     items
         .as_array()
         .unwrap()
         .iter()
-        .map(|i| {
-            let data = i["contents"]["data"].as_str().unwrap();
-            String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).unwrap()).unwrap()
-        })
+        .map(|i| i["text"].as_str().unwrap().to_owned())
         .collect()
 }
 
@@ -161,12 +163,439 @@ async fn client_errors_are_one_line_and_a_failure_status() {
         assert_eq!(out.status.code(), Some(1));
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(
-            err.contains("cannot reach the inbox service") && err.trim().lines().count() == 1,
+            err.contains("no server at http://127.0.0.1:9: is `pigeonhole serve` running?")
+                && err.trim().lines().count() == 1,
             "{err}"
         );
         // bad words
         let out = client(&home_path, &["remind", "x", "--in", "soon"], None);
         assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    })
+    .await
+    .unwrap();
+}
+
+/// The one line on standard error of a command that failed with status 1.
+fn failed(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {err}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    err
+}
+
+fn json_of(out: &Output) -> Value {
+    serde_json::from_str(&succeeded(out)).unwrap()
+}
+
+/// A server and `alice` set up on it (with this machine's zone Europe/Zurich) under `home`.
+async fn alice(home: &Path) -> (Proc, tempfile::TempDir, tempfile::TempDir, Vec<String>) {
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    let urls = vec![
+        "--inbox-url".to_string(),
+        server.api.base.clone(),
+        "--scheduler-url".to_string(),
+        server.scheduler.base.clone(),
+    ];
+    let home = home.to_owned();
+    let args = urls.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut setup = vec!["setup", "--username", "alice"];
+        setup.extend(args.iter().map(String::as_str));
+        let said = succeeded(&client_with(&home, &setup, None, &[("TZ", "Europe/Zurich")]));
+        assert!(
+            said.contains("set the account's time zone to Europe/Zurich (this machine's"),
+            "{said}"
+        );
+    })
+    .await
+    .unwrap();
+    (server, data, logs, urls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_wants_a_password_a_person_means_and_takes_the_machines_zone() {
+    let home = tempfile::tempdir().unwrap();
+    let (_server, _data, _logs, urls) = alice(home.path()).await;
+    let home = home.path().to_owned();
+    tokio::task::spawn_blocking(move || {
+        let with = |extra: &[&str]| {
+            let mut args: Vec<&str> = extra.to_vec();
+            args.extend(urls.iter().map(String::as_str));
+            args.into_iter().map(str::to_owned).collect::<Vec<_>>()
+        };
+        let other = tempfile::tempdir().unwrap();
+        // a new account with a short or empty password is refused, and nothing is made
+        for short in ["", "1234567"] {
+            let args = with(&["setup", "--username", "bob", "--password-stdin"]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let err = failed(&client(other.path(), &args, Some(&format!("{short}\n"))));
+            assert!(err.contains("needs at least 8 characters"), "{err}");
+            assert!(!other.path().join("pigeonhole/client.toml").exists());
+        }
+        let args = with(&[
+            "setup",
+            "--username",
+            "bob",
+            "--password-stdin",
+            "--zone",
+            "America/New_York",
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let said = succeeded(&client(other.path(), &args, Some("eight chars\n")));
+        assert!(said.contains("created the account on the inbox service"), "{said}");
+        assert!(
+            said.contains("set the account's time zone to America/New_York (as asked"),
+            "{said}"
+        );
+
+        // the zone: shown, changed, refused when unknown
+        let shown = succeeded(&client(&home, &["zone"], None));
+        assert!(
+            shown.starts_with("The account's time zone is Europe/Zurich (UTC+0"),
+            "{shown}"
+        );
+        let json = json_of(&client(&home, &["zone", "Asia/Tokyo", "--json"], None));
+        assert_eq!(
+            json,
+            serde_json::json!({"name": "Asia/Tokyo", "offset": 540, "summer": false})
+        );
+        let err = failed(&client(&home, &["zone", "Mars/Olympus"], None));
+        assert!(err.contains("\"Mars/Olympus\" is not a time zone I know"), "{err}");
+        let shown = succeeded(&client(&home, &["zone", "Europe/Zurich"], None));
+        assert!(shown.contains("is now Europe/Zurich"), "{shown}");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn natural_times_in_the_accounts_zone_and_lists_in_the_order_that_matters() {
+    let home = tempfile::tempdir().unwrap();
+    let (_server, _data, _logs, _urls) = alice(home.path()).await;
+    let home = home.path().to_owned();
+    tokio::task::spawn_blocking(move || {
+        let zurich = jiff::tz::TimeZone::get("Europe/Zurich").unwrap();
+        let today = zurich.to_datetime(jiff::Timestamp::now()).date();
+        let tomorrow = today.tomorrow().unwrap();
+        // in the account's zone (Europe/Zurich), not UTC
+        let json = json_of(&client(
+            &home,
+            &["remind", "water", "plants", "--at", "tomorrow 9am", "--json"],
+            None,
+        ));
+        assert_eq!(json["scheduled-day"], tomorrow.to_string());
+        assert_eq!(json["scheduled-time"], "09:00:00");
+        let due: jiff::Timestamp = json["due"].as_str().unwrap().parse().unwrap();
+        assert_eq!(zurich.to_datetime(due).time(), jiff::civil::time(9, 0, 0, 0));
+        for at in [
+            "9:00",
+            "9am",
+            "21:30",
+            "tomorrow",
+            "mon 09:00",
+            "next week",
+            "3 Dec",
+            "Dec 3 2099 10:00",
+        ] {
+            let said = succeeded(&client(&home, &["remind", "natural", "--at", at], None));
+            assert!(said.starts_with("Scheduled "), "{at}: {said}");
+        }
+        // a moment already past is refused unless --allow-past; today's date alone is not past
+        let err = failed(&client(&home, &["remind", "old", "--at", "2020-01-01"], None));
+        assert!(err.contains("has passed") && err.contains("--allow-past"), "{err}");
+        succeeded(&client(
+            &home,
+            &["remind", "old", "--at", "2020-01-01", "--allow-past"],
+            None,
+        ));
+        succeeded(&client(&home, &["remind", "today", "--at", &today.to_string()], None));
+        let err = failed(&client(&home, &["remind", "x", "--at", "someday"], None));
+        assert!(err.contains("try \"9:00\""), "{err}");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_lists_next_due_first_with_the_recurrence_in_words() {
+    let home = tempfile::tempdir().unwrap();
+    let (_server, _data, _logs, _urls) = alice(home.path()).await;
+    let home = home.path().to_owned();
+    tokio::task::spawn_blocking(move || {
+        succeeded(&client(&home, &["remind", "far", "--at", "2099-12-01 09:00"], None));
+        succeeded(&client(
+            &home,
+            &["remind", "rent", "--at", "2098-01-01", "--every-month", "--day", "1"],
+            None,
+        ));
+        succeeded(&client(&home, &["remind", "soon", "--in", "2h", "--every", "3d"], None));
+        let json = json_of(&client(&home, &["scheduled", "--json"], None));
+        let texts: Vec<&str> = json
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["soon", "rent", "far"]);
+        assert_eq!(json[0]["repeats"], "every 3 days");
+        assert_eq!(json[1]["repeats"], "monthly on the 1st");
+        assert_eq!(json[2]["scheduled-time"], "09:00:00");
+        let text = succeeded(&client(&home, &["scheduled"], None));
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].contains("soon") && lines[0].contains("(every 3 days)"),
+            "{text}"
+        );
+        assert!(
+            lines[1].contains("Wed 1 Jan 2098  rent  (monthly on the 1st)"),
+            "{text}"
+        );
+        assert!(lines[2].contains("Tue 1 Dec 2099 09:00  far"), "{text}");
+        assert!(!text.contains("repeats"), "{text}");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notes_for_people_and_for_scripts() {
+    let home = tempfile::tempdir().unwrap();
+    let (_server, _data, _logs, _urls) = alice(home.path()).await;
+    let home = home.path().to_owned();
+    tokio::task::spawn_blocking(move || {
+        succeeded(&client(&home, &["add"], Some("shopping\neggs\nflour\n")));
+        let long = "x".repeat(200_000);
+        succeeded(&client(&home, &["add"], Some(&long)));
+        // `add ""` is refused like empty standard input
+        let err = failed(&client(&home, &["add", ""], None));
+        assert!(err.contains("nothing to add"), "{err}");
+        let err = failed(&client(&home, &["add"], Some("")));
+        assert!(err.contains("nothing to add"), "{err}");
+
+        let text = succeeded(&client(&home, &["inbox"], None));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].ends_with("  shopping (+2 lines)"), "{text}");
+        assert!(
+            lines[0].contains("  today "),
+            "the time in the account's zone, short: {text}"
+        );
+        assert!(!text.contains('Z'), "no wire timestamps: {text}");
+        assert!(
+            lines[1].ends_with("x…") && lines[1].chars().count() < 120,
+            "{}",
+            &lines[1][..100]
+        );
+
+        // --json: the text as text
+        let json = json_of(&client(&home, &["inbox", "--json"], None));
+        assert_eq!(json[0]["text"], "shopping\neggs\nflour");
+        assert_eq!(json[0]["type"], "text");
+        assert!(json[0]["data"].is_null() && json[0]["contents"].is_null());
+        let first = json_of(&client(&home, &["next", "--json"], None));
+        assert_eq!(first["text"], "shopping\neggs\nflour");
+
+        // show: the whole note, by the first characters of its id
+        let id = json[0]["id"].as_str().unwrap();
+        let shown = succeeded(&client(&home, &["show", &id[..6]], None));
+        assert!(shown.starts_with("shopping\neggs\nflour\n"), "{shown}");
+        let shown = json_of(&client(&home, &["show", id, "--json"], None));
+        assert_eq!(shown["text"], "shopping\neggs\nflour");
+        let json = json_of(&client(&home, &["remind", "call\nmum", "--in", "1h", "--json"], None));
+        let shown = succeeded(&client(&home, &["show", &json["id"].as_str().unwrap()[..8]], None));
+        assert!(
+            shown.starts_with("call\nmum\n") && shown.contains("due today"),
+            "{shown}"
+        );
+        let err = failed(&client(&home, &["show", "ffffffff"], None));
+        assert!(err.contains("no inbox item or reminder"), "{err}");
+
+        // a reader that goes away ends the command quietly, with status 0
+        for command in ["inbox", "scheduled", "triggered", "next"] {
+            let mut child = client_command(&home, &[command])
+                .env("TZ", "UTC")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            drop(child.stdout.take()); // `| head -0`
+            let out = child.wait_with_output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{command}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                out.stderr.is_empty(),
+                "{command}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_say_what_failed_and_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    let (server, _data, _logs, urls) = alice(home.path()).await;
+    let inbox_url = server.api.base.clone();
+    let home = home.path().to_owned();
+    let home2 = home.clone();
+    tokio::task::spawn_blocking(move || {
+        // a note larger than the server takes
+        let big = "x".repeat(20_000_000);
+        let err = failed(&client(&home, &["add"], Some(&big)));
+        assert!(
+            err.contains("the note is 20.0 MB; the server takes at most 16 MiB"),
+            "{err}"
+        );
+
+        // too many wrong passwords: the wait the server asked for, in words
+        let mut args = vec!["setup", "--username", "alice", "--password-stdin"];
+        args.extend(urls.iter().map(String::as_str));
+        let other = tempfile::tempdir().unwrap();
+        let mut said = String::new();
+        for _ in 0..12 {
+            said = failed(&client(other.path(), &args, Some("not the password\n")));
+            if said.contains("too many") {
+                break;
+            }
+        }
+        assert!(said.contains("too many attempts: try again in 10 minutes"), "{said}");
+
+        // an access key that no longer works
+        let settings = home.join("pigeonhole/client.toml");
+        let text = std::fs::read_to_string(&settings).unwrap();
+        let line = text.lines().find(|l| l.starts_with("inbox-key")).unwrap();
+        std::fs::write(
+            &settings,
+            text.replace(line, "inbox-key = \"00000000000000000000000000000000\""),
+        )
+        .unwrap();
+        let err = failed(&client(&home, &["inbox"], None));
+        assert_eq!(
+            err.trim(),
+            "pigeonhole: this machine's access key is no longer valid: run `pigeonhole setup` again"
+        );
+    })
+    .await
+    .unwrap();
+    // no server
+    drop(server);
+    tokio::task::spawn_blocking(move || {
+        let err = failed(&client(&home2, &["scheduled"], None));
+        assert!(
+            err.contains("no server at http://127.0.0.1:") && err.contains("is `pigeonhole serve` running?"),
+            "{err}"
+        );
+        let _ = inbox_url;
+    })
+    .await
+    .unwrap();
+}
+
+/// Runs `pigeonhole ARGS` at a terminal (util-linux `script` gives it one), answering each
+/// prompt in `answers` once it appears; its output.
+fn at_a_terminal(config_home: &Path, args: &[&str], answers: &[(&str, &str)]) -> String {
+    use std::io::{Read, Write};
+    let command = std::iter::once(env!("CARGO_BIN_EXE_pigeonhole").to_string())
+        .chain(args.iter().map(|a| format!("'{a}'")))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("XDG_CONFIG_HOME", config_home)
+        .env("TZ", "UTC")
+        .env_remove("PIGEONHOLE_PASSWORD")
+        .env_remove("PIGEONHOLE_CLIENT_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run script(1)");
+    let mut stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdin = child.stdin.take().unwrap();
+    let mut seen = String::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (prompt, answer) in answers {
+        while !seen.contains(prompt) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(chunk) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+                Err(_) => panic!("no prompt {prompt:?}: {seen}"),
+            }
+        }
+        seen = seen.replacen(prompt, "", 1);
+        stdin.write_all(format!("{answer}\n").as_bytes()).unwrap();
+    }
+    while let Ok(chunk) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    drop(stdin);
+    let _ = child.wait();
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_a_terminal_a_new_password_is_asked_twice() {
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no script(1) to give the client a terminal");
+        return;
+    }
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    let (inbox, scheduler) = (server.api.base.clone(), server.scheduler.base.clone());
+    let home = home.path().to_owned();
+    tokio::task::spawn_blocking(move || {
+        let args = [
+            "setup",
+            "--username",
+            "tina",
+            "--inbox-url",
+            &inbox,
+            "--scheduler-url",
+            &scheduler,
+        ];
+        let said = at_a_terminal(
+            &home,
+            &args,
+            &[("Password: ", "long enough"), ("again, to be sure: ", "long enuogh")],
+        );
+        assert!(said.contains("the two passwords differ"), "{said}");
+        assert!(!home.join("pigeonhole/client.toml").exists());
+        let said = at_a_terminal(
+            &home,
+            &args,
+            &[("Password: ", "long enough"), ("again, to be sure: ", "long enough")],
+        );
+        assert!(said.contains("created the account on the inbox service"), "{said}");
+        // the account exists now: its password is asked once
+        let said = at_a_terminal(&home, &args, &[("Password: ", "long enough")]);
+        assert!(
+            said.contains("found the account on the inbox service") && !said.contains("again"),
+            "{said}"
+        );
     })
     .await
     .unwrap();

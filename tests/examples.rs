@@ -34,7 +34,7 @@ impl Setup {
             .args(["setup", "--username", "alice", "--inbox-url", &server.api.base])
             .args(["--scheduler-url", &server.scheduler.base])
             .env("XDG_CONFIG_HOME", home.path())
-            .env("PIGEONHOLE_PASSWORD", "pw")
+            .env("PIGEONHOLE_PASSWORD", "a password of eight or more")
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -85,15 +85,12 @@ impl Setup {
             .output()
             .unwrap();
         let items: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        use base64::Engine;
+        // `--json` gives text items' text as text (docs/cli.md)
         items
             .as_array()
             .unwrap()
             .iter()
-            .map(|i| {
-                let data = i["contents"]["data"].as_str().unwrap();
-                String::from_utf8(base64::engine::general_purpose::STANDARD.decode(data).unwrap()).unwrap()
-            })
+            .map(|i| i["text"].as_str().unwrap().to_owned())
             .collect()
     }
 

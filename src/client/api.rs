@@ -72,16 +72,60 @@ impl Service {
         }
     }
 
+    /// Why a request got no answer, and what to do.
+    pub fn unreachable(&self, e: &reqwest::Error) -> String {
+        if e.is_connect() {
+            format!("no server at {}: is `pigeonhole serve` running?", self.base)
+        } else if e.is_timeout() {
+            format!(
+                "the {} service at {} did not answer in time: try again",
+                self.name, self.base
+            )
+        } else {
+            format!("cannot reach the {} service at {}: {e}", self.name, self.base)
+        }
+    }
+
+    /// A refusal for people: what failed and what to do.
+    pub fn refusal(&self, what: &str, answer: &Answer) -> String {
+        let retry = answer
+            .headers
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        match answer.status {
+            StatusCode::UNAUTHORIZED if matches!(self.credentials, Credentials::Key { .. }) => {
+                "this machine's access key is no longer valid: run `pigeonhole setup` again".into()
+            }
+            StatusCode::FORBIDDEN if matches!(self.credentials, Credentials::Key { .. }) => format!(
+                "this machine's access key may not do that ({what} on the {} service: {}): run `pigeonhole setup` again",
+                self.name,
+                answer.reason()
+            ),
+            StatusCode::TOO_MANY_REQUESTS => match retry {
+                Some(secs) => format!("too many attempts: try again in {}", super::format::wait(secs)),
+                None => "too many attempts: try again later".into(),
+            },
+            StatusCode::SERVICE_UNAVAILABLE => match retry {
+                Some(secs) => format!(
+                    "the {} service cannot do that now ({}): try again in {}",
+                    self.name,
+                    answer.reason(),
+                    super::format::wait(secs)
+                ),
+                None => format!("the {} service cannot do that now ({}): try again later", self.name, answer.reason()),
+            },
+            _ => format!("{what} on the {} service: {}", self.name, answer.reason()),
+        }
+    }
+
     /// Sends `method path` with an optional JSON body; any answer is returned.
     pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, String> {
         let mut rb = self.request(method.clone(), path);
         if let Some(body) = body {
             rb = rb.json(body);
         }
-        let response = rb
-            .send()
-            .await
-            .map_err(|e| format!("cannot reach the {} service at {}: {e}", self.name, self.base))?;
+        let response = rb.send().await.map_err(|e| self.unreachable(&e))?;
         let status = response.status();
         let headers = response.headers().clone();
         let body = response
@@ -94,20 +138,23 @@ impl Service {
 
     /// Sends `POST path` with `body`, bytes of JSON; any answer is returned.
     pub async fn post_bytes(&self, path: &str, body: Vec<u8>) -> Result<Answer, String> {
+        match self.try_post_bytes(path, body).await {
+            Ok(answer) => Ok(answer),
+            Err(e) => Err(self.unreachable(&e)),
+        }
+    }
+
+    /// Like [`Service::post_bytes`], with the transport's error as it is.
+    pub async fn try_post_bytes(&self, path: &str, body: Vec<u8>) -> Result<Answer, reqwest::Error> {
         let response = self
             .request(Method::POST, path)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body)
             .send()
-            .await
-            .map_err(|e| format!("cannot reach the {} service at {}: {e}", self.name, self.base))?;
+            .await?;
         let status = response.status();
         let headers = response.headers().clone();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| format!("the {} service broke off its answer: {e}", self.name))?
-            .to_vec();
+        let body = response.bytes().await?.to_vec();
         Ok(Answer { status, body, headers })
     }
 
@@ -118,11 +165,7 @@ impl Service {
         if answer.status.is_success() {
             Ok(answer)
         } else {
-            Err(format!(
-                "{method} {path} on the {} service: {}",
-                self.name,
-                answer.reason()
-            ))
+            Err(self.refusal(&format!("{method} {path}"), &answer))
         }
     }
 
@@ -142,7 +185,7 @@ impl Service {
             return Ok(None);
         }
         if !answer.status.is_success() {
-            return Err(format!("logging in at the {} service: {}", self.name, answer.reason()));
+            return Err(self.refusal("logging in", &answer));
         }
         let token = answer
             .headers

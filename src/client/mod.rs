@@ -1,23 +1,42 @@
 //! The command-line client in the same binary (`pigeonhole setup`, `add`, `inbox`, `next`,
-//! `done`, `remind`, `scheduled`, `triggered`). It talks HTTP to a server, local or remote,
-//! like any other client, with this machine's access keys from [`settings`]. Output is text
-//! for people, or JSON with `--json`; a failure is one line on stderr and exit status 1.
+//! `done`, `show`, `remind`, `scheduled`, `triggered`, `zone`). It talks HTTP to a server,
+//! local or remote, like any other client, with this machine's access keys from
+//! [`settings`]. Output is text for people (times in the account's zone), or JSON with
+//! `--json` (docs/cli.md); a failure is one line on stderr and exit status 1; a closed pipe
+//! ends the command quietly with status 0.
 
 pub mod api;
+mod format;
 pub mod settings;
 mod setup;
 mod transfer;
 pub mod when;
 
-use crate::config::{AddArgs, ClientOpts, Command, DoneArgs, RemindArgs};
-use crate::domain::scheduler::models::{Tickle, TimeZoneSetting};
-use crate::domain::scheduler::schedule::Zone;
+use crate::config::{AddArgs, ClientOpts, Command, DoneArgs, RemindArgs, ShowArgs, ZoneArgs};
+use crate::domain::scheduler::models::{Day, Recurrence, Tickle, TimeOfDay, TimeZoneSetting};
+use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::{self, Timestamp};
 use api::{Credentials, Service};
 use reqwest::Method;
 use serde_json::{json, Value};
 use settings::ClientSettings;
-use std::io::Read;
+use std::io::{Read, Write};
+
+/// The server's request body cap unless it was configured otherwise (`--max-body-bytes`).
+const DEFAULT_BODY_CAP: u64 = 16 << 20;
+
+/// Prints `text` and a newline on standard output. A reader that went away (`| head -1`)
+/// ends the command quietly with status 0; any other failure to write ends it with status 1.
+pub(crate) fn say(text: &str) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        let _ = writeln!(std::io::stderr(), "pigeonhole: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
 
 /// Runs a client command; `Err` is the one line to print.
 pub async fn run(command: Command) -> Result<(), String> {
@@ -39,6 +58,8 @@ pub async fn run(command: Command) -> Result<(), String> {
         Command::Remind(args) => remind(args).await,
         Command::Scheduled(opts) => scheduled(opts, false).await,
         Command::Triggered(opts) => scheduled(opts, true).await,
+        Command::Show(args) => show(args).await,
+        Command::Zone(args) => zone(args).await,
     }
 }
 
@@ -68,11 +89,11 @@ impl Client {
     /// Prints `value` as JSON with `--json`, else `text`.
     fn print(&self, value: &Value, text: impl FnOnce() -> String) {
         if self.json {
-            println!("{value}");
+            say(&value.to_string());
         } else {
             let text = text();
             if !text.is_empty() {
-                println!("{text}");
+                say(&text);
             }
         }
     }
@@ -93,73 +114,187 @@ pub(crate) fn http_client() -> Result<reqwest::Client, String> {
         .map_err(|e| format!("cannot make an HTTP client: {e}"))
 }
 
-/// The note of `add`: its words, else standard input.
+/// The setting for the time zone `name` (an IANA name such as Europe/Zurich, or UTC), with
+/// its offset and summer time as they are now.
+pub(crate) fn zone_setting(name: &str) -> Result<TimeZoneSetting, String> {
+    let tz = jiff::tz::TimeZone::get(name).map_err(|_| {
+        format!("{name:?} is not a time zone I know: give an IANA name such as Europe/Zurich, America/New_York or UTC")
+    })?;
+    let info = tz.to_offset_info(jiff::Timestamp::now());
+    Ok(TimeZoneSetting {
+        offset: info.offset().seconds() / 60,
+        name: tz.iana_name().unwrap_or(name).to_owned(),
+        summer: info.dst().is_dst(),
+    })
+}
+
+/// This machine's time zone: `TZ` when it names a zone, else the zone `/etc/localtime`
+/// links to, else `/etc/timezone`.
+pub(crate) fn machine_zone() -> Option<String> {
+    let known = |name: &str| {
+        let name = name.trim().trim_start_matches(':');
+        jiff::tz::TimeZone::get(name).ok().map(|_| name.to_owned())
+    };
+    if let Some(tz) = std::env::var("TZ").ok().filter(|t| !t.is_empty()) {
+        if let Some(name) = known(&tz) {
+            return Some(name);
+        }
+    }
+    if let Ok(target) = std::fs::read_link("/etc/localtime") {
+        let target = target.to_string_lossy().into_owned();
+        if let Some((_, name)) = target.split_once("zoneinfo/") {
+            if let Some(name) = known(name) {
+                return Some(name);
+            }
+        }
+    }
+    std::fs::read_to_string("/etc/timezone").ok().and_then(|t| known(&t))
+}
+
+/// The note of `add`: its words, else standard input; empty either way is refused.
 fn note_text(words: &[String]) -> Result<String, String> {
+    let empty = || "nothing to add: give the note as words or on standard input".to_string();
     if !words.is_empty() {
-        return Ok(words.join(" "));
+        let text = words.join(" ");
+        if text.trim().is_empty() {
+            return Err(empty());
+        }
+        return Ok(text);
     }
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
         .map_err(|e| format!("cannot read the note from standard input: {e}"))?;
     let text = text.trim_end_matches(['\n', '\r']).to_owned();
-    if text.is_empty() {
-        return Err("nothing to add: give the note as words or on standard input".into());
+    if text.trim().is_empty() {
+        return Err(empty());
     }
     Ok(text)
 }
 
-/// An inbox item's text for people: its first line, or what it is when it is not text.
-fn item_text(item: &Value, whole: bool) -> String {
-    let kind = item["contents"]["type"].as_str().unwrap_or("?");
+/// An inbox item's contents: its text when it is a UTF-8 text item, else its type and bytes.
+fn item_contents(item: &Value) -> (String, Result<String, Vec<u8>>) {
+    let kind = item["contents"]["type"].as_str().unwrap_or("?").to_owned();
     let data = item["contents"]["data"]
         .as_str()
         .and_then(wire::decode_base64)
         .unwrap_or_default();
-    match (kind, String::from_utf8(data.clone())) {
-        ("text", Ok(text)) if whole => text,
-        ("text", Ok(text)) => text.lines().next().unwrap_or("").to_owned(),
-        _ => format!("[{kind}, {} bytes]", data.len()),
+    if kind != "text" {
+        return (kind, Err(data));
     }
+    let text = String::from_utf8(data).map_err(|e| e.into_bytes());
+    (kind, text)
+}
+
+/// An inbox item's text for people: the whole note, or one line of it; what it is when it is
+/// not text.
+fn item_text(item: &Value, whole: bool) -> String {
+    match item_contents(item) {
+        (_, Ok(text)) if whole => text,
+        (_, Ok(text)) => format::one_line(&text, format::LINE),
+        (kind, Err(data)) => format!("[{kind}, {}]", format::size(data.len() as u64)),
+    }
+}
+
+/// An inbox item for scripts: `{"id", "created", "type": "text", "text"}`, or `"data"`
+/// (base64) in place of `"text"` for other types.
+fn item_json(item: &Value) -> Value {
+    let mut out = json!({"id": item["id"], "created": item["created"]});
+    match item_contents(item) {
+        (kind, Ok(text)) => {
+            out["type"] = json!(kind);
+            out["text"] = json!(text);
+        }
+        (kind, Err(_)) => {
+            out["type"] = json!(kind);
+            out["data"] = item["contents"]["data"].clone();
+        }
+    }
+    out
 }
 
 fn short(id: &Value) -> String {
     id.as_str().unwrap_or("?").chars().take(8).collect()
 }
 
+/// The note is larger than the server takes.
+fn too_big(note: usize, cap: u64) -> String {
+    format!(
+        "the note is {}; the server takes at most {} (about {} of note once encoded): keep big things in a file and add where it is",
+        format::size(note as u64),
+        format::limit(cap),
+        format::size(cap / 4 * 3)
+    )
+}
+
 async fn add(args: AddArgs) -> Result<(), String> {
     let client = Client::open(&args.opts)?;
     let text = note_text(&args.text)?;
     let body = json!({"type": "text", "data": wire::encode_base64(text.as_bytes())});
-    let id = client.inbox.post_json("/inbox/item", &body).await?;
+    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+    let length = bytes.len() as u64;
+    let answer = match client.inbox.try_post_bytes("/inbox/item", bytes).await {
+        Ok(answer) => answer,
+        // a server refuses an over-long body before reading it, and may close the
+        // connection while the note is still being sent
+        Err(e) if !e.is_connect() && length > DEFAULT_BODY_CAP => return Err(too_big(text.len(), DEFAULT_BODY_CAP)),
+        Err(e) => return Err(client.inbox.unreachable(&e)),
+    };
+    if answer.status == reqwest::StatusCode::PAYLOAD_TOO_LARGE {
+        let cap = answer
+            .reason()
+            .split(|c: char| !c.is_ascii_digit())
+            .find_map(|n| n.parse::<u64>().ok())
+            .unwrap_or(DEFAULT_BODY_CAP);
+        return Err(too_big(text.len(), cap));
+    }
+    if !answer.status.is_success() {
+        return Err(client.inbox.refusal("adding the note", &answer));
+    }
+    let id = answer.json()?;
     client.print(&json!({ "id": id }), || format!("Added {}.", short(&id)));
     Ok(())
 }
 
+/// The inbox, oldest first (the order it is processed in).
 async fn items(client: &Client) -> Result<Vec<Value>, String> {
     let items = client.inbox.get_json("/inbox/items").await?;
-    items
+    let mut items = items
         .as_array()
         .cloned()
-        .ok_or_else(|| "the inbox answered something that is not a list".into())
+        .ok_or_else(|| "the inbox answered something that is not a list".to_string())?;
+    items.sort_by_key(|i| {
+        i["created"]
+            .as_str()
+            .and_then(Timestamp::parse)
+            .map(|t| t.as_unix_nanos())
+    });
+    Ok(items)
 }
 
 async fn inbox(opts: ClientOpts) -> Result<(), String> {
     let client = Client::open(&opts)?;
     let items = items(&client).await?;
-    client.print(&Value::Array(items.clone()), || {
+    let json = Value::Array(items.iter().map(item_json).collect());
+    if client.json {
+        client.print(&json, String::new);
+        return Ok(());
+    }
+    let zone = client.zone().await?;
+    let now = Timestamp::now();
+    client.print(&json, || {
         if items.is_empty() {
             return "The inbox is empty.".into();
         }
         items
             .iter()
             .map(|i| {
-                format!(
-                    "{}  {}  {}",
-                    short(&i["id"]),
-                    i["created"].as_str().unwrap_or(""),
-                    item_text(i, false)
-                )
+                let created = i["created"]
+                    .as_str()
+                    .and_then(Timestamp::parse)
+                    .map(|t| format::moment(t, &zone, now))
+                    .unwrap_or_default();
+                format!("{}  {created}  {}", short(&i["id"]), item_text(i, false))
             })
             .collect::<Vec<_>>()
             .join("\n")
@@ -171,7 +306,11 @@ async fn next(opts: ClientOpts) -> Result<(), String> {
     let client = Client::open(&opts)?;
     let first = client.inbox.get_json("/inbox/show-item").await?;
     let size = client.inbox.get_json("/inbox/size").await?;
-    client.print(&first, || match &first {
+    let json = match &first {
+        Value::Null => Value::Null,
+        item => item_json(item),
+    };
+    client.print(&json, || match &first {
         Value::Null => "The inbox is empty.".into(),
         item => format!(
             "{}\n\n({} of {} · `pigeonhole done` when dealt with)",
@@ -183,27 +322,31 @@ async fn next(opts: ClientOpts) -> Result<(), String> {
     Ok(())
 }
 
+/// The one item whose id starts with `prefix`; `Ok(None)` when none does.
+fn by_prefix<'a>(items: &'a [Value], prefix: &str, what: &str) -> Result<Option<&'a Value>, String> {
+    let prefix = prefix.to_ascii_lowercase();
+    let matching: Vec<&Value> = items
+        .iter()
+        .filter(|i| i["id"].as_str().is_some_and(|id| id.starts_with(&prefix)))
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok(Some(*one)),
+        [] => Ok(None),
+        _ => Err(format!("several {what} ids start with {prefix:?}: give more of it")),
+    }
+}
+
 async fn done(args: DoneArgs) -> Result<(), String> {
     let client = Client::open(&args.opts)?;
     let items = items(&client).await?;
     let item = match &args.id {
         None => items.first().ok_or("the inbox is empty")?,
-        Some(prefix) => {
-            let prefix = prefix.to_ascii_lowercase();
-            let matching: Vec<&Value> = items
-                .iter()
-                .filter(|i| i["id"].as_str().is_some_and(|id| id.starts_with(&prefix)))
-                .collect();
-            match matching.as_slice() {
-                [one] => *one,
-                [] => return Err(format!("no inbox item's id starts with {prefix:?}")),
-                _ => {
-                    return Err(format!(
-                        "several inbox items' ids start with {prefix:?}: give more of it"
-                    ))
-                }
-            }
-        }
+        Some(prefix) => by_prefix(&items, prefix, "inbox items'")?.ok_or_else(|| {
+            format!(
+                "no inbox item's id starts with {:?}: `pigeonhole inbox` lists them",
+                prefix.to_ascii_lowercase()
+            )
+        })?,
     };
     let id = item["id"].as_str().unwrap_or_default();
     client
@@ -211,6 +354,61 @@ async fn done(args: DoneArgs) -> Result<(), String> {
         .ok(Method::DELETE, &format!("/inbox/item/{id}"), None)
         .await?;
     client.print(&json!({ "id": id }), || format!("Done: {}", item_text(item, false)));
+    Ok(())
+}
+
+async fn show(args: ShowArgs) -> Result<(), String> {
+    let client = Client::open(&args.opts)?;
+    let items = items(&client).await?;
+    if let Some(item) = by_prefix(&items, &args.id, "inbox items'")? {
+        let mut json = item_json(item);
+        json["kind"] = json!("inbox");
+        if client.json {
+            client.print(&json, String::new);
+            return Ok(());
+        }
+        let zone = client.zone().await?;
+        let created = item["created"]
+            .as_str()
+            .and_then(Timestamp::parse)
+            .map(|t| format::moment(t, &zone, Timestamp::now()))
+            .unwrap_or_default();
+        client.print(&json, || {
+            format!(
+                "{}\n\n(inbox item {}, added {created})",
+                item_text(item, true),
+                item["id"].as_str().unwrap_or("?")
+            )
+        });
+        return Ok(());
+    }
+    let all = scheduler_items(&client).await?;
+    let item = by_prefix(&all, &args.id, "items'")?.ok_or_else(|| {
+        format!(
+            "no inbox item or reminder has an id that starts with {:?}: `pigeonhole inbox` and `pigeonhole scheduled` list them",
+            args.id.to_ascii_lowercase()
+        )
+    })?;
+    let zone = client.zone().await?;
+    let now = Timestamp::now();
+    let reminder = Reminder::of(item, &zone);
+    let json = reminder.json(item);
+    client.print(&json, || {
+        let mut text = format!(
+            "{}\n\n(reminder {}, ",
+            reminder.text,
+            item["id"].as_str().unwrap_or("?")
+        );
+        match reminder.triggered {
+            Some(t) => text.push_str(&format!("triggered {}", format::moment(t, &zone, now))),
+            None => text.push_str(&format!("due {}", reminder.when(&zone, now))),
+        }
+        if let Some(r) = &reminder.recurrence {
+            text.push_str(&format!(", {}", format::recurrence(r)));
+        }
+        text.push(')');
+        text
+    });
     Ok(())
 }
 
@@ -223,26 +421,48 @@ async fn remind(args: RemindArgs) -> Result<(), String> {
             let (day, time) = when::in_from_now(when::parse_duration(after)?, &zone, now)?;
             (day, Some(time))
         }
-        (None, Some(at)) => when::parse_at(at, &zone, now)?,
+        (None, Some(at)) => {
+            let (day, time) = when::parse_at(at, &zone, now)?;
+            if !args.allow_past && when::has_passed(day, time, &zone, now) {
+                let today = schedule::local(now, &zone).map(|(d, _)| d).unwrap_or(day);
+                return Err(format!(
+                    "--at {at:?} is {} ({day}), which has passed: give a later time, or --allow-past to have it delivered at once",
+                    format::wall(day, time, today)
+                ));
+            }
+            (day, time)
+        }
         (None, None) => return Err("say when: --in DURATION or --at WHEN".into()),
     };
+    let text = args.text.join(" ");
+    if text.trim().is_empty() {
+        return Err("nothing to be reminded of: give the reminder's words".into());
+    }
     let recurrence = when::recurrence(args.every.as_deref(), args.every_month, args.day, time)?;
     let tickle = Tickle {
-        content: args.text.join(" ").into_bytes(),
+        content: text.into_bytes(),
         day,
         time,
         recurrence,
     };
     let id = client.scheduler.post_json("/scheduler/item", &tickle.to_json()).await?;
-    let when = match time {
-        Some(t) => format!("{day} {t}"),
-        None => day.to_string(),
-    };
+    let today = schedule::local(now, &zone).map(|(d, _)| d).unwrap_or(day);
+    let mut when = format::wall(day, time, today);
+    if let Some(r) = &recurrence {
+        when.push_str(&format!(", then {}", format::recurrence(r)));
+    }
     client.print(
-        &json!({"id": id, "scheduled-day": day.to_string(), "scheduled-time": time.map(|t| t.to_string())}),
-        || format!("Scheduled {} for {when} (the account's time zone).", short(&id)),
+        &json!({"id": id, "scheduled-day": day.to_string(), "scheduled-time": time.map(|t| t.to_string()),
+                "due": schedule_instant(day, time, &zone).to_string()}),
+        || format!("Scheduled {} for {when}.", short(&id)),
     );
     Ok(())
+}
+
+/// When a day (at its start when it has no time) and time are due in `zone`.
+fn schedule_instant(day: Day, time: Option<TimeOfDay>, zone: &Zone) -> Timestamp {
+    let (seconds, nanos) = time.map(|t| (t.seconds(), t.nanos)).unwrap_or((0, 0));
+    schedule::instant(day, seconds, nanos, zone)
 }
 
 /// The outcome of one delivery attempt, for people.
@@ -257,17 +477,112 @@ fn attempt_text(attempt: &Value) -> String {
     }
 }
 
+/// A scheduler item as the client reads it.
+struct Reminder {
+    text: String,
+    day: Option<Day>,
+    time: Option<TimeOfDay>,
+    recurrence: Option<Recurrence>,
+    /// When it is due (scheduled) or was due (triggered), in the account's zone.
+    due: Option<Timestamp>,
+    triggered: Option<Timestamp>,
+}
+
+impl Reminder {
+    fn of(item: &Value, zone: &Zone) -> Reminder {
+        let c = &item["contents"];
+        let text = match &c["content"] {
+            Value::String(s) => s.clone(),
+            other => format!(
+                "[{} bytes that are not UTF-8]",
+                other["data"]
+                    .as_str()
+                    .and_then(wire::decode_base64)
+                    .unwrap_or_default()
+                    .len()
+            ),
+        };
+        let day = c["scheduled-day"].as_str().and_then(Day::parse);
+        let time = c["scheduled-time"].as_str().and_then(TimeOfDay::parse);
+        let recurrence = Recurrence::parse(&c["recurrence"]).ok();
+        let triggered = item["triggered"]["triggeredInfoTriggered"]
+            .as_str()
+            .and_then(Timestamp::parse);
+        Reminder {
+            text,
+            day,
+            time,
+            recurrence,
+            due: day.map(|d| schedule_instant(d, time, zone)),
+            triggered,
+        }
+    }
+
+    /// "Tue 1 Dec 09:00", or the day alone.
+    fn when(&self, zone: &Zone, now: Timestamp) -> String {
+        let today = schedule::local(now, zone).map(|(d, _)| d);
+        match (self.day, today) {
+            (Some(day), Some(today)) => format::wall(day, self.time, today),
+            _ => "?".into(),
+        }
+    }
+
+    /// For scripts: `{"id", "created", "text" (or "data": base64 when it is not UTF-8),
+    /// "scheduled-day", "scheduled-time", "due", "recurrence", "repeats"}` and for a
+    /// triggered one `"triggered"` and `"deliveries"`.
+    fn json(&self, item: &Value) -> Value {
+        let c = &item["contents"];
+        let mut out = json!({
+            "id": item["id"],
+            "created": item["created"],
+            "scheduled-day": c["scheduled-day"],
+            "scheduled-time": c["scheduled-time"],
+            "due": self.due.map(|t| t.to_string()),
+            "recurrence": c["recurrence"],
+            "repeats": self.recurrence.as_ref().map(format::recurrence),
+        });
+        match &c["content"] {
+            Value::String(s) => out["text"] = json!(s),
+            other => out["data"] = other["data"].clone(),
+        }
+        if let Some(t) = self.triggered {
+            out["triggered"] = json!(t.to_string());
+            out["deliveries"] = json!(item["triggered"]["triggeredInfoTriggerTriggerAttempts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(attempt_text)
+                .collect::<Vec<_>>());
+        }
+        out
+    }
+}
+
+async fn scheduler_items(client: &Client) -> Result<Vec<Value>, String> {
+    let all = client.scheduler.get_json("/scheduler/items").await?;
+    all.as_array()
+        .cloned()
+        .ok_or_else(|| "the scheduler answered something that is not a list".into())
+}
+
+/// `scheduled`: next due first. `triggered`: the latest first.
 async fn scheduled(opts: ClientOpts, triggered: bool) -> Result<(), String> {
     let client = Client::open(&opts)?;
-    let all = client.scheduler.get_json("/scheduler/items").await?;
-    let chosen: Vec<Value> = all
-        .as_array()
-        .into_iter()
-        .flatten()
+    let zone = client.zone().await?;
+    let now = Timestamp::now();
+    let all = scheduler_items(&client).await?;
+    let mut chosen: Vec<(Reminder, &Value)> = all
+        .iter()
         .filter(|i| i["triggered"].is_null() != triggered)
-        .cloned()
+        .map(|i| (Reminder::of(i, &zone), i))
         .collect();
-    client.print(&Value::Array(chosen.clone()), || {
+    if triggered {
+        chosen.sort_by_key(|(r, _)| std::cmp::Reverse(r.triggered.map(|t| t.as_unix_nanos())));
+    } else {
+        chosen.sort_by_key(|(r, _)| r.due.map(|t| t.as_unix_nanos()));
+    }
+    let json = Value::Array(chosen.iter().map(|(r, i)| r.json(i)).collect());
+    client.print(&json, || {
         if chosen.is_empty() {
             return if triggered {
                 "Nothing has triggered yet."
@@ -278,20 +593,18 @@ async fn scheduled(opts: ClientOpts, triggered: bool) -> Result<(), String> {
         }
         chosen
             .iter()
-            .map(|i| {
-                let c = &i["contents"];
-                let content = match &c["content"] {
-                    Value::String(s) => s.lines().next().unwrap_or("").to_owned(),
-                    _ => "[binary]".into(),
+            .map(|(r, i)| {
+                let when = match (triggered, r.triggered) {
+                    (true, Some(t)) => format::moment(t, &zone, now),
+                    _ => r.when(&zone, now),
                 };
-                let at = format!(
-                    "{} {}",
-                    c["scheduled-day"].as_str().unwrap_or(""),
-                    c["scheduled-time"].as_str().unwrap_or("")
+                let mut line = format!(
+                    "{}  {when}  {}",
+                    short(&i["id"]),
+                    format::one_line(&r.text, format::LINE)
                 );
-                let mut line = format!("{}  {}  {content}", short(&i["id"]), at.trim_end());
-                if !c["recurrence"].is_null() {
-                    line.push_str("  (repeats)");
+                if let Some(rec) = &r.recurrence {
+                    line.push_str(&format!("  ({})", format::recurrence(rec)));
                 }
                 if triggered {
                     let attempts = i["triggered"]["triggeredInfoTriggerTriggerAttempts"]
@@ -309,6 +622,35 @@ async fn scheduled(opts: ClientOpts, triggered: bool) -> Result<(), String> {
             })
             .collect::<Vec<_>>()
             .join("\n")
+    });
+    Ok(())
+}
+
+async fn zone(args: ZoneArgs) -> Result<(), String> {
+    let client = Client::open(&args.opts)?;
+    if let Some(name) = &args.name {
+        let setting = zone_setting(name)?;
+        client
+            .scheduler
+            .ok(Method::PUT, "/account/settings", Some(&setting.to_json()))
+            .await?;
+    }
+    let settings = client.scheduler.get_json("/account/settings").await?;
+    let setting = TimeZoneSetting::parse(&settings).map_err(|e| format!("the account's settings: {e}"))?;
+    let zone = Zone::of(&setting);
+    let now = Timestamp::now();
+    let (_, time) = schedule::local(now, &zone).ok_or("the clock is outside the calendar")?;
+    let offset = setting.offset.unsigned_abs();
+    let sign = if setting.offset < 0 { '-' } else { '+' };
+    client.print(&setting.to_json()["timezone"], || {
+        let verb = if args.name.is_some() { "is now" } else { "is" };
+        format!(
+            "The account's time zone {verb} {} (UTC{sign}{:02}:{:02}; it is {} there now).",
+            setting.name,
+            offset / 60,
+            offset % 60,
+            format::time(TimeOfDay { second: 0, ..time })
+        )
     });
     Ok(())
 }

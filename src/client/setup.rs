@@ -26,12 +26,17 @@ pub async fn run(args: SetupArgs) -> Result<(), String> {
         Some(u) => u,
         None => ask("Username: ")?,
     };
-    let password = password(&args)?;
+    let (password, asked) = password(&args)?;
     let http = super::http_client()?;
     let inbox = Service::new("inbox", &args.inbox_url, http.clone());
     let scheduler = Service::new("scheduler", &args.scheduler_url, http);
     let mut done = Vec::new();
 
+    // a password that does not log in on the inbox makes a new account: it must be one a
+    // person means (long enough, typed the same twice at a terminal)
+    if inbox.login(&username, &password).await?.is_none() {
+        new_password(&password, asked)?;
+    }
     let inbox_token = account(&inbox, &username, &password, &mut done).await?;
     let scheduler_token = account(&scheduler, &username, &password, &mut done).await?;
     let inbox = inbox.with(Credentials::Bearer(inbox_token));
@@ -62,6 +67,7 @@ pub async fn run(args: SetupArgs) -> Result<(), String> {
     )
     .await?;
     inbox_trigger(&inbox, &scheduler, &username, &mut done).await?;
+    time_zone(&scheduler, args.zone.as_deref(), &mut done).await?;
 
     let settings = ClientSettings {
         inbox_url: inbox.base.clone(),
@@ -73,42 +79,101 @@ pub async fn run(args: SetupArgs) -> Result<(), String> {
     settings.save(&path)?;
     done.push(format!("wrote this machine's client settings to {}", path.display()));
     if args.opts.json {
-        println!(
-            "{}",
-            json!({"username": username, "inbox-url": settings.inbox_url, "scheduler-url": settings.scheduler_url,
+        super::say(
+            &json!({"username": username, "inbox-url": settings.inbox_url, "scheduler-url": settings.scheduler_url,
                    "client-config": path.display().to_string(), "done": done})
+            .to_string(),
         );
     } else {
-        println!("Set up {username}:");
+        super::say(&format!("Set up {username}:"));
         for d in &done {
-            println!("  - {d}");
+            super::say(&format!("  - {d}"));
         }
-        println!(
+        super::say(
             "\nTry: pigeonhole add buy milk · pigeonhole remind \"call mum\" --in 2h · pigeonhole inbox\n\
-             If this server is only for you, close registration now: restart it with --registration closed."
+             If this server is only for you, close registration now: restart it with --registration closed.",
         );
     }
     Ok(())
 }
 
+/// The fewest characters of a new password.
+const MIN_PASSWORD: usize = 8;
+
 /// The password: from standard input (`--password-stdin`), `PIGEONHOLE_PASSWORD`, or asked
-/// without echo at a terminal.
-fn password(args: &SetupArgs) -> Result<String, String> {
+/// without echo at a terminal (then `true`: a new password is asked again to confirm it).
+fn password(args: &SetupArgs) -> Result<(String, bool), String> {
     if args.password_stdin {
         let mut line = String::new();
         std::io::stdin()
             .lock()
             .read_line(&mut line)
             .map_err(|e| format!("cannot read the password from standard input: {e}"))?;
-        return Ok(line.trim_end_matches(['\n', '\r']).to_owned());
+        return Ok((line.trim_end_matches(['\n', '\r']).to_owned(), false));
     }
     if let Ok(p) = std::env::var("PIGEONHOLE_PASSWORD") {
-        return Ok(p);
+        return Ok((p, false));
     }
     if !std::io::stdin().is_terminal() {
         return Err("no password: give --password-stdin or PIGEONHOLE_PASSWORD".into());
     }
-    rpassword::prompt_password("Password: ").map_err(|e| format!("cannot read the password: {e}"))
+    let p = rpassword::prompt_password("Password: ").map_err(|e| format!("cannot read the password: {e}"))?;
+    Ok((p, true))
+}
+
+/// Checks a new account's password: at least [`MIN_PASSWORD`] characters, and at a
+/// terminal typed the same a second time.
+fn new_password(password: &str, asked: bool) -> Result<(), String> {
+    check_new_password(password)?;
+    if asked {
+        let again = rpassword::prompt_password("The same password again, to be sure: ")
+            .map_err(|e| format!("cannot read the password: {e}"))?;
+        confirm(password, &again)?;
+    }
+    Ok(())
+}
+
+fn check_new_password(password: &str) -> Result<(), String> {
+    let n = password.chars().count();
+    if n < MIN_PASSWORD {
+        return Err(format!(
+            "a new account's password needs at least {MIN_PASSWORD} characters, this one has {n}: choose a longer one \
+             (a few words are easy to remember); nothing was created"
+        ));
+    }
+    Ok(())
+}
+
+fn confirm(password: &str, again: &str) -> Result<(), String> {
+    if password != again {
+        return Err("the two passwords differ: run `pigeonhole setup` again; nothing was created".into());
+    }
+    Ok(())
+}
+
+/// Sets the account's time zone to `given`, else to this machine's.
+async fn time_zone(scheduler: &Service, given: Option<&str>, done: &mut Vec<String>) -> Result<(), String> {
+    let (name, whose) = match given {
+        Some(name) => (name.to_owned(), "as asked"),
+        None => match super::machine_zone() {
+            Some(name) => (name, "this machine's"),
+            None => {
+                done.push(
+                    "could not tell this machine's time zone: set the account's with `pigeonhole zone NAME`".into(),
+                );
+                return Ok(());
+            }
+        },
+    };
+    let setting = super::zone_setting(&name)?;
+    scheduler
+        .ok(Method::PUT, "/account/settings", Some(&setting.to_json()))
+        .await?;
+    done.push(format!(
+        "set the account's time zone to {} ({whose}; `pigeonhole zone NAME` changes it)",
+        setting.name
+    ));
+    Ok(())
 }
 
 fn ask(prompt: &str) -> Result<String, String> {
@@ -158,13 +223,7 @@ async fn account(service: &Service, username: &str, password: &str, done: &mut V
                 service.name
             ))
         }
-        _ => {
-            return Err(format!(
-                "registering at the {} service: {}",
-                service.name,
-                answer.reason()
-            ))
-        }
+        _ => return Err(service.refusal("registering", &answer)),
     }
     service
         .login(username, password)
@@ -276,4 +335,20 @@ async fn inbox_trigger(
         "linked the scheduler to the inbox at {url}: reminders arrive there"
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_passwords_are_long_enough_and_typed_the_same_twice() {
+        let short = check_new_password("1234567").unwrap_err();
+        assert!(short.contains("at least 8 characters, this one has 7"), "{short}");
+        assert!(check_new_password("").is_err());
+        assert!(check_new_password("äöüäöüäö").is_ok(), "characters, not bytes");
+        assert!(check_new_password("correct horse").is_ok());
+        assert!(confirm("correct horse", "correct horse").is_ok());
+        assert!(confirm("correct horse", "correct hose").unwrap_err().contains("differ"));
+    }
 }

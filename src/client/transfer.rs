@@ -28,9 +28,11 @@ pub async fn export(args: ExportArgs) -> Result<(), String> {
     let mut text = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
     text.push(b'\n');
     match &args.file {
-        None => std::io::stdout()
-            .write_all(&text)
-            .map_err(|e| format!("cannot write the export: {e}")),
+        None => match std::io::stdout().write_all(&text) {
+            // a reader that went away (`| head`): a quiet end
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => other.map_err(|e| format!("cannot write the export: {e}")),
+        },
         Some(path) => {
             // private: an inbox trigger's access key is in it
             super::settings::write_private(path, &text)?;
@@ -450,10 +452,10 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
     cut?;
     let summary = Value::Object(totals);
     if client.json {
-        println!("{summary}");
+        super::say(&summary.to_string());
     } else {
         let n = |k: &str| summary[k].as_u64().unwrap_or(0);
-        println!(
+        super::say(&format!(
             "imported {} inbox items ({} were there), {} scheduled items ({} were there), {} triggered items, {} triggers",
             n("inbox-items-added"),
             n("inbox-items-kept"),
@@ -461,13 +463,16 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
             n("scheduler-scheduled-kept"),
             n("scheduler-triggered-added"),
             n("scheduler-triggers-added"),
-        );
+        ));
         for (service, key) in [
             ("inbox", "inbox-access-keys-to-recreate"),
             ("scheduler", "scheduler-access-keys-to-recreate"),
         ] {
             for k in summary[key].as_array().into_iter().flatten() {
-                println!("recreate the {service} access key {} ({})", k["name"], k["permissions"]);
+                super::say(&format!(
+                    "recreate the {service} access key {} ({})",
+                    k["name"], k["permissions"]
+                ));
             }
         }
         for id in summary["scheduler-email-triggers-to-verify"]
@@ -475,7 +480,9 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
             .into_iter()
             .flatten()
         {
-            println!("the e-mail trigger {id} needs verifying again (resend its verification e-mail)");
+            super::say(&format!(
+                "the e-mail trigger {id} needs verifying again (resend its verification e-mail)"
+            ));
         }
     }
     Ok(())
