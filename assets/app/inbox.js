@@ -1,6 +1,6 @@
 // The inbox: capture a note (Enter adds it), process the items one at a time, oldest first
 // (done, or keep for later), the whole list with delete buttons, and the count.
-import { busy, call, el, frame, fromBase64, onSubmit, requireLogin, toBase64, when } from './api.js';
+import { busy, call, deleteButton, el, frame, fromBase64, linkified, onSubmit, requireLogin, showError, toBase64, when } from './api.js';
 
 let items = [];
 // ids kept for later in this visit: processing goes on with the next one
@@ -11,7 +11,7 @@ function contentsNode(item, big) {
   if (type === 'image/png' || type === 'image/jpeg') {
     return el('img', { class: 'item-image', src: 'data:' + type + ';base64,' + data, alt: 'Image item' });
   }
-  return el(big ? 'p' : 'span', { class: big ? 'item-text' : 'text' }, fromBase64(data));
+  return el(big ? 'p' : 'span', { class: big ? 'item-text' : 'text' }, linkified(fromBase64(data)));
 }
 
 async function remove(item, button, where) {
@@ -60,14 +60,12 @@ function renderList() {
   const list = document.getElementById('items');
   list.replaceChildren(
     ...items.map((item) => {
-      const del = el('button', { type: 'button', class: 'secondary', 'aria-label': 'Delete item added ' + when(item.created) }, 'Delete');
-      const row = el(
-        'li',
-        {},
-        el('div', { class: 'text' }, contentsNode(item, false), el('span', { class: 'meta' }, when(item.created))),
-        del,
-      );
-      del.addEventListener('click', () => remove(item, del, row));
+      const row = el('li', {});
+      const del = deleteButton('Delete', 'Delete item added ' + when(item.created), row, async () => {
+        await call('DELETE', '/inbox/item/' + item.id);
+        await refresh();
+      });
+      row.append(el('div', { class: 'text' }, contentsNode(item, false), el('span', { class: 'meta' }, when(item.created))), del);
       return row;
     }),
   );
@@ -109,7 +107,7 @@ async function start() {
   try {
     await refresh();
   } catch (e) {
-    section.append(el('p', { class: 'error', role: 'alert' }, e.message));
+    showError(section, e.message);
   }
   // items delivered by the scheduler or added elsewhere show up while the page is open
   setInterval(() => {

@@ -1,6 +1,6 @@
 // Log in (and register, when this server takes new accounts): the token answered by
 // POST /app/token is kept in this origin's localStorage.
-import { call, config, frame, onSubmit, setToken } from './api.js';
+import { call, checkNewPassword, config, frame, onSubmit, setToken } from './api.js';
 
 function next() {
   const wanted = new URLSearchParams(location.search).get('next') || '/app/';
@@ -24,6 +24,7 @@ async function start() {
   if (settings.registration) {
     document.getElementById('register-section').hidden = false;
     onSubmit(document.getElementById('register'), async (data) => {
+      checkNewPassword(data.get('password'), data.get('again'));
       await call('POST', '/register', { name: data.get('name'), password: data.get('password') }, { bearer: null });
       await logIn(data.get('name'), data.get('password'));
     });
