@@ -11,7 +11,41 @@ export function token() {
 
 export function setToken(value) {
   if (value) localStorage.setItem(TOKEN, value);
-  else localStorage.removeItem(TOKEN);
+  else {
+    localStorage.removeItem(TOKEN);
+    localStorage.removeItem(SIBLING_TOKEN);
+  }
+}
+
+// the token of the other service of this server (the same person's account there)
+const SIBLING_TOKEN = 'pigeonhole-sibling-token';
+
+export function siblingToken() {
+  return localStorage.getItem(SIBLING_TOKEN);
+}
+
+export function setSiblingToken(value) {
+  if (value) localStorage.setItem(SIBLING_TOKEN, value);
+  else localStorage.removeItem(SIBLING_TOKEN);
+}
+
+/**
+ * The other service of this server as this browser reaches it (same host, its port):
+ * `{service, origin}`, or null when this process runs only one.
+ */
+export async function sibling() {
+  let settings;
+  try {
+    settings = await config();
+  } catch (_) {
+    return null;
+  }
+  const port = settings.service === 'scheduler' ? settings.inbox?.port : settings.scheduler?.port;
+  if (!port) return null;
+  return {
+    service: settings.service === 'scheduler' ? 'inbox' : 'scheduler',
+    origin: location.protocol + '//' + location.hostname + ':' + port,
+  };
 }
 
 /** A failed call: the HTTP status (0 when the server was not reached) and the server's words. */
@@ -381,13 +415,15 @@ export async function frame(current) {
     if (href === current) link.setAttribute('aria-current', 'page');
     list.append(el('li', {}, link));
   }
-  if (token()) {
-    const out = el('button', { type: 'button', class: 'link' }, 'Log out');
-    out.addEventListener('click', () => {
-      setToken(null);
-      location.assign('/app/login');
-    });
-    list.append(el('li', {}, out));
+  // the other service of this server: signed in there too when this origin holds its token
+  const other = await sibling();
+  if (other) {
+    let href = other.origin + '/app/';
+    const theirs = siblingToken();
+    if (theirs && token()) {
+      href = other.origin + '/app/login#handoff=' + encodeURIComponent(theirs) + '&back=' + encodeURIComponent(token());
+    }
+    list.append(el('li', {}, el('a', { href, id: 'to-sibling' }, other.service === 'inbox' ? 'Inbox' : 'Scheduler')));
   }
   nav.replaceChildren(list);
 }

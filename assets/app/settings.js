@@ -139,6 +139,10 @@ async function start() {
   if (service === 'scheduler') tasks.push(loadZone());
   await Promise.all(tasks).catch((e) => showError(section, e.message));
 
+  document.getElementById('log-out').addEventListener('click', () => {
+    setToken(null);
+    location.assign('/app/login');
+  });
   document.getElementById('key-preset').addEventListener('change', showPreset);
   document.getElementById('copy-key').addEventListener('click', copySecret);
   onSubmit(document.getElementById('add-key'), async (data, form) => {

@@ -127,6 +127,20 @@ def register(driver, base, name, password):
     wait(driver).until(lambda d: token_of(d) is not None and "/app/login" not in d.current_url)
 
 
+def follow_to_sibling(driver, base, name):
+    """One sign-in: from a page of `base` (signed in), the navigation's link to the other
+    service of the server, then "Continue as <name>" there; nothing is kept before the click."""
+    driver.get(base + "/app/settings")
+    link = wait(driver).until(EC.element_to_be_clickable((By.ID, "to-sibling")))
+    link.click()
+    go = wait(driver).until(EC.visibility_of_element_located((By.ID, "handoff-continue")))
+    wait_text(driver, "#handoff-continue", "Continue as " + name)
+    assert "handoff" not in driver.current_url, "the token stays out of the address and the history"
+    assert token_of(driver) is None, "signed in before the person confirmed"
+    go.click()
+    wait(driver).until(lambda d: token_of(d) is not None and "/app/login" not in d.current_url)
+
+
 def test_the_whole_product_in_a_browser(server, driver):
     inbox, scheduler = server["inbox"], server["scheduler"]
 
@@ -218,8 +232,11 @@ def test_the_whole_product_in_a_browser(server, driver):
     driver.get(inbox + "/app/")
     wait_text(driver, "#items", "https://example.org/a")
 
-    # --- the scheduler: its own account on its own origin -------------------------------
-    register(driver, scheduler, "alice", "scheduler-password")
+    # --- the scheduler: registering on the inbox made the account there too -------------
+    driver.get(scheduler + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, inbox, "alice")
+    assert driver.current_url.startswith(scheduler)
     wait_text(driver, "#zone", "UTC")
 
     # the zone
@@ -325,7 +342,7 @@ def test_the_whole_product_in_a_browser(server, driver):
     wait_text(driver, "#password .error", "the old password is wrong")
     assert "passphrase" not in driver.find_element(By.TAG_NAME, "body").text.lower()
     old_token = token_of(driver)
-    fill(driver, "#old-password", "scheduler-password")
+    fill(driver, "#old-password", "alice-password")
     fill(driver, "#new-password", "new-scheduler-password")
     fill(driver, "#new-password-again", "new-scheduler-password")
     submit(driver, "#password")
@@ -347,7 +364,9 @@ def test_the_whole_product_in_a_browser(server, driver):
 def test_a_failed_delivery_shows_the_reason_and_can_be_retried(server, driver):
     inbox, scheduler = server["inbox"], server["scheduler"]
     register(driver, inbox, "dave", "dave-password")
-    register(driver, scheduler, "dave", "dave-password")
+    driver.get(scheduler + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, inbox, "dave")
     driver.get(scheduler + "/app/triggers")
     wait(driver).until(EC.visibility_of_element_located((By.ID, "local")))
     fill(driver, "#local-username", "dave")
@@ -396,7 +415,9 @@ def test_no_page_breaks_its_content_security_policy(server, driver):
     """Chromium reports every CSP violation in the console: the pages cause none (loaded
     logged in, so every page draws its content)."""
     register(driver, server["inbox"], "carol", "carol-password")
-    register(driver, server["scheduler"], "carol", "carol-password")
+    driver.get(server["scheduler"] + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, server["inbox"], "carol")
     for base, pages in (
         (server["inbox"], ["/", "/app/login", "/app/", "/app/settings"]),
         (server["scheduler"], ["/", "/app/login", "/app/", "/app/triggered", "/app/triggers", "/app/settings"]),
@@ -552,7 +573,9 @@ def test_keys_from_presets_links_and_deletions_that_ask(server, driver):
     assert driver.find_element(By.ID, "key-permissions").is_displayed()
 
     # the scheduler: an item that came due, "Delete all triggered items" asks first
-    register(driver, scheduler, "hank", "hank-password")
+    driver.get(scheduler + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, inbox, "hank")
     token = token_of(driver)
     request = urllib.request.Request(
         scheduler + "/scheduler/item",
@@ -586,6 +609,68 @@ def test_keys_from_presets_links_and_deletions_that_ask(server, driver):
             assert width <= 390, f"{base}: the page is {width} px wide"
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+
+def test_later_moves_an_inbox_item_into_the_scheduler(server, driver):
+    """Issue 19 points 6 and 7: registering on the scheduler's page registers on the inbox
+    too; logging in on the inbox's page logs in to both; "Later…" moves an item into the
+    scheduler and out of the inbox."""
+    inbox, scheduler = server["inbox"], server["scheduler"]
+    register(driver, scheduler, "ivy", "ivy-password")
+    driver.get(inbox + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, scheduler, "ivy")
+    assert driver.current_url.startswith(inbox)
+    # log out, then one login on the inbox's page signs in to both
+    driver.get(inbox + "/app/settings")
+    wait(driver).until(EC.element_to_be_clickable((By.ID, "log-out"))).click()
+    wait(driver).until(EC.url_contains("/app/login"))
+    fill(driver, "#login-username", "ivy")
+    fill(driver, "#login-password", "ivy-password")
+    submit(driver, "#login")
+    wait(driver).until(lambda d: token_of(d) is not None and "/app/login" not in d.current_url)
+    scheduler_token = driver.execute_script("return localStorage.getItem('pigeonhole-sibling-token')")
+    assert api(scheduler, "/account", scheduler_token)["username"] == "ivy"
+
+    capture = wait(driver).until(EC.element_to_be_clickable((By.ID, "capture-text")))
+    capture.send_keys("Renew the car insurance" + Keys.ENTER)
+    capture = driver.find_element(By.ID, "capture-text")
+    capture.send_keys("Book the dentist" + Keys.ENTER)
+    wait_text(driver, "#count", "(2)")
+    row = "//ul[@id='items']/li[contains(., 'Renew the car insurance')]"
+    driver.find_element(By.XPATH, row + "//button[text()='Later…']").click()
+    tomorrow = wait(driver).until(EC.element_to_be_clickable((By.XPATH, row + "//button[text()='Tomorrow']")))
+    assert driver.find_elements(By.XPATH, row + "//button[text()='Next week']")
+    shoot(driver, "inbox-later")
+    tomorrow.click()
+    wait_text(driver, "#count", "(1)")
+    scheduled = api(scheduler, "/scheduler/items", scheduler_token)
+    assert [(i["contents"]["content"], i["contents"]["scheduled-time"]) for i in scheduled] == [
+        ("Renew the car insurance", "09:00:00")
+    ], scheduled
+    day = datetime.fromisoformat(scheduled[0]["contents"]["scheduled-day"]).date()
+    assert day == (datetime.now(ZoneInfo("UTC")) + timedelta(days=1)).date()
+    assert "Renew the car insurance" not in text_of(driver, "#items")
+    # pick a date
+    row = "//ul[@id='items']/li[contains(., 'Book the dentist')]"
+    driver.find_element(By.XPATH, row + "//button[text()='Later…']").click()
+    wait(driver).until(EC.visibility_of_element_located((By.XPATH, row + "//form[@class='later-pick']")))
+    set_value(driver, "#items form.later-pick input[type=date]", "2031-03-04")
+    set_value(driver, "#items form.later-pick input[type=time]", "10:30")
+    driver.find_element(By.CSS_SELECTOR, "#items form.later-pick button[type=submit]").click()
+    wait_text(driver, "#count", "(0)")
+    dentist = [i for i in api(scheduler, "/scheduler/items", scheduler_token) if i["contents"]["content"] == "Book the dentist"]
+    assert [(i["contents"]["scheduled-day"], i["contents"]["scheduled-time"]) for i in dentist] == [("2031-03-04", "10:30:00")]
+    # when the scheduler refuses, the item stays in the inbox
+    driver.execute_script("localStorage.setItem('pigeonhole-sibling-token', 'not-a-token')")
+    driver.refresh()
+    wait(driver).until(EC.element_to_be_clickable((By.ID, "capture-text"))).send_keys("Stays here" + Keys.ENTER)
+    wait_text(driver, "#count", "(1)")
+    row = "//ul[@id='items']/li[contains(., 'Stays here')]"
+    driver.find_element(By.XPATH, row + "//button[text()='Later…']").click()
+    wait_text(driver, "#items .error", "log in again")
+    assert api(inbox, "/inbox/size", token_of(driver)) == 1
 
 
 if __name__ == "__main__":
