@@ -158,8 +158,15 @@ pub async fn start(
         .as_ref()
         .and_then(|l| l.local_addr().ok())
         .map(|a| a.port());
+    let local_scheduler = match (&listeners.scheduler, &mailer) {
+        (Some(l), Some(_)) => l.local_addr().ok().map(|a| a.port()),
+        _ => None,
+    };
     if let Some(listener) = listeners.inbox {
-        let service = Arc::new(inbox::Inbox::new(ctx.clone()));
+        let service = Arc::new(inbox::Inbox {
+            local_scheduler,
+            ..inbox::Inbox::new(ctx.clone())
+        });
         tasks.push(tokio::spawn(http::serve(
             service,
             listener,

@@ -11,7 +11,41 @@ export function token() {
 
 export function setToken(value) {
   if (value) localStorage.setItem(TOKEN, value);
-  else localStorage.removeItem(TOKEN);
+  else {
+    localStorage.removeItem(TOKEN);
+    localStorage.removeItem(SIBLING_TOKEN);
+  }
+}
+
+// the token of the other service of this server (the same person's account there)
+const SIBLING_TOKEN = 'pigeonhole-sibling-token';
+
+export function siblingToken() {
+  return localStorage.getItem(SIBLING_TOKEN);
+}
+
+export function setSiblingToken(value) {
+  if (value) localStorage.setItem(SIBLING_TOKEN, value);
+  else localStorage.removeItem(SIBLING_TOKEN);
+}
+
+/**
+ * The other service of this server as this browser reaches it (same host, its port):
+ * `{service, origin}`, or null when this process runs only one.
+ */
+export async function sibling() {
+  let settings;
+  try {
+    settings = await config();
+  } catch (_) {
+    return null;
+  }
+  const port = settings.service === 'scheduler' ? settings.inbox?.port : settings.scheduler?.port;
+  if (!port) return null;
+  return {
+    service: settings.service === 'scheduler' ? 'inbox' : 'scheduler',
+    origin: location.protocol + '//' + location.hostname + ':' + port,
+  };
 }
 
 /** A failed call: the HTTP status (0 when the server was not reached) and the server's words. */
@@ -56,6 +90,8 @@ export async function call(method, path, body, options = {}) {
       setToken(null);
       toLogin();
     }
+    // one word on the pages: the server's "passphrase" is the person's password
+    message = (message || '').replace(/passphrase/g, 'password');
     throw new ApiError(response.status, message || response.status + ' ' + response.statusText);
   }
   return text ? JSON.parse(text) : null;
@@ -101,13 +137,23 @@ export function el(tag, attributes = {}, ...children) {
 function errorBox(where) {
   let box = where.querySelector(':scope > .error');
   if (!box) {
-    box = el('p', { class: 'error', role: 'alert', hidden: true });
+    box = el('p', { class: 'error', role: 'alert', hidden: true, 'data-box': '' });
     where.append(box);
   }
   return box;
 }
 
+/** Shows `message` in the error box of `where`; every other error on the page goes (the newest replaces the earlier ones). */
 export function showError(where, message) {
+  for (const old of document.querySelectorAll('.error')) {
+    if (old.parentElement !== where) {
+      if (old.dataset.box === undefined) old.remove();
+      else {
+        old.textContent = '';
+        old.hidden = true;
+      }
+    }
+  }
   const box = errorBox(where);
   box.textContent = message;
   box.hidden = !message;
@@ -163,16 +209,185 @@ export function fromBase64(data) {
   return new TextDecoder().decode(bytes);
 }
 
-/** A timestamp in the reader's own way of writing dates, in `zone` when it is given. */
-export function when(timestamp, zone) {
-  const date = new Date(timestamp);
-  const options = { dateStyle: 'medium', timeStyle: 'short' };
+/** The account's zone, or the browser's when the zone is not one the browser knows. */
+function safeZone(zone) {
   try {
-    if (zone) return date.toLocaleString(undefined, { ...options, timeZone: zone });
+    if (zone) new Intl.DateTimeFormat('en-GB', { timeZone: zone });
+    return zone || undefined;
   } catch (_) {
-    // not a zone this browser knows: its own
+    return undefined;
   }
-  return date.toLocaleString(undefined, options);
+}
+
+const DAY_NAMES = ['Sun', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat'];
+const MONTH_NAMES = ['Jan', 'Feb', 'Mar', 'Apr', 'May', 'Jun', 'Jul', 'Aug', 'Sep', 'Oct', 'Nov', 'Dec'];
+
+/** Today's date (YYYY-MM-DD) in `zone` (the browser's without one). */
+export function todayIn(zone) {
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat('en-GB', { timeZone: safeZone(zone), year: 'numeric', month: '2-digit', day: '2-digit' })
+      .formatToParts(new Date())
+      .map((p) => [p.type, p.value]),
+  );
+  return parts.year + '-' + parts.month + '-' + parts.day;
+}
+
+/**
+ * A wall-clock day (YYYY-MM-DD) and optional time (HH:MM[:SS]) the short way a person reads
+ * it, against today in `zone`: "today 14:05", "tomorrow 09:00", "Tue 3 Dec 09:00" (with the
+ * year when it is not this year's).
+ */
+export function shortDay(day, time, zone) {
+  const today = todayIn(zone);
+  const [y, m, d] = day.split('-').map(Number);
+  const date = new Date(Date.UTC(y, m - 1, d));
+  const t = new Date(Date.UTC(...today.split('-').map((v, i) => Number(v) - (i === 1 ? 1 : 0))));
+  const days = Math.round((date - t) / 86400000);
+  let words;
+  if (days === 0) words = 'today';
+  else if (days === 1) words = 'tomorrow';
+  else if (days === -1) words = 'yesterday';
+  else {
+    words = DAY_NAMES[date.getUTCDay()] + ' ' + d + ' ' + MONTH_NAMES[m - 1];
+    if (String(y) !== today.slice(0, 4)) words += ' ' + y;
+  }
+  return time ? words + ' ' + time.slice(0, 5) : words;
+}
+
+/** A timestamp the short way, in `zone` (the browser's without one): "today 14:05". */
+export function when(timestamp, zone) {
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat('en-GB', {
+      timeZone: safeZone(zone),
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      hourCycle: 'h23',
+    })
+      .formatToParts(new Date(timestamp))
+      .map((p) => [p.type, p.value]),
+  );
+  return shortDay(parts.year + '-' + parts.month + '-' + parts.day, parts.hour + ':' + parts.minute, zone);
+}
+
+/** The browser's own time zone (an IANA name), or null. */
+export function browserZone() {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || null;
+  } catch (_) {
+    return null;
+  }
+}
+
+/** Minutes east of UTC of `zone` at `date`, from the browser's zone database. */
+export function offsetOf(zone, date) {
+  const parts = new Intl.DateTimeFormat('en-US', { timeZone: zone, timeZoneName: 'longOffset' }).formatToParts(date);
+  const name = parts.find((p) => p.type === 'timeZoneName')?.value || 'GMT';
+  const m = /GMT([+-])(\d{2}):?(\d{2})?/.exec(name);
+  if (!m) return 0;
+  const minutes = Number(m[2]) * 60 + Number(m[3] || 0);
+  return m[1] === '-' ? -minutes : minutes;
+}
+
+/** Sets the scheduler account's zone to `name` (its offset now, and whether that is summer time). */
+export async function putZone(name) {
+  const now = new Date();
+  let offset = 0;
+  let summer = false;
+  try {
+    offset = offsetOf(name, now);
+    const winter = Math.min(offsetOf(name, new Date(now.getFullYear(), 0, 1)), offsetOf(name, new Date(now.getFullYear(), 6, 1)));
+    summer = offset > winter;
+  } catch (_) {
+    // a name the browser does not know: the server still uses it when it knows it
+  }
+  await call('PUT', '/account/settings', { timezone: { offset, name, summer } });
+}
+
+/**
+ * While the account is on UTC and the browser is elsewhere: a one-click offer of the
+ * browser's zone in `box` (hidden otherwise). `changed` runs after the zone was saved.
+ */
+export function offerZone(box, accountZone, changed) {
+  const mine = browserZone();
+  if (!mine || mine === 'UTC' || mine === 'Etc/UTC' || (accountZone && accountZone !== 'UTC')) {
+    box.hidden = true;
+    box.replaceChildren();
+    return;
+  }
+  const use = el('button', { type: 'button', id: 'use-browser-zone' }, 'Use ' + mine);
+  box.replaceChildren(el('p', {}, 'Times are in UTC. This browser is in ' + mine + '.'), el('div', { class: 'actions' }, use));
+  box.hidden = false;
+  use.addEventListener('click', () =>
+    busy(use, box, async () => {
+      await putZone(mine);
+      box.hidden = true;
+      await changed();
+    }),
+  );
+}
+
+/**
+ * Text with its http and https links made clickable: text nodes and `a` elements made with
+ * the DOM (never HTML), opening in a new tab without the opener or a referrer.
+ */
+export function linkified(text) {
+  const fragment = document.createDocumentFragment();
+  const pattern = /https?:\/\/[^\s<>"']+/gi;
+  let last = 0;
+  for (const match of text.matchAll(pattern)) {
+    let href = match[0].replace(/[.,;:!?)\]]+$/, '');
+    let url = null;
+    try {
+      url = new URL(href);
+    } catch (_) {
+      url = null;
+    }
+    if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) continue;
+    fragment.append(document.createTextNode(text.slice(last, match.index)));
+    fragment.append(el('a', { href: url.href, rel: 'noopener noreferrer', target: '_blank' }, href));
+    last = match.index + href.length;
+  }
+  fragment.append(document.createTextNode(text.slice(last)));
+  return fragment;
+}
+
+/**
+ * A delete button that asks once: the first click shows "Yes, delete" and "Cancel" in its
+ * place; only "Yes, delete" runs `work` (as in `busy`, errors next to `where`).
+ */
+export function deleteButton(label, ariaLabel, where, work) {
+  const ask = el('button', { type: 'button', class: 'secondary', 'aria-label': ariaLabel }, label);
+  const yes = el('button', { type: 'button', class: 'danger confirm-yes' }, 'Yes, delete');
+  const no = el('button', { type: 'button', class: 'secondary confirm-no' }, 'Cancel');
+  const asking = el('span', { class: 'confirm', hidden: true, role: 'group', 'aria-label': 'Really ' + ariaLabel.toLowerCase() + '?' }, el('span', { class: 'confirm-question' }, 'Really delete?'), yes, no);
+  const box = el('span', { class: 'delete-box' }, ask, asking);
+  ask.addEventListener('click', () => {
+    ask.hidden = true;
+    asking.hidden = false;
+    yes.focus();
+  });
+  no.addEventListener('click', () => {
+    asking.hidden = true;
+    ask.hidden = false;
+    ask.focus();
+  });
+  yes.addEventListener('click', () => busy(yes, where, work));
+  return box;
+}
+
+/**
+ * Checks a new password typed twice: at least 8 characters and the same both times (the
+ * server refuses only an empty one). Throws the reason.
+ */
+export function checkNewPassword(password, again) {
+  const length = [...password].length;
+  if (length < 8) {
+    throw new Error('The password needs at least 8 characters (this one has ' + length + ').');
+  }
+  if (password !== again) throw new Error('The two passwords differ: type the same password twice.');
 }
 
 /**
@@ -200,13 +415,15 @@ export async function frame(current) {
     if (href === current) link.setAttribute('aria-current', 'page');
     list.append(el('li', {}, link));
   }
-  if (token()) {
-    const out = el('button', { type: 'button', class: 'link' }, 'Log out');
-    out.addEventListener('click', () => {
-      setToken(null);
-      location.assign('/app/login');
-    });
-    list.append(el('li', {}, out));
+  // the other service of this server: signed in there too when this origin holds its token
+  const other = await sibling();
+  if (other) {
+    let href = other.origin + '/app/';
+    const theirs = siblingToken();
+    if (theirs && token()) {
+      href = other.origin + '/app/login#handoff=' + encodeURIComponent(theirs) + '&back=' + encodeURIComponent(token());
+    }
+    list.append(el('li', {}, el('a', { href, id: 'to-sibling' }, other.service === 'inbox' ? 'Inbox' : 'Scheduler')));
   }
   nav.replaceChildren(list);
 }

@@ -1,13 +1,12 @@
 // The scheduler: add an item for a day and (optional) time, with recurrence (every N days,
 // every N months on a day), edit and delete it; the upcoming items, soonest first, in the
 // account's time zone.
-import { busy, call, contentText, el, frame, onSubmit, recurrenceText, requireLogin } from './api.js';
+import { call, contentText, deleteButton, el, frame, linkified, offerZone, onSubmit, recurrenceText, requireLogin, shortDay, showError } from './api.js';
 
 let editing = null;
 
-function dueText(contents) {
-  const time = contents['scheduled-time'];
-  return contents['scheduled-day'] + (time ? ' ' + time.slice(0, 5) : '');
+function dueText(contents, zone) {
+  return shortDay(contents['scheduled-day'], contents['scheduled-time'], zone);
 }
 
 function showRepeatFields() {
@@ -68,7 +67,9 @@ async function refresh() {
     call('GET', '/scheduler/items?filter=onlyuntriggered'),
     call('GET', '/account/settings'),
   ]);
-  document.getElementById('zone').textContent = '(times in ' + settings.timezone.name + ')';
+  const zone = settings.timezone.name;
+  document.getElementById('zone').textContent = '(times in ' + zone + ')';
+  offerZone(document.getElementById('zone-offer'), zone, refresh);
   items.sort((a, b) => {
     const key = (i) => i.contents['scheduled-day'] + 'T' + (i.contents['scheduled-time'] || '00:00:00');
     return key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0;
@@ -78,23 +79,19 @@ async function refresh() {
     ...items.map((item) => {
       const text = contentText(item.contents.content);
       const edit = el('button', { type: 'button', class: 'secondary', 'aria-label': 'Edit “' + text + '”' }, 'Edit');
-      const del = el('button', { type: 'button', class: 'secondary', 'aria-label': 'Delete “' + text + '”' }, 'Delete');
+      const row = el('li', {});
+      const del = deleteButton('Delete', 'Delete “' + text + '”', row, async () => {
+        await call('DELETE', '/scheduler/item/delete/' + item.id);
+        if (editing === item.id) stopEditing();
+        await refresh();
+      });
       const repeat = recurrenceText(item.contents.recurrence);
-      const row = el(
-        'li',
-        {},
-        el('div', { class: 'text' }, text, el('span', { class: 'meta' }, dueText(item.contents) + (repeat ? ' · ' + repeat : ''))),
+      row.append(
+        el('div', { class: 'text' }, linkified(text), el('span', { class: 'meta' }, dueText(item.contents, zone) + (repeat ? ' · ' + repeat : ''))),
         edit,
         del,
       );
       edit.addEventListener('click', () => startEditing(item));
-      del.addEventListener('click', () =>
-        busy(del, row, async () => {
-          await call('DELETE', '/scheduler/item/delete/' + item.id);
-          if (editing === item.id) stopEditing();
-          await refresh();
-        }),
-      );
       return row;
     }),
   );
@@ -118,7 +115,7 @@ async function start() {
   try {
     await refresh();
   } catch (e) {
-    document.getElementById('items').replaceChildren(el('li', { class: 'error', role: 'alert' }, e.message));
+    showError(document.querySelector('main'), e.message);
   }
 }
 

@@ -1,18 +1,22 @@
 // Settings of either service: the scheduler's time zone (IANA names), access keys (create
 // with permissions, the secret shown once, delete), the password, deleting the account.
-import { busy, call, config, el, frame, onSubmit, requireLogin, setToken, showError, when } from './api.js';
+import {
+  call,
+  checkNewPassword,
+  config,
+  deleteButton,
+  el,
+  frame,
+  offerZone,
+  onSubmit,
+  putZone,
+  requireLogin,
+  setToken,
+  showError,
+  when,
+} from './api.js';
 
 let service = 'inbox';
-
-/** Minutes east of UTC of `zone` at `date`, from the browser's zone database. */
-function offsetOf(zone, date) {
-  const parts = new Intl.DateTimeFormat('en-US', { timeZone: zone, timeZoneName: 'longOffset' }).formatToParts(date);
-  const name = parts.find((p) => p.type === 'timeZoneName')?.value || 'GMT';
-  const m = /GMT([+-])(\d{2}):?(\d{2})?/.exec(name);
-  if (!m) return 0;
-  const minutes = Number(m[2]) * 60 + Number(m[3] || 0);
-  return m[1] === '-' ? -minutes : minutes;
-}
 
 async function loadZone() {
   const section = document.getElementById('zone-section');
@@ -34,21 +38,11 @@ async function loadZone() {
   const abs = Math.abs(minutes);
   document.getElementById('zone-current').textContent =
     'Now: ' + current.name + ' (UTC' + sign + String(Math.floor(abs / 60)).padStart(2, '0') + ':' + String(abs % 60).padStart(2, '0') + ')';
+  offerZone(document.getElementById('zone-offer'), current.name, loadZone);
   if (!select.dataset.ready) {
     select.dataset.ready = '1';
     onSubmit(document.getElementById('zone'), async (data) => {
-      const name = data.get('zone');
-      const now = new Date();
-      let offset = 0;
-      let summer = false;
-      try {
-        offset = offsetOf(name, now);
-        const winter = Math.min(offsetOf(name, new Date(now.getFullYear(), 0, 1)), offsetOf(name, new Date(now.getFullYear(), 6, 1)));
-        summer = offset > winter;
-      } catch (_) {
-        // a name the browser does not know: the server still uses it when it knows it
-      }
-      await call('PUT', '/account/settings', { timezone: { offset, name, summer } });
+      await putZone(data.get('zone'));
       await loadZone();
     });
   }
@@ -59,10 +53,13 @@ async function loadKeys() {
   const list = document.getElementById('keys');
   list.replaceChildren(
     ...keys.map((key) => {
-      const del = el('button', { type: 'button', class: 'secondary', 'aria-label': 'Delete access key ' + key.name }, 'Delete');
-      const row = el(
-        'li',
-        {},
+      const row = el('li', {});
+      const del = deleteButton('Delete', 'Delete access key ' + key.name, row, async () => {
+        await call('DELETE', '/access-key/' + key.uuid);
+        document.getElementById('new-key').hidden = true;
+        await loadKeys();
+      });
+      row.append(
         el(
           'div',
           { class: 'text' },
@@ -71,30 +68,63 @@ async function loadKeys() {
         ),
         del,
       );
-      del.addEventListener('click', () =>
-        busy(del, row, async () => {
-          await call('DELETE', '/access-key/' + key.uuid);
-          document.getElementById('new-key').hidden = true;
-          await loadKeys();
-        }),
-      );
       return row;
     }),
   );
   if (keys.length === 0) list.replaceChildren(el('li', { class: 'muted' }, 'No access keys.'));
 }
 
+let permissions = [];
+
+/** The permissions of a preset: capture only, read only, everything (custom: the boxes). */
+function presetPermissions(preset) {
+  const adding = service === 'inbox' ? 'PermitAdd' : 'PermitAddItem';
+  if (preset === 'capture') return permissions.filter((p) => p === adding);
+  if (preset === 'read') return permissions.filter((p) => /^Permit(Get|Show|Size)/.test(p));
+  if (preset === 'everything') return [...permissions];
+  return [...document.querySelectorAll('#key-permissions input:checked')].map((i) => i.value);
+}
+
+/** The boxes follow the preset; they are shown (to change) only for "Custom…". */
+function showPreset() {
+  const preset = document.getElementById('key-preset').value;
+  const box = document.getElementById('key-permissions');
+  box.hidden = preset !== 'custom';
+  if (preset !== 'custom') {
+    const chosen = presetPermissions(preset);
+    for (const input of box.querySelectorAll('input')) input.checked = chosen.includes(input.value);
+  }
+}
+
 async function loadPermissions() {
-  const permissions = await call('GET', '/permissions');
+  permissions = await call('GET', '/permissions');
   const box = document.getElementById('key-permissions');
   const legend = box.querySelector('legend');
-  const adding = service === 'inbox' ? 'PermitAdd' : 'PermitAddItem';
   box.replaceChildren(
     legend,
-    ...permissions.map((p) =>
-      el('label', { class: 'check' }, el('input', { type: 'checkbox', name: 'permission', value: p, checked: p === adding }), p),
-    ),
+    ...permissions.map((p) => el('label', { class: 'check' }, el('input', { type: 'checkbox', name: 'permission', value: p }), p)),
   );
+  showPreset();
+}
+
+async function copySecret() {
+  const secret = document.getElementById('new-key-secret').textContent;
+  const done = document.getElementById('copy-done');
+  try {
+    await navigator.clipboard.writeText(secret);
+  } catch (_) {
+    // no clipboard API (plain HTTP on another host): copy the selection
+    const range = document.createRange();
+    range.selectNodeContents(document.getElementById('new-key-secret'));
+    const selection = getSelection();
+    selection.removeAllRanges();
+    selection.addRange(range);
+    if (!document.execCommand('copy')) {
+      done.textContent = 'Selected: copy it with the keyboard or the menu.';
+      return;
+    }
+  }
+  done.textContent = 'Copied.';
 }
 
 async function start() {
@@ -109,12 +139,20 @@ async function start() {
   if (service === 'scheduler') tasks.push(loadZone());
   await Promise.all(tasks).catch((e) => showError(section, e.message));
 
+  document.getElementById('log-out').addEventListener('click', () => {
+    setToken(null);
+    location.assign('/app/login');
+  });
+  document.getElementById('key-preset').addEventListener('change', showPreset);
+  document.getElementById('copy-key').addEventListener('click', copySecret);
   onSubmit(document.getElementById('add-key'), async (data, form) => {
+    document.getElementById('new-key').hidden = true;
     const answer = await call('POST', '/access-key', {
       addAccessKeyName: data.get('name'),
-      addAccessKeyPermissions: data.getAll('permission'),
+      addAccessKeyPermissions: presetPermissions(data.get('preset')),
     });
     document.getElementById('new-key-secret').textContent = answer.accessKeyCreatedKey;
+    document.getElementById('copy-done').textContent = '';
     document.getElementById('new-key').hidden = false;
     form.reset();
     await loadPermissions();
@@ -122,6 +160,8 @@ async function start() {
   });
 
   onSubmit(document.getElementById('password'), async (data, form) => {
+    document.getElementById('password-done').textContent = '';
+    checkNewPassword(data.get('new'), data.get('again'));
     const path = service === 'scheduler' ? '/' : '/account';
     await call('POST', path, { 'old-passphrase': data.get('old'), 'new-passphrase': data.get('new') });
     // the change revokes this token too: log in again with the new password

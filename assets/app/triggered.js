@@ -1,6 +1,6 @@
 // Triggered items: when each came due, what each delivery did (in the server's words), a
 // retry button for failed deliveries, delete one or all.
-import { busy, call, contentText, el, frame, recurrenceText, requireLogin, when } from './api.js';
+import { busy, call, contentText, deleteButton, el, frame, linkified, recurrenceText, requireLogin, showError, when } from './api.js';
 
 function triggerName(triggers, id) {
   const t = triggers.find((x) => x.uuid === id);
@@ -48,20 +48,22 @@ async function refresh() {
       const failed = outcomes.some(([ok]) => !ok);
       const repeat = recurrenceText(item.contents.recurrence);
       const retry = failed ? el('button', { type: 'button', 'aria-label': 'Retry “' + text + '”' }, 'Retry') : null;
-      const del = el('button', { type: 'button', class: 'secondary', 'aria-label': 'Delete “' + text + '”' }, 'Delete');
+      const row = el('li', {});
+      const del = deleteButton('Delete', 'Delete “' + text + '”', row, async () => {
+        await call('DELETE', '/scheduler/item/delete/' + item.id);
+        await refresh();
+      });
       const results = el(
         'ul',
         { class: 'meta' },
         ...outcomes.map(([ok, words]) => el('li', { class: ok ? 'outcome-ok' : 'outcome-failed' }, words)),
       );
       if (outcomes.length === 0) results.append(el('li', { class: 'muted' }, 'No delivery finished yet.'));
-      const row = el(
-        'li',
-        {},
+      row.append(
         el(
           'div',
           { class: 'text' },
-          text,
+          linkified(text),
           el('span', { class: 'meta' }, 'Came due ' + when(item.triggered.triggeredInfoTriggered, zone) + (repeat ? ' · ' + repeat : '')),
           results,
         ),
@@ -71,12 +73,6 @@ async function refresh() {
       retry?.addEventListener('click', () =>
         busy(retry, row, async () => {
           await call('POST', '/scheduler/item/retry', [item.id]);
-          await refresh();
-        }),
-      );
-      del.addEventListener('click', () =>
-        busy(del, row, async () => {
-          await call('DELETE', '/scheduler/item/delete/' + item.id);
           await refresh();
         }),
       );
@@ -91,16 +87,18 @@ async function start() {
   if (!requireLogin()) return;
   frame('/app/triggered');
   const all = document.getElementById('delete-all');
-  all.addEventListener('click', () =>
-    busy(all, all.parentElement, async () => {
+  const box = all.parentElement;
+  all.replaceWith(
+    deleteButton('Delete all triggered items', 'Delete all triggered items', box, async () => {
       await call('POST', '/scheduler/item/delete-triggereds');
       await refresh();
     }),
   );
+  box.querySelector('button').id = 'delete-all';
   try {
     await refresh();
   } catch (e) {
-    document.getElementById('items').replaceChildren(el('li', { class: 'error', role: 'alert' }, e.message));
+    showError(document.querySelector('main'), e.message);
   }
   setInterval(() => {
     if (document.visibilityState === 'visible') refresh().catch(() => {});

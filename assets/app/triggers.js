@@ -2,22 +2,28 @@
 // e-mail, delete), add an inbox or an e-mail trigger, and — when this server also runs the
 // inbox — one form that logs in to that inbox, makes it an access key that may only add
 // items, and adds the trigger with it.
-import { busy, call, config, el, frame, onSubmit, requireLogin } from './api.js';
+import { busy, call, config, deleteButton, el, frame, onSubmit, requireLogin, showError } from './api.js';
 
 function row(trigger) {
   const value = trigger.info.typedTriggerInfoValue;
-  const del = el('button', { type: 'button', class: 'secondary' }, 'Delete');
   const li = el('li', {});
+  const label = trigger.info.typedTriggerInfoType === 'email'
+    ? 'Delete the e-mail trigger ' + value.emailTriggerInfoEmailAddress
+    : 'Delete the inbox trigger ' + value.inboxTriggerInfoUrl;
+  const del = deleteButton('Delete', label, li, async () => {
+    await call('DELETE', '/trigger/delete/' + trigger.uuid);
+    await refresh();
+  });
   if (trigger.info.typedTriggerInfoType === 'email') {
     const address = value.emailTriggerInfoEmailAddress;
     const verified = value.emailTriggerInfoVerified;
-    del.setAttribute('aria-label', 'Delete the e-mail trigger ' + address);
     li.append(el('div', { class: 'text' }, 'E-mail to ' + address, el('span', { class: 'meta' }, verified ? 'Verified' : 'Not verified yet')));
     if (!verified) {
       const resend = el('button', { type: 'button', class: 'secondary', 'aria-label': 'Resend the verification e-mail to ' + address }, 'Resend e-mail');
       resend.addEventListener('click', () =>
         busy(resend, li, async () => {
           await call('POST', '/trigger/email/resend/' + trigger.uuid);
+          li.querySelector(':scope > .notice')?.remove();
           li.append(el('p', { class: 'notice', role: 'status' }, 'A new verification e-mail is on its way.'));
         }),
       );
@@ -38,20 +44,25 @@ function row(trigger) {
     }
   } else {
     const url = value.inboxTriggerInfoUrl;
-    del.setAttribute('aria-label', 'Delete the inbox trigger ' + url);
     li.append(el('div', { class: 'text' }, 'Inbox at ' + url), del);
   }
-  del.addEventListener('click', () =>
-    busy(del, li, async () => {
-      await call('DELETE', '/trigger/delete/' + trigger.uuid);
-      await refresh();
-    }),
-  );
   return li;
+}
+
+let localInbox = null;
+
+/** Whether a trigger already delivers into the inbox of this server. */
+function deliversLocally(triggers) {
+  return (
+    localInbox !== null &&
+    triggers.some((t) => t.info.typedTriggerInfoType !== 'email' && t.info.typedTriggerInfoValue.inboxTriggerInfoUrl === localInbox)
+  );
 }
 
 async function refresh() {
   const triggers = await call('GET', '/trigger');
+  // the one-form local inbox is offered only while no trigger delivers there
+  document.getElementById('local-section').hidden = localInbox === null || deliversLocally(triggers);
   const list = document.getElementById('triggers');
   list.replaceChildren(...triggers.map(row));
   if (triggers.length === 0) list.replaceChildren(el('li', { class: 'muted' }, 'No triggers yet: due items are only kept on the Triggered page.'));
@@ -73,10 +84,15 @@ async function start() {
   frame('/app/triggers');
   const settings = await config();
   if (settings.inbox) {
-    document.getElementById('local-section').hidden = false;
+    localInbox = settings.inbox.url;
     // the inbox as this browser reaches it: same host, the inbox's port
     const inboxOrigin = location.protocol + '//' + location.hostname + ':' + settings.inbox.port;
     onSubmit(document.getElementById('local'), async (data, form) => {
+      // never a second trigger into the same inbox (another tab may have added one)
+      if (deliversLocally(await call('GET', '/trigger'))) {
+        await refresh();
+        return;
+      }
       const username = data.get('username');
       const login = await call('POST', '/app/token', { username, password: data.get('password') }, { base: inboxOrigin });
       const key = await call(
@@ -101,7 +117,7 @@ async function start() {
   try {
     await refresh();
   } catch (e) {
-    document.getElementById('triggers').replaceChildren(el('li', { class: 'error', role: 'alert' }, e.message));
+    showError(document.querySelector('main'), e.message);
   }
 }
 

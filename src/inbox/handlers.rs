@@ -39,10 +39,22 @@ impl Inbox {
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
-            Route::App(name) => return app::serve(&request, &[super::APP, app::COMMON], &name, &[]),
+            Route::App(name) => {
+                // the inbox page ("Later…") and the login page may call the scheduler of this
+                // server (docs/web.md)
+                let scheduler = self.local_scheduler.map(|port| app::sibling_origins(&request, port));
+                let connect = match name.as_str() {
+                    "" | "login" => scheduler.unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                return app::serve(&request, &[super::APP, app::COMMON], &name, &connect);
+            }
             Route::AppConfig => {
                 let registration = self.ctx.settings.registration_open;
-                return Ok(app::config(&json!({"service": "inbox", "registration": registration})));
+                let scheduler = self.local_scheduler.map(|port| json!({ "port": port }));
+                return Ok(app::config(
+                    &json!({"service": "inbox", "registration": registration, "scheduler": scheduler}),
+                ));
             }
             Route::AppToken => return self.flows.login_for_page(accounts, &request).await,
             _ => {}

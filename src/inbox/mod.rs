@@ -31,6 +31,9 @@ pub static APP: &[app::Asset] = &[
 pub struct Inbox {
     pub ctx: Arc<Context>,
     pub flows: AccountFlows,
+    /// The port of the scheduler service of this process, if it runs one (the web pages
+    /// sign in to both and move items into it: docs/web.md).
+    pub local_scheduler: Option<u16>,
 }
 
 impl Inbox {
@@ -42,7 +45,11 @@ impl Inbox {
             ctx.decoy.clone(),
         )
         .with_metrics(ctx.metrics.clone());
-        Inbox { ctx, flows }
+        Inbox {
+            ctx,
+            flows,
+            local_scheduler: None,
+        }
     }
 }
 

@@ -102,6 +102,17 @@ def verification_key(outbox, count):
     return WebDriverWait(None, WAIT, poll_frequency=0.1).until(written)
 
 
+def confirm_delete(driver, button_css=None, button=None):
+    """Deletes with the page's confirm step: the first click only asks (checked), "Yes,
+    delete" does it."""
+    button = button or driver.find_element(By.CSS_SELECTOR, button_css)
+    box = button.find_element(By.XPATH, "./ancestor::span[contains(@class, 'delete-box')][1]")
+    button.click()
+    yes = box.find_element(By.CSS_SELECTOR, ".confirm-yes")
+    wait(driver).until(EC.visibility_of(yes))
+    yes.click()
+
+
 def register(driver, base, name, password):
     """Registers on the service at `base` from its inbox or scheduler page (logged out)."""
     driver.get(base + "/app/login")
@@ -111,7 +122,22 @@ def register(driver, base, name, password):
     wait(driver).until(EC.visibility_of_element_located((By.ID, "register")))
     fill(driver, "#register-username", name)
     fill(driver, "#register-password", password)
+    fill(driver, "#register-password-again", password)
     submit(driver, "#register")
+    wait(driver).until(lambda d: token_of(d) is not None and "/app/login" not in d.current_url)
+
+
+def follow_to_sibling(driver, base, name):
+    """One sign-in: from a page of `base` (signed in), the navigation's link to the other
+    service of the server, then "Continue as <name>" there; nothing is kept before the click."""
+    driver.get(base + "/app/settings")
+    link = wait(driver).until(EC.element_to_be_clickable((By.ID, "to-sibling")))
+    link.click()
+    go = wait(driver).until(EC.visibility_of_element_located((By.ID, "handoff-continue")))
+    wait_text(driver, "#handoff-continue", "Continue as " + name)
+    assert "handoff" not in driver.current_url, "the token stays out of the address and the history"
+    assert token_of(driver) is None, "signed in before the person confirmed"
+    go.click()
     wait(driver).until(lambda d: token_of(d) is not None and "/app/login" not in d.current_url)
 
 
@@ -156,8 +182,15 @@ def test_the_whole_product_in_a_browser(server, driver):
     wait_text(driver, "#count", "(2)")
     wait_text(driver, "#current-item", "Call the plumber")
     assert hostile not in text_of(driver, "#items")
-    # delete from the list
-    driver.find_element(By.XPATH, "//ul[@id='items']/li[contains(., 'Call the plumber')]//button").click()
+    # delete from the list: the first click asks, Cancel keeps the item, "Yes, delete" deletes
+    plumber = "//ul[@id='items']/li[contains(., 'Call the plumber')]"
+    driver.find_element(By.XPATH, plumber + "//button[text()='Delete']").click()
+    wait(driver).until(EC.visibility_of_element_located((By.XPATH, plumber + "//button[text()='Yes, delete']")))
+    assert api(inbox, "/inbox/size", token_of(driver)) == 2, "the first click deleted without asking"
+    driver.find_element(By.XPATH, plumber + "//button[text()='Cancel']").click()
+    wait(driver).until(EC.visibility_of_element_located((By.XPATH, plumber + "//button[text()='Delete']")))
+    assert api(inbox, "/inbox/size", token_of(driver)) == 2
+    confirm_delete(driver, button=driver.find_element(By.XPATH, plumber + "//button[text()='Delete']"))
     wait_text(driver, "#count", "(1)")
     assert "Buy milk" in text_of(driver, "#items")
 
@@ -173,7 +206,7 @@ def test_the_whole_product_in_a_browser(server, driver):
     wait_text(driver, "#keys", "phone")
     assert "PermitAdd" in text_of(driver, "#keys")
     shoot(driver, "inbox-settings")
-    driver.find_element(By.CSS_SELECTOR, "#keys button[aria-label='Delete access key phone']").click()
+    confirm_delete(driver, "#keys button[aria-label='Delete access key phone']")
     wait_text(driver, "#keys", "No access keys.")
     assert not driver.find_element(By.ID, "new-key").is_displayed()
 
@@ -199,8 +232,11 @@ def test_the_whole_product_in_a_browser(server, driver):
     driver.get(inbox + "/app/")
     wait_text(driver, "#items", "https://example.org/a")
 
-    # --- the scheduler: its own account on its own origin -------------------------------
-    register(driver, scheduler, "alice", "scheduler-password")
+    # --- the scheduler: registering on the inbox made the account there too -------------
+    driver.get(scheduler + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, inbox, "alice")
+    assert driver.current_url.startswith(scheduler)
     wait_text(driver, "#zone", "UTC")
 
     # the zone
@@ -221,6 +257,13 @@ def test_the_whole_product_in_a_browser(server, driver):
     submit(driver, "#local")
     inbox_url = server["inbox_delivery_url"]
     wait_text(driver, "#triggers", "Inbox at " + inbox_url)
+    # once that trigger exists the one-form offer is gone, also after a reload
+    wait(driver).until(EC.invisibility_of_element_located((By.ID, "local")))
+    driver.refresh()
+    wait_text(driver, "#triggers", "Inbox at " + inbox_url)
+    assert not driver.find_element(By.ID, "local-section").is_displayed()
+    inbox_triggers = [t for t in api(scheduler, "/trigger", token_of(driver)) if t["info"]["typedTriggerInfoType"] != "email"]
+    assert len(inbox_triggers) == 1
 
     # an e-mail trigger: verified with the key of its e-mail, after a resend (which makes
     # the first key stop working)
@@ -259,6 +302,10 @@ def test_the_whole_product_in_a_browser(server, driver):
     submit(driver, "#item")
     wait_text(driver, "#items", "Every month on day 1")
     # edit it
+    # times the short way, in the account's zone
+    assert "today " + soon.strftime("%H:%M") in text_of(driver, "#items")
+    year = "" if later.year == soon.year else f" {later.year}"
+    assert later.strftime("%a ") + str(later.day) + later.strftime(" %b") + year + " 08:30" in text_of(driver, "#items")
     driver.find_element(By.CSS_SELECTOR, "#items button[aria-label='Edit “Pay the rent”']").click()
     fill(driver, "#item-content", "Pay the rent and the bills")
     submit(driver, "#item")
@@ -282,18 +329,22 @@ def test_the_whole_product_in_a_browser(server, driver):
     submit(driver, "#add-key")
     wait(driver).until(EC.visibility_of_element_located((By.ID, "new-key")))
     assert re.fullmatch(r"[0-9a-f]{32}", text_of(driver, "#new-key-secret"))
-    driver.find_element(By.CSS_SELECTOR, "#keys button[aria-label='Delete access key calendar']").click()
+    confirm_delete(driver, "#keys button[aria-label='Delete access key calendar']")
     wait_text(driver, "#keys", "No access keys.")
 
     # a wrong current password is refused in the server's words; the right one changes it
     # and the page stays logged in (with a new token: the change revoked the old one)
     fill(driver, "#old-password", "not-it")
     fill(driver, "#new-password", "new-scheduler-password")
+    fill(driver, "#new-password-again", "new-scheduler-password")
     submit(driver, "#password")
-    wait_text(driver, "#password .error", "the old passphrase is wrong")
+    # one word on the pages: "password", also for the server's "passphrase"
+    wait_text(driver, "#password .error", "the old password is wrong")
+    assert "passphrase" not in driver.find_element(By.TAG_NAME, "body").text.lower()
     old_token = token_of(driver)
-    fill(driver, "#old-password", "scheduler-password")
+    fill(driver, "#old-password", "alice-password")
     fill(driver, "#new-password", "new-scheduler-password")
+    fill(driver, "#new-password-again", "new-scheduler-password")
     submit(driver, "#password")
     wait_text(driver, "#password-done", "The password was changed.")
     assert token_of(driver) != old_token
@@ -313,7 +364,9 @@ def test_the_whole_product_in_a_browser(server, driver):
 def test_a_failed_delivery_shows_the_reason_and_can_be_retried(server, driver):
     inbox, scheduler = server["inbox"], server["scheduler"]
     register(driver, inbox, "dave", "dave-password")
-    register(driver, scheduler, "dave", "dave-password")
+    driver.get(scheduler + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, inbox, "dave")
     driver.get(scheduler + "/app/triggers")
     wait(driver).until(EC.visibility_of_element_located((By.ID, "local")))
     fill(driver, "#local-username", "dave")
@@ -323,7 +376,7 @@ def test_a_failed_delivery_shows_the_reason_and_can_be_retried(server, driver):
     # the inbox key the trigger delivers with is deleted on the inbox's settings page
     driver.get(inbox + "/app/settings")
     wait_text(driver, "#keys", "scheduler deliveries")
-    driver.find_element(By.CSS_SELECTOR, "#keys button[aria-label='Delete access key scheduler deliveries']").click()
+    confirm_delete(driver, "#keys button[aria-label='Delete access key scheduler deliveries']")
     wait_text(driver, "#keys", "No access keys.")
     # an item due now fails to be delivered, with the reason
     driver.get(scheduler + "/app/")
@@ -362,7 +415,9 @@ def test_no_page_breaks_its_content_security_policy(server, driver):
     """Chromium reports every CSP violation in the console: the pages cause none (loaded
     logged in, so every page draws its content)."""
     register(driver, server["inbox"], "carol", "carol-password")
-    register(driver, server["scheduler"], "carol", "carol-password")
+    driver.get(server["scheduler"] + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, server["inbox"], "carol")
     for base, pages in (
         (server["inbox"], ["/", "/app/login", "/app/", "/app/settings"]),
         (server["scheduler"], ["/", "/app/login", "/app/", "/app/triggered", "/app/triggers", "/app/settings"]),
@@ -383,6 +438,239 @@ def test_no_page_breaks_its_content_security_policy(server, driver):
                 if "Content Security Policy" in entry["message"] or "Refused to" in entry["message"]
             ]
             assert problems == [], f"{base}{page}: {problems}"
+
+
+def visible_errors(driver):
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".error") if e.is_displayed() and e.text]
+
+
+def test_new_passwords_are_typed_twice_and_long_enough(server, driver):
+    """Issue 19 point 1: registration and the password change refuse fewer than 8
+    characters and two different passwords, saying why, and nothing reaches the server."""
+    inbox = server["inbox"]
+    driver.get(inbox + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    driver.get(inbox + "/app/login")
+    wait(driver).until(EC.visibility_of_element_located((By.ID, "register")))
+    # a failed login first: its error goes when a newer one comes (errors replace earlier ones)
+    fill(driver, "#login-username", "frank")
+    fill(driver, "#login-password", "whatever")
+    submit(driver, "#login")
+    wait_text(driver, "#login .error", "wrong username or password")
+    fill(driver, "#register-username", "frank")
+    fill(driver, "#register-password", "short")
+    fill(driver, "#register-password-again", "short")
+    submit(driver, "#register")
+    wait_text(driver, "#register .error", "at least 8 characters (this one has 5)")
+    assert visible_errors(driver) == [text_of(driver, "#register .error")], visible_errors(driver)
+    fill(driver, "#register-password", "frank-password")
+    fill(driver, "#register-password-again", "frank-passw0rd")
+    submit(driver, "#register")
+    wait_text(driver, "#register .error", "The two passwords differ")
+    assert len(visible_errors(driver)) == 1
+    assert token_of(driver) is None
+    # nothing was registered: the name is still free
+    fill(driver, "#login-username", "frank")
+    fill(driver, "#login-password", "short")
+    submit(driver, "#login")
+    wait_text(driver, "#login .error", "wrong username or password")
+    register(driver, inbox, "frank", "frank-password")
+    # the password change: the same checks, the old password keeps working
+    driver.get(inbox + "/app/settings")
+    wait(driver).until(EC.element_to_be_clickable((By.ID, "old-password")))
+    fill(driver, "#old-password", "frank-password")
+    fill(driver, "#new-password", "1234567")
+    fill(driver, "#new-password-again", "1234567")
+    submit(driver, "#password")
+    wait_text(driver, "#password .error", "at least 8 characters (this one has 7)")
+    fill(driver, "#new-password", "frank-password-2")
+    fill(driver, "#new-password-again", "frank-password-3")
+    submit(driver, "#password")
+    wait_text(driver, "#password .error", "The two passwords differ")
+    assert text_of(driver, "#password-done") == ""
+    request = urllib.request.Request(
+        inbox + "/app/token",
+        data=json.dumps({"username": "frank", "password": "frank-password"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 200
+    shoot(driver, "inbox-settings-password")
+
+
+def test_the_scheduler_offers_the_browsers_zone(server, driver):
+    """Issue 19 point 2: while the account is on UTC the pages offer the browser's zone in
+    one click; times read short, in the account's zone."""
+    scheduler = server["scheduler"]
+    driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Zurich"})
+    try:
+        register(driver, scheduler, "gina", "gina-password")
+        wait_text(driver, "#zone", "UTC")
+        wait_text(driver, "#zone-offer", "This browser is in Europe/Zurich")
+        shoot(driver, "scheduler-zone-offer")
+        driver.get(scheduler + "/app/settings")
+        wait_text(driver, "#zone-offer", "Use Europe/Zurich")
+        driver.find_element(By.ID, "use-browser-zone").click()
+        wait_text(driver, "#zone-current", "Europe/Zurich")
+        assert not driver.find_element(By.ID, "zone-offer").is_displayed()
+        zone = api(scheduler, "/account/settings", token_of(driver))["timezone"]
+        assert zone["name"] == "Europe/Zurich" and zone["offset"] in (60, 120), zone
+        driver.get(scheduler + "/app/")
+        wait_text(driver, "#zone", "Europe/Zurich")
+        assert not driver.find_element(By.ID, "zone-offer").is_displayed()
+        today = datetime.now(ZoneInfo("Europe/Zurich"))
+        fill(driver, "#item-content", "Call the bank")
+        set_value(driver, "#item-day", today.strftime("%Y-%m-%d"))
+        set_value(driver, "#item-time", "23:59:00")
+        submit(driver, "#item")
+        wait_text(driver, "#items", "today 23:59")
+        fill(driver, "#item-content", "Far away")
+        set_value(driver, "#item-day", "2030-12-03")
+        set_value(driver, "#item-time", "09:00:00")
+        submit(driver, "#item")
+        wait_text(driver, "#items", "Tue 3 Dec 2030 09:00")
+    finally:
+        driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+def test_keys_from_presets_links_and_deletions_that_ask(server, driver):
+    """Issue 19 point 7: access keys from presets with a copy button; links in notes
+    clickable (http and https only, no opener, no referrer); deleting all triggered items
+    asks first; the navigation fits one line on a 390 px phone."""
+    inbox, scheduler = server["inbox"], server["scheduler"]
+    register(driver, inbox, "hank", "hank-password")
+    note = "see https://example.org/a?b=1, javascript:alert(1) and ftp://x.test <b>bold</b>"
+    wait(driver).until(EC.element_to_be_clickable((By.ID, "capture-text"))).send_keys(note + Keys.ENTER)
+    wait_text(driver, "#items", "<b>bold</b>")
+    links = driver.find_elements(By.CSS_SELECTOR, "#items a")
+    assert [(a.get_attribute("href"), a.get_attribute("rel")) for a in links] == [
+        ("https://example.org/a?b=1", "noopener noreferrer")
+    ]
+    assert driver.find_elements(By.CSS_SELECTOR, "#items b, #current-item b") == []
+    assert "https://example.org/a?b=1" in [a.get_attribute("href") for a in driver.find_elements(By.CSS_SELECTOR, "#current-item a")]
+
+    driver.get(inbox + "/app/settings")
+    wait(driver).until(EC.presence_of_element_located((By.CSS_SELECTOR, "input[value=PermitAdd]")))
+    assert not driver.find_element(By.ID, "key-permissions").is_displayed(), "raw checkboxes only for Custom"
+    fill(driver, "#key-name", "reader")
+    Select(driver.find_element(By.ID, "key-preset")).select_by_value("read")
+    submit(driver, "#add-key")
+    wait(driver).until(EC.visibility_of_element_located((By.ID, "new-key")))
+    wait_text(driver, "#keys", "reader")
+    keys = api(inbox, "/access-key", token_of(driver))
+    reader = [k for k in keys if k["name"] == "reader"][0]["permissions"]
+    assert "PermitShow" in reader and "PermitAdd" not in reader and "PermitSync" not in reader, reader
+    driver.find_element(By.ID, "copy-key").click()
+    wait_text(driver, "#copy-done", "Copied")
+    shoot(driver, "inbox-settings-keys")
+    fill(driver, "#key-name", "all of it")
+    Select(driver.find_element(By.ID, "key-preset")).select_by_value("everything")
+    submit(driver, "#add-key")
+    wait_text(driver, "#keys", "all of it")
+    everything = [k for k in api(inbox, "/access-key", token_of(driver)) if k["name"] == "all of it"][0]
+    assert sorted(everything["permissions"]) == sorted(api(inbox, "/permissions", token_of(driver)))
+    Select(driver.find_element(By.ID, "key-preset")).select_by_value("custom")
+    assert driver.find_element(By.ID, "key-permissions").is_displayed()
+
+    # the scheduler: an item that came due, "Delete all triggered items" asks first
+    driver.get(scheduler + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, inbox, "hank")
+    token = token_of(driver)
+    request = urllib.request.Request(
+        scheduler + "/scheduler/item",
+        data=json.dumps({"content": "Due already", "scheduled-day": "2020-01-01", "scheduled-time": None, "recurrence": None}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + token},
+    )
+    urllib.request.urlopen(request, timeout=10).close()
+    driver.get(scheduler + "/app/triggered")
+    wait_text(driver, "#items", "Due already", timeout=DELIVERY_WAIT)
+    driver.find_element(By.ID, "delete-all").click()
+    wait(driver).until(EC.visibility_of_element_located((By.CSS_SELECTOR, ".confirm-yes")))
+    assert len(api(scheduler, "/scheduler/items?filter=onlytriggered", token)) == 1, "deleted without asking"
+    shoot(driver, "scheduler-triggered-confirm")
+    driver.find_element(By.CSS_SELECTOR, ".confirm-yes").click()
+    wait_text(driver, "#items", "Nothing has come due yet.")
+    assert api(scheduler, "/scheduler/items?filter=onlytriggered", token) == []
+
+    # the navigation on a phone: one line
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+    )
+    try:
+        for base in (scheduler, inbox):
+            driver.get(base + "/app/")
+            wait(driver).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#nav li")) >= 3)
+            tops = driver.execute_script(
+                "return [...document.querySelectorAll('#nav li, header .brand')].map(e => Math.round(e.getBoundingClientRect().top + e.getBoundingClientRect().height / 2))"
+            )
+            assert max(tops) - min(tops) <= 2, f"{base}: the navigation takes more than one line: {tops}"
+            width = driver.execute_script("return document.documentElement.scrollWidth")
+            assert width <= 390, f"{base}: the page is {width} px wide"
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+
+def test_later_moves_an_inbox_item_into_the_scheduler(server, driver):
+    """Issue 19 points 6 and 7: registering on the scheduler's page registers on the inbox
+    too; logging in on the inbox's page logs in to both; "Later…" moves an item into the
+    scheduler and out of the inbox."""
+    inbox, scheduler = server["inbox"], server["scheduler"]
+    register(driver, scheduler, "ivy", "ivy-password")
+    driver.get(inbox + "/app/login")
+    driver.execute_script("localStorage.clear()")
+    follow_to_sibling(driver, scheduler, "ivy")
+    assert driver.current_url.startswith(inbox)
+    # log out, then one login on the inbox's page signs in to both
+    driver.get(inbox + "/app/settings")
+    wait(driver).until(EC.element_to_be_clickable((By.ID, "log-out"))).click()
+    wait(driver).until(EC.url_contains("/app/login"))
+    fill(driver, "#login-username", "ivy")
+    fill(driver, "#login-password", "ivy-password")
+    submit(driver, "#login")
+    wait(driver).until(lambda d: token_of(d) is not None and "/app/login" not in d.current_url)
+    scheduler_token = driver.execute_script("return localStorage.getItem('pigeonhole-sibling-token')")
+    assert api(scheduler, "/account", scheduler_token)["username"] == "ivy"
+
+    capture = wait(driver).until(EC.element_to_be_clickable((By.ID, "capture-text")))
+    capture.send_keys("Renew the car insurance" + Keys.ENTER)
+    capture = driver.find_element(By.ID, "capture-text")
+    capture.send_keys("Book the dentist" + Keys.ENTER)
+    wait_text(driver, "#count", "(2)")
+    row = "//ul[@id='items']/li[contains(., 'Renew the car insurance')]"
+    driver.find_element(By.XPATH, row + "//button[text()='Later…']").click()
+    tomorrow = wait(driver).until(EC.element_to_be_clickable((By.XPATH, row + "//button[text()='Tomorrow']")))
+    assert driver.find_elements(By.XPATH, row + "//button[text()='Next week']")
+    shoot(driver, "inbox-later")
+    tomorrow.click()
+    wait_text(driver, "#count", "(1)")
+    scheduled = api(scheduler, "/scheduler/items", scheduler_token)
+    assert [(i["contents"]["content"], i["contents"]["scheduled-time"]) for i in scheduled] == [
+        ("Renew the car insurance", "09:00:00")
+    ], scheduled
+    day = datetime.fromisoformat(scheduled[0]["contents"]["scheduled-day"]).date()
+    assert day == (datetime.now(ZoneInfo("UTC")) + timedelta(days=1)).date()
+    assert "Renew the car insurance" not in text_of(driver, "#items")
+    # pick a date
+    row = "//ul[@id='items']/li[contains(., 'Book the dentist')]"
+    driver.find_element(By.XPATH, row + "//button[text()='Later…']").click()
+    wait(driver).until(EC.visibility_of_element_located((By.XPATH, row + "//form[@class='later-pick']")))
+    set_value(driver, "#items form.later-pick input[type=date]", "2031-03-04")
+    set_value(driver, "#items form.later-pick input[type=time]", "10:30")
+    driver.find_element(By.CSS_SELECTOR, "#items form.later-pick button[type=submit]").click()
+    wait_text(driver, "#count", "(0)")
+    dentist = [i for i in api(scheduler, "/scheduler/items", scheduler_token) if i["contents"]["content"] == "Book the dentist"]
+    assert [(i["contents"]["scheduled-day"], i["contents"]["scheduled-time"]) for i in dentist] == [("2031-03-04", "10:30:00")]
+    # when the scheduler refuses, the item stays in the inbox
+    driver.execute_script("localStorage.setItem('pigeonhole-sibling-token', 'not-a-token')")
+    driver.refresh()
+    wait(driver).until(EC.element_to_be_clickable((By.ID, "capture-text"))).send_keys("Stays here" + Keys.ENTER)
+    wait_text(driver, "#count", "(1)")
+    row = "//ul[@id='items']/li[contains(., 'Stays here')]"
+    driver.find_element(By.XPATH, row + "//button[text()='Later…']").click()
+    wait_text(driver, "#items .error", "log in again")
+    assert api(inbox, "/inbox/size", token_of(driver)) == 1
 
 
 if __name__ == "__main__":
