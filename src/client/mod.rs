@@ -4,6 +4,8 @@
 //! for people, or JSON with `--json`; a failure is one line on stderr and exit status 1.
 
 pub mod api;
+pub mod defer;
+mod queue;
 pub mod settings;
 mod setup;
 mod transfer;
@@ -21,6 +23,7 @@ use std::io::Read;
 
 /// Runs a client command; `Err` is the one line to print.
 pub async fn run(command: Command) -> Result<(), String> {
+    queue::deliver_before(&command).await;
     match command {
         Command::Serve(_)
         | Command::ImportIntray(_)
@@ -37,6 +40,8 @@ pub async fn run(command: Command) -> Result<(), String> {
         Command::Remind(args) => remind(args).await,
         Command::Scheduled(opts) => scheduled(opts, false).await,
         Command::Triggered(opts) => scheduled(opts, true).await,
+        Command::Sync(opts) => queue::sync(opts).await,
+        Command::Defer(args) => defer::run(args).await,
     }
 }
 
@@ -128,10 +133,7 @@ fn short(id: &Value) -> String {
 async fn add(args: AddArgs) -> Result<(), String> {
     let client = Client::open(&args.opts)?;
     let text = note_text(&args.text)?;
-    let body = json!({"type": "text", "data": wire::encode_base64(text.as_bytes())});
-    let id = client.inbox.post_json("/inbox/item", &body).await?;
-    client.print(&json!({ "id": id }), || format!("Added {}.", short(&id)));
-    Ok(())
+    queue::add(&args.opts, &client, &text).await
 }
 
 async fn items(client: &Client) -> Result<Vec<Value>, String> {
