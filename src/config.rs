@@ -61,6 +61,10 @@ pub enum Command {
     Export(ExportArgs),
     /// Import an account export into this machine's account (both services).
     Import(ImportArgs),
+    /// Send the notes saved locally while the server could not be reached (docs/cli.md).
+    Sync(ClientOpts),
+    /// Move an inbox item into the scheduler, due then (the oldest, or the one whose id starts with ID).
+    Defer(DeferArgs),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -117,6 +121,26 @@ pub struct ImportArgs {
     pub opts: ClientOpts,
     /// The export to import
     pub file: PathBuf,
+}
+
+/// Options of `defer` (docs/cli.md).
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeferArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The item's id, or its first characters [default: the oldest item, the one `next` shows]
+    pub id: Option<String>,
+    /// Due after this long: 30m, 2h, 3d, 1w
+    #[arg(
+        long = "in",
+        value_name = "DURATION",
+        conflicts_with = "at",
+        required_unless_present = "at"
+    )]
+    pub after: Option<String>,
+    /// Due then, in the account's time zone (as `remind --at`)
+    #[arg(long, value_name = "WHEN")]
+    pub at: Option<String>,
 }
 
 /// Options of every client command.

@@ -6,7 +6,9 @@
 //! ends the command quietly with status 0.
 
 pub mod api;
+pub mod defer;
 mod format;
+mod queue;
 pub mod settings;
 mod setup;
 mod transfer;
@@ -40,6 +42,7 @@ pub(crate) fn say(text: &str) {
 
 /// Runs a client command; `Err` is the one line to print.
 pub async fn run(command: Command) -> Result<(), String> {
+    queue::deliver_before(&command).await;
     match command {
         Command::Serve(_)
         | Command::ImportIntray(_)
@@ -60,6 +63,8 @@ pub async fn run(command: Command) -> Result<(), String> {
         Command::Triggered(opts) => scheduled(opts, true).await,
         Command::Show(args) => show(args).await,
         Command::Zone(args) => zone(args).await,
+        Command::Sync(opts) => queue::sync(opts).await,
+        Command::Defer(args) => defer::run(args).await,
     }
 }
 
@@ -230,30 +235,15 @@ fn too_big(note: usize, cap: u64) -> String {
 async fn add(args: AddArgs) -> Result<(), String> {
     let client = Client::open(&args.opts)?;
     let text = note_text(&args.text)?;
-    let body = json!({"type": "text", "data": wire::encode_base64(text.as_bytes())});
-    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
-    let length = bytes.len() as u64;
-    let answer = match client.inbox.try_post_bytes("/inbox/item", bytes).await {
-        Ok(answer) => answer,
-        // a server refuses an over-long body before reading it, and may close the
-        // connection while the note is still being sent
-        Err(e) if !e.is_connect() && length > DEFAULT_BODY_CAP => return Err(too_big(text.len(), DEFAULT_BODY_CAP)),
-        Err(e) => return Err(client.inbox.unreachable(&e)),
-    };
-    if answer.status == reqwest::StatusCode::PAYLOAD_TOO_LARGE {
-        let cap = answer
-            .reason()
-            .split(|c: char| !c.is_ascii_digit())
-            .find_map(|n| n.parse::<u64>().ok())
-            .unwrap_or(DEFAULT_BODY_CAP);
-        return Err(too_big(text.len(), cap));
+    // A note over the server's body cap is refused here, never kept to be sent again and
+    // again: a server refuses an over-long body before reading it and may close the
+    // connection while the note is still being sent, which would look like a server that
+    // cannot be reached. The sync request carries the note in base64.
+    let request = 4 * text.len().div_ceil(3) + 256;
+    if request as u64 > DEFAULT_BODY_CAP {
+        return Err(too_big(text.len(), DEFAULT_BODY_CAP));
     }
-    if !answer.status.is_success() {
-        return Err(client.inbox.refusal("adding the note", &answer));
-    }
-    let id = answer.json()?;
-    client.print(&json!({ "id": id }), || format!("Added {}.", short(&id)));
-    Ok(())
+    queue::add(&args.opts, &client, &text).await
 }
 
 /// The inbox, oldest first (the order it is processed in).
