@@ -260,11 +260,11 @@ fn scheduled(home: &Path) -> Vec<(String, String, String)> {
         .unwrap()
         .iter()
         .map(|i| {
-            let c = &i["contents"];
+            // the client's own JSON shape (docs/cli.md)
             (
-                c["content"].as_str().unwrap().to_owned(),
-                c["scheduled-day"].as_str().unwrap().to_owned(),
-                c["scheduled-time"].as_str().unwrap_or("").to_owned(),
+                i["text"].as_str().unwrap().to_owned(),
+                i["scheduled-day"].as_str().unwrap().to_owned(),
+                i["scheduled-time"].as_str().unwrap_or("").to_owned(),
             )
         })
         .collect()
@@ -304,7 +304,7 @@ async fn defer_moves_an_inbox_item_into_the_scheduler() {
         jiff::Timestamp::now()
             .checked_add(jiff::SignedDuration::from_hours(24 * d))
             .unwrap()
-            .to_zoned(jiff::tz::TimeZone::UTC)
+            .to_zoned_datetime(jiff::tz::TimeZone::UTC)
             .date()
             .to_string()
     };
