@@ -115,14 +115,7 @@ pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
     let mut notes = Notes::default();
     let fail = |e: String| format!("{}: {e}; nothing was written", args.file.display());
     let written = match origin {
-        Origin::Intray => {
-            let accounts = intray::read(&db, &mut notes).map_err(fail)?;
-            let store = open_store(&data_dir)?;
-            let items = accounts.iter().map(|a| a.items.len()).collect::<Vec<_>>();
-            let names = accounts.iter().map(|a| a.account.username.clone()).collect();
-            let arrivals = finish(&store, store.inbox.move_in(&accounts))?;
-            (arrivals, names, items)
-        }
+        Origin::Intray => return move_in_intray(&db, &data_dir, notes).map_err(|e| e.say(&args.file)),
         Origin::Tickler => {
             let accounts = tickler::read(&db, &mut notes).map_err(fail)?;
             let store = open_store(&data_dir)?;
@@ -154,6 +147,134 @@ pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
     if !conflicts.is_empty() {
         return Err(format!("{}; nothing was written", conflicts.join("; ")));
     }
+    Ok(report)
+}
+
+/// Why moving in failed: the file (a row that does not read) or the data directory.
+#[derive(Debug)]
+pub enum Failure {
+    File(String),
+    /// A conflict with the accounts here.
+    Conflict(String),
+    Store(StoreError),
+    /// The data directory could not be opened (its message).
+    Open(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Failure {
+        Failure::File(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        Failure::Store(e)
+    }
+}
+
+impl Failure {
+    /// The one line the command prints.
+    fn say(self, file: &Path) -> String {
+        match self {
+            Failure::File(e) => format!("{}: {e}; nothing was written", file.display()),
+            Failure::Conflict(e) => format!("{e}; nothing was written"),
+            Failure::Store(e) => format!("could not write to the data directory: {e}; nothing of the file was kept"),
+            Failure::Open(e) => e,
+        }
+    }
+}
+
+/// After how many batches on disk a test run stops (and waits to be killed), to show that
+/// a run cut short leaves nothing (tests/moving_in_bounds.rs); unset in real use.
+const STOP_AFTER_BATCHES: &str = "PIGEONHOLE_TEST_MOVE_IN_STOP_AFTER_BATCHES";
+
+/// `import-intray` in two passes over the file (docs/moving-in.md): the first reads and
+/// decodes every row and keeps only the accounts and their keys, then (with the store open)
+/// checks the accounts and every item uuid against the store row by row; the second reads
+/// the items again and writes them in bounded batches, all or nothing.
+fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -> Result<Report, Failure> {
+    let checked = intray::check(db, &mut notes)?;
+    let store = open_store(data_dir).map_err(Failure::Open)?;
+    let (arrivals, conflict) = store.inbox.move_in_arrivals(checked.accounts.iter().map(|a| &a.account))?;
+    let mut conflicts: Vec<String> = arrivals
+        .iter()
+        .filter_map(|a| match a {
+            Arrival::Conflict(why) => Some(why.clone()),
+            _ => None,
+        })
+        .collect();
+    let moving: std::collections::HashSet<uuid::Uuid> = checked
+        .accounts
+        .iter()
+        .zip(&arrivals)
+        .filter(|(_, a)| **a == Arrival::Moved)
+        .map(|(a, _)| a.account.id)
+        .collect();
+    if !conflict {
+        intray::each_item_id(db, |owner, id| {
+            if moving.contains(&owner) && store.inbox.item_id_taken(id)? {
+                conflicts.push(format!("the uuid {id} of an item or trigger is in use already"));
+                return Err(Failure::Conflict(conflicts.join("; ")));
+            }
+            Ok(())
+        })?;
+    }
+    if !conflicts.is_empty() {
+        return Err(Failure::Conflict(conflicts.join("; ")));
+    }
+    let mut report = Report {
+        origin: Origin::Intray,
+        moved: Vec::new(),
+        already_here: Vec::new(),
+        items: 0,
+        notes,
+    };
+    let mut accounts = Vec::new();
+    for (arriving, arrival) in checked.accounts.into_iter().zip(&arrivals) {
+        match arrival {
+            Arrival::Moved => {
+                report.moved.push(arriving.account.username.clone());
+                accounts.push(arriving);
+            }
+            _ => report.already_here.push(arriving.account.username),
+        }
+    }
+    if accounts.is_empty() {
+        return Ok(report);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Open(format!("cannot start the runtime: {e}")))?;
+    let stop_after = std::env::var(STOP_AFTER_BATCHES).ok().and_then(|n| n.parse::<usize>().ok());
+    let batches = std::cell::Cell::new(0usize);
+    let wait = |w: crate::store::Written<()>| {
+        runtime.block_on(w.durable())?;
+        batches.set(batches.get() + 1);
+        if stop_after == Some(batches.get()) {
+            eprintln!("test: {} batches on disk, waiting to be killed", batches.get());
+            loop {
+                std::thread::park();
+            }
+        }
+        Ok(())
+    };
+    let layout = checked.layout;
+    let counts = store.inbox.move_in_streamed(
+        &accounts,
+        |sink| {
+            intray::each_item(db, layout, |owner, item| {
+                if moving.contains(&owner) {
+                    sink(owner, item)?;
+                }
+                Ok::<(), Failure>(())
+            })
+        },
+        &wait,
+    )?;
+    store.flush()?;
+    report.items = counts.iter().sum::<u64>() as usize;
     Ok(report)
 }
 
