@@ -172,7 +172,8 @@ pub fn each_item<E: From<String>>(
     mut each: impl FnMut(Uuid, InboxItem) -> Result<(), E>,
 ) -> Result<(), E> {
     db.each_row("intray_item", &layout.item_columns(), &[], |n, row| {
-        let (owner, item) = item(&row, layout.item_created).map_err(|e| E::from(format!("intray_item row {n}: {e}")))?;
+        let (owner, item) =
+            item(&row, layout.item_created).map_err(|e| E::from(format!("intray_item row {n}: {e}")))?;
         each(owner, item)
     })
 }

@@ -2,12 +2,15 @@
 //! `import-tickler FILE.sqlite3` read an Intray or Tickler server's SQLite database into a
 //! data directory that no server is running on (docs/moving-in.md).
 //!
-//! Everything is read and checked first ([`sqlite`] reads, [`intray`] and [`tickler`] map
-//! old rows to domain values with [`values`]); only then is the store opened and every
-//! account written in one batch, whose receipt is awaited (flushed and synced) before the
-//! command answers. A file that is not such a database, or any row that does not read, is
-//! one error line and nothing is written. The file is data from outside: [`sqlite`] opens it
-//! read-only, refuses views and triggers, and bounds each value and the time spent.
+//! `import-intray` reads the file in two passes ([`sqlite`] streams rows, [`intray`] maps
+//! them to domain values with [`values`]): the first decodes every row and keeps only the
+//! accounts and their keys, then checks them and every item uuid against the store; the
+//! second reads the items again and writes them in bounded batches through the store's
+//! import journal, all or nothing (a run cut short is undone when the store is next
+//! opened). `import-tickler` reads everything first and writes one batch. A file that is
+//! not such a database, or any row that does not read, is one error line and nothing is
+//! written. The file is data from outside: [`sqlite`] opens it read-only, refuses views and
+//! triggers, and bounds each value and the time spent.
 
 pub mod intray;
 pub mod sqlite;
@@ -196,7 +199,9 @@ const STOP_AFTER_BATCHES: &str = "PIGEONHOLE_TEST_MOVE_IN_STOP_AFTER_BATCHES";
 fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -> Result<Report, Failure> {
     let checked = intray::check(db, &mut notes)?;
     let store = open_store(data_dir).map_err(Failure::Open)?;
-    let (arrivals, conflict) = store.inbox.move_in_arrivals(checked.accounts.iter().map(|a| &a.account))?;
+    let (arrivals, conflict) = store
+        .inbox
+        .move_in_arrivals(checked.accounts.iter().map(|a| &a.account))?;
     let mut conflicts: Vec<String> = arrivals
         .iter()
         .filter_map(|a| match a {
@@ -247,7 +252,9 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
         .enable_all()
         .build()
         .map_err(|e| Failure::Open(format!("cannot start the runtime: {e}")))?;
-    let stop_after = std::env::var(STOP_AFTER_BATCHES).ok().and_then(|n| n.parse::<usize>().ok());
+    let stop_after = std::env::var(STOP_AFTER_BATCHES)
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok());
     let batches = std::cell::Cell::new(0usize);
     let wait = |w: crate::store::Written<()>| {
         runtime.block_on(w.durable())?;

@@ -269,9 +269,7 @@ impl OldDatabase {
     /// the values is held here.
     pub fn repeated(&self, table: &str, column: &str) -> Result<Option<Value>, String> {
         self.require(table, &[column])?;
-        let sql = format!(
-            "SELECT \"{column}\" FROM \"{table}\" GROUP BY \"{column}\" HAVING count(*) > 1 LIMIT 1"
-        );
+        let sql = format!("SELECT \"{column}\" FROM \"{table}\" GROUP BY \"{column}\" HAVING count(*) > 1 LIMIT 1");
         match self.conn.query_row(&sql, [], |r| r.get::<_, Value>(0)) {
             Ok(v) => Ok(Some(v)),
             Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
@@ -380,6 +378,33 @@ mod tests {
         assert!(!rows[0].has("b"));
         assert_eq!(rows[0].get("b"), &Value::Null);
         assert!(db.rows("u", &["a"], &[]).unwrap_err().contains("no table \"u\""));
+    }
+
+    #[test]
+    fn rows_stream_one_at_a_time_and_repeated_values_are_found() {
+        let (_d, p) = file(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a BLOB);
+             INSERT INTO t(a) VALUES (x'01'), (x'02'), (x'03');",
+        );
+        let db = OldDatabase::open(&p, "an Intray database").unwrap();
+        let mut seen = Vec::new();
+        let stopped = db.each_row("t", &["a"], &[], |n, row| {
+            seen.push((n, row.get("a").clone()));
+            match n {
+                2 => Err("stop at row 2".to_owned()),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(stopped.unwrap_err(), "stop at row 2");
+        assert_eq!(seen, [(1, Value::Blob(vec![1])), (2, Value::Blob(vec![2]))]);
+        assert_eq!(db.repeated("t", "a").unwrap(), None);
+        let (_d, p) = file(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a BLOB);
+             INSERT INTO t(a) VALUES (x'01'), (x'02'), (x'01');",
+        );
+        let db = OldDatabase::open(&p, "an Intray database").unwrap();
+        assert_eq!(db.repeated("t", "a").unwrap(), Some(Value::Blob(vec![1])));
+        assert!(db.repeated("t", "b").unwrap_err().contains("no column \"b\""));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Accounts moved in from an Intray or Tickler server (`pigeonhole import-intray` /
-//! `import-tickler`): everything of every account of one run is written in one batch, with
-//! the uuids and creation times it had there, or nothing is.
+//! `import-tickler`), with the uuids and creation times they had there: a Tickler run in one
+//! batch; an Intray run streamed ([`InboxStore::move_in_streamed`]) in bounded batches
+//! through the import journal ([`super::imports`]); either way all of it or nothing.
 //!
 //! An account whose uuid and username are here already (an earlier run of the same file) is
 //! skipped as a whole; a username or uuid that belongs to another account here is a conflict,
