@@ -26,6 +26,12 @@ const BUDGET_MIB: u64 = 128;
 /// An Intray database (the layout since 2020) with one account, alice, and `items` text
 /// items of 200 bytes each.
 fn large_intray_file(path: &Path, items: u32) {
+    intray_file_of(path, ALICE, "alice", items, 0)
+}
+
+/// An Intray database with one account `name` of uuid `account` and `items` text items whose
+/// uuids are numbered from `first`.
+fn intray_file_of(path: &Path, account: &str, name: &str, items: u32, first: u32) {
     let mut db = Connection::open(path).expect("create");
     db.execute_batch(&IntrayLayout::Since2020.ddl()).expect("schema");
     let hash = match bcrypt_hash(ALICE_PASSWORD, 4, bcrypt::Version::TwoY) {
@@ -35,8 +41,8 @@ fn large_intray_file(path: &Path, items: u32) {
     };
     db.execute(
         "INSERT INTO user(identifier, username, hashed_password, created_timestamp, last_login) \
-         VALUES (?1, 'alice', ?2, '2020-03-04T05:06:07', NULL)",
-        params![id(ALICE).as_bytes().to_vec(), hash.into_bytes()],
+         VALUES (?1, ?2, ?3, '2020-03-04T05:06:07', NULL)",
+        params![id(account).as_bytes().to_vec(), name, hash.into_bytes()],
     )
     .expect("user");
     let tx = db.transaction().expect("transaction");
@@ -47,14 +53,14 @@ fn large_intray_file(path: &Path, items: u32) {
                  VALUES (?1, ?2, X'74657874', ?3, '2021-01-02T03:04:05')",
             )
             .expect("prepare");
-        for n in 0..items {
+        for n in first..first + items {
             let mut uuid = [0u8; 16];
             uuid[..4].copy_from_slice(&n.to_be_bytes());
             uuid[6] = 0x40;
             uuid[8] = 0x80;
             let contents = format!("{n:0200}").into_bytes();
             insert
-                .execute(params![uuid.to_vec(), id(ALICE).as_bytes().to_vec(), contents])
+                .execute(params![uuid.to_vec(), id(account).as_bytes().to_vec(), contents])
                 .expect("item");
         }
     }
@@ -189,4 +195,50 @@ fn a_run_killed_mid_write_leaves_nothing_and_the_next_moves_everything_in() {
     let store = Store::open(&data).expect("open");
     let alice = store.inbox.accounts.by_username("alice").expect("read").expect("alice");
     assert_eq!(store.inbox.count(alice.id).expect("count"), items as u64);
+}
+
+#[test]
+fn an_item_uuid_of_another_account_here_or_twice_in_the_file_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let alices = dir.path().join("alice.sqlite3");
+    intray_file_of(&alices, ALICE, "alice", 3000, 0);
+    let (ok, _, said) = run_measured(import_command(&alices, &data));
+    assert!(ok, "{said}");
+
+    // bob's last item has the uuid of one of alice's, found before anything is written
+    let bobs = dir.path().join("bob.sqlite3");
+    intray_file_of(&bobs, BOB, "bob", 2999, 3000);
+    intray_file_of_more(&bobs, BOB, 2999);
+    let (ok, _, said) = run_measured(import_command(&bobs, &data));
+    assert!(!ok, "{said}");
+    assert!(said.contains("is in use already; nothing was written"), "{said}");
+
+    // a file with one item uuid twice (of bob and of an account the file has not)
+    let twice = dir.path().join("twice.sqlite3");
+    intray_file_of(&twice, BOB, "bob", 10, 5000);
+    intray_file_of_more(&twice, CAROL, 5003);
+    let (ok, _, said) = run_measured(import_command(&twice, &data));
+    assert!(!ok, "{said}");
+    assert!(said.contains("is in the file twice; nothing was written"), "{said}");
+
+    let store = Store::open(&data).expect("open");
+    assert!(store.inbox.accounts.by_username("bob").expect("read").is_none());
+    let alice = store.inbox.accounts.by_username("alice").expect("read").expect("alice");
+    assert_eq!(store.inbox.count(alice.id).expect("count"), 3000);
+}
+
+/// Adds to the file at `path` one more item of `account` with the uuid numbered `n`.
+fn intray_file_of_more(path: &Path, account: &str, n: u32) {
+    let db = Connection::open(path).expect("open");
+    let mut uuid = [0u8; 16];
+    uuid[..4].copy_from_slice(&n.to_be_bytes());
+    uuid[6] = 0x40;
+    uuid[8] = 0x80;
+    db.execute(
+        "INSERT INTO intray_item(identifier, user_id, type, contents, created) \
+         VALUES (?1, ?2, X'74657874', X'78', '2021-01-02T03:04:05')",
+        params![uuid.to_vec(), id(account).as_bytes().to_vec()],
+    )
+    .expect("item");
 }
