@@ -7,7 +7,7 @@
 //! accounts and their keys, then checks them and every item uuid against the store; the
 //! second reads the items again and writes them in bounded batches through the store's
 //! import journal, all or nothing (a run cut short is undone when the store is next
-//! opened). `import-tickler` reads everything first and writes one batch. A file that is
+//! opened). `import-tickler` reads everything first, then writes the same way. A file that is
 //! not such a database, or any row that does not read, is one error line and nothing is
 //! written. The file is data from outside: [`sqlite`] opens it read-only, refuses views and
 //! triggers, and bounds each value and the time spent.
@@ -124,7 +124,7 @@ pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
             let store = open_store(&data_dir)?;
             let items = accounts.iter().map(|a| a.scheduled.len() + a.triggered.len()).collect();
             let names = accounts.iter().map(|a| a.account.username.clone()).collect();
-            let arrivals = finish(&store, store.scheduler.move_in(&accounts))?;
+            let arrivals = move_in_tickler(&store, &accounts)?;
             (arrivals, names, items)
         }
     };
@@ -297,18 +297,19 @@ fn open_store(dir: &Path) -> Result<std::sync::Arc<Store>, String> {
     })
 }
 
-/// Waits until the batch is on disk and flushes the store before it is closed.
-fn finish(
+/// Writes the Tickler accounts in bounded batches, each on disk before the next, and
+/// flushes the store before it is closed.
+fn move_in_tickler(
     store: &Store,
-    queued: crate::store::Result<crate::store::moving_in::MoveIn>,
+    accounts: &[crate::store::moving_in::SchedulerArrival],
 ) -> Result<Vec<Arrival>, String> {
     let fail = |e: StoreError| format!("could not write to the data directory: {e}");
-    let receipt = queued.map_err(fail)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let arrivals = runtime.block_on(receipt.durable()).map_err(fail)?;
+    let wait = |w: crate::store::Written<()>| runtime.block_on(w.durable());
+    let arrivals = store.scheduler.move_in(accounts, &wait).map_err(fail)?;
     store.flush().map_err(fail)?;
     Ok(arrivals)
 }
