@@ -10,7 +10,7 @@ use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::permissions::{Permission, Permissions, Table};
 use crate::domain::wire;
-use crate::store::moving_in::InboxArrival;
+use crate::store::moving_in::InboxMoving;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -69,6 +69,11 @@ impl Layout {
         })
     }
 
+    /// The columns of `intray_item` an import reads.
+    fn item_columns(self) -> Vec<&'static str> {
+        ITEM.iter().copied().chain([self.item_created]).collect()
+    }
+
     /// The layout's name and the originals' commits that wrote it.
     pub fn describe(self) -> &'static str {
         match (self.item_created, self.synced, self.keys) {
@@ -82,46 +87,95 @@ impl Layout {
     }
 }
 
-/// Reads and checks everything (nothing is written here).
-pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<InboxArrival>, String> {
+/// What the first pass keeps of a file: its accounts with their access keys (few), and
+/// for each how many items the file has (the items themselves are read again to be
+/// written).
+#[derive(Debug)]
+pub struct Checked {
+    pub layout: Layout,
+    pub accounts: Vec<InboxMoving>,
+    pub items: Vec<u64>,
+}
+
+/// The first pass: reads and decodes every row of the file (a bad value or a missing column
+/// is an error naming it), keeping only the accounts, their keys and item counts; an item
+/// uuid that two rows have is an error too (SQLite finds it: see [`OldDatabase::repeated`]).
+/// Nothing is written here.
+pub fn check(db: &OldDatabase, notes: &mut Notes) -> Result<Checked, String> {
     let layout = Layout::detect(db)?;
     notes.layout = layout.describe().to_owned();
     let mut accounts = Vec::new();
     let mut index = HashMap::new();
-    for (n, row) in db.rows("user", USER, &[])?.iter().enumerate() {
-        let account = user(row).map_err(|e| format!("user row {}: {e}", n + 1))?;
+    db.each_row("user", USER, &[], |n, row| {
+        let account = user(&row).map_err(|e| format!("user row {n}: {e}"))?;
         index.insert(account.id, accounts.len());
-        accounts.push(InboxArrival {
+        accounts.push(InboxMoving {
             account,
             access_keys: Vec::new(),
-            items: Vec::new(),
         });
-    }
-    let item_columns: Vec<&str> = ITEM.iter().copied().chain([layout.item_created]).collect();
-    for (n, row) in db.rows("intray_item", &item_columns, &[])?.iter().enumerate() {
-        let (owner, item) = item(row, layout.item_created).map_err(|e| format!("intray_item row {}: {e}", n + 1))?;
+        Ok::<(), String>(())
+    })?;
+    let mut items = vec![0u64; accounts.len()];
+    db.each_row("intray_item", &layout.item_columns(), &[], |n, row| {
+        let (owner, _) = item(&row, layout.item_created).map_err(|e| format!("intray_item row {n}: {e}"))?;
         match index.get(&owner) {
-            Some(&i) => accounts[i].items.push(item),
+            Some(&i) => items[i] += 1,
             None => notes.orphans += 1,
         }
+        Ok::<(), String>(())
+    })?;
+    if let Some(id) = db.repeated("intray_item", "identifier")? {
+        let id = uuid(&id).map(|u| u.to_string()).unwrap_or_else(|_| format!("{id:?}"));
+        return Err(format!("intray_item: the item uuid {id} is in the file twice"));
     }
     if layout.keys.is_some() {
-        for (n, row) in db.rows("access_key", ACCESS_KEY, &["name"])?.iter().enumerate() {
-            let seq = n as u64;
-            let (owner, key, dropped) = access_key(row, seq).map_err(|e| format!("access_key row {}: {e}", n + 1))?;
+        db.each_row("access_key", ACCESS_KEY, &["name"], |n, row| {
+            let seq = n as u64 - 1;
+            let (owner, key, dropped) = access_key(&row, seq).map_err(|e| format!("access_key row {n}: {e}"))?;
             notes.unknown_permissions.extend(dropped);
             match index.get(&owner) {
                 Some(&i) => accounts[i].access_keys.push(key),
                 None => notes.orphans += 1,
             }
-        }
+            Ok::<(), String>(())
+        })?;
     }
     for a in &mut accounts {
         a.access_keys.sort_by_key(|k| (k.created, k.seq));
     }
     notes.unknown_permissions.sort();
     notes.unknown_permissions.dedup();
-    Ok(accounts)
+    Ok(Checked {
+        layout,
+        accounts,
+        items,
+    })
+}
+
+/// The owner and uuid of each item of the file, one row at a time (reads no contents).
+pub fn each_item_id<E: From<String>>(
+    db: &OldDatabase,
+    mut each: impl FnMut(Uuid, Uuid) -> Result<(), E>,
+) -> Result<(), E> {
+    db.each_row("intray_item", &["identifier", "user_id"], &[], |n, row| {
+        let at = |e: String| E::from(format!("intray_item row {n}: {e}"));
+        let id = uuid(row.get("identifier")).map_err(at)?;
+        let owner = uuid(row.get("user_id")).map_err(at)?;
+        each(owner, id)
+    })
+}
+
+/// Each item of the file with its owner, one row at a time (the second pass).
+pub fn each_item<E: From<String>>(
+    db: &OldDatabase,
+    layout: Layout,
+    mut each: impl FnMut(Uuid, InboxItem) -> Result<(), E>,
+) -> Result<(), E> {
+    db.each_row("intray_item", &layout.item_columns(), &[], |n, row| {
+        let (owner, item) =
+            item(&row, layout.item_created).map_err(|e| E::from(format!("intray_item row {n}: {e}")))?;
+        each(owner, item)
+    })
 }
 
 /// A bcrypt hash as the originals kept it (`Crypto.BCrypt`, `$2y$`/`$2a$`/`$2b$`).

@@ -2,12 +2,15 @@
 //! `import-tickler FILE.sqlite3` read an Intray or Tickler server's SQLite database into a
 //! data directory that no server is running on (docs/moving-in.md).
 //!
-//! Everything is read and checked first ([`sqlite`] reads, [`intray`] and [`tickler`] map
-//! old rows to domain values with [`values`]); only then is the store opened and every
-//! account written in one batch, whose receipt is awaited (flushed and synced) before the
-//! command answers. A file that is not such a database, or any row that does not read, is
-//! one error line and nothing is written. The file is data from outside: [`sqlite`] opens it
-//! read-only, refuses views and triggers, and bounds each value and the time spent.
+//! `import-intray` reads the file in two passes ([`sqlite`] streams rows, [`intray`] maps
+//! them to domain values with [`values`]): the first decodes every row and keeps only the
+//! accounts and their keys, then checks them and every item uuid against the store; the
+//! second reads the items again and writes them in bounded batches through the store's
+//! import journal, all or nothing (a run cut short is undone when the store is next
+//! opened). `import-tickler` reads everything first, then writes the same way. A file that is
+//! not such a database, or any row that does not read, is one error line and nothing is
+//! written. The file is data from outside: [`sqlite`] opens it read-only, refuses views and
+//! triggers, and bounds each value and the time spent.
 
 pub mod intray;
 pub mod sqlite;
@@ -115,20 +118,13 @@ pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
     let mut notes = Notes::default();
     let fail = |e: String| format!("{}: {e}; nothing was written", args.file.display());
     let written = match origin {
-        Origin::Intray => {
-            let accounts = intray::read(&db, &mut notes).map_err(fail)?;
-            let store = open_store(&data_dir)?;
-            let items = accounts.iter().map(|a| a.items.len()).collect::<Vec<_>>();
-            let names = accounts.iter().map(|a| a.account.username.clone()).collect();
-            let arrivals = finish(&store, store.inbox.move_in(&accounts))?;
-            (arrivals, names, items)
-        }
+        Origin::Intray => return move_in_intray(&db, &data_dir, notes).map_err(|e| e.say(&args.file)),
         Origin::Tickler => {
             let accounts = tickler::read(&db, &mut notes).map_err(fail)?;
             let store = open_store(&data_dir)?;
             let items = accounts.iter().map(|a| a.scheduled.len() + a.triggered.len()).collect();
             let names = accounts.iter().map(|a| a.account.username.clone()).collect();
-            let arrivals = finish(&store, store.scheduler.move_in(&accounts))?;
+            let arrivals = move_in_tickler(&store, &accounts)?;
             (arrivals, names, items)
         }
     };
@@ -157,6 +153,138 @@ pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
     Ok(report)
 }
 
+/// Why moving in failed: the file (a row that does not read) or the data directory.
+#[derive(Debug)]
+pub enum Failure {
+    File(String),
+    /// A conflict with the accounts here.
+    Conflict(String),
+    Store(StoreError),
+    /// The data directory could not be opened (its message).
+    Open(String),
+}
+
+impl From<String> for Failure {
+    fn from(e: String) -> Failure {
+        Failure::File(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        Failure::Store(e)
+    }
+}
+
+impl Failure {
+    /// The one line the command prints.
+    fn say(self, file: &Path) -> String {
+        match self {
+            Failure::File(e) => format!("{}: {e}; nothing was written", file.display()),
+            Failure::Conflict(e) => format!("{e}; nothing was written"),
+            Failure::Store(e) => format!("could not write to the data directory: {e}; nothing of the file was kept"),
+            Failure::Open(e) => e,
+        }
+    }
+}
+
+/// After how many batches on disk a test run stops (and waits to be killed), to show that
+/// a run cut short leaves nothing (tests/moving_in_bounds.rs); unset in real use.
+const STOP_AFTER_BATCHES: &str = "PIGEONHOLE_TEST_MOVE_IN_STOP_AFTER_BATCHES";
+
+/// `import-intray` in two passes over the file (docs/moving-in.md): the first reads and
+/// decodes every row and keeps only the accounts and their keys, then (with the store open)
+/// checks the accounts and every item uuid against the store row by row; the second reads
+/// the items again and writes them in bounded batches, all or nothing.
+fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -> Result<Report, Failure> {
+    let checked = intray::check(db, &mut notes)?;
+    let store = open_store(data_dir).map_err(Failure::Open)?;
+    let (arrivals, conflict) = store
+        .inbox
+        .move_in_arrivals(checked.accounts.iter().map(|a| &a.account))?;
+    let mut conflicts: Vec<String> = arrivals
+        .iter()
+        .filter_map(|a| match a {
+            Arrival::Conflict(why) => Some(why.clone()),
+            _ => None,
+        })
+        .collect();
+    let moving: std::collections::HashSet<uuid::Uuid> = checked
+        .accounts
+        .iter()
+        .zip(&arrivals)
+        .filter(|(_, a)| **a == Arrival::Moved)
+        .map(|(a, _)| a.account.id)
+        .collect();
+    if !conflict {
+        intray::each_item_id(db, |owner, id| {
+            if moving.contains(&owner) && store.inbox.item_id_taken(id)? {
+                conflicts.push(format!("the uuid {id} of an item or trigger is in use already"));
+                return Err(Failure::Conflict(conflicts.join("; ")));
+            }
+            Ok(())
+        })?;
+    }
+    if !conflicts.is_empty() {
+        return Err(Failure::Conflict(conflicts.join("; ")));
+    }
+    let mut report = Report {
+        origin: Origin::Intray,
+        moved: Vec::new(),
+        already_here: Vec::new(),
+        items: 0,
+        notes,
+    };
+    let mut accounts = Vec::new();
+    for (arriving, arrival) in checked.accounts.into_iter().zip(&arrivals) {
+        match arrival {
+            Arrival::Moved => {
+                report.moved.push(arriving.account.username.clone());
+                accounts.push(arriving);
+            }
+            _ => report.already_here.push(arriving.account.username),
+        }
+    }
+    if accounts.is_empty() {
+        return Ok(report);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Open(format!("cannot start the runtime: {e}")))?;
+    let stop_after = std::env::var(STOP_AFTER_BATCHES)
+        .ok()
+        .and_then(|n| n.parse::<usize>().ok());
+    let batches = std::cell::Cell::new(0usize);
+    let wait = |w: crate::store::Written<()>| {
+        runtime.block_on(w.durable())?;
+        batches.set(batches.get() + 1);
+        if stop_after == Some(batches.get()) {
+            eprintln!("test: {} batches on disk, waiting to be killed", batches.get());
+            loop {
+                std::thread::park();
+            }
+        }
+        Ok(())
+    };
+    let layout = checked.layout;
+    let counts = store.inbox.move_in_streamed(
+        &accounts,
+        |sink| {
+            intray::each_item(db, layout, |owner, item| {
+                if moving.contains(&owner) {
+                    sink(owner, item)?;
+                }
+                Ok::<(), Failure>(())
+            })
+        },
+        &wait,
+    )?;
+    store.flush()?;
+    report.items = counts.iter().sum::<u64>() as usize;
+    Ok(report)
+}
+
 /// Opens the data directory's store; a running server holds its lock.
 fn open_store(dir: &Path) -> Result<std::sync::Arc<Store>, String> {
     crate::datadir::prepare(dir)?;
@@ -169,18 +297,19 @@ fn open_store(dir: &Path) -> Result<std::sync::Arc<Store>, String> {
     })
 }
 
-/// Waits until the batch is on disk and flushes the store before it is closed.
-fn finish(
+/// Writes the Tickler accounts in bounded batches, each on disk before the next, and
+/// flushes the store before it is closed.
+fn move_in_tickler(
     store: &Store,
-    queued: crate::store::Result<crate::store::moving_in::MoveIn>,
+    accounts: &[crate::store::moving_in::SchedulerArrival],
 ) -> Result<Vec<Arrival>, String> {
     let fail = |e: StoreError| format!("could not write to the data directory: {e}");
-    let receipt = queued.map_err(fail)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let arrivals = runtime.block_on(receipt.durable()).map_err(fail)?;
+    let wait = |w: crate::store::Written<()>| runtime.block_on(w.durable());
+    let arrivals = store.scheduler.move_in(accounts, &wait).map_err(fail)?;
     store.flush().map_err(fail)?;
     Ok(arrivals)
 }

@@ -198,8 +198,27 @@ impl OldDatabase {
 
     /// Every row of `table` in the order they were inserted (`id`): the columns `needed`
     /// (each must be there: else an error naming the table and column) and those of
-    /// `optional` that the table has.
+    /// `optional` that the table has. Holds them all: for the small tables (accounts, keys);
+    /// [`OldDatabase::each_row`] streams.
     pub fn rows(&self, table: &str, needed: &[&str], optional: &[&str]) -> Result<Vec<Row>, String> {
+        let mut out = Vec::new();
+        self.each_row(table, needed, optional, |_, row| {
+            out.push(row);
+            Ok::<(), String>(())
+        })?;
+        Ok(out)
+    }
+
+    /// Hands each row of `table` to `each` with its number (from 1), in the order they were
+    /// inserted (`id`), one at a time: only the row being handled is in memory. The columns
+    /// are those of [`OldDatabase::rows`]; `each`'s error stops the scan and is answered.
+    pub fn each_row<E: From<String>>(
+        &self,
+        table: &str,
+        needed: &[&str],
+        optional: &[&str],
+        mut each: impl FnMut(usize, Row) -> Result<(), E>,
+    ) -> Result<(), E> {
         self.require(table, needed)?;
         let present: Vec<&str> = needed
             .iter()
@@ -219,35 +238,43 @@ impl OldDatabase {
             ""
         };
         let sql = format!("SELECT {list} FROM \"{table}\"{order}");
-        let fail = |e: rusqlite::Error| match e {
-            rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::OperationInterrupted => {
-                format!("reading the table {table:?} was stopped: the file took longer than its time budget")
-            }
-            e => format!("cannot read the table {table:?}: {e}"),
-        };
-        let mut stmt = self.conn.prepare(&sql).map_err(fail)?;
-        let mut rows = stmt.query([]).map_err(fail)?;
-        let mut out = Vec::new();
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| read_failed(table, e))?;
+        let mut rows = stmt.query([]).map_err(|e| read_failed(table, e))?;
+        let mut read = 0;
         loop {
             let row = match rows.next() {
                 Ok(Some(row)) => row,
                 Ok(None) => break,
-                Err(e) if is_too_big(&e) => return Err(self.too_big(table, &present, out.len())),
-                Err(e) => return Err(fail(e)),
+                Err(e) if is_too_big(&e) => return Err(self.too_big(table, &present, read).into()),
+                Err(e) => return Err(read_failed(table, e).into()),
             };
             let mut values = Vec::with_capacity(present.len() + absent.len());
             for (i, c) in present.iter().enumerate() {
                 let v = match row.get::<_, Value>(i) {
                     Ok(v) => v,
-                    Err(e) if is_too_big(&e) => return Err(self.too_big(table, &present, out.len())),
-                    Err(e) => return Err(fail(e)),
+                    Err(e) if is_too_big(&e) => return Err(self.too_big(table, &present, read).into()),
+                    Err(e) => return Err(read_failed(table, e).into()),
                 };
                 values.push(((*c).to_owned(), Some(v)));
             }
             values.extend(absent.iter().map(|c| ((*c).to_owned(), None)));
-            out.push(Row(values));
+            read += 1;
+            each(read, Row(values))?;
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// A value of `column` that two rows of `table` have, if any. SQLite finds it (a sort
+    /// that spills to a temporary file within its own cache budget), so that no list of all
+    /// the values is held here.
+    pub fn repeated(&self, table: &str, column: &str) -> Result<Option<Value>, String> {
+        self.require(table, &[column])?;
+        let sql = format!("SELECT \"{column}\" FROM \"{table}\" GROUP BY \"{column}\" HAVING count(*) > 1 LIMIT 1");
+        match self.conn.query_row(&sql, [], |r| r.get::<_, Value>(0)) {
+            Ok(v) => Ok(Some(v)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+            Err(e) => Err(read_failed(table, e)),
+        }
     }
 
     /// The error for the row after the `read` rows of `table` that were read: which column
@@ -280,6 +307,16 @@ impl OldDatabase {
             Some(c) => format!("{at}: the value of {c:?} is larger than {cap} MiB, the most one value may be"),
             None => format!("{at}: a value is larger than {cap} MiB, the most one value may be"),
         }
+    }
+}
+
+/// The error for a statement on `table` that failed.
+fn read_failed(table: &str, e: rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::OperationInterrupted => {
+            format!("reading the table {table:?} was stopped: the file took longer than its time budget")
+        }
+        e => format!("cannot read the table {table:?}: {e}"),
     }
 }
 
@@ -341,6 +378,33 @@ mod tests {
         assert!(!rows[0].has("b"));
         assert_eq!(rows[0].get("b"), &Value::Null);
         assert!(db.rows("u", &["a"], &[]).unwrap_err().contains("no table \"u\""));
+    }
+
+    #[test]
+    fn rows_stream_one_at_a_time_and_repeated_values_are_found() {
+        let (_d, p) = file(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a BLOB);
+             INSERT INTO t(a) VALUES (x'01'), (x'02'), (x'03');",
+        );
+        let db = OldDatabase::open(&p, "an Intray database").unwrap();
+        let mut seen = Vec::new();
+        let stopped = db.each_row("t", &["a"], &[], |n, row| {
+            seen.push((n, row.get("a").clone()));
+            match n {
+                2 => Err("stop at row 2".to_owned()),
+                _ => Ok(()),
+            }
+        });
+        assert_eq!(stopped.unwrap_err(), "stop at row 2");
+        assert_eq!(seen, [(1, Value::Blob(vec![1])), (2, Value::Blob(vec![2]))]);
+        assert_eq!(db.repeated("t", "a").unwrap(), None);
+        let (_d, p) = file(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a BLOB);
+             INSERT INTO t(a) VALUES (x'01'), (x'02'), (x'01');",
+        );
+        let db = OldDatabase::open(&p, "an Intray database").unwrap();
+        assert_eq!(db.repeated("t", "a").unwrap(), Some(Value::Blob(vec![1])));
+        assert!(db.repeated("t", "b").unwrap_err().contains("no column \"b\""));
     }
 
     #[test]

@@ -295,6 +295,25 @@ impl AccountStore {
         }
     }
 
+    /// [`AccountStore::put_arriving`] as writes of an import (journalled: see
+    /// [`super::imports::Batches`]).
+    pub(super) fn put_arriving_into(
+        &self,
+        batches: &mut super::imports::Batches<'_>,
+        account: &Account,
+        access_keys: &[AccessKey],
+    ) -> Result<()> {
+        batches.insert(keys::username(&account.username), raw::uuid(account.id))?;
+        batches.insert(keys::account(account.id), records::account::encode(account))?;
+        for key in access_keys {
+            batches.insert(keys::access_key(account.id, key.id), records::access_key::encode(key))?;
+            if let Some(digest) = key.secret.digest() {
+                batches.insert(keys::key_digest(digest), keys::key_owner(account.id, key.id))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Adds the removal of the account record, its username, customer and access keys to
     /// `batch`.
     pub(crate) fn delete_into(&self, account: &Account, batch: &mut Batch) -> Result<()> {

@@ -1,14 +1,16 @@
 //! Accounts moved in from an Intray or Tickler server (`pigeonhole import-intray` /
-//! `import-tickler`): everything of every account of one run is written in one batch, with
-//! the uuids and creation times it had there, or nothing is.
+//! `import-tickler`), with the uuids and creation times they had there: a Tickler run in one
+//! batch; an Intray run streamed ([`InboxStore::move_in_streamed`]) in bounded batches
+//! through the import journal ([`super::imports`]); either way all of it or nothing.
 //!
 //! An account whose uuid and username are here already (an earlier run of the same file) is
 //! skipped as a whole; a username or uuid that belongs to another account here is a conflict,
 //! and then nothing at all is written.
 
+use super::imports::{Batches, WaitDurable};
 use super::inbox::InboxStore;
 use super::writer::Batch;
-use super::{keys, Arrival, Result, Written};
+use super::{keys, records, Arrival, Result, StoreError, Written};
 use crate::domain::account::{AccessKey, Account};
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
@@ -115,6 +117,91 @@ impl InboxStore {
             return Ok(Written::unchanged(arrivals));
         }
         Ok(Written::new(arrivals, self.tree.apply_batch(batch)))
+    }
+}
+
+/// An inbox account moving in by [`InboxStore::move_in_streamed`]: its items come after.
+#[derive(Clone, Debug)]
+pub struct InboxMoving {
+    pub account: Account,
+    /// In the order they list in.
+    pub access_keys: Vec<AccessKey>,
+}
+
+impl InboxStore {
+    /// What would happen to each of `accounts` (new here, here already, or a conflict of
+    /// its username or uuid), without writing anything; `true` when one is a conflict.
+    pub fn move_in_arrivals<'a>(&self, accounts: impl Iterator<Item = &'a Account>) -> Result<(Vec<Arrival>, bool)> {
+        arrivals(accounts, |a| self.accounts.arrival(a))
+    }
+
+    /// Whether an item of this uuid is here (of any account).
+    pub fn item_id_taken(&self, id: uuid::Uuid) -> Result<bool> {
+        self.tree.contains_key(keys::item_id(id))
+    }
+
+    /// Writes `accounts` (each checked by [`InboxStore::move_in_arrivals`] to be new here)
+    /// and the items `items` hands on (owner, item; each owner one of `accounts`) in bounded
+    /// batches, each on disk before the next, all or nothing through the import journal
+    /// ([`super::imports`]): when `items` or a write fails, what was written is undone
+    /// (now, or at the next open). An item uuid that is here already (one the run wrote
+    /// itself: the file has it twice) is an error. Answers how many items each account got.
+    pub fn move_in_streamed<E: From<StoreError>>(
+        &self,
+        accounts: &[InboxMoving],
+        items: impl FnOnce(&mut dyn FnMut(uuid::Uuid, InboxItem) -> Result<()>) -> std::result::Result<(), E>,
+        wait: WaitDurable<'_>,
+    ) -> std::result::Result<Vec<u64>, E> {
+        let mut batches = Batches::new(&self.tree, wait)?;
+        let index: std::collections::HashMap<uuid::Uuid, usize> =
+            accounts.iter().enumerate().map(|(i, a)| (a.account.id, i)).collect();
+        let mut counts = vec![0u64; accounts.len()];
+        // the ids of the batch being filled (not readable in the tree before it is written)
+        let mut in_batch = std::collections::HashSet::new();
+        let result = (|| {
+            for arriving in accounts {
+                self.accounts
+                    .put_arriving_into(&mut batches, &arriving.account, &arriving.access_keys)?;
+            }
+            items(&mut |owner, item| {
+                let i = *index
+                    .get(&owner)
+                    .ok_or_else(|| StoreError::Codec(format!("an item of {owner}, an account not moving in")))?;
+                if !in_batch.insert(item.id) || self.tree.contains_key(keys::item_id(item.id))? {
+                    return Err(StoreError::Codec(format!(
+                        "the uuid {} of an item is in the file twice",
+                        item.id
+                    )));
+                }
+                let place = keys::item_place(owner, item.created, self.tree.next_id()?);
+                batches.insert_new(keys::item(&place), records::item::encode(&item));
+                batches.insert_new(keys::item_id(item.id), place);
+                counts[i] += 1;
+                if batches.full() {
+                    batches.write()?;
+                    in_batch.clear();
+                }
+                Ok(())
+            })?;
+            for (arriving, n) in accounts.iter().zip(&counts) {
+                batches.insert(keys::count(arriving.account.id), records::raw::count(*n))?;
+            }
+            batches.commit()?;
+            Ok::<(), E>(())
+        })();
+        match result {
+            Ok(()) => Ok(counts),
+            Err(e) => {
+                let done = batches.done;
+                if let Err(undo) = batches.roll_back() {
+                    tracing::error!(
+                        "moving in failed after {done} batches, and undoing them failed too ({undo}): the next \
+                         start undoes them"
+                    );
+                }
+                Err(e)
+            }
+        }
     }
 }
 
