@@ -147,7 +147,11 @@ async fn a_note_added_while_the_server_is_down_arrives_once_when_it_is_back() {
     let server = Proc::start_on_ports(data.path(), logs.path(), ports, &[]).await;
     let out = client(home, &["inbox"], None);
     succeeded(&out);
-    assert!(stderr(&out).contains("sent 2 note(s) saved locally"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("sent 2 note(s) saved locally"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(
         texts(home),
         ["before the outage", "first thought", "second thought"],
@@ -298,7 +302,8 @@ async fn defer_moves_an_inbox_item_into_the_scheduler() {
     // without ID: the oldest, the one `next` shows; the account is on UTC
     let day = |d: i64| {
         let now = pigeonhole::domain::wire::Timestamp::now();
-        let (y, m, day) = pigeonhole::domain::wire::civil_from_days((now.secs + d * 86_400).div_euclid(86_400)).unwrap();
+        let (y, m, day) =
+            pigeonhole::domain::wire::civil_from_days((now.secs + d * 86_400).div_euclid(86_400)).unwrap();
         format!("{y:04}-{m:02}-{day:02}")
     };
     let before = day(3);
@@ -320,11 +325,7 @@ async fn defer_moves_an_inbox_item_into_the_scheduler() {
     .unwrap();
     assert_eq!(out["inbox-id"], id.as_str());
     assert_eq!(texts(home), ["read the paper"]);
-    assert!(scheduled(home).contains(&(
-        "renew the passport".into(),
-        "2030-01-02".into(),
-        "09:00:00".into()
-    )));
+    assert!(scheduled(home).contains(&("renew the passport".into(), "2030-01-02".into(), "09:00:00".into())));
 
     // the scheduler refuses: the item stays in the inbox
     let settings = std::fs::read_to_string(home.join("pigeonhole/client.toml")).unwrap();

@@ -14,7 +14,9 @@ use serde_json::{json, Value};
 /// The item `id` names (the start of its id), else the oldest.
 fn pick<'a>(items: &'a [Value], id: Option<&str>) -> Result<&'a Value, String> {
     let Some(prefix) = id else {
-        return items.first().ok_or_else(|| "the inbox is empty: nothing to defer".into());
+        return items
+            .first()
+            .ok_or_else(|| "the inbox is empty: nothing to defer".into());
     };
     let prefix = prefix.to_ascii_lowercase();
     let matching: Vec<&Value> = items
@@ -24,7 +26,9 @@ fn pick<'a>(items: &'a [Value], id: Option<&str>) -> Result<&'a Value, String> {
     match matching.as_slice() {
         [one] => Ok(one),
         [] => Err(format!("no inbox item's id starts with {prefix:?}")),
-        _ => Err(format!("several inbox items' ids start with {prefix:?}: give more of it")),
+        _ => Err(format!(
+            "several inbox items' ids start with {prefix:?}: give more of it"
+        )),
     }
 }
 
@@ -84,7 +88,11 @@ pub async fn run(args: DeferArgs) -> Result<(), String> {
             )
         })?;
     // 2. only now out of the inbox
-    if let Err(e) = client.inbox.ok(Method::DELETE, &format!("/inbox/item/{id}"), None).await {
+    if let Err(e) = client
+        .inbox
+        .ok(Method::DELETE, &format!("/inbox/item/{id}"), None)
+        .await
+    {
         return Err(format!(
             "the item is now in both: scheduled as {} for {due}, but removing it from the inbox failed ({e}); \
              run `pigeonhole done {}` to remove it from the inbox",

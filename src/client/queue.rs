@@ -77,7 +77,10 @@ enum Failure {
 impl Failure {
     /// The server was not reached (or did not answer): the notes wait.
     fn is_unreachable(&self) -> bool {
-        matches!(self, Failure::Unreachable(_) | Failure::NoAnswer(_) | Failure::Server(..))
+        matches!(
+            self,
+            Failure::Unreachable(_) | Failure::NoAnswer(_) | Failure::Server(..)
+        )
     }
 }
 
@@ -473,7 +476,13 @@ pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), S
         ),
     }
     let key = queue.push(text, true)?;
-    match send(&mut queue, &Remote::new(&settings).map_err(|e| e.to_string())?, &[key.clone()]).await {
+    match send(
+        &mut queue,
+        &Remote::new(&settings).map_err(|e| e.to_string())?,
+        std::slice::from_ref(&key),
+    )
+    .await
+    {
         Ok(stored) => {
             let id = Value::String(stored.get(&key).cloned().unwrap_or_default());
             client.print(&json!({ "id": id }), || format!("Added {}.", super::short(&id)));
@@ -527,7 +536,10 @@ mod tests {
             q.push("x", false).unwrap();
         }
         let err = q.push("one too many", false).unwrap_err();
-        assert!(err.contains("the local queue is full") && err.contains("1000 notes"), "{err}");
+        assert!(
+            err.contains("the local queue is full") && err.contains("1000 notes"),
+            "{err}"
+        );
         let big = "x".repeat(MAX_BYTES);
         q.file.notes.clear();
         q.push(&big, false).unwrap();
