@@ -301,12 +301,10 @@ async fn defer_moves_an_inbox_item_into_the_scheduler() {
 
     // without ID: the oldest, the one `next` shows; the account is on UTC
     let day = |d: i64| {
-        jiff::Timestamp::now()
-            .checked_add(jiff::SignedDuration::from_hours(24 * d))
-            .unwrap()
-            .to_zoned_datetime(jiff::tz::TimeZone::UTC)
-            .date()
-            .to_string()
+        let now = pigeonhole::domain::wire::Timestamp::now();
+        let (y, m, day) =
+            pigeonhole::domain::wire::civil_from_days((now.secs + d * 86_400).div_euclid(86_400)).unwrap();
+        format!("{y:04}-{m:02}-{day:02}")
     };
     let before = day(3);
     let said = succeeded(&client(home, &["defer", "--in", "3d"], None));

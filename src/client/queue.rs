@@ -483,7 +483,7 @@ pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), S
     match send(
         &mut queue,
         &Remote::new(&settings).map_err(|e| e.to_string())?,
-        &[key.clone()],
+        std::slice::from_ref(&key),
     )
     .await
     {
