@@ -73,6 +73,7 @@ fn routes_of_source(source: &str) -> Routes {
 /// The methods of an arm's right-hand side: `by_method(method, GET, POST, DELETE)` (each
 /// `None` or `Some(..)`), or the `M::…` of a `vec![…]`.
 fn methods_of(rhs: &str) -> Vec<String> {
+    let rhs: String = rhs.split_whitespace().collect();
     if let Some(i) = rhs.find("by_method(method,") {
         let mut args = Vec::new();
         let mut depth = 0;

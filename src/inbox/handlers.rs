@@ -116,6 +116,7 @@ impl Inbox {
             }
             Route::Root
             | Route::Health
+            | Route::OpenApi
             | Route::Register
             | Route::Login
             | Route::Pricing

@@ -213,6 +213,7 @@ impl Scheduler {
             }
             Route::Root
             | Route::Health
+            | Route::OpenApi
             | Route::Register
             | Route::Login
             | Route::Pricing
