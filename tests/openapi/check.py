@@ -2,8 +2,8 @@
 """Validates both OpenAPI documents and runs Schemathesis against a real server from them
 (tests/openapi/run installs the tools and names the binary in PIGEONHOLE_BIN).
 
-The server runs on free loopback ports with a fresh data directory and `--admin admin`.
-On each service the account `admin` registers, logs in (`POST /login`, the token of its
+The server runs on free loopback ports with a fresh data directory and two admins.
+On each service, for each run, an admin account registers, logs in (`POST /login`, the token of its
 `JWT-Cookie`) and makes an access key with every permission it has; Schemathesis then runs
 every operation of the document the service serves at `GET /openapi.json` twice: with
 `Authorization: Bearer <token>`, then with `Username` + `Access-Key`. The checks: no 5xx
@@ -53,10 +53,12 @@ def request(method, url, body=None, headers=None):
         return e.code, dict(e.headers), e.read()
 
 
-def credentials(base):
-    """Logs `admin` in, makes an access key with every permission (fresh for each run: a run
-    may delete or revoke what it was given)."""
-    status, headers, text = request("POST", base + "/login", {"username": "admin", "password": "a passphrase"})
+def credentials(base, user):
+    """Registers the admin `user`, logs in, makes an access key with every permission (an
+    account of its own for each run: a run may change or revoke what it was given)."""
+    status, _, text = request("POST", base + "/register", {"name": user, "password": "a passphrase"})
+    assert status in (200, 204), (status, text)
+    status, headers, text = request("POST", base + "/login", {"username": user, "password": "a passphrase"})
     assert status == 204, (status, text)
     cookie = {k.lower(): v for k, v in headers.items()}["set-cookie"]
     token = cookie.split(";")[0].split("=", 1)[1]
@@ -79,7 +81,7 @@ def main():
     data = tempfile.mkdtemp(prefix="pigeonhole-openapi-")
     server = subprocess.Popen(
         [BIN, "serve", "--data-dir", data, "--inbox-port", str(inbox_port),
-         "--scheduler-port", str(scheduler_port), "--admin", "admin"],
+         "--scheduler-port", str(scheduler_port), "--admin", "token-admin", "--admin", "key-admin"],
         stdout=subprocess.DEVNULL,
         stderr=open(os.path.join(data, "server.log"), "w"),
     )
@@ -102,14 +104,13 @@ def main():
                 time.sleep(0.1)
         started = time.monotonic()
         for name, base in bases.items():
-            status, _, text = request("POST", base + "/register", {"name": "admin", "password": "a passphrase"})
-            assert status in (200, 204), (status, text)
             for label in ("token", "access key"):
-                token, secret = credentials(base)
+                user = "token-admin" if label == "token" else "key-admin"
+                token, secret = credentials(base, user)
                 if label == "token":
                     headers = [f"Authorization: Bearer {token}"]
                 else:
-                    headers = ["Username: admin", f"Access-Key: {secret}"]
+                    headers = [f"Username: {user}", f"Access-Key: {secret}"]
                 print(f"\n=== {name} with a {label} ===", flush=True)
                 command = ["schemathesis", "run", base + "/openapi.json", "--checks", CHECKS,
                            "--max-examples", MAX_EXAMPLES, "--phases", PHASES, "--request-timeout", "30",
