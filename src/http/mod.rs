@@ -435,6 +435,16 @@ impl Reply {
         }
     }
 
+    /// A JSON document kept as text in the binary (the `GET /openapi.json` documents).
+    pub fn json_text(document: &'static str) -> Reply {
+        Reply {
+            status: StatusCode::OK,
+            body: Payload::Full(document.as_bytes().to_vec()),
+            content_type: Some("application/json"),
+            headers: Vec::new(),
+        }
+    }
+
     pub fn html(page: &'static str) -> Reply {
         let static_value = HeaderValue::from_static;
         let headers = vec![

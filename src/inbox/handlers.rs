@@ -35,6 +35,7 @@ impl Inbox {
         let accounts = &self.ctx.store.inbox.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
+            Route::OpenApi => return Ok(Reply::json_text(super::OPENAPI)),
             Route::Health => return Ok(self.ctx.health()),
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request).await,
@@ -127,6 +128,7 @@ impl Inbox {
             }
             Route::Root
             | Route::Health
+            | Route::OpenApi
             | Route::Register
             | Route::Login
             | Route::Pricing

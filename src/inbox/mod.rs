@@ -13,6 +13,9 @@ use std::sync::Arc;
 use warp::http::Method;
 
 pub const API_PAGE: &str = include_str!("../../assets/inbox.html");
+/// The OpenAPI 3.1 document of this service (`GET /openapi.json`, docs/api.md), written by
+/// tools/openapi.py.
+pub const OPENAPI: &str = include_str!("../../assets/openapi/inbox.json");
 
 /// The inbox's own pages of the web interface (the shared files are in
 /// [`crate::http::app::COMMON`]); `share` is the target of the manifest's `share_target`.

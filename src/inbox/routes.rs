@@ -11,6 +11,8 @@ pub enum Route {
     Root,
     /// `GET /healthz`: the process's health, no credentials (docs/operations.md).
     Health,
+    /// `GET /openapi.json`: this service's OpenAPI document, no credentials (docs/api.md).
+    OpenApi,
     Register,
     Login,
     Pricing,
@@ -64,7 +66,7 @@ pub fn access(route: &Route) -> Access {
     use Access::*;
     use Permission as P;
     match route {
-        Route::Root | Route::Health | Route::Register | Route::Login | Route::Pricing => Public,
+        Route::Root | Route::Health | Route::OpenApi | Route::Register | Route::Login | Route::Pricing => Public,
         Route::App(_) | Route::AppConfig | Route::AppToken => Public,
         Route::Permissions => Needs(P::PermitGetPermissions),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
@@ -117,6 +119,7 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
     match segments {
         [""] => by_method(method, Some(Root), None, None),
         ["healthz"] => by_method(method, Some(Health), None, None),
+        ["openapi.json"] => by_method(method, Some(OpenApi), None, None),
         ["register"] => by_method(method, None, Some(Register), None),
         ["login"] => by_method(method, None, Some(Login), None),
         ["pricing"] => by_method(method, Some(Pricing), None, None),
@@ -167,6 +170,8 @@ mod tests {
         assert_eq!(r(Method::GET, "/healthz"), Ok(Route::Health));
         assert_eq!(r(Method::POST, "/healthz"), Err(405));
         assert_eq!(r(Method::GET, "/health"), Err(404));
+        assert_eq!(r(Method::GET, "/openapi.json"), Ok(Route::OpenApi));
+        assert_eq!(r(Method::POST, "/openapi.json"), Err(405));
         assert_eq!(r(Method::POST, "/intray/item"), Ok(Route::AddItem));
         assert_eq!(r(Method::POST, "/inbox/text"), Ok(Route::AddText));
         assert_eq!(r(Method::GET, "/inbox/text"), Err(405));

@@ -41,6 +41,7 @@ impl Scheduler {
         let accounts = &self.ctx.store.scheduler.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
+            Route::OpenApi => return Ok(Reply::json_text(super::OPENAPI)),
             Route::Health => return Ok(self.ctx.health()),
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request).await,
@@ -212,6 +213,7 @@ impl Scheduler {
             }
             Route::Root
             | Route::Health
+            | Route::OpenApi
             | Route::Register
             | Route::Login
             | Route::Pricing

@@ -11,6 +11,8 @@ pub enum Route {
     Root,
     /// `GET /healthz`: the process's health, no credentials (docs/operations.md).
     Health,
+    /// `GET /openapi.json`: this service's OpenAPI document, no credentials (docs/api.md).
+    OpenApi,
     ChangePassphrase,
     Register,
     Login,
@@ -66,7 +68,13 @@ pub fn access(route: &Route) -> Access {
     use Access::*;
     use Permission as P;
     match route {
-        Route::Root | Route::Health | Route::Register | Route::Login | Route::Pricing | Route::Loopers => Public,
+        Route::Root
+        | Route::Health
+        | Route::OpenApi
+        | Route::Register
+        | Route::Login
+        | Route::Pricing
+        | Route::Loopers => Public,
         Route::VerifyPage(..) | Route::VerifyByLink(..) => Public,
         Route::App(_) | Route::AppConfig | Route::AppToken => Public,
         Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
@@ -137,6 +145,7 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ["pricing"] => vec![(M::GET, Pricing)],
         ["loopers"] => vec![(M::GET, Loopers)],
         ["healthz"] => vec![(M::GET, Health)],
+        ["openapi.json"] => vec![(M::GET, OpenApi)],
         ["account"] => vec![(M::GET, GetAccount), (M::DELETE, DeleteAccount)],
         ["account", "export"] => vec![(M::GET, Export)],
         ["account", "import"] => vec![(M::POST, Import)],
@@ -188,6 +197,8 @@ mod tests {
     fn table() {
         assert_eq!(r(Method::POST, "/"), Ok(Route::ChangePassphrase));
         assert_eq!(r(Method::POST, "/tickler/item"), Ok(Route::AddItem));
+        assert_eq!(r(Method::GET, "/openapi.json"), Ok(Route::OpenApi));
+        assert_eq!(r(Method::DELETE, "/openapi.json"), Err(405));
         assert_eq!(r(Method::POST, "/trigger/intray"), Ok(Route::AddInboxTrigger));
         assert_eq!(r(Method::PUT, "/account/settings"), Ok(Route::PutSettings));
         assert_eq!(r(Method::GET, "/trigger/email/verify/a/b"), Err(405));
