@@ -114,7 +114,7 @@ fn run_measured(mut command: Command) -> (bool, u64, String) {
             break status;
         }
         assert!(Instant::now() < deadline, "import-intray ran past its deadline");
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(5)); // poll: samples the peak RSS until the exit, with a deadline
     };
     let text = out.join().expect("output");
     (status.success(), peak, text)
