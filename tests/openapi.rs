@@ -17,6 +17,7 @@
 mod common;
 
 use common::{Api, Auth, Method, Server};
+use pigeonhole::domain::permissions::{Access, Permission};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -265,4 +266,55 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
             "PUT /verify-email/{}/{}",
         ]
     );
+}
+
+/// A documented path with each `{capture}` replaced by `with`, as the route table's
+/// segments.
+fn segments_of(path: &str, with: &str) -> Vec<String> {
+    path.trim_start_matches('/')
+        .split('/')
+        .map(|s| if s.starts_with('{') { with.to_owned() } else { s.to_owned() })
+        .collect()
+}
+
+/// The permissions of every documented operation (`x-permissions`, `x-admin-only`; none for
+/// a public one) are exactly those the route table asks for: `access(route)` and then
+/// `also_needs(route)`.
+fn check_permissions<R>(
+    doc: &Value,
+    route: impl Fn(&warp::http::Method, &[&str]) -> Option<R>,
+    access: impl Fn(&R) -> Access,
+    also_needs: impl Fn(&R) -> &'static [Permission],
+) {
+    let mut protected = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let segments = segments_of(path, "3f2b8a52-6f0e-4c1e-9d3a-0b7c5e1d2a44");
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        for (method, op) in item.as_object().unwrap() {
+            let m = warp::http::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let r = route(&m, &segments).unwrap_or_else(|| panic!("{method} {path} is not routed"));
+            let (expected, admin): (Vec<&str>, bool) = match access(&r) {
+                Access::Public => (vec![], false),
+                Access::Needs(p) => (std::iter::once(p).chain(also_needs(&r).iter().copied()).map(Permission::name).collect(), false),
+                Access::Admin(p) => (std::iter::once(p).chain(also_needs(&r).iter().copied()).map(Permission::name).collect(), true),
+            };
+            let documented: Vec<&str> = op["x-permissions"]
+                .as_array()
+                .map(|a| a.iter().map(|p| p.as_str().expect("a permission name")).collect())
+                .unwrap_or_default();
+            assert_eq!(documented, expected, "the permissions of {method} {path}");
+            assert_eq!(op["x-admin-only"].as_bool().unwrap_or(false), admin, "admin only: {method} {path}");
+            protected += usize::from(!expected.is_empty());
+        }
+    }
+    assert!(protected > 10, "only {protected} protected operations read");
+}
+
+#[test]
+fn every_documented_permission_is_the_route_tables() {
+    use pigeonhole::{inbox::routes as inbox, scheduler::routes as scheduler};
+    let doc: Value = serde_json::from_str(include_str!("../assets/openapi/inbox.json")).unwrap();
+    check_permissions(&doc, |m, s| inbox::route(m, s).ok(), inbox::access, inbox::also_needs);
+    let doc: Value = serde_json::from_str(include_str!("../assets/openapi/scheduler.json")).unwrap();
+    check_permissions(&doc, |m, s| scheduler::route(m, s).ok(), scheduler::access, scheduler::also_needs);
 }

@@ -104,11 +104,62 @@ def path_param(name, schema=UUID, description=None):
     return out
 
 
+# The permissions each protected operation needs, by operationId: the one the route table
+# names (`access` in src/*/routes.rs) first, then what the handler also reads or writes
+# (`also_needs`). tests/openapi.rs checks them against those tables.
+COMMON_PERMISSIONS = {
+    "permissions": ("PermitGetPermissions",),
+    "getAccount": ("PermitGetAccountInfo",),
+    "addAccessKey": ("PermitPostAddAccessKey",),
+    "listAccessKeys": ("PermitGetAccessKeys",),
+    "getAccessKey": ("PermitGetAccessKey",),
+    "deleteAccessKey": ("PermitDeleteAccessKey",),
+    "changePassphrase": ("PermitPostChangePassphrase",),
+    "deleteAccount": ("PermitDeleteAccount",),
+    "sync": ("PermitSync",),
+    "getItem": ("PermitGetItem",),
+    "items": ("PermitGetItems",),
+    "uuids": ("PermitGetItemUUIDs",),
+    "adminStats": ("PermitAdminGetStats",),
+    "adminAccounts": ("PermitAdminGetAccounts",),
+    "adminDeleteAccount": ("PermitAdminDeleteAccount",),
+}
+INBOX_PERMISSIONS = COMMON_PERMISSIONS | {
+    "exportAccount": ("PermitGetItems", "PermitGetAccessKeys", "PermitGetAccountInfo"),
+    "importAccount": ("PermitAdd",),
+    "changePassphraseOld": ("PermitPostChangePassphrase",),
+    "addItem": ("PermitAdd",),
+    "addText": ("PermitAdd",),
+    "deleteItem": ("PermitDelete",),
+    "showItem": ("PermitShow",),
+    "size": ("PermitSize",),
+}
+SCHEDULER_PERMISSIONS = COMMON_PERMISSIONS | {
+    "exportAccount": ("PermitGetItems", "PermitGetSettings", "PermitGetTriggers", "PermitGetAccessKeys", "PermitGetAccountInfo"),
+    "importAccount": ("PermitAddItem", "PermitPutSettings", "PermitAddTrigger"),
+    "getSettings": ("PermitGetSettings",),
+    "putSettings": ("PermitPutSettings",),
+    "addItem": ("PermitAddItem",),
+    "editItem": ("PermitEditItem",),
+    "deleteItem": ("PermitDeleteItem",),
+    "deleteTriggereds": ("PermitDeleteTriggereds",),
+    "retry": ("PermitRetry",),
+    "triggers": ("PermitGetTriggers",),
+    "getTrigger": ("PermitGetTriggers",),
+    "deleteTrigger": ("PermitDeleteTrigger",),
+    "addEmailTrigger": ("PermitAddTrigger",),
+    "addInboxTrigger": ("PermitAddTrigger",),
+    "verifyEmailTrigger": ("PermitVerifyTrigger",),
+    "resendVerification": ("PermitResendVerification",),
+}
+
+
 class Doc:
-    def __init__(self, title, description):
+    def __init__(self, title, description, permissions):
         self.paths = {}
         self.title = title
         self.description = description
+        self.permissions = permissions
 
     def op(
         self,
@@ -159,7 +210,9 @@ class Doc:
             o["responses"] = responses
             if auth:
                 o["security"] = [{"bearer": []}, {"username": [], "accessKey": []}]
+                o["x-permissions"] = list(self.permissions[op_id])
                 if auth == "admin":
+                    o["x-admin-only"] = True
                     o["description"] = (o.get("description", "") + " Only for accounts on the server's admin list.").strip()
             else:
                 o["security"] = []
@@ -298,7 +351,8 @@ def inbox():
         "The inbox (an Intray-compatible API): capture anything, process it later. "
         "Every `/inbox/...` path also answers as `/intray/...`. Errors are `{\"error\": \"...\"}`. "
         "Protected routes take a bearer token or the `Username` + `Access-Key` headers; "
-        "the route's permission is named in its description. `HEAD` answers as `GET`.",
+        "the permissions a route needs are its `x-permissions`. `HEAD` answers as `GET`.",
+        INBOX_PERMISSIONS,
     )
     common(d, "inbox")
     both = lambda p: [f"/inbox{p}", f"/intray{p}"]
@@ -336,7 +390,9 @@ def scheduler():
         "inbox or by e-mail. Every `/scheduler/...` path also answers as `/tickler/...`, and "
         "`/trigger/inbox` as `/trigger/intray`. Errors are `{\"error\": \"...\"}`. Protected "
         "routes take a bearer token or the `Username` + `Access-Key` headers "
-        "(docs/scheduler-access-keys.md). `HEAD` answers as `GET`.",
+        "(docs/scheduler-access-keys.md) carrying the permissions of the route's `x-permissions`. "
+        "`HEAD` answers as `GET`.",
+        SCHEDULER_PERMISSIONS,
     )
     common(d, "scheduler")
     both = lambda p: [f"/scheduler{p}", f"/tickler{p}"]

@@ -8,7 +8,6 @@ use crate::auth::flows::require_all;
 use crate::domain::account::{Account, Principal, ServiceKind};
 use crate::domain::inbox::models::{ContentsIn, InboxItem, ItemType};
 use crate::domain::inbox::sync::{self, SyncRequest};
-use crate::domain::permissions::Permission;
 use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
 use crate::http::{app, path_uuid, ApiError, Head, Reply, Request};
@@ -140,10 +139,7 @@ impl Inbox {
 
     /// `GET /account/export`: items, and access keys without their secrets.
     fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
-        require_all(
-            who,
-            &[Permission::PermitGetAccessKeys, Permission::PermitGetAccountInfo],
-        )?;
+        require_all(who, super::routes::also_needs(&Route::Export))?;
         let items = self.ctx.store.inbox.items(who.account.id)?;
         let keys = self.flows.exported_keys(&self.ctx.store.inbox.accounts, who)?;
         Ok(Reply::json(&transfer::inbox_export(

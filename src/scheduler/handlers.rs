@@ -229,16 +229,7 @@ impl Scheduler {
     /// `GET /account/export`: settings, scheduled and triggered items, triggers (an inbox
     /// trigger with its access key: docs/backup.md), access keys without their secrets.
     fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
-        use crate::domain::permissions::Permission as P;
-        require_all(
-            who,
-            &[
-                P::PermitGetSettings,
-                P::PermitGetTriggers,
-                P::PermitGetAccessKeys,
-                P::PermitGetAccountInfo,
-            ],
-        )?;
+        require_all(who, super::routes::also_needs(&Route::Export))?;
         let store = &self.ctx.store.scheduler;
         let me = who.account.id;
         let keys = self.flows.exported_keys(&store.accounts, who)?;
@@ -258,11 +249,10 @@ impl Scheduler {
     /// the store), one import at a time in the process; `"dry-run": true` stops after the
     /// checks.
     async fn import(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
-        use crate::domain::permissions::Permission as P;
         use crate::domain::transfer::{ReadError, SchedulerEntry};
         use crate::store::scheduler::ImportIds;
         use crate::store::{StoreError, Written};
-        require_all(who, &[P::PermitPutSettings, P::PermitAddTrigger])?;
+        require_all(who, super::routes::also_needs(&Route::Import))?;
         let body = crate::http::body::json_object(request)?;
         let cap = self
             .ctx

@@ -79,7 +79,7 @@ pub fn access(route: &Route) -> Access {
         Route::App(_) | Route::AppConfig | Route::AppToken => Public,
         Route::ChangePassphrase => Needs(P::PermitPostChangePassphrase),
         Route::GetAccount => Needs(P::PermitGetAccountInfo),
-        // and the other permissions of what they read or write (handlers.rs)
+        // and the other permissions of what they read or write (`also_needs`)
         Route::Export => Needs(P::PermitGetItems),
         Route::Import => Needs(P::PermitAddItem),
         Route::DeleteAccount => Needs(P::PermitDeleteAccount),
@@ -107,6 +107,23 @@ pub fn access(route: &Route) -> Access {
         Route::AdminStats => Admin(P::PermitAdminGetStats),
         Route::AdminAccounts => Admin(P::PermitAdminGetAccounts),
         Route::AdminDeleteAccount(_) => Admin(P::PermitAdminDeleteAccount),
+    }
+}
+
+/// The permissions a route needs besides the one [`access`] names: those of what its
+/// handler also reads or writes (an export reads the account and its keys too). The
+/// OpenAPI document lists both (`x-permissions`, tests/openapi.rs).
+pub fn also_needs(route: &Route) -> &'static [Permission] {
+    use Permission as P;
+    match route {
+        Route::Export => &[
+            P::PermitGetSettings,
+            P::PermitGetTriggers,
+            P::PermitGetAccessKeys,
+            P::PermitGetAccountInfo,
+        ],
+        Route::Import => &[P::PermitPutSettings, P::PermitAddTrigger],
+        _ => &[],
     }
 }
 
