@@ -273,7 +273,13 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
 fn segments_of(path: &str, with: &str) -> Vec<String> {
     path.trim_start_matches('/')
         .split('/')
-        .map(|s| if s.starts_with('{') { with.to_owned() } else { s.to_owned() })
+        .map(|s| {
+            if s.starts_with('{') {
+                with.to_owned()
+            } else {
+                s.to_owned()
+            }
+        })
         .collect()
 }
 
@@ -295,15 +301,31 @@ fn check_permissions<R>(
             let r = route(&m, &segments).unwrap_or_else(|| panic!("{method} {path} is not routed"));
             let (expected, admin): (Vec<&str>, bool) = match access(&r) {
                 Access::Public => (vec![], false),
-                Access::Needs(p) => (std::iter::once(p).chain(also_needs(&r).iter().copied()).map(Permission::name).collect(), false),
-                Access::Admin(p) => (std::iter::once(p).chain(also_needs(&r).iter().copied()).map(Permission::name).collect(), true),
+                Access::Needs(p) => (
+                    std::iter::once(p)
+                        .chain(also_needs(&r).iter().copied())
+                        .map(Permission::name)
+                        .collect(),
+                    false,
+                ),
+                Access::Admin(p) => (
+                    std::iter::once(p)
+                        .chain(also_needs(&r).iter().copied())
+                        .map(Permission::name)
+                        .collect(),
+                    true,
+                ),
             };
             let documented: Vec<&str> = op["x-permissions"]
                 .as_array()
                 .map(|a| a.iter().map(|p| p.as_str().expect("a permission name")).collect())
                 .unwrap_or_default();
             assert_eq!(documented, expected, "the permissions of {method} {path}");
-            assert_eq!(op["x-admin-only"].as_bool().unwrap_or(false), admin, "admin only: {method} {path}");
+            assert_eq!(
+                op["x-admin-only"].as_bool().unwrap_or(false),
+                admin,
+                "admin only: {method} {path}"
+            );
             protected += usize::from(!expected.is_empty());
         }
     }
@@ -316,5 +338,10 @@ fn every_documented_permission_is_the_route_tables() {
     let doc: Value = serde_json::from_str(include_str!("../assets/openapi/inbox.json")).unwrap();
     check_permissions(&doc, |m, s| inbox::route(m, s).ok(), inbox::access, inbox::also_needs);
     let doc: Value = serde_json::from_str(include_str!("../assets/openapi/scheduler.json")).unwrap();
-    check_permissions(&doc, |m, s| scheduler::route(m, s).ok(), scheduler::access, scheduler::also_needs);
+    check_permissions(
+        &doc,
+        |m, s| scheduler::route(m, s).ok(),
+        scheduler::access,
+        scheduler::also_needs,
+    );
 }

@@ -8,8 +8,11 @@ On each service, for each run, an admin account registers, logs in (`POST /login
 every operation of the document the service serves at `GET /openapi.json` twice: with
 `Authorization: Bearer <token>`, then with `Username` + `Access-Key`. The checks: no 5xx
 but the documented 503, every status documented, every body and content type as documented.
-`DELETE /account` is left out (it would end the run's credentials after its first call;
-tests/inbox_api.rs and tests/scheduler_api.rs test it). Bounded: a few examples per
+`DELETE /account` and `DELETE /admin/account/{id}` are left out: they end the run's
+credentials (Schemathesis's stateful phase feeds the caller's own `uuid`, from
+`GET /account` or `GET /admin/accounts`, into the admin deletion, and every operation run
+after it then answers only 401); tests/inbox_api.rs, tests/scheduler_api.rs and the
+conformance suite test both. Bounded: a few examples per
 operation (MAX_EXAMPLES, default 10; PHASES)."""
 import json
 import os
@@ -115,6 +118,7 @@ def main():
                 command = ["schemathesis", "run", base + "/openapi.json", "--checks", CHECKS,
                            "--max-examples", MAX_EXAMPLES, "--phases", PHASES, "--request-timeout", "30",
                            "--exclude-operation-id", "deleteAccount",
+                           "--exclude-operation-id", "adminDeleteAccount",
                            "--seed", "20", "--no-color", *sum((["-H", h] for h in headers), []),
                            *sys.argv[1:]]
                 t = time.monotonic()
