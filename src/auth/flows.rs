@@ -11,6 +11,7 @@ use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
 use crate::http::{ApiError, Head, Reply, Request};
 use crate::metrics::Metrics;
+use crate::store::throttles::Throttles;
 use crate::store::{AccountStore, Registration};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -63,13 +64,14 @@ impl AccountFlows {
         settings: Arc<Settings>,
         tokens: Arc<TokenKeys>,
         decoy: passwords::Decoy,
+        throttles: Arc<dyn Throttles>,
     ) -> AccountFlows {
         AccountFlows {
             service,
             settings,
             tokens,
-            limiter: LoginLimiter::default(),
-            registrations: RegistrationLimiter::default(),
+            limiter: LoginLimiter::new(service.name(), throttles.clone()),
+            registrations: RegistrationLimiter::new(service.name(), throttles),
             decoy,
             metrics: Arc::new(Metrics::off()),
         }
@@ -90,7 +92,7 @@ impl AccountFlows {
         // checked before any hashing or storage (and before the registration limit)
         let name = NewUsername::parse(body.name)?;
         let password = NewPassword::parse(body.password)?;
-        self.registrations.attempt(client_of(request)).map_err(|secs| {
+        self.registrations.attempt(client_of(request)).await?.map_err(|secs| {
             self.metrics.throttled(self.service.name(), "registration");
             ApiError::too_many(secs, "too many registrations from this address, try again later")
         })?;
@@ -156,6 +158,7 @@ impl AccountFlows {
         let attempt = self
             .limiter
             .reserve(&body.username, client_of(request))
+            .await?
             .map_err(|secs| {
                 self.metrics.throttled(self.service.name(), "login");
                 ApiError::too_many_logins(secs)
@@ -167,7 +170,7 @@ impl AccountFlows {
             return Err(ApiError::unauthorized("wrong username or password"));
         };
         if password_ok {
-            attempt.succeeded();
+            attempt.succeeded().await;
             self.upgrade_password(accounts, &account, body.password).await?;
             let grant = Grant {
                 permissions: self.password_permissions(&account),
@@ -176,7 +179,7 @@ impl AccountFlows {
             return self.grant_token(accounts, &account, grant).await;
         }
         if let Some(key) = self.legacy_key(accounts, &account, &body.password).await? {
-            attempt.succeeded();
+            attempt.succeeded().await;
             let grant = Grant {
                 permissions: key.permissions,
                 key: Some(key.id),

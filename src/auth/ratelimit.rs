@@ -11,118 +11,32 @@
 //! which one machine usually has whole), so one client cannot fill the database with
 //! accounts.
 //!
-//! Memory is bounded whatever clients send: a pair is kept as a 16-byte digest of the
-//! username and the address (a username can be megabytes long), each entry holds at most
-//! `limit` timestamps, entries leave when their timestamps leave the window, and each table
-//! has a maximum number of entries (at the maximum, the entries idle the longest make room).
+//! The counts are kept by the store's [`Throttles`] (src/store/throttles.rs), so that every
+//! process of one database counts together; each key is a 16-byte digest of the service,
+//! the username and the address (a username can be megabytes long), and the store bounds
+//! what it keeps.
 
+use crate::store::throttles::{Count, MemoryThrottles, Taken, Throttle, Throttles, Turn};
+use crate::store::StoreError;
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-use std::hash::Hash;
 use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-/// Timestamps (milliseconds since the limiter was made) of the counted attempts of one key,
-/// per key, within a window.
-struct Window<K> {
-    limit: usize,
-    span_ms: u64,
-    max_entries: usize,
-    entries: HashMap<K, Vec<u64>>,
-}
-
-impl<K: Hash + Eq + Clone> Window<K> {
-    fn new(limit: usize, span: Duration, max_entries: usize) -> Window<K> {
-        Window {
-            limit: limit.max(1),
-            span_ms: span.as_millis().max(1) as u64,
-            max_entries: max_entries.max(1),
-            entries: HashMap::new(),
-        }
-    }
-
-    /// Milliseconds until `key` may make another attempt (`None`: it may now).
-    fn wait(&mut self, key: &K, now: u64) -> Option<u64> {
-        let span = self.span_ms;
-        let stamps = self.entries.get_mut(key)?;
-        stamps.retain(|t| now.saturating_sub(*t) < span);
-        if stamps.is_empty() {
-            self.entries.remove(key);
-            return None;
-        }
-        if stamps.len() < self.limit {
-            return None;
-        }
-        // the attempt that must leave the window for the count to drop below the limit
-        let oldest = stamps[stamps.len() - self.limit];
-        Some((oldest + span).saturating_sub(now).max(1))
-    }
-
-    fn add(&mut self, key: K, now: u64) {
-        if !self.entries.contains_key(&key) && self.entries.len() >= self.max_entries {
-            self.make_room(now);
-        }
-        let stamps = self.entries.entry(key).or_default();
-        stamps.push(now);
-        if stamps.len() > self.limit {
-            // only possible for a caller that adds without asking first; keep the newest
-            stamps.remove(0);
-        }
-    }
-
-    /// Forgets one attempt of `key` made at `at` (a reserved slot given back).
-    fn remove(&mut self, key: &K, at: u64) {
-        if let Some(stamps) = self.entries.get_mut(key) {
-            if let Some(i) = stamps.iter().rposition(|t| *t == at) {
-                stamps.remove(i);
-            }
-            if stamps.is_empty() {
-                self.entries.remove(key);
-            }
-        }
-    }
-
-    /// Drops what left the window; if the table is still full, the quarter of the entries
-    /// whose last attempt is oldest.
-    fn make_room(&mut self, now: u64) {
-        let span = self.span_ms;
-        self.entries.retain(|_, stamps| {
-            stamps.retain(|t| now.saturating_sub(*t) < span);
-            !stamps.is_empty()
-        });
-        if self.entries.len() < self.max_entries {
-            return;
-        }
-        let mut last: Vec<(u64, K)> = self
-            .entries
-            .iter()
-            .map(|(k, s)| (s.last().copied().unwrap_or(0), k.clone()))
-            .collect();
-        last.sort_unstable_by_key(|(t, _)| *t);
-        for (_, k) in last.into_iter().take(self.max_entries.div_ceil(4)) {
-            self.entries.remove(&k);
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.entries.len()
-    }
-}
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Whole seconds for `Retry-After`: at least 1, at most the window.
-fn retry_after_secs(wait_ms: u64, span_ms: u64) -> u64 {
-    wait_ms.div_ceil(1000).clamp(1, span_ms.div_ceil(1000).max(1))
+fn retry_after_secs(wait: Duration, window: Duration) -> u64 {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    secs.clamp(1, window.as_secs().max(1))
 }
 
-/// The digest that stands for a (username, address) pair.
-fn pair_key(username: &str, addr: IpAddr) -> [u8; 16] {
+/// The 16 bytes that stand for `parts` (a username can be megabytes long; an address is
+/// kept as a digest too, so that every key has one size). `scope` keeps the two services'
+/// counts apart.
+fn key_of(scope: &str, parts: &[&[u8]]) -> [u8; 16] {
     let mut h = Sha256::new();
-    h.update((username.len() as u64).to_be_bytes());
-    h.update(username.as_bytes());
-    match addr.to_canonical() {
-        IpAddr::V4(a) => h.update(a.octets()),
-        IpAddr::V6(a) => h.update(a.octets()),
+    for part in std::iter::once(scope.as_bytes()).chain(parts.iter().copied()) {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part);
     }
     let digest = h.finalize();
     let mut key = [0u8; 16];
@@ -130,15 +44,20 @@ fn pair_key(username: &str, addr: IpAddr) -> [u8; 16] {
     key
 }
 
-struct LoginTables {
-    pairs: Window<[u8; 16]>,
-    addrs: Window<IpAddr>,
+fn octets(addr: IpAddr) -> Vec<u8> {
+    match addr.to_canonical() {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
 }
 
 /// Failed-login limits of one service.
 pub struct LoginLimiter {
-    epoch: Instant,
-    tables: Mutex<LoginTables>,
+    scope: &'static str,
+    window: Duration,
+    per_pair: u32,
+    per_addr: u32,
+    throttles: Arc<dyn Throttles>,
 }
 
 /// A login attempt's place in the limits: counted as a failure unless
@@ -146,120 +65,119 @@ pub struct LoginLimiter {
 #[must_use = "an attempt counts as a failure unless it is reported as a success"]
 pub struct LoginAttempt<'a> {
     limiter: &'a LoginLimiter,
-    pair: [u8; 16],
-    addr: IpAddr,
-    at: u64,
+    taken: Taken,
 }
 
 impl LoginAttempt<'_> {
-    /// The password was right: the attempt does not count.
-    pub fn succeeded(self) {
-        let mut t = self.limiter.lock();
-        t.pairs.remove(&self.pair, self.at);
-        t.addrs.remove(&self.addr, self.at);
-    }
-}
-
-impl Default for LoginLimiter {
-    fn default() -> Self {
-        // 10 per pair and 100 per address in 10 minutes (inbox.md §1.7)
-        LoginLimiter::new(Duration::from_secs(600), 10, 100)
+    /// The password was right: the attempt does not count. (When the counts cannot be
+    /// reached, it stays counted: the owner has one try less for a while.)
+    pub async fn succeeded(self) {
+        if let Err(e) = self.limiter.throttles.give_back(&self.taken).await {
+            tracing::warn!("a successful login stays counted as a failure: {e}");
+        }
     }
 }
 
 impl LoginLimiter {
-    pub fn new(window: Duration, per_pair: usize, per_addr: usize) -> LoginLimiter {
-        LoginLimiter::with_capacity(window, per_pair, per_addr, 32_768, 4_096)
+    /// 10 per pair and 100 per address in 10 minutes (inbox.md §1.7), counted in `throttles`
+    /// under `scope` (the service's name).
+    pub fn new(scope: &'static str, throttles: Arc<dyn Throttles>) -> LoginLimiter {
+        LoginLimiter::with_limits(scope, throttles, Duration::from_secs(600), 10, 100)
     }
 
-    fn with_capacity(
+    pub fn with_limits(
+        scope: &'static str,
+        throttles: Arc<dyn Throttles>,
         window: Duration,
-        per_pair: usize,
-        per_addr: usize,
-        max_pairs: usize,
-        max_addrs: usize,
+        per_pair: u32,
+        per_addr: u32,
     ) -> LoginLimiter {
         LoginLimiter {
-            epoch: Instant::now(),
-            tables: Mutex::new(LoginTables {
-                pairs: Window::new(per_pair, window, max_pairs),
-                addrs: Window::new(per_addr, window, max_addrs),
-            }),
+            scope,
+            window,
+            per_pair,
+            per_addr,
+            throttles,
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, LoginTables> {
-        self.tables.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn now(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
     }
 
     /// Takes a slot for a login of `username` from `addr`, or `Err(seconds)` to wait when
     /// the pair or the address has used up its attempts.
-    pub fn reserve(&self, username: &str, addr: IpAddr) -> Result<LoginAttempt<'_>, u64> {
-        let pair = pair_key(username, addr);
-        let now = self.now();
-        let mut t = self.lock();
-        let waits = [t.pairs.wait(&pair, now), t.addrs.wait(&addr, now)];
-        if let Some(wait) = waits.into_iter().flatten().max() {
-            return Err(retry_after_secs(wait, t.pairs.span_ms));
-        }
-        t.pairs.add(pair, now);
-        t.addrs.add(addr, now);
-        Ok(LoginAttempt {
-            limiter: self,
-            pair,
-            addr,
-            at: now,
+    pub async fn reserve(&self, username: &str, addr: IpAddr) -> Result<Result<LoginAttempt<'_>, u64>, StoreError> {
+        let addr = octets(addr);
+        let counts = [
+            Count {
+                throttle: Throttle::LoginPair,
+                key: key_of(self.scope, &[username.as_bytes(), &addr]),
+                most: self.per_pair,
+                window: self.window,
+            },
+            Count {
+                throttle: Throttle::LoginAddress,
+                key: key_of(self.scope, &[&addr]),
+                most: self.per_addr,
+                window: self.window,
+            },
+        ];
+        Ok(match self.throttles.take(&counts).await? {
+            Turn::Counted(taken) => Ok(LoginAttempt { limiter: self, taken }),
+            Turn::Wait { after, .. } => Err(retry_after_secs(after, self.window)),
         })
-    }
-
-    /// Entries kept (pairs, addresses).
-    pub fn entries(&self) -> (usize, usize) {
-        let t = self.lock();
-        (t.pairs.len(), t.addrs.len())
     }
 }
 
 /// Registrations per client address.
 pub struct RegistrationLimiter {
-    epoch: Instant,
-    window: Mutex<Window<IpAddr>>,
-}
-
-impl Default for RegistrationLimiter {
-    fn default() -> Self {
-        RegistrationLimiter::new(Duration::from_secs(3600), 10)
-    }
+    scope: &'static str,
+    window: Duration,
+    per_addr: u32,
+    throttles: Arc<dyn Throttles>,
 }
 
 impl RegistrationLimiter {
-    pub fn new(window: Duration, per_addr: usize) -> RegistrationLimiter {
+    /// 10 per address (IPv6: per /64) in an hour.
+    pub fn new(scope: &'static str, throttles: Arc<dyn Throttles>) -> RegistrationLimiter {
+        RegistrationLimiter::with_limits(scope, throttles, Duration::from_secs(3600), 10)
+    }
+
+    pub fn with_limits(
+        scope: &'static str,
+        throttles: Arc<dyn Throttles>,
+        window: Duration,
+        per_addr: u32,
+    ) -> RegistrationLimiter {
         RegistrationLimiter {
-            epoch: Instant::now(),
-            window: Mutex::new(Window::new(per_addr, window, 4_096)),
+            scope,
+            window,
+            per_addr,
+            throttles,
         }
     }
 
     /// Counts a registration attempt from `addr`, or `Err(seconds)` to wait. Loopback
     /// clients are not limited: that is the owner's own machine (set-up tools, scripts);
     /// behind a reverse proxy, `--trusted-proxy` makes the real client address count.
-    pub fn attempt(&self, addr: IpAddr) -> Result<(), u64> {
+    pub async fn attempt(&self, addr: IpAddr) -> Result<Result<(), u64>, StoreError> {
         let addr = addr.to_canonical();
         if addr.is_loopback() {
-            return Ok(());
+            return Ok(Ok(()));
         }
-        let key = network_of(addr);
-        let now = self.epoch.elapsed().as_millis() as u64;
-        let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(wait) = w.wait(&key, now) {
-            return Err(retry_after_secs(wait, w.span_ms));
-        }
-        w.add(key, now);
-        Ok(())
+        let count = Count {
+            throttle: Throttle::Registration,
+            key: key_of(self.scope, &[&octets(network_of(addr))]),
+            most: self.per_addr,
+            window: self.window,
+        };
+        Ok(match self.throttles.take(&[count]).await? {
+            Turn::Counted(_) => Ok(()),
+            Turn::Wait { after, .. } => Err(retry_after_secs(after, self.window)),
+        })
     }
+}
+
+/// Counts of this process alone (a limiter made without a database's: tests, tools).
+pub fn private_throttles() -> Arc<dyn Throttles> {
+    Arc::new(MemoryThrottles::default())
 }
 
 /// IPv4 addresses as they are, IPv6 addresses by their /64 network.
@@ -282,102 +200,149 @@ mod tests {
         s.parse().unwrap()
     }
 
-    #[test]
-    fn ten_failures_refuse_the_pair_and_not_the_same_user_elsewhere() {
-        let l = LoginLimiter::default();
+    fn limiter() -> LoginLimiter {
+        LoginLimiter::new("inbox", private_throttles())
+    }
+
+    async fn fail(l: &LoginLimiter, user: &str, addr: IpAddr) {
+        drop(l.reserve(user, addr).await.unwrap().expect("a slot"));
+    }
+
+    #[tokio::test]
+    async fn ten_failures_refuse_the_pair_and_not_the_same_user_elsewhere() {
+        let l = limiter();
         let (stranger, owner) = (ip("203.0.113.5"), ip("198.51.100.7"));
         for _ in 0..10 {
-            drop(l.reserve("alice", stranger).expect("a slot"));
+            fail(&l, "alice", stranger).await;
         }
-        let wait = l.reserve("alice", stranger).err().expect("refused");
+        let wait = l.reserve("alice", stranger).await.unwrap().err().expect("refused");
         assert!((599..=600).contains(&wait), "{wait}");
-        l.reserve("alice", owner).expect("the owner elsewhere").succeeded();
+        l.reserve("alice", owner)
+            .await
+            .unwrap()
+            .expect("the owner elsewhere")
+            .succeeded()
+            .await;
         l.reserve("bob", stranger)
+            .await
+            .unwrap()
             .expect("another user from the stranger's address")
-            .succeeded();
+            .succeeded()
+            .await;
     }
 
-    #[test]
-    fn successes_give_their_slot_back_and_attempts_in_flight_count() {
-        let l = LoginLimiter::default();
+    #[tokio::test]
+    async fn successes_give_their_slot_back_and_attempts_in_flight_count() {
+        let l = limiter();
         let a = ip("192.0.2.1");
         for _ in 0..50 {
-            l.reserve("alice", a).expect("a slot").succeeded();
+            l.reserve("alice", a).await.unwrap().expect("a slot").succeeded().await;
         }
         // ten attempts in flight at once: the eleventh is refused before any finishes
-        let in_flight: Vec<_> = (0..10).map(|_| l.reserve("alice", a).expect("a slot")).collect();
-        assert!(l.reserve("alice", a).is_err());
-        for attempt in in_flight {
-            attempt.succeeded();
+        let mut in_flight = Vec::new();
+        for _ in 0..10 {
+            in_flight.push(l.reserve("alice", a).await.unwrap().expect("a slot"));
         }
-        l.reserve("alice", a).expect("free again").succeeded();
+        assert!(l.reserve("alice", a).await.unwrap().is_err());
+        for attempt in in_flight {
+            attempt.succeeded().await;
+        }
+        l.reserve("alice", a)
+            .await
+            .unwrap()
+            .expect("free again")
+            .succeeded()
+            .await;
     }
 
-    #[test]
-    fn the_address_limit_counts_every_username() {
-        let l = LoginLimiter::new(Duration::from_secs(600), 10, 3);
+    #[tokio::test]
+    async fn the_address_limit_counts_every_username() {
+        let l = LoginLimiter::with_limits("inbox", private_throttles(), Duration::from_secs(600), 10, 3);
         let a = ip("10.0.0.1");
         for i in 0..3 {
-            drop(l.reserve(&format!("user{i}"), a).expect("a slot"));
+            fail(&l, &format!("user{i}"), a).await;
         }
-        assert!(l.reserve("someone", a).is_err());
+        assert!(l.reserve("someone", a).await.unwrap().is_err());
         l.reserve("someone", ip("10.0.0.2"))
+            .await
+            .unwrap()
             .expect("another address")
-            .succeeded();
+            .succeeded()
+            .await;
     }
 
-    #[test]
-    fn attempts_leave_the_window() {
-        let mut w: Window<u8> = Window::new(2, Duration::from_millis(1000), 10);
-        w.add(1, 0);
-        w.add(1, 400);
-        assert_eq!(w.wait(&1, 500), Some(500), "until the first leaves");
-        assert_eq!(w.wait(&1, 999), Some(1));
-        assert_eq!(w.wait(&1, 1000), None);
-        assert_eq!(w.wait(&1, 1400), None);
-        assert_eq!(w.len(), 0, "an entry whose attempts all left is dropped");
-        assert_eq!(retry_after_secs(1, 600_000), 1);
-        assert_eq!(retry_after_secs(599_001, 600_000), 600);
-        assert_eq!(retry_after_secs(10_000_000, 600_000), 600);
+    #[tokio::test]
+    async fn the_services_count_apart_in_shared_throttles() {
+        let shared = private_throttles();
+        let inbox = LoginLimiter::new("inbox", shared.clone());
+        let scheduler = LoginLimiter::new("scheduler", shared);
+        let a = ip("203.0.113.9");
+        for _ in 0..10 {
+            fail(&inbox, "alice", a).await;
+        }
+        assert!(inbox.reserve("alice", a).await.unwrap().is_err());
+        scheduler
+            .reserve("alice", a)
+            .await
+            .unwrap()
+            .expect("the other service's account")
+            .succeeded()
+            .await;
     }
 
-    #[test]
-    fn memory_is_bounded_whatever_the_usernames() {
-        let l = LoginLimiter::with_capacity(Duration::from_secs(600), 10, 100, 64, 16);
+    #[tokio::test]
+    async fn memory_is_bounded_whatever_the_usernames() {
+        let throttles = Arc::new(MemoryThrottles::manual(Some(64)));
+        let l = LoginLimiter::with_limits("inbox", throttles.clone(), Duration::from_secs(600), 10, 100);
         let huge = "x".repeat(1 << 16);
         for i in 0..1000u32 {
             let addr = IpAddr::from([10, 0, (i >> 8) as u8, i as u8]);
-            drop(l.reserve(&format!("{huge}{i}"), addr).expect("a slot"));
+            fail(&l, &format!("{huge}{i}"), addr).await;
+            throttles.advance(Duration::from_millis(1));
         }
-        let (pairs, addrs) = l.entries();
-        assert!(pairs <= 64 && addrs <= 16, "{pairs} pairs, {addrs} addresses");
+        let (pairs, addrs) = (
+            throttles.keys(Throttle::LoginPair),
+            throttles.keys(Throttle::LoginAddress),
+        );
+        assert!(pairs <= 64 && addrs <= 64, "{pairs} pairs, {addrs} addresses");
         // the newest entries are still there
         let last = IpAddr::from([10, 0, 3, 231]);
         for _ in 0..9 {
-            drop(l.reserve(&format!("{huge}999"), last).expect("a slot"));
+            fail(&l, &format!("{huge}999"), last).await;
         }
         assert!(
-            l.reserve(&format!("{huge}999"), last).is_err(),
+            l.reserve(&format!("{huge}999"), last).await.unwrap().is_err(),
             "ten failures of the newest pair"
         );
     }
 
-    #[test]
-    fn registrations_are_limited_per_address_and_ipv6_network() {
-        let r = RegistrationLimiter::new(Duration::from_secs(3600), 2);
+    #[tokio::test]
+    async fn registrations_are_limited_per_address_and_ipv6_network() {
+        let r = RegistrationLimiter::with_limits("inbox", private_throttles(), Duration::from_secs(3600), 2);
         for _ in 0..2 {
-            r.attempt(ip("203.0.113.5")).expect("allowed");
+            r.attempt(ip("203.0.113.5")).await.unwrap().expect("allowed");
         }
-        let wait = r.attempt(ip("203.0.113.5")).unwrap_err();
+        let wait = r.attempt(ip("203.0.113.5")).await.unwrap().unwrap_err();
         assert!((3599..=3600).contains(&wait), "{wait}");
-        r.attempt(ip("203.0.113.6")).expect("another address");
-        r.attempt(ip("2001:db8::1")).expect("allowed");
-        r.attempt(ip("2001:db8::2")).expect("allowed");
-        assert!(r.attempt(ip("2001:db8::ffff")).is_err(), "same /64");
-        r.attempt(ip("2001:db8:0:1::1")).expect("another /64");
+        r.attempt(ip("203.0.113.6")).await.unwrap().expect("another address");
+        r.attempt(ip("2001:db8::1")).await.unwrap().expect("allowed");
+        r.attempt(ip("2001:db8::2")).await.unwrap().expect("allowed");
+        assert!(r.attempt(ip("2001:db8::ffff")).await.unwrap().is_err(), "same /64");
+        r.attempt(ip("2001:db8:0:1::1")).await.unwrap().expect("another /64");
         for _ in 0..10 {
-            r.attempt(ip("127.0.0.1")).expect("loopback is not limited");
-            r.attempt(ip("::1")).expect("loopback is not limited");
+            r.attempt(ip("127.0.0.1"))
+                .await
+                .unwrap()
+                .expect("loopback is not limited");
+            r.attempt(ip("::1")).await.unwrap().expect("loopback is not limited");
         }
+    }
+
+    #[test]
+    fn retry_after_is_whole_seconds_within_the_window() {
+        let window = Duration::from_secs(600);
+        assert_eq!(retry_after_secs(Duration::from_millis(1), window), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(599_001), window), 600);
+        assert_eq!(retry_after_secs(Duration::from_secs(10_000), window), 600);
     }
 }

@@ -46,6 +46,7 @@ impl Inbox {
             ctx.settings.clone(),
             ctx.tokens.clone(),
             ctx.decoy.clone(),
+            ctx.store.throttles.clone(),
         )
         .with_metrics(ctx.metrics.clone());
         Inbox {

@@ -417,7 +417,7 @@ impl Scheduler {
                 ),
             ));
         }
-        self.count_verification(owner, &address)?;
+        let counted = refusal(self.verifications.first(owner, &address).await?)?;
         let (key, key_digest) = secrets::new_secret();
         let trigger = Trigger {
             id: wire::new_uuid(),
@@ -435,7 +435,7 @@ impl Scheduler {
             Err(e) => Err(e),
         };
         if !matches!(added, Ok(true)) {
-            self.uncount_verification(owner, &address);
+            self.verifications.give_back(&counted).await;
             added?;
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
@@ -555,19 +555,7 @@ impl Scheduler {
             }
             _ => return Err(ApiError::not_found("no such e-mail trigger")),
         };
-        if let Err(wait) = self.resends.count(id) {
-            return Err(ApiError::too_many(
-                wait,
-                format!(
-                    "at most {} verification e-mails per trigger and hour; try again in {wait} s",
-                    resend_limit::RESENDS
-                ),
-            ));
-        }
-        if let Err(refused) = self.count_verification(owner, &address) {
-            self.resends.uncount(id);
-            return Err(refused);
-        }
+        let counted = refusal(self.verifications.resend(id, owner, &address).await?)?;
         let (key, digest) = secrets::new_secret();
         let updated = self
             .ctx
@@ -586,8 +574,7 @@ impl Scheduler {
                 _ => None,
             })?;
         if !updated.durable().await? {
-            self.resends.uncount(id);
-            self.uncount_verification(owner, &address);
+            self.verifications.give_back(&counted).await;
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
         }
         self.ctx.workers.wake(Worker::VerificationEmailConverter);
@@ -684,37 +671,33 @@ fn item_filter(query: &str) -> Result<Filter, ApiError> {
 /// Unverified e-mail triggers an account may have at once (each sent a verification e-mail).
 const MOST_UNVERIFIED_EMAIL_TRIGGERS: usize = 5;
 
-impl Scheduler {
-    /// Counts a verification e-mail of `owner` to `address` against the limits per address
-    /// (whoever asks) and per account: a 429 with `Retry-After` when either is spent, and
-    /// then nothing is counted.
-    fn count_verification(&self, owner: Uuid, address: &str) -> Result<(), ApiError> {
-        let to = resend_limit::address_key(address);
-        if let Err(wait) = self.per_address.count(to) {
-            return Err(ApiError::too_many(
+/// A refused verification e-mail as the 429 that says which limit, with `Retry-After`.
+fn refusal<T>(counted: Result<T, resend_limit::Refused>) -> Result<T, ApiError> {
+    use resend_limit::Refused;
+    counted.map_err(|refused| {
+        let (wait, what) = match refused {
+            Refused::Resends(wait) => (
                 wait,
                 format!(
-                    "at most {} verification e-mails to one address a day; try again in {wait} s",
+                    "at most {} verification e-mails per trigger and hour",
+                    resend_limit::RESENDS
+                ),
+            ),
+            Refused::ToAddress(wait) => (
+                wait,
+                format!(
+                    "at most {} verification e-mails to one address a day",
                     resend_limit::PER_ADDRESS
                 ),
-            ));
-        }
-        if let Err(wait) = self.per_account.count(owner) {
-            self.per_address.uncount(to);
-            return Err(ApiError::too_many(
+            ),
+            Refused::OfAccount(wait) => (
                 wait,
                 format!(
-                    "at most {} verification e-mails per account a day; try again in {wait} s",
+                    "at most {} verification e-mails per account a day",
                     resend_limit::PER_ACCOUNT
                 ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Takes back what [`Self::count_verification`] counted (the e-mail was not queued).
-    fn uncount_verification(&self, owner: Uuid, address: &str) {
-        self.per_address.uncount(resend_limit::address_key(address));
-        self.per_account.uncount(owner);
-    }
+            ),
+        };
+        ApiError::too_many(wait, format!("{what}; try again in {wait} s"))
+    })
 }

@@ -42,12 +42,8 @@ pub static APP: &[app::Asset] = &[
 pub struct Scheduler {
     pub ctx: Arc<Context>,
     pub flows: AccountFlows,
-    /// Verification e-mail resends per trigger (`POST /trigger/email/resend/:id`).
-    pub resends: resend_limit::ResendLimiter,
-    /// Verification e-mails per destination address, whoever asks.
-    pub per_address: resend_limit::ResendLimiter,
-    /// Verification e-mails per account.
-    pub per_account: resend_limit::ResendLimiter,
+    /// Verification e-mails per trigger (resends), per destination address and per account.
+    pub verifications: resend_limit::VerificationLimits,
     /// The port of the inbox service of this process, if it runs one (the web interface
     /// offers it as a trigger).
     pub local_inbox: Option<u16>,
@@ -60,14 +56,14 @@ impl Scheduler {
             ctx.settings.clone(),
             ctx.tokens.clone(),
             ctx.decoy.clone(),
+            ctx.store.throttles.clone(),
         )
         .with_metrics(ctx.metrics.clone());
+        let verifications = resend_limit::VerificationLimits::new(ctx.store.throttles.clone());
         Scheduler {
             ctx,
             flows,
-            resends: resend_limit::ResendLimiter::default(),
-            per_address: resend_limit::ResendLimiter::new(resend_limit::PER_ADDRESS, resend_limit::DAY),
-            per_account: resend_limit::ResendLimiter::new(resend_limit::PER_ACCOUNT, resend_limit::DAY),
+            verifications,
             local_inbox: None,
         }
     }

@@ -2,15 +2,14 @@
 //! over and over: at most [`RESENDS`] resends per trigger in a sliding hour
 //! (`POST /trigger/email/resend/:id`), and for every verification e-mail (a new e-mail
 //! trigger or a resend) at most [`PER_ADDRESS`] per destination address in a sliding day,
-//! across all triggers and accounts, and [`PER_ACCOUNT`] per account in a day. Kept in
-//! memory, per 16-byte key (a trigger id, an account id, the digest of an address): at most
-//! `most` instants an entry, expired entries pruned, and a hard cap on the number of entries
-//! (the stalest go first), so the state stays small whatever callers do. It starts empty
-//! after a restart.
+//! across all triggers and accounts, and [`PER_ACCOUNT`] per account in a day. Counted in
+//! the store's throttles (src/store/throttles.rs), per 16-byte key (a trigger id, an account
+//! id, the digest of an address), which bound what they keep.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use crate::store::throttles::{Count, Taken, Throttle, Throttles, Turn};
+use crate::store::StoreError;
+use std::sync::Arc;
+use std::time::Duration;
 use uuid::Uuid;
 
 /// Resends allowed per trigger within [`WINDOW`].
@@ -32,130 +31,188 @@ pub fn address_key(address: &str) -> Uuid {
     key.copy_from_slice(&digest[..16]);
     Uuid::from_bytes(key)
 }
-/// Above this many triggers the expired entries are pruned.
-const PRUNE_ABOVE: usize = 10_000;
-/// Never more triggers than this: the ones resent longest ago are forgotten first.
-const MOST_TRIGGERS: usize = 100_000;
-
-pub struct ResendLimiter {
-    most: usize,
-    window: Duration,
-    resends: Mutex<HashMap<Uuid, VecDeque<Instant>>>,
+/// Why a verification e-mail was refused, and the seconds until it may go (at least 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// The trigger had its [`RESENDS`] within [`WINDOW`].
+    Resends(u64),
+    /// The destination address had its [`PER_ADDRESS`] within [`DAY`].
+    ToAddress(u64),
+    /// The account had its [`PER_ACCOUNT`] within [`DAY`].
+    OfAccount(u64),
 }
 
-impl Default for ResendLimiter {
-    fn default() -> Self {
-        ResendLimiter::new(RESENDS, WINDOW)
-    }
+/// The limits on verification e-mails, counted in the store's [`Throttles`] (so that every
+/// process of one database counts together).
+pub struct VerificationLimits {
+    throttles: Arc<dyn Throttles>,
 }
 
-fn prune(q: &mut VecDeque<Instant>, now: Instant, window: Duration) {
-    while q.front().is_some_and(|t| now.saturating_duration_since(*t) >= window) {
-        q.pop_front();
-    }
+fn whole_seconds(wait: Duration, window: Duration) -> u64 {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    secs.clamp(1, window.as_secs().max(1))
 }
 
-impl ResendLimiter {
-    pub fn new(most: usize, window: Duration) -> ResendLimiter {
-        ResendLimiter {
-            most: most.max(1),
-            window,
-            resends: Mutex::new(HashMap::new()),
+impl VerificationLimits {
+    pub fn new(throttles: Arc<dyn Throttles>) -> VerificationLimits {
+        VerificationLimits { throttles }
+    }
+
+    /// Counts the verification e-mail of a new trigger of `owner` to `address`: per address
+    /// and per account, both or neither.
+    pub async fn first(&self, owner: Uuid, address: &str) -> Result<Result<Taken, Refused>, StoreError> {
+        self.take(None, owner, address).await
+    }
+
+    /// Counts a resend of `trigger`'s verification e-mail: per trigger, per address and per
+    /// account, all or none.
+    pub async fn resend(
+        &self,
+        trigger: Uuid,
+        owner: Uuid,
+        address: &str,
+    ) -> Result<Result<Taken, Refused>, StoreError> {
+        self.take(Some(trigger), owner, address).await
+    }
+
+    /// Takes back what [`Self::first`] or [`Self::resend`] counted (the e-mail was not queued).
+    pub async fn give_back(&self, taken: &Taken) {
+        if let Err(e) = self.throttles.give_back(taken).await {
+            tracing::warn!("a verification e-mail that was not sent stays counted: {e}");
         }
     }
 
-    /// Counts a resend of `trigger` now; `Err(seconds)` (at least 1) when the trigger has
-    /// had its resends within the window, with the time until the oldest leaves it.
-    pub fn count(&self, trigger: Uuid) -> Result<(), u64> {
-        self.count_at(trigger, Instant::now())
-    }
-
-    fn count_at(&self, trigger: Uuid, now: Instant) -> Result<(), u64> {
-        let mut map = self.resends.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() > PRUNE_ABOVE && !map.contains_key(&trigger) {
-            map.retain(|_, q| {
-                prune(q, now, self.window);
-                !q.is_empty()
-            });
-            if map.len() >= MOST_TRIGGERS {
-                let mut last: Vec<(Instant, Uuid)> =
-                    map.iter().filter_map(|(id, q)| q.back().map(|t| (*t, *id))).collect();
-                last.sort_unstable();
-                for (_, id) in &last[..map.len() - MOST_TRIGGERS / 2] {
-                    map.remove(id);
-                }
-            }
-        }
-        let q = map.entry(trigger).or_default();
-        prune(q, now, self.window);
-        if q.len() >= self.most {
-            let wait = (q[q.len() - self.most] + self.window).saturating_duration_since(now);
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            return Err(secs.clamp(1, self.window.as_secs().max(1)));
-        }
-        q.push_back(now);
-        Ok(())
-    }
-
-    /// Takes back the latest resend counted for `trigger` (it did not happen after all).
-    pub fn uncount(&self, trigger: Uuid) {
-        let mut map = self.resends.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(q) = map.get_mut(&trigger) {
-            q.pop_back();
-            if q.is_empty() {
-                map.remove(&trigger);
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn triggers(&self) -> usize {
-        self.resends.lock().unwrap_or_else(|p| p.into_inner()).len()
+    async fn take(
+        &self,
+        trigger: Option<Uuid>,
+        owner: Uuid,
+        address: &str,
+    ) -> Result<Result<Taken, Refused>, StoreError> {
+        let per_trigger = trigger.map(|id| Count {
+            throttle: Throttle::Resend,
+            key: id.into_bytes(),
+            most: RESENDS as u32,
+            window: WINDOW,
+        });
+        let counts: Vec<Count> = per_trigger
+            .into_iter()
+            .chain([
+                Count {
+                    throttle: Throttle::VerificationsTo,
+                    key: address_key(address).into_bytes(),
+                    most: PER_ADDRESS as u32,
+                    window: DAY,
+                },
+                Count {
+                    throttle: Throttle::VerificationsOf,
+                    key: owner.into_bytes(),
+                    most: PER_ACCOUNT as u32,
+                    window: DAY,
+                },
+            ])
+            .collect();
+        Ok(match self.throttles.take(&counts).await? {
+            Turn::Counted(taken) => Ok(taken),
+            Turn::Wait { throttle, after } => Err(match throttle {
+                Throttle::Resend => Refused::Resends(whole_seconds(after, WINDOW)),
+                Throttle::VerificationsTo => Refused::ToAddress(whole_seconds(after, DAY)),
+                _ => Refused::OfAccount(whole_seconds(after, DAY)),
+            }),
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::throttles::MemoryThrottles;
 
-    #[test]
-    fn a_few_per_trigger_in_a_sliding_window() {
-        let limiter = ResendLimiter::new(3, Duration::from_secs(3600));
+    fn limits() -> (Arc<MemoryThrottles>, VerificationLimits) {
+        let throttles = Arc::new(MemoryThrottles::manual(None));
+        (throttles.clone(), VerificationLimits::new(throttles))
+    }
+
+    #[tokio::test]
+    async fn a_few_resends_per_trigger_in_a_sliding_hour() {
+        let (clock, limits) = limits();
+        let owner = Uuid::new_v4();
         let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-        let t0 = Instant::now();
-        let at = |secs| t0 + Duration::from_secs(secs);
-        assert_eq!(limiter.count_at(a, at(0)), Ok(()));
-        assert_eq!(limiter.count_at(a, at(10)), Ok(()));
-        assert_eq!(limiter.count_at(a, at(20)), Ok(()));
+        // different addresses, so that only the per-trigger limit is reached
+        for (i, secs) in [0u64, 10, 10].into_iter().enumerate() {
+            clock.advance(Duration::from_secs(secs));
+            limits
+                .resend(a, owner, &format!("{i}@example.org"))
+                .await
+                .unwrap()
+                .expect("allowed");
+        }
+        clock.advance(Duration::from_secs(10));
         assert_eq!(
-            limiter.count_at(a, at(30)),
-            Err(3570),
+            limits.resend(a, owner, "x@example.org").await.unwrap(),
+            Err(Refused::Resends(3570)),
             "until the first leaves the hour"
         );
-        assert_eq!(limiter.count_at(b, at(30)), Ok(()), "other triggers are not affected");
-        assert_eq!(limiter.count_at(a, at(3599)), Err(1));
-        assert_eq!(limiter.count_at(a, at(3600)), Ok(()));
-        assert_eq!(limiter.count_at(a, at(3601)), Err(9));
-        limiter.uncount(a);
-        assert_eq!(limiter.count_at(a, at(3601)), Ok(()), "a resend taken back");
+        limits
+            .resend(b, owner, "y@example.org")
+            .await
+            .unwrap()
+            .expect("other triggers are not affected");
+        clock.advance(Duration::from_secs(3569));
+        assert_eq!(
+            limits.resend(a, owner, "x@example.org").await.unwrap(),
+            Err(Refused::Resends(1))
+        );
+        clock.advance(Duration::from_secs(1));
+        let taken = limits
+            .resend(a, owner, "x@example.org")
+            .await
+            .unwrap()
+            .expect("the first left");
+        assert!(limits.resend(a, owner, "z@example.org").await.unwrap().is_err());
+        limits.give_back(&taken).await;
+        limits
+            .resend(a, owner, "z@example.org")
+            .await
+            .unwrap()
+            .expect("a resend taken back");
+    }
+
+    #[tokio::test]
+    async fn per_address_whoever_asks_and_per_account_both_or_neither() {
+        let (_, limits) = limits();
+        let to = "Ann@Example.org";
+        for _ in 0..PER_ADDRESS {
+            limits.first(Uuid::new_v4(), to).await.unwrap().expect("allowed");
+        }
+        assert!(matches!(
+            limits.first(Uuid::new_v4(), "ann@example.org").await.unwrap(),
+            Err(Refused::ToAddress(_))
+        ));
+        let owner = Uuid::new_v4();
+        for i in 0..PER_ACCOUNT {
+            limits
+                .first(owner, &format!("{i}@example.org"))
+                .await
+                .unwrap()
+                .expect("allowed");
+        }
+        assert!(matches!(
+            limits.first(owner, "fresh@example.org").await.unwrap(),
+            Err(Refused::OfAccount(_))
+        ));
+        // the refusal counted nothing against the fresh address
+        for _ in 0..PER_ADDRESS {
+            limits
+                .first(Uuid::new_v4(), "fresh@example.org")
+                .await
+                .unwrap()
+                .expect("allowed");
+        }
     }
 
     #[test]
     fn addresses_are_keyed_without_case() {
         assert_eq!(address_key("Ann@Example.org"), address_key("ann@example.org"));
         assert_ne!(address_key("ann@example.org"), address_key("bob@example.org"));
-    }
-
-    #[test]
-    fn the_state_stays_bounded() {
-        let limiter = ResendLimiter::new(3, Duration::from_secs(60));
-        let t0 = Instant::now();
-        for n in 0..(PRUNE_ABOVE + 1) {
-            limiter.count_at(Uuid::new_v4(), t0).unwrap();
-            assert!(limiter.triggers() <= PRUNE_ABOVE + 1, "{n}");
-        }
-        // an hour later the expired entries go when the map is next too big
-        limiter.count_at(Uuid::new_v4(), t0 + Duration::from_secs(61)).unwrap();
-        assert_eq!(limiter.triggers(), 1);
     }
 }

@@ -24,6 +24,7 @@ pub mod moving_in;
 mod records;
 pub mod scheduler;
 mod stable;
+pub mod throttles;
 pub mod undecodable;
 mod writer;
 mod written;
@@ -193,6 +194,9 @@ impl Engine {
 pub struct Store {
     pub inbox: inbox::InboxStore,
     pub scheduler: scheduler::SchedulerStore,
+    /// Login, registration and e-mail counts: this process's memory, as it alone opens
+    /// the database ([`throttles`]).
+    pub throttles: Arc<dyn throttles::Throttles>,
     writer: writer::Writer,
     /// The records requests met that could not be decoded (the health check's count).
     undecodable: Arc<undecodable::UndecodableRecords>,
@@ -241,6 +245,7 @@ impl Store {
         let store = Store {
             inbox,
             scheduler,
+            throttles: Arc::new(throttles::MemoryThrottles::default()),
             writer,
             undecodable: Arc::default(),
             _lock: lock,
