@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::process::{client_command, succeeded, Proc, Services};
+use common::process::{client_command, failed, run_client, succeeded, Proc, Services};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -16,19 +16,9 @@ fn client(config_home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
 
 /// Like [`client`], with more environment variables.
 fn client_with(config_home: &Path, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
-    let mut command = client_command(config_home, args);
-    command.env("TZ", "UTC").envs(env.iter().copied());
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("run the client");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("the client ends")
+    let mut all = vec![("TZ", "UTC")];
+    all.extend_from_slice(env);
+    run_client(config_home, args, stdin, &all)
 }
 
 /// The texts of the inbox items, from `pigeonhole inbox --json`.
@@ -173,19 +163,6 @@ async fn client_errors_are_one_line_and_a_failure_status() {
     })
     .await
     .unwrap();
-}
-
-/// The one line on standard error of a command that failed with status 1.
-fn failed(out: &Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout: {}\nstderr: {err}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    assert_eq!(err.trim().lines().count(), 1, "{err}");
-    err
 }
 
 fn json_of(out: &Output) -> Value {

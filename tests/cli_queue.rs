@@ -4,41 +4,17 @@
 
 mod common;
 
-use common::process::{client_command, succeeded, Proc, Services};
+use common::process::{failed, run_client, succeeded, Proc, Services};
 use common::Auth;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 
 const PASSWORD: &str = "correct horse battery staple";
 
 /// Runs `pigeonhole ARGS` with its client settings under `home`.
 fn client(home: &Path, args: &[&str], stdin: Option<&str>) -> Output {
-    let mut command = client_command(home, args);
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("run the client");
-    if let Some(input) = stdin {
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    child.wait_with_output().expect("the client ends")
-}
-
-/// The standard error of a command that must have failed with status 1.
-#[track_caller]
-fn failed(out: &Output) -> String {
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    run_client(home, args, stdin, &[])
 }
 
 fn stderr(out: &Output) -> String {

@@ -309,3 +309,41 @@ pub fn client_command(config_home: &Path, args: &[&str]) -> Command {
         .env_remove("PIGEONHOLE_USERNAME");
     command
 }
+
+/// Runs the client `pigeonhole ARGS` ([`client_command`]) with `env` added, `stdin` written
+/// to it (then closed), and its output.
+pub fn run_client(
+    config_home: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    use std::process::Stdio;
+    let mut command = client_command(config_home, args);
+    command.envs(env.iter().copied());
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().expect("run the client");
+    if let Some(input) = stdin {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("the client ends")
+}
+
+/// The one line on standard error of a client command that failed with status 1.
+#[track_caller]
+pub fn failed(out: &std::process::Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {err}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    err
+}
