@@ -158,18 +158,29 @@ impl Cluster {
                 .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
                 .output(),
         )?;
-        let options = format!(
-            "-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=on -c synchronous_commit=on \
-             -c max_connections=100",
+        // in postgresql.conf rather than on the command line, so that a test may still change
+        // a setting with ALTER SYSTEM
+        let settings = format!(
+            "\n# throwaway test cluster (tests/common/postgres.rs)\nlisten_addresses = ''\n\
+             unix_socket_directories = '{}'\nfsync = on\nsynchronous_commit = on\nmax_connections = 100\n",
             cluster.socket_dir().display()
         );
+        {
+            use std::io::Write;
+            let mut conf = std::fs::OpenOptions::new()
+                .append(true)
+                .open(data.join("postgresql.conf"))
+                .map_err(|e| format!("postgresql.conf: {e}"))?;
+            conf.write_all(settings.as_bytes())
+                .map_err(|e| format!("postgresql.conf: {e}"))?;
+        }
         let started = cluster
             .command("pg_ctl")
             .arg("-D")
             .arg(&data)
             .arg("-l")
             .arg(cluster.dir.path().join("server.log"))
-            .args(["-w", "-t", "60", "-o", &options, "start"])
+            .args(["-w", "-t", "60", "start"])
             .stdin(Stdio::null())
             // pg_ctl leaves the server holding its output: do not wait on a pipe
             .stdout(Stdio::null())
