@@ -237,8 +237,14 @@ macro_rules! transaction {
     ($store:expr, |$tx:ident| $body:block) => {{
         let mut attempt = 0u32;
         loop {
-            let mut client = $store.pool.get().await?;
-            let $tx = client.transaction().await?;
+            let mut client = match $store.pool.get().await {
+                Ok(client) => client,
+                Err(e) => break Err($crate::store::postgres::PgError::from(e)),
+            };
+            let $tx = match client.transaction().await {
+                Ok(tx) => tx,
+                Err(e) => break Err($crate::store::postgres::PgError::from(e)),
+            };
             let result: $crate::store::postgres::PgResult<_> = async { $body }.await;
             let result = match result {
                 Ok(value) => $tx
