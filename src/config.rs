@@ -2,7 +2,9 @@
 //! then the TOML file of `--config` (keys are the flag names), then the default (cli.md).
 
 use crate::domain::worker::Worker;
+mod database;
 use clap::{Parser, Subcommand, ValueEnum};
+pub use database::{DatabaseHost, DatabaseUrl, DatabaseUrlError, SslMode};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -303,6 +305,9 @@ pub struct ServeArgs {
     /// Database, signing key and e-mail outbox [default: $XDG_DATA_HOME/pigeonhole]
     #[arg(long, env = "PIGEONHOLE_DATA_DIR", value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// postgres://user[:pass]@host[:port]/db[?sslmode=…&host=/socket/dir]: keep all data in that PostgreSQL database [default: sled in the data directory]
+    #[arg(long, env = "PIGEONHOLE_DATABASE", value_name = "URL")]
+    pub database: Option<String>,
     /// Address both services bind to [default: 127.0.0.1]
     #[arg(long, env = "PIGEONHOLE_HOST", value_name = "ADDR")]
     pub host: Option<IpAddr>,
@@ -435,6 +440,8 @@ pub struct PaymentPlan {
 #[derive(Clone, Debug)]
 pub struct Settings {
     pub data_dir: PathBuf,
+    /// `--database`: a PostgreSQL database instead of sled in the data directory.
+    pub database: Option<DatabaseUrl>,
     pub host: IpAddr,
     pub inbox_port: u16,
     pub scheduler_port: u16,
@@ -673,6 +680,12 @@ impl Settings {
                 Some(d) => d,
                 None => default_data_dir()?,
             },
+            database: args
+                .database
+                .or(f.get("database")?)
+                .map(|url| DatabaseUrl::parse(&url))
+                .transpose()
+                .map_err(|e| e.to_string())?,
             host: pick(
                 args.host,
                 f.get::<String>("host")?
@@ -765,6 +778,9 @@ impl Settings {
     /// password, no payment keys; the token signing key is not a setting at all).
     pub fn summary(&self) -> String {
         let mut parts = vec![format!("data-dir={}", self.data_dir.display())];
+        if let Some(db) = &self.database {
+            parts.push(format!("database={}", db.redacted()));
+        }
         if self.run_inbox {
             parts.push(format!("inbox={}:{}", self.host, self.inbox_port));
         }
@@ -829,6 +845,7 @@ impl Settings {
 
 const KNOWN_KEYS: &[&str] = &[
     "data-dir",
+    "database",
     "host",
     "inbox-port",
     "scheduler-port",

@@ -53,6 +53,16 @@ pub async fn start(
 ) -> Result<Running, String> {
     // reqwest (inbox deliveries) and lettre use rustls with ring; install it once
     let _ = rustls::crypto::ring::default_provider().install_default();
+    // `--database` is parsed and checked, but the PostgreSQL store is not wired into the
+    // services yet (issue 21): refuse plainly rather than quietly use sled
+    if let Some(db) = &settings.database {
+        return Err(format!(
+            "--database {}: PostgreSQL storage is not yet available in this version of Pigeonhole \
+             ({}); nothing was started. Run without --database to keep the data in the data directory",
+            db.redacted(),
+            env!("CARGO_PKG_VERSION")
+        ));
+    }
     // a database of a newer format stops the start before anything in the directory is
     // touched (the process exits with status 1)
     store::format::check(&settings.data_dir).map_err(|e| e.to_string())?;

@@ -21,6 +21,7 @@ mod imports;
 pub mod inbox;
 mod keys;
 pub mod moving_in;
+pub mod postgres;
 mod records;
 pub mod scheduler;
 mod stable;

@@ -1,0 +1,366 @@
+//! PostgreSQL storage (issue 21 point 2), built beside the sled store and not yet wired into
+//! the services: connecting (rustls or a Unix socket), a pool, the durability check,
+//! versioned migrations ([`migrations`]) and the schema of every concern
+//! (`migrations/0001_schema.sql`), and the data operations of accounts and access keys
+//! ([`accounts`]) and inbox items ([`inbox`]).
+//!
+//! Every write is one transaction and returns only after its COMMIT, with
+//! `synchronous_commit` on: committed is durable, so a write answers a [`Committed`] receipt
+//! whose result is there at once (it becomes the store's engine-neutral `Written` when the
+//! traits of issue 21 point 1 land). The read-check-write sequences of one account are
+//! serialised by `SELECT … FOR UPDATE` on the account's row, and a transaction that fails
+//! with a serialization failure or a deadlock (SQLSTATE 40001, 40P01) is run again, a
+//! bounded number of times ([`MAX_RETRIES`]).
+//!
+//! No engine type leaves this module: errors are [`PgError`], rows become domain types here.
+
+pub mod accounts;
+pub mod inbox;
+pub mod migrations;
+mod rows;
+mod tls;
+
+#[cfg(test)]
+mod tests;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use accounts::{PgAccounts, Service};
+pub use inbox::PgInbox;
+
+/// Where and how to connect (made from `--database` by the launch code).
+#[derive(Clone)]
+pub struct Connection {
+    pub user: String,
+    pub password: Option<String>,
+    pub host: Host,
+    pub port: u16,
+    pub database: String,
+    pub tls: TlsMode,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Host {
+    /// A host name or address (TCP).
+    Tcp(String),
+    /// The directory of the server's Unix socket (never TLS).
+    Unix(PathBuf),
+}
+
+/// `sslmode` (see [`tls`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsMode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+/// Never prints the password.
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("database", &self.database)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+/// What went wrong with the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PgError {
+    /// The server could not be reached, or refused the connection (or the pool gave none in
+    /// time).
+    Connect(String),
+    /// TLS could not be set up.
+    Tls(String),
+    /// A statement failed: the SQLSTATE, when the server said one, and the message.
+    Query { code: Option<String>, message: String },
+    /// The server would not make commits durable (`fsync` or `synchronous_commit` off).
+    NotDurable(String),
+    /// The database has a schema written by a newer version of Pigeonhole.
+    NewerSchema { found: i64, known: i64 },
+    /// A migration failed (nothing of it stays: it ran in the migration transaction).
+    Migration { version: i64, reason: String },
+    /// A stored value does not fit its domain type.
+    Corrupt(String),
+    /// Serialization failures or deadlocks, retried [`MAX_RETRIES`] times.
+    Contention(String),
+}
+
+impl PgError {
+    /// A serialization failure or a deadlock: the transaction may succeed when run again.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, PgError::Query { code: Some(c), .. } if c == "40001" || c == "40P01")
+    }
+
+    /// A unique constraint refused the write (SQLSTATE 23505).
+    pub fn is_unique_violation(&self) -> bool {
+        matches!(self, PgError::Query { code: Some(c), .. } if c == "23505")
+    }
+}
+
+impl fmt::Display for PgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PgError::Connect(e) => write!(f, "cannot connect to the database: {e}"),
+            PgError::Tls(e) => write!(f, "cannot set up TLS to the database: {e}"),
+            PgError::Query { code: Some(c), message } => write!(f, "database error {c}: {message}"),
+            PgError::Query { code: None, message } => write!(f, "database error: {message}"),
+            PgError::NotDurable(why) => write!(
+                f,
+                "the database does not make commits durable ({why}); Pigeonhole answers a write only once it \
+                 is on disk, so it does not start on this database"
+            ),
+            PgError::NewerSchema { found, known } => write!(
+                f,
+                "the database has schema version {found}, written by a newer version of Pigeonhole; this \
+                 version ({}) knows versions up to {known}. Nothing was changed: run the newer version, or \
+                 move the data with the newer version's tools",
+                env!("CARGO_PKG_VERSION")
+            ),
+            PgError::Migration { version, reason } => {
+                write!(
+                    f,
+                    "migration {version} of the database schema failed (nothing of it was kept): {reason}"
+                )
+            }
+            PgError::Corrupt(why) => write!(f, "a stored value is not valid: {why}"),
+            PgError::Contention(why) => {
+                write!(
+                    f,
+                    "the database kept refusing a transaction as conflicting ({MAX_RETRIES} retries): {why}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for PgError {}
+
+/// The server's message and detail, without the driver's wrapping.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(d) => format!("{} ({d})", db.message()),
+            None => db.message().to_owned(),
+        },
+        None => e.to_string(),
+    }
+}
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(e: tokio_postgres::Error) -> PgError {
+        match e.code() {
+            Some(code) => PgError::Query {
+                code: Some(code.code().to_owned()),
+                message: describe(&e),
+            },
+            None if e.is_closed() => PgError::Connect(e.to_string()),
+            None => PgError::Query {
+                code: None,
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for PgError {
+    fn from(e: deadpool_postgres::PoolError) -> PgError {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => match PgError::from(e) {
+                PgError::Query { code, message } if code.is_none() => PgError::Connect(message),
+                other => other,
+            },
+            other => PgError::Connect(other.to_string()),
+        }
+    }
+}
+
+impl From<PgError> for super::StoreError {
+    fn from(e: PgError) -> super::StoreError {
+        super::StoreError::Engine(e.to_string())
+    }
+}
+
+pub type PgResult<T> = std::result::Result<T, PgError>;
+
+/// The result of a committed write: durable already (the method returned after COMMIT with
+/// `synchronous_commit` on). The same surface as the sled store's `Written`, which it
+/// becomes once that is engine-neutral.
+#[must_use = "a write counts only once `.durable().await` has answered"]
+#[derive(Debug)]
+pub struct Committed<T> {
+    value: T,
+    changed: bool,
+}
+
+impl<T> Committed<T> {
+    /// A write that was committed.
+    pub(crate) fn new(value: T) -> Committed<T> {
+        Committed { value, changed: true }
+    }
+
+    /// A transaction that changed nothing.
+    pub(crate) fn unchanged(value: T) -> Committed<T> {
+        Committed { value, changed: false }
+    }
+
+    /// Whether the write changed anything.
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+
+    /// The result: at once, the write is committed.
+    pub async fn durable(self) -> PgResult<T> {
+        Ok(self.value)
+    }
+}
+
+/// How many times a transaction refused as conflicting is run again.
+pub const MAX_RETRIES: u32 = 8;
+
+/// Runs `$body` (a block using the transaction `$tx`, answering `PgResult<T>`) in a
+/// transaction on a pooled connection and commits it; runs it again, with a short growing
+/// pause, when the body or the commit fails with a serialization failure or a deadlock, at
+/// most [`MAX_RETRIES`] times. The body must be safe to run again (it reads what it needs
+/// inside the transaction).
+macro_rules! transaction {
+    ($store:expr, |$tx:ident| $body:block) => {{
+        let mut attempt = 0u32;
+        loop {
+            let mut client = match $store.pool.get().await {
+                Ok(client) => client,
+                Err(e) => break Err($crate::store::postgres::PgError::from(e)),
+            };
+            let $tx = match client.transaction().await {
+                Ok(tx) => tx,
+                Err(e) => break Err($crate::store::postgres::PgError::from(e)),
+            };
+            let result: $crate::store::postgres::PgResult<_> = async { $body }.await;
+            let result = match result {
+                Ok(value) => $tx
+                    .commit()
+                    .await
+                    .map(|()| value)
+                    .map_err($crate::store::postgres::PgError::from),
+                Err(e) => Err(e),
+            };
+            match result {
+                Err(e) if e.is_retryable() => {
+                    if attempt >= $crate::store::postgres::MAX_RETRIES {
+                        break Err($crate::store::postgres::PgError::Contention(e.to_string()));
+                    }
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempt) * 5)).await;
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+pub(crate) use transaction;
+
+/// The PostgreSQL store: a pool of connections to one database with the current schema.
+#[derive(Clone)]
+pub struct PgStore {
+    pool: Pool,
+}
+
+/// Connections the pool keeps at most (per process).
+pub const POOL_SIZE: usize = 16;
+
+impl PgStore {
+    /// Connects, checks that commits are durable, and migrates the schema (under the
+    /// migration lock, see [`migrations`]). Answers the store and the migrations applied.
+    pub async fn connect(connection: &Connection) -> PgResult<(PgStore, Vec<i64>)> {
+        let mut config = tokio_postgres::Config::new();
+        config
+            .user(&connection.user)
+            .dbname(&connection.database)
+            .port(connection.port)
+            .application_name("pigeonhole")
+            .connect_timeout(Duration::from_secs(10))
+            // every session commits durably, whatever the role's or database's default
+            .options("-c synchronous_commit=on");
+        if let Some(p) = &connection.password {
+            config.password(p);
+        }
+        use tokio_postgres::config::SslMode;
+        match &connection.host {
+            Host::Tcp(name) => {
+                config.host(name).ssl_mode(match connection.tls {
+                    TlsMode::Disable => SslMode::Disable,
+                    TlsMode::Prefer => SslMode::Prefer,
+                    TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+                });
+            }
+            Host::Unix(dir) => {
+                config.host_path(dir).ssl_mode(SslMode::Disable);
+            }
+        }
+        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(
+            tls::client_config(connection.tls).map_err(|e| PgError::Tls(e.to_string()))?,
+        );
+        let manager = Manager::from_config(
+            config,
+            tls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_secs(30)))
+            .create_timeout(Some(Duration::from_secs(15)))
+            .recycle_timeout(Some(Duration::from_secs(5)))
+            .build()
+            .map_err(|e| PgError::Connect(e.to_string()))?;
+        let store = PgStore { pool };
+        let mut client = store.pool.get().await?;
+        check_durable(&client).await?;
+        let applied = migrations::migrate(&mut client).await?;
+        drop(client);
+        Ok((store, applied))
+    }
+
+    /// The accounts of one service.
+    pub fn accounts(&self, service: Service) -> PgAccounts {
+        PgAccounts::new(self.pool.clone(), service)
+    }
+
+    /// The inbox service's items (and its accounts).
+    pub fn inbox(&self) -> PgInbox {
+        PgInbox::new(self.pool.clone())
+    }
+
+    /// The schema version of the database.
+    pub async fn schema_version(&self) -> PgResult<i64> {
+        let client = self.pool.get().await?;
+        Ok(client
+            .query_one("SELECT coalesce(max(version), 0) FROM schema_migrations", &[])
+            .await?
+            .try_get(0)?)
+    }
+}
+
+/// Refuses a server that would acknowledge commits before they are on disk.
+async fn check_durable(client: &tokio_postgres::Client) -> PgResult<()> {
+    for (setting, off) in [("fsync", "off"), ("synchronous_commit", "off")] {
+        let row = client.query_one(&format!("SHOW {setting}"), &[]).await?;
+        let value: String = row.try_get(0)?;
+        if value == off {
+            return Err(PgError::NotDurable(format!("{setting} is {value}")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! Conversions between columns and domain values (see the conventions at the top of
+//! `migrations/0001_schema.sql`): instants as (secs, nanos), unsigned counters as bigint.
+
+use super::{PgError, PgResult};
+use crate::domain::wire::Timestamp;
+use tokio_postgres::Row;
+
+/// The nanoseconds column of an instant: `u32` as `integer` (the schema checks the range).
+pub(super) fn nanos(t: Timestamp) -> PgResult<i32> {
+    i32::try_from(t.nanos).map_err(|_| PgError::Corrupt(format!("nanoseconds {} out of range", t.nanos)))
+}
+
+/// The instant in columns `<name>_secs` and `<name>_nanos` of `row`.
+pub(super) fn instant(row: &Row, name: &str) -> PgResult<Timestamp> {
+    let secs: i64 = row.try_get(format!("{name}_secs").as_str())?;
+    let nanos: i32 = row.try_get(format!("{name}_nanos").as_str())?;
+    let nanos = u32::try_from(nanos).map_err(|_| PgError::Corrupt(format!("{name}: negative nanoseconds")))?;
+    Ok(Timestamp::from_unix(secs, nanos))
+}
+
+/// The optional instant in `<name>_secs` and `<name>_nanos`.
+pub(super) fn optional_instant(row: &Row, name: &str) -> PgResult<Option<Timestamp>> {
+    let secs: Option<i64> = row.try_get(format!("{name}_secs").as_str())?;
+    let nanos: Option<i32> = row.try_get(format!("{name}_nanos").as_str())?;
+    match (secs, nanos) {
+        (Some(secs), Some(nanos)) => {
+            let nanos = u32::try_from(nanos).map_err(|_| PgError::Corrupt(format!("{name}: negative nanoseconds")))?;
+            Ok(Some(Timestamp::from_unix(secs, nanos)))
+        }
+        (None, None) => Ok(None),
+        _ => Err(PgError::Corrupt(format!("{name}: half an instant"))),
+    }
+}
+
+/// An unsigned 64-bit counter as `bigint`.
+pub(super) fn to_bigint(n: u64, what: &str) -> PgResult<i64> {
+    i64::try_from(n).map_err(|_| PgError::Corrupt(format!("{what} {n} is beyond a bigint")))
+}
+
+/// A `bigint` column read back as an unsigned counter.
+pub(super) fn from_bigint<T: TryFrom<i64>>(n: i64, what: &str) -> PgResult<T> {
+    T::try_from(n).map_err(|_| PgError::Corrupt(format!("{what} {n} out of range")))
+}

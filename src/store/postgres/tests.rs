@@ -1,0 +1,732 @@
+//! Tests against a throwaway PostgreSQL cluster (the helper of tests/common/postgres.rs,
+//! included here): skipped loudly without PostgreSQL unless PIGEONHOLE_REQUIRE_POSTGRES=1.
+
+#[path = "../../../tests/common/postgres.rs"]
+mod cluster;
+
+use super::*;
+use cluster::Cluster;
+
+/// A cluster (or `None`: skipped) and the connection to a fresh database in it.
+fn fresh(test: &str) -> Option<(Cluster, Connection, String)> {
+    let cluster = Cluster::start_or_skip(test)?;
+    let db = cluster.fresh_database();
+    let connection = Connection {
+        user: "postgres".into(),
+        password: None,
+        host: Host::Unix(cluster.socket_dir().to_path_buf()),
+        port: 5432,
+        database: db.clone(),
+        tls: TlsMode::Prefer,
+    };
+    Some((cluster, connection, db))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn migrations_run_once_and_again_change_nothing() {
+    let Some((cluster, connection, db)) = fresh("migrations_run_once_and_again_change_nothing") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (store, applied) = PgStore::connect(&connection).await.expect("first start");
+        assert_eq!(applied, (1..=migrations::LATEST).collect::<Vec<_>>());
+        assert_eq!(store.schema_version().await.expect("version"), migrations::LATEST);
+        let tables = cluster
+            .psql(
+                &db,
+                "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'",
+            )
+            .expect("psql");
+        let (again, applied) = PgStore::connect(&connection).await.expect("second start");
+        assert!(applied.is_empty(), "{applied:?}");
+        assert_eq!(again.schema_version().await.expect("version"), migrations::LATEST);
+        let after = cluster
+            .psql(
+                &db,
+                "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE schemaname = 'public'",
+            )
+            .expect("psql");
+        assert_eq!(tables, after);
+        for table in [
+            "schema_migrations",
+            "inbox_accounts",
+            "scheduler_accounts",
+            "inbox_access_keys",
+            "inbox_items",
+            "inbox_idempotency_keys",
+            "scheduler_settings",
+            "scheduled_items",
+            "triggered_items",
+            "trigger_attempts",
+            "triggers",
+            "delivery_targets",
+            "deliveries",
+            "email_queue",
+            "payment_events",
+            "token_signing_key",
+            "throttle_events",
+        ] {
+            assert!(after.split(',').any(|t| t == table), "no table {table} in {after}");
+        }
+        let rows = cluster
+            .psql(&db, "SELECT count(*) FROM schema_migrations")
+            .expect("psql");
+        assert_eq!(rows, migrations::LATEST.to_string());
+    });
+}
+
+#[test]
+fn concurrent_starts_migrate_once() {
+    let Some((cluster, connection, db)) = fresh("concurrent_starts_migrate_once") else {
+        return;
+    };
+    runtime().block_on(async {
+        let starts: Vec<_> = (0..4)
+            .map(|_| {
+                let c = connection.clone();
+                tokio::spawn(async move { PgStore::connect(&c).await.map(|(_, applied)| applied) })
+            })
+            .collect();
+        let mut applied = Vec::new();
+        for start in starts {
+            applied.push(start.await.expect("task").expect("start"));
+        }
+        // exactly one start applied the migrations; the others found them done
+        let migrated: Vec<_> = applied.iter().filter(|a| !a.is_empty()).collect();
+        assert_eq!(migrated.len(), 1, "{applied:?}");
+    });
+    let rows = cluster
+        .psql(&db, "SELECT count(*) FROM schema_migrations")
+        .expect("psql");
+    assert_eq!(rows, migrations::LATEST.to_string());
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_alone() {
+    let Some((cluster, connection, db)) = fresh("a_newer_schema_is_refused_and_left_alone") else {
+        return;
+    };
+    runtime().block_on(async {
+        PgStore::connect(&connection).await.expect("first start");
+    });
+    let newer = migrations::LATEST + 1;
+    cluster
+        .psql(
+            &db,
+            &format!(
+                "INSERT INTO schema_migrations (version, name, applied_by) VALUES ({newer}, 'future', 'pigeonhole 99'); \
+                 CREATE TABLE future_things (x int)"
+            ),
+        )
+        .expect("psql");
+    let err = runtime()
+        .block_on(PgStore::connect(&connection))
+        .err()
+        .expect("a newer schema must be refused");
+    assert_eq!(
+        err,
+        PgError::NewerSchema {
+            found: newer,
+            known: migrations::LATEST
+        }
+    );
+    assert!(err.to_string().contains("newer version of Pigeonhole"), "{err}");
+    // nothing was changed
+    let rows = cluster
+        .psql(
+            &db,
+            "SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations",
+        )
+        .expect("psql");
+    let want: Vec<String> = (1..=newer).map(|v| v.to_string()).collect();
+    assert_eq!(rows, want.join(","));
+}
+
+#[test]
+fn commits_are_durable_whatever_the_database_default() {
+    let Some((cluster, connection, db)) = fresh("commits_are_durable_whatever_the_database_default") else {
+        return;
+    };
+    cluster
+        .psql("postgres", &format!("ALTER DATABASE {db} SET synchronous_commit = off"))
+        .expect("psql");
+    runtime().block_on(async {
+        let (store, _) = PgStore::connect(&connection).await.expect("start");
+        let client = store.pool.get().await.expect("connection");
+        let value: String = client
+            .query_one("SHOW synchronous_commit", &[])
+            .await
+            .expect("show")
+            .get(0);
+        assert_eq!(value, "on");
+    });
+    // a server that does not sync at all is refused
+    cluster.psql("postgres", "ALTER SYSTEM SET fsync = off").expect("psql");
+    cluster.psql("postgres", "SELECT pg_reload_conf()").expect("psql");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while cluster.psql(&db, "SHOW fsync").expect("psql") != "off" {
+        assert!(std::time::Instant::now() < deadline, "fsync did not turn off");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let err = runtime().block_on(PgStore::connect(&connection)).err();
+    assert!(matches!(err, Some(PgError::NotDurable(_))), "{err:?}");
+}
+
+/// The constraints that make the rules hold in the database, whichever process writes.
+#[test]
+fn the_constraints_refuse_duplicates() {
+    let Some((cluster, connection, db)) = fresh("the_constraints_refuse_duplicates") else {
+        return;
+    };
+    runtime().block_on(async {
+        PgStore::connect(&connection).await.expect("start");
+    });
+    let sql = |s: &str| cluster.psql(&db, s);
+    let account = "'00000000-0000-0000-0000-00000000000a'";
+    let other = "'00000000-0000-0000-0000-00000000000b'";
+    let insert_account = |id: &str, name: &str, table: &str| {
+        format!(
+            "INSERT INTO {table} (id, username, password_kind, password_hash, created_secs, created_nanos) \
+             VALUES ({id}, '{name}', 'pbkdf2', 'x', 0, 0)"
+        )
+    };
+    sql(&insert_account(account, "alice", "inbox_accounts")).expect("first account");
+    let dup = sql(&insert_account(other, "alice", "inbox_accounts")).expect_err("a duplicate username");
+    assert!(dup.contains("inbox_accounts_username_key"), "{dup}");
+    // each service keeps its own accounts
+    sql(&insert_account(account, "alice", "scheduler_accounts")).expect("the scheduler's alice");
+    // idempotency keys: one per account and key
+    sql(&format!(
+        "INSERT INTO inbox_idempotency_keys VALUES ({account}, 'k1', gen_random_uuid())"
+    ))
+    .expect("first key");
+    let dup = sql(&format!(
+        "INSERT INTO inbox_idempotency_keys VALUES ({account}, 'k1', gen_random_uuid())"
+    ))
+    .expect_err("a duplicate idempotency key");
+    assert!(dup.contains("inbox_idempotency_keys_pkey"), "{dup}");
+    // access key digests are unique
+    let key = |id: &str| {
+        format!(
+            "INSERT INTO inbox_access_keys (account, id, name, created_secs, created_nanos, seq, permissions, secret_digest) \
+             VALUES ({account}, {id}, 'k', 0, 0, 1, 0, decode(repeat('ab', 32), 'hex'))"
+        )
+    };
+    sql(&key("gen_random_uuid()")).expect("first key");
+    let dup = sql(&key("gen_random_uuid()")).expect_err("a duplicate digest");
+    assert!(dup.contains("inbox_access_keys_digest_key"), "{dup}");
+    // one triggered copy per occurrence of a scheduled item
+    let copy = |occurrence_nanos: u32| {
+        format!(
+            "INSERT INTO triggered_items (id, account, content, day, created_secs, created_nanos, triggered_secs, \
+             triggered_nanos, scheduled_id, occurrence_secs, occurrence_nanos) VALUES (gen_random_uuid(), {account}, \
+             'x', 0, 0, 0, 10, 0, {other}, 1700000000, {occurrence_nanos})"
+        )
+    };
+    sql(&copy(123_456_789)).expect("the first copy");
+    let dup = sql(&copy(123_456_789)).expect_err("a second copy of the occurrence");
+    assert!(dup.contains("triggered_items_one_per_occurrence"), "{dup}");
+    // a nanosecond later is another occurrence: the due instant keeps its nanoseconds
+    sql(&copy(123_456_790)).expect("the next occurrence");
+    // copies from elsewhere (no occurrence) never collide
+    for _ in 0..2 {
+        sql(&format!(
+            "INSERT INTO triggered_items (id, account, content, day, created_secs, created_nanos, triggered_secs, \
+             triggered_nanos) VALUES (gen_random_uuid(), {account}, 'x', 0, 0, 0, 10, 0)"
+        ))
+        .expect("a copy without an occurrence");
+    }
+    // a leap second's nanoseconds fit; beyond them, no
+    sql(&copy(1_999_999_999)).expect("a leap second");
+    assert!(sql(&copy(2_000_000_000)).is_err());
+    // deleting the account deletes everything of it
+    sql(&format!("DELETE FROM scheduler_accounts WHERE id = {account}")).expect("delete");
+    assert_eq!(sql("SELECT count(*) FROM triggered_items").expect("count"), "0");
+}
+
+/// A started store on a fresh database (the cluster must outlive it).
+async fn store_on(connection: &Connection) -> PgStore {
+    PgStore::connect(connection).await.expect("start").0
+}
+
+fn at(secs: i64, nanos: u32) -> crate::domain::wire::Timestamp {
+    crate::domain::wire::Timestamp::from_unix(secs, nanos)
+}
+
+fn created(r: Committed<crate::store::Registration>) -> crate::domain::account::Account {
+    match r.value {
+        crate::store::Registration::Created(a) => a,
+        crate::store::Registration::Taken => panic!("the username was taken"),
+    }
+}
+
+#[test]
+fn transactions_are_retried_on_serialization_failures_a_bounded_number_of_times() {
+    let Some((_cluster, connection, _db)) = fresh("transactions_are_retried") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = store_on(&connection).await;
+        let failure = |code: &str| PgError::Query {
+            code: Some(code.into()),
+            message: "conflict".into(),
+        };
+        // fails twice (a serialization failure, then a deadlock), then commits
+        let mut calls = 0;
+        let result: PgResult<u32> = transaction!(store, |tx| {
+            calls += 1;
+            tx.execute("SELECT 1", &[]).await?;
+            match calls {
+                1 => Err(failure("40001")),
+                2 => Err(failure("40P01")),
+                n => Ok(n),
+            }
+        });
+        assert_eq!(result, Ok(3));
+        // always failing: given up after MAX_RETRIES retries
+        let mut calls = 0;
+        let result: PgResult<()> = transaction!(store, |tx| {
+            calls += 1;
+            tx.execute("SELECT 1", &[]).await?;
+            Err(failure("40001"))
+        });
+        assert!(matches!(result, Err(PgError::Contention(_))), "{result:?}");
+        assert_eq!(calls, MAX_RETRIES + 1);
+        // other errors are not retried
+        let mut calls = 0;
+        let result: PgResult<()> = transaction!(store, |tx| {
+            calls += 1;
+            tx.execute("SELECT 1", &[]).await?;
+            Err(failure("23505"))
+        });
+        assert!(result.is_err_and(|e| e.is_unique_violation()));
+        assert_eq!(calls, 1);
+    });
+}
+
+#[test]
+fn accounts_register_once_and_keep_every_field() {
+    let Some((_cluster, connection, _db)) = fresh("accounts_register_once_and_keep_every_field") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = store_on(&connection).await;
+        let accounts = store.accounts(Service::Inbox);
+        // twelve concurrent registrations of one name: exactly one wins
+        let tries: Vec<_> = (0..12)
+            .map(|i| {
+                let accounts = accounts.clone();
+                tokio::spawn(async move {
+                    accounts
+                        .register("alice", format!("hash{i}"), at(1_700_000_000, 5))
+                        .await
+                })
+            })
+            .collect();
+        let mut won = Vec::new();
+        for t in tries {
+            let r = t.await.expect("task").expect("register");
+            if let crate::store::Registration::Created(a) = r.durable().await.expect("durable") {
+                won.push(a);
+            }
+        }
+        assert_eq!(won.len(), 1);
+        let alice = won.remove(0);
+        // the scheduler's accounts are its own
+        assert!(store
+            .accounts(Service::Scheduler)
+            .by_username("alice")
+            .await
+            .expect("read")
+            .is_none());
+        let bob = created(
+            store
+                .accounts(Service::Scheduler)
+                .register("alice", "s".into(), at(1, 0))
+                .await
+                .expect("register"),
+        );
+        assert_ne!(bob.id, alice.id);
+        // every field comes back, nanoseconds (a leap second's too) included
+        let leap = at(1_700_000_001, 1_234_567_891);
+        assert!(accounts.set_last_login(alice.id, leap).await.expect("login").changed());
+        // a login never moves the last login back
+        let back = accounts
+            .set_last_login(alice.id, at(1_600_000_000, 0))
+            .await
+            .expect("login");
+        assert!(back.durable().await.expect("durable"));
+        let read = accounts.get(alice.id).await.expect("get").expect("there");
+        assert_eq!(read.username, "alice");
+        assert_eq!(read.created, at(1_700_000_000, 5));
+        assert_eq!(read.last_login, Some(leap));
+        assert_eq!(read.epoch, 0);
+        assert_eq!(read.password_hash, alice.password_hash);
+        assert_eq!(
+            accounts.by_username("alice").await.expect("by name").map(|a| a.id),
+            Some(alice.id)
+        );
+        assert!(!accounts
+            .set_last_login(uuid::Uuid::nil(), leap)
+            .await
+            .expect("login")
+            .changed());
+        // a password change needs the hash it replaces, and starts a new epoch
+        let old = read.password_hash.clone();
+        let wrong = crate::domain::account::PasswordHash::Pbkdf2("other".into());
+        assert!(
+            !accounts
+                .change_password(alice.id, &wrong, "new".into())
+                .await
+                .expect("change")
+                .value
+        );
+        assert!(
+            accounts
+                .change_password(alice.id, &old, "new".into())
+                .await
+                .expect("change")
+                .value
+        );
+        let read = accounts.get(alice.id).await.expect("get").expect("there");
+        assert_eq!(read.epoch, 1);
+        assert_eq!(
+            read.password_hash,
+            crate::domain::account::PasswordHash::Pbkdf2("new".into())
+        );
+        // upgrading a moved-in bcrypt hash keeps the epoch
+        let scheduler = store.accounts(Service::Scheduler);
+        let legacy = crate::domain::account::PasswordHash::LegacyBcrypt("$2b$bcrypt".into());
+        assert!(
+            !scheduler
+                .upgrade_password(bob.id, &legacy, "p".into())
+                .await
+                .expect("upgrade")
+                .value
+        );
+        // the payment customer
+        assert_eq!(accounts.customer(alice.id).await.expect("customer"), None);
+        assert!(accounts.set_customer(alice.id, "cus_1").await.expect("set").value);
+        assert_eq!(
+            accounts.customer(alice.id).await.expect("customer").as_deref(),
+            Some("cus_1")
+        );
+        assert!(
+            !accounts
+                .set_customer(uuid::Uuid::nil(), "cus_2")
+                .await
+                .expect("set")
+                .value
+        );
+        assert_eq!(accounts.all().await.expect("all").len(), 1);
+    });
+}
+
+#[test]
+fn access_keys_are_found_by_digest_upgraded_and_deleted() {
+    use crate::domain::account::{AccessKey, KeySecret};
+    use crate::domain::permissions::Permissions;
+    let Some((_cluster, connection, _db)) = fresh("access_keys_are_found_by_digest_upgraded_and_deleted") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = store_on(&connection).await;
+        let accounts = store.accounts(Service::Inbox);
+        let alice = created(
+            accounts
+                .register("alice", "h".into(), at(1, 0))
+                .await
+                .expect("register"),
+        );
+        let s1 = accounts.next_key_seq().await.expect("seq");
+        let s2 = accounts.next_key_seq().await.expect("seq");
+        assert!(s2 > s1);
+        let key = |name: &str, created, seq, secret| AccessKey {
+            id: crate::domain::wire::new_uuid(),
+            name: name.into(),
+            created,
+            seq,
+            permissions: Permissions(u32::MAX),
+            secret,
+        };
+        let later = key("later", at(20, 0), s1, KeySecret::Digest([7; 32]));
+        let earlier = key(
+            "earlier",
+            at(10, 999_999_999),
+            s2,
+            KeySecret::LegacyBcrypt("$2b$x".into()),
+        );
+        assert!(accounts.add_access_key(alice.id, &later).await.expect("add").value);
+        assert!(accounts.add_access_key(alice.id, &earlier).await.expect("add").value);
+        // not for an account that is gone
+        assert!(
+            !accounts
+                .add_access_key(uuid::Uuid::nil(), &key("x", at(1, 0), 1, KeySecret::Digest([8; 32])))
+                .await
+                .expect("add")
+                .value
+        );
+        // another key with the same digest is refused by the database
+        let twin = key("twin", at(30, 0), 3, KeySecret::Digest([7; 32]));
+        assert!(accounts
+            .add_access_key(alice.id, &twin)
+            .await
+            .is_err_and(|e| e.is_unique_violation()));
+        let names: Vec<String> = accounts
+            .access_keys(alice.id)
+            .await
+            .expect("keys")
+            .into_iter()
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(names, ["earlier", "later"]);
+        let (owner, found) = accounts
+            .access_key_by_digest(&[7; 32])
+            .await
+            .expect("by digest")
+            .expect("found");
+        assert_eq!(
+            (owner, found.id, found.permissions, found.created),
+            (alice.id, later.id, Permissions(u32::MAX), at(20, 0))
+        );
+        assert_eq!(accounts.legacy_access_keys(alice.id).await.expect("legacy").len(), 1);
+        // the legacy hash becomes a digest, once
+        let old = KeySecret::LegacyBcrypt("$2b$x".into());
+        assert!(
+            accounts
+                .upgrade_access_key(alice.id, earlier.id, &old, [9; 32])
+                .await
+                .expect("upgrade")
+                .value
+        );
+        assert!(
+            !accounts
+                .upgrade_access_key(alice.id, earlier.id, &old, [9; 32])
+                .await
+                .expect("upgrade")
+                .value
+        );
+        let upgraded = accounts
+            .access_key(alice.id, earlier.id)
+            .await
+            .expect("key")
+            .expect("there");
+        assert_eq!(upgraded.secret, KeySecret::Digest([9; 32]));
+        assert_eq!(upgraded.created, at(10, 999_999_999));
+        assert!(accounts.legacy_access_keys(alice.id).await.expect("legacy").is_empty());
+        assert!(
+            accounts
+                .delete_access_key(alice.id, later.id)
+                .await
+                .expect("delete")
+                .value
+        );
+        assert!(
+            !accounts
+                .delete_access_key(alice.id, later.id)
+                .await
+                .expect("delete")
+                .value
+        );
+        assert!(accounts
+            .access_key_by_digest(&[7; 32])
+            .await
+            .expect("by digest")
+            .is_none());
+    });
+}
+
+fn text_item(data: &str, created: crate::domain::wire::Timestamp) -> crate::domain::inbox::models::InboxItem {
+    crate::domain::inbox::models::InboxItem {
+        id: crate::domain::wire::new_uuid(),
+        kind: crate::domain::inbox::models::ItemType::Text,
+        data: data.as_bytes().to_vec(),
+        created,
+    }
+}
+
+#[test]
+fn inbox_items_keep_the_limit_and_idempotency_under_concurrency() {
+    use crate::store::inbox::AddOutcome;
+    let Some((_cluster, connection, _db)) = fresh("inbox_items_keep_the_limit_and_idempotency") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = store_on(&connection).await;
+        let inbox = store.inbox();
+        let alice = created(
+            inbox
+                .accounts
+                .register("alice", "h".into(), at(1, 0))
+                .await
+                .expect("register"),
+        );
+        // twenty concurrent additions to an account of at most five items: five are stored
+        let adds: Vec<_> = (0..20)
+            .map(|i| {
+                let inbox = inbox.clone();
+                tokio::spawn(async move {
+                    inbox
+                        .add_item(
+                            alice.id,
+                            &text_item(&format!("item {i}"), at(100 + i, 0)),
+                            None,
+                            Some(5),
+                        )
+                        .await
+                })
+            })
+            .collect();
+        let mut added = 0;
+        for a in adds {
+            match a.await.expect("task").expect("add").durable().await.expect("durable") {
+                AddOutcome::Added(_) => added += 1,
+                AddOutcome::LimitReached => {}
+                AddOutcome::Repeated(_) => panic!("no idempotency key was given"),
+            }
+        }
+        assert_eq!(added, 5);
+        assert_eq!(inbox.count(alice.id).await.expect("count"), 5);
+        // ten concurrent additions with one idempotency key: one item, every answer names it
+        let bob = created(
+            inbox
+                .accounts
+                .register("bob", "h".into(), at(1, 0))
+                .await
+                .expect("register"),
+        );
+        let adds: Vec<_> = (0..10)
+            .map(|i| {
+                let inbox = inbox.clone();
+                tokio::spawn(async move {
+                    inbox
+                        .add_item(bob.id, &text_item(&format!("try {i}"), at(5, 0)), Some("key-1"), None)
+                        .await
+                })
+            })
+            .collect();
+        let mut ids = std::collections::HashSet::new();
+        let mut firsts = 0;
+        for a in adds {
+            let written = a.await.expect("task").expect("add");
+            let changed = written.changed();
+            match written.durable().await.expect("durable") {
+                AddOutcome::Added(id) => {
+                    assert!(changed);
+                    firsts += 1;
+                    ids.insert(id);
+                }
+                AddOutcome::Repeated(id) => {
+                    assert!(!changed);
+                    ids.insert(id);
+                }
+                AddOutcome::LimitReached => panic!("no limit was given"),
+            }
+        }
+        assert_eq!((firsts, ids.len()), (1, 1));
+        assert_eq!(inbox.count(bob.id).await.expect("count"), 1);
+        // the key outlives its item, and is answered also at the limit
+        let first = *ids.iter().next().expect("an id");
+        assert!(inbox.delete_item(bob.id, first).await.expect("delete").value);
+        let again = inbox
+            .add_item(bob.id, &text_item("again", at(6, 0)), Some("key-1"), Some(0))
+            .await
+            .expect("add");
+        assert!(matches!(again.durable().await, Ok(AddOutcome::Repeated(id)) if id == first));
+        assert_eq!(inbox.total_items().await.expect("total"), 5);
+    });
+}
+
+#[test]
+fn inbox_items_list_sync_and_go_with_their_account() {
+    let Some((cluster, connection, db)) = fresh("inbox_items_list_sync_and_go_with_their_account") else {
+        return;
+    };
+    runtime().block_on(async {
+        let store = store_on(&connection).await;
+        let inbox = store.inbox();
+        let alice = created(
+            inbox
+                .accounts
+                .register("alice", "h".into(), at(1, 0))
+                .await
+                .expect("register"),
+        );
+        let carol = created(
+            inbox
+                .accounts
+                .register("carol", "h".into(), at(1, 0))
+                .await
+                .expect("register"),
+        );
+        // listed by created instant (nanoseconds count), then in the order of addition
+        let late = text_item("late", at(50, 2));
+        let early = text_item("early", at(50, 1));
+        let same_a = text_item("same a", at(60, 0));
+        let same_b = text_item("same b", at(60, 0));
+        for item in [&late, &early, &same_a, &same_b] {
+            let written = inbox.add_item(alice.id, item, None, None).await.expect("add");
+            written.durable().await.expect("durable");
+        }
+        let png = crate::domain::inbox::models::InboxItem {
+            kind: crate::domain::inbox::models::ItemType::Png,
+            data: vec![0x89, 0, 0xFF],
+            ..text_item("", at(70, 0))
+        };
+        let written = inbox.add_item(alice.id, &png, None, None).await.expect("add");
+        written.durable().await.expect("durable");
+        let ids = inbox.item_ids(alice.id).await.expect("ids");
+        assert_eq!(ids, [early.id, late.id, same_a.id, same_b.id, png.id]);
+        assert_eq!(inbox.items(alice.id).await.expect("items")[4], png);
+        assert_eq!(inbox.first_item(alice.id).await.expect("first"), Some(early.clone()));
+        assert_eq!(inbox.item(alice.id, png.id).await.expect("item"), Some(png.clone()));
+        // another account's item is not found through this one
+        assert_eq!(inbox.item(carol.id, png.id).await.expect("item"), None);
+        assert!(!inbox.delete_item(carol.id, png.id).await.expect("delete").value);
+        // a sync: the closure sees the items and says what changes
+        let added = text_item("from a client", at(80, 0));
+        let mut seen = 0;
+        let mut decide = |items: &[crate::domain::inbox::models::InboxItem]| {
+            seen = items.len();
+            crate::domain::inbox::sync::ItemChanges {
+                delete: vec![late.id, same_b.id, carol.id],
+                add: vec![added.clone()],
+            }
+        };
+        let written = inbox.sync(alice.id, &mut decide).await.expect("sync");
+        assert!(written.changed());
+        assert_eq!(seen, 5);
+        let ids = inbox.item_ids(alice.id).await.expect("ids");
+        assert_eq!(ids, [early.id, same_a.id, png.id, added.id]);
+        let mut nothing = |_: &[crate::domain::inbox::models::InboxItem]| crate::domain::inbox::sync::ItemChanges {
+            delete: vec![],
+            add: vec![],
+        };
+        assert!(!inbox.sync(alice.id, &mut nothing).await.expect("sync").changed());
+        // deleting the account deletes its items, keys and idempotency keys with it
+        let written = inbox
+            .add_item(alice.id, &text_item("k", at(90, 0)), Some("k"), None)
+            .await
+            .expect("add");
+        written.durable().await.expect("durable");
+        assert!(inbox.delete_account(alice.id).await.expect("delete").value);
+        assert!(!inbox.delete_account(alice.id).await.expect("delete").value);
+        assert_eq!(inbox.count(alice.id).await.expect("count"), 0);
+        assert!(inbox.accounts.get(alice.id).await.expect("get").is_none());
+    });
+    let left = cluster
+        .psql(
+            &db,
+            "SELECT (SELECT count(*) FROM inbox_items) || ',' || (SELECT count(*) FROM inbox_idempotency_keys)",
+        )
+        .expect("psql");
+    assert_eq!(left, "0,0");
+}

@@ -1,0 +1,294 @@
+//! A throwaway PostgreSQL cluster for tests: `initdb` in a temporary directory, `pg_ctl start`
+//! listening only on a Unix socket in that directory (no TCP port, nothing shared with the
+//! machine), `fsync` and `synchronous_commit` on (durable means committed, as in production),
+//! a fresh database per test, and `pg_ctl stop -m immediate` when the [`Cluster`] is dropped.
+//!
+//! Self-contained (std and tempfile only): the library's own tests include this same file
+//! (`src/store/postgres/tests.rs`), so there is one cluster helper, not two.
+//!
+//! Finding PostgreSQL: `PIGEONHOLE_PG_BIN` (a directory holding `initdb`, `pg_ctl`,
+//! `createdb`), else `initdb` on `PATH`, else the newest `/usr/lib/postgresql/*/bin` (where
+//! Debian's `postgresql` package puts it, off `PATH`). When there is none the tests that need
+//! it are skipped with a loud message, unless `PIGEONHOLE_REQUIRE_POSTGRES=1` (CI), when they
+//! fail (docs/decisions.md, "Storage engines").
+//!
+//! PostgreSQL refuses to run as root: when the tests run as root (CI, containers) `initdb`,
+//! `pg_ctl` and so the server run as an unprivileged user through `runuser -u USER`
+//! (`PIGEONHOLE_PG_USER`, default `nobody`), and the temporary directory is handed to that
+//! user. The tests themselves (root) still reach the socket and remove the directory.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A running throwaway cluster; stopped (immediately) and removed on drop.
+pub struct Cluster {
+    bin: PathBuf,
+    /// The user the server runs as when the tests run as root.
+    run_as: Option<String>,
+    dir: tempfile::TempDir,
+    next_db: AtomicU32,
+}
+
+/// Where the PostgreSQL programs are, if anywhere.
+pub fn find_bin() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("PIGEONHOLE_PG_BIN").filter(|v| !v.is_empty()) {
+        let dir = PathBuf::from(dir);
+        return dir.join("initdb").is_file().then_some(dir);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let initdb = dir.join("initdb");
+            if initdb.is_file() {
+                // `/usr/local/bin/initdb` may be a link into the real bin directory, where
+                // pg_ctl and createdb are too.
+                let real = std::fs::canonicalize(&initdb).unwrap_or(initdb);
+                let real_dir = real.parent().map(Path::to_path_buf).unwrap_or(dir.clone());
+                if real_dir.join("pg_ctl").is_file() && real_dir.join("createdb").is_file() {
+                    return Some(real_dir);
+                }
+                if dir.join("pg_ctl").is_file() && dir.join("createdb").is_file() {
+                    return Some(dir);
+                }
+            }
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").is_file().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// Whether a missing PostgreSQL fails the tests rather than skipping them.
+pub fn required() -> bool {
+    std::env::var("PIGEONHOLE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1")
+}
+
+/// The uid and gid of `user` from /etc/passwd.
+fn ids_of(user: &str) -> Option<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        if fields.next() != Some(user) {
+            return None;
+        }
+        let uid = fields.nth(1)?.parse().ok()?;
+        let gid = fields.next()?.parse().ok()?;
+        Some((uid, gid))
+    })
+}
+
+fn check(what: &str, out: std::io::Result<Output>) -> Result<Output, String> {
+    let out = out.map_err(|e| format!("{what}: cannot run: {e}"))?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "{what} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+impl Cluster {
+    /// A new cluster, or `None` (after a loud message on stderr) when PostgreSQL is not
+    /// installed and not required. Panics when it is required but missing, or when it is
+    /// there but cannot be started.
+    pub fn start_or_skip(test: &str) -> Option<Cluster> {
+        let Some(bin) = find_bin() else {
+            if required() {
+                panic!("{test}: PIGEONHOLE_REQUIRE_POSTGRES=1 but no PostgreSQL (initdb) was found");
+            }
+            eprintln!(
+                "\n*** SKIPPED {test}: PostgreSQL (initdb) not found on PATH, in /usr/lib/postgresql/*/bin \
+                 or PIGEONHOLE_PG_BIN; install Debian's `postgresql` package (CI sets \
+                 PIGEONHOLE_REQUIRE_POSTGRES=1 to make this a failure) ***\n"
+            );
+            return None;
+        };
+        match Cluster::start(bin) {
+            Ok(c) => Some(c),
+            Err(e) => panic!("{test}: cannot start a throwaway PostgreSQL cluster: {e}"),
+        }
+    }
+
+    fn start(bin: PathBuf) -> Result<Cluster, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("pg")
+            .tempdir()
+            .map_err(|e| format!("temporary directory: {e}"))?;
+        // The owner of a directory we just made is our effective user.
+        let me = std::fs::metadata(dir.path()).map_err(|e| e.to_string())?.uid();
+        let run_as = if me == 0 {
+            let user = std::env::var("PIGEONHOLE_PG_USER").unwrap_or_else(|_| "nobody".into());
+            let (uid, gid) = ids_of(&user).ok_or_else(|| format!("no user {user:?} to run PostgreSQL as"))?;
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
+                .map_err(|e| format!("chown {}: {e}", dir.path().display()))?;
+            Some(user)
+        } else {
+            None
+        };
+        let cluster = Cluster {
+            bin,
+            run_as,
+            dir,
+            next_db: AtomicU32::new(0),
+        };
+        let data = cluster.data_dir();
+        // --no-sync: the cluster's own files at creation need no fsync (a throwaway);
+        // the server itself runs with fsync on.
+        check(
+            "initdb",
+            cluster
+                .command("initdb")
+                .arg("-D")
+                .arg(&data)
+                .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"])
+                .output(),
+        )?;
+        // in postgresql.conf rather than on the command line, so that a test may still change
+        // a setting with ALTER SYSTEM
+        let settings = format!(
+            "\n# throwaway test cluster (tests/common/postgres.rs)\nlisten_addresses = ''\n\
+             unix_socket_directories = '{}'\nfsync = on\nsynchronous_commit = on\nmax_connections = 100\n",
+            cluster.socket_dir().display()
+        );
+        {
+            use std::io::Write;
+            let mut conf = std::fs::OpenOptions::new()
+                .append(true)
+                .open(data.join("postgresql.conf"))
+                .map_err(|e| format!("postgresql.conf: {e}"))?;
+            conf.write_all(settings.as_bytes())
+                .map_err(|e| format!("postgresql.conf: {e}"))?;
+        }
+        let started = cluster
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(cluster.dir.path().join("server.log"))
+            .args(["-w", "-t", "60", "start"])
+            .stdin(Stdio::null())
+            // pg_ctl leaves the server holding its output: do not wait on a pipe
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("pg_ctl: cannot run: {e}"))?;
+        if !started.success() {
+            let log = std::fs::read_to_string(cluster.dir.path().join("server.log")).unwrap_or_default();
+            return Err(format!("pg_ctl start failed ({started}):\n{log}"));
+        }
+        Ok(cluster)
+    }
+
+    /// One of PostgreSQL's programs, as the cluster's user.
+    fn command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        let mut c = match &self.run_as {
+            Some(user) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", user, "--"]).arg(path);
+                c
+            }
+            None => Command::new(path),
+        };
+        // the programs must not look for a home or a locale of the user they run as
+        c.env("HOME", self.dir.path())
+            .env("LC_ALL", "C")
+            .current_dir(self.dir.path());
+        c
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The directory holding the server's Unix socket.
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The superuser's URL of database `db` (over the Unix socket).
+    pub fn url(&self, db: &str) -> String {
+        format!("postgres://postgres@/{db}?host={}", self.socket_dir().display())
+    }
+
+    /// The admin URL, as `PIGEONHOLE_TEST_POSTGRES` takes it.
+    pub fn admin_url(&self) -> String {
+        self.url("postgres")
+    }
+
+    /// A fresh, empty database; its name ([`Cluster::url`] makes its URL).
+    pub fn fresh_database(&self) -> String {
+        let name = format!("test{}", self.next_db.fetch_add(1, Ordering::SeqCst));
+        let out = check(
+            "createdb",
+            self.command("createdb")
+                .arg("-h")
+                .arg(self.socket_dir())
+                .args(["-U", "postgres", &name])
+                .output(),
+        );
+        if let Err(e) = out {
+            panic!("{e}");
+        }
+        name
+    }
+
+    /// Runs `sql` with `psql` in database `db`; its output (unaligned, tuples only).
+    pub fn psql(&self, db: &str, sql: &str) -> Result<String, String> {
+        let out = check(
+            "psql",
+            self.command("psql")
+                .arg("-h")
+                .arg(self.socket_dir())
+                .args([
+                    "-U",
+                    "postgres",
+                    "-d",
+                    db,
+                    "-X",
+                    "-A",
+                    "-t",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-c",
+                    sql,
+                ])
+                .output(),
+        )?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// The server's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "immediate", "-w", "stop"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
