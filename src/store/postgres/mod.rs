@@ -18,6 +18,7 @@ pub mod accounts;
 pub mod inbox;
 pub mod migrations;
 mod rows;
+pub mod throttles;
 mod tls;
 
 #[cfg(test)]
@@ -336,6 +337,11 @@ impl PgStore {
     /// The accounts of one service.
     pub fn accounts(&self, service: Service) -> PgAccounts {
         PgAccounts::new(self.pool.clone(), service)
+    }
+
+    /// The login, registration and e-mail counts every process shares.
+    pub fn throttles(&self) -> throttles::PgThrottles {
+        throttles::PgThrottles::new(self.pool.clone())
     }
 
     /// The inbox service's items (and its accounts).

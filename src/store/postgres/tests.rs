@@ -730,3 +730,124 @@ fn inbox_items_list_sync_and_go_with_their_account() {
         .expect("psql");
     assert_eq!(left, "0,0");
 }
+
+mod throttles {
+    use super::*;
+    use crate::store::throttles::{Count, Throttle, Throttles, Turn};
+
+    fn count(key: u8, most: u32, window: Duration) -> Count {
+        Count {
+            throttle: Throttle::LoginPair,
+            key: [key; 16],
+            most,
+            window,
+        }
+    }
+
+    fn counted(turn: Turn) -> crate::store::throttles::Taken {
+        match turn {
+            Turn::Counted(t) => t,
+            Turn::Wait { throttle, after } => panic!("refused by {throttle:?} for {after:?}"),
+        }
+    }
+
+    #[test]
+    fn two_processes_count_together_all_or_none_and_exactly_under_contention() {
+        let Some((cluster, connection, db)) = fresh("throttles_two_processes_count_together") else {
+            return;
+        };
+        runtime().block_on(async {
+            // two stores on one database: two processes' pools
+            let (a, _) = PgStore::connect(&connection).await.expect("a");
+            let (b, _) = PgStore::connect(&connection).await.expect("b");
+            let (a, b) = (a.throttles(), b.throttles());
+            let window = Duration::from_secs(600);
+            let pair = count(1, 10, window);
+            let mut held = Vec::new();
+            for i in 0..10 {
+                let side = if i % 2 == 0 { &a } else { &b };
+                held.push(counted(side.take(&[pair]).await.expect("take")));
+            }
+            for side in [&a, &b] {
+                match side.take(&[pair]).await.expect("take") {
+                    Turn::Wait { throttle, after } => {
+                        assert_eq!(throttle, Throttle::LoginPair);
+                        assert!(after > Duration::from_secs(590) && after <= window, "{after:?}");
+                    }
+                    Turn::Counted(_) => panic!("an eleventh attempt through the other process"),
+                }
+            }
+            // given back through the other process
+            b.give_back(&held.pop().unwrap()).await.expect("give back");
+            counted(a.take(&[pair]).await.expect("a slot again"));
+
+            // all or none: a full address stops the pair's count too
+            let address = Count {
+                throttle: Throttle::LoginAddress,
+                ..count(2, 1, window)
+            };
+            let other_pair = count(3, 10, window);
+            counted(a.take(&[other_pair, address]).await.expect("take"));
+            assert!(matches!(
+                b.take(&[other_pair, address]).await.expect("take"),
+                Turn::Wait {
+                    throttle: Throttle::LoginAddress,
+                    ..
+                }
+            ));
+            let rows = cluster
+                .psql(
+                    &db,
+                    "SELECT count(*) FROM throttle_events WHERE subject = '\\x03030303030303030303030303030303'",
+                )
+                .expect("psql");
+            assert_eq!(rows.trim(), "1", "the refused take counted nothing");
+
+            // 40 takes at once over both processes for 10 places: exactly 10 are counted
+            let key = count(4, 10, window);
+            let takes: Vec<_> = (0..40)
+                .map(|i| {
+                    let side = if i % 2 == 0 { a.clone() } else { b.clone() };
+                    tokio::spawn(async move { side.take(&[key]).await.expect("take") })
+                })
+                .collect();
+            let mut n = 0;
+            for t in takes {
+                n += usize::from(matches!(t.await.unwrap(), Turn::Counted(_)));
+            }
+            assert_eq!(n, 10);
+        });
+    }
+
+    #[test]
+    fn attempts_that_left_their_window_count_no_more_and_are_pruned() {
+        let Some((cluster, connection, db)) = fresh("throttles_attempts_leave_their_window") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (store, _) = PgStore::connect(&connection).await.expect("store");
+            let t = store.throttles();
+            // five attempts of an hour ago, through the database's own clock
+            cluster
+                .psql(
+                    &db,
+                    "INSERT INTO throttle_events (throttle, subject, attempt, at) \
+                     SELECT 1, '\\x05050505050505050505050505050505', n, clock_timestamp() - interval '1 hour' \
+                     FROM generate_series(1000001, 1000005) n",
+                )
+                .expect("psql");
+            let c = count(5, 5, Duration::from_secs(600));
+            for _ in 0..5 {
+                counted(t.take(&[c]).await.expect("the old attempts do not count"));
+            }
+            assert!(matches!(t.take(&[c]).await.expect("take"), Turn::Wait { .. }));
+            let rows = cluster
+                .psql(
+                    &db,
+                    "SELECT count(*) FROM throttle_events WHERE at < clock_timestamp() - interval '30 minutes'",
+                )
+                .expect("psql");
+            assert_eq!(rows.trim(), "0", "pruned by the takes of their kind");
+        });
+    }
+}

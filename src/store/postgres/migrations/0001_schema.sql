@@ -320,17 +320,21 @@ CREATE TABLE token_signing_key (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 
--- Sliding-window throttles (login attempts per username and address pair and per address,
--- registrations per address, verification e-mails per trigger, address and account): one
--- row per counted attempt; an attempt given back deletes its row; rows older than the
--- longest window are pruned.
+-- Sliding-window throttles (src/store/throttles.rs: login attempts per username and
+-- address pair and per address, registrations per network, verification e-mails per
+-- trigger, address and account): one row per counted attempt and key, all rows of one
+-- attempt sharing its number; an attempt given back deletes its rows; rows that left their
+-- window are pruned by the takes of their kind. Instants are the database's clock, the one
+-- clock every process shares.
 CREATE TABLE throttle_events (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    scope text NOT NULL CHECK (scope IN ('login_pair', 'login_address', 'registration',
-                                         'resend_trigger', 'resend_address', 'resend_account')),
-    -- the limited thing: a 16-byte digest or id, or an address's bytes
-    subject bytea NOT NULL CHECK (octet_length(subject) BETWEEN 1 AND 32),
-    at timestamptz NOT NULL DEFAULT now()
+    -- Throttle::code
+    throttle smallint NOT NULL CHECK (throttle BETWEEN 1 AND 6),
+    -- the 16-byte key (a digest or an id: never client-sized)
+    subject bytea NOT NULL CHECK (octet_length(subject) = 16),
+    attempt bigint NOT NULL,
+    at timestamptz NOT NULL,
+    PRIMARY KEY (throttle, subject, attempt)
 );
-CREATE INDEX throttle_events_window ON throttle_events (scope, subject, at);
-CREATE INDEX throttle_events_age ON throttle_events (at);
+CREATE INDEX throttle_events_window ON throttle_events (throttle, subject, at);
+CREATE INDEX throttle_events_age ON throttle_events (throttle, at);
+CREATE SEQUENCE throttle_attempt_seq AS bigint;
