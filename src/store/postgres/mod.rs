@@ -18,6 +18,7 @@ pub mod accounts;
 pub mod inbox;
 pub mod migrations;
 mod rows;
+mod signing;
 pub mod throttles;
 mod tls;
 

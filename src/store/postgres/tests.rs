@@ -851,3 +851,20 @@ mod throttles {
         });
     }
 }
+
+#[test]
+fn processes_starting_together_share_one_signing_key() {
+    let Some((_cluster, connection, _db)) = fresh("processes_share_one_signing_key") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (a, _) = PgStore::connect(&connection).await.expect("a");
+        let (b, _) = PgStore::connect(&connection).await.expect("b");
+        let (ka, kb) = tokio::join!(a.signing_key(&[1; 64]), b.signing_key(&[2; 64]));
+        let (ka, kb) = (ka.expect("a's key"), kb.expect("b's key"));
+        assert_eq!(ka, kb, "one key for both");
+        assert!(ka == [1; 64] || ka == [2; 64]);
+        // a later start keeps it
+        assert_eq!(a.signing_key(&[3; 64]).await.expect("again"), ka);
+    });
+}
