@@ -16,6 +16,7 @@
 
 pub mod accounts;
 pub mod inbox;
+pub mod leader;
 pub mod migrations;
 mod rows;
 mod signing;

@@ -868,3 +868,44 @@ fn processes_starting_together_share_one_signing_key() {
         assert_eq!(a.signing_key(&[3; 64]).await.expect("again"), ka);
     });
 }
+
+#[test]
+fn once_work_runs_in_one_process_and_moves_when_it_goes() {
+    use leader::OnceWork;
+    let Some((_cluster, connection, _db)) = fresh("once_work_moves_when_its_process_goes") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (a, _) = PgStore::connect(&connection).await.expect("a");
+        let (b, _) = PgStore::connect(&connection).await.expect("b");
+        let period = Duration::from_millis(50);
+        let mut first = a.lead(OnceWork::Payments, period);
+        tokio::time::timeout(Duration::from_secs(10), first.acquired())
+            .await
+            .expect("a takes the work");
+        let mut second = b.lead(OnceWork::Payments, period);
+        // other work is another lock
+        let mut notices = b.lead(OnceWork::AdminNotices, period);
+        tokio::time::timeout(Duration::from_secs(10), notices.acquired())
+            .await
+            .expect("b takes the other work");
+        // b has tried by now (it took the other lock on the same schedule): a still holds it
+        let client = a.pool.get().await.expect("a connection");
+        let holders: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted \
+                 AND ((classid::bigint << 32) | objid::bigint) = $1",
+                &[&(0x5069_6765_6f6e_0101_i64)],
+            )
+            .await
+            .expect("pg_locks")
+            .get(0);
+        assert_eq!(holders, 1);
+        assert!(first.holds() && !second.holds());
+        // a's process goes: b takes over
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(10), second.acquired())
+            .await
+            .expect("b takes the work over");
+    });
+}
