@@ -18,6 +18,7 @@ pub mod accounts;
 pub mod inbox;
 pub mod leader;
 pub mod migrations;
+pub mod notify;
 mod rows;
 mod signing;
 pub mod throttles;
@@ -272,6 +273,42 @@ macro_rules! transaction {
 }
 pub(crate) use transaction;
 
+/// The client configuration and TLS connector of `connection` (every session commits
+/// durably, whatever the role's or database's default).
+pub(crate) fn config_of(
+    connection: &Connection,
+) -> PgResult<(tokio_postgres::Config, tokio_postgres_rustls::MakeRustlsConnect)> {
+    let mut config = tokio_postgres::Config::new();
+    config
+        .user(&connection.user)
+        .dbname(&connection.database)
+        .port(connection.port)
+        .application_name("pigeonhole")
+        .connect_timeout(Duration::from_secs(10))
+        // every session commits durably, whatever the role's or database's default
+        .options("-c synchronous_commit=on");
+    if let Some(p) = &connection.password {
+        config.password(p);
+    }
+    use tokio_postgres::config::SslMode;
+    match &connection.host {
+        Host::Tcp(name) => {
+            config.host(name).ssl_mode(match connection.tls {
+                TlsMode::Disable => SslMode::Disable,
+                TlsMode::Prefer => SslMode::Prefer,
+                TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+            });
+        }
+        Host::Unix(dir) => {
+            config.host_path(dir).ssl_mode(SslMode::Disable);
+        }
+    }
+    let tls = tokio_postgres_rustls::MakeRustlsConnect::new(
+        tls::client_config(connection.tls).map_err(|e| PgError::Tls(e.to_string()))?,
+    );
+    Ok((config, tls))
+}
+
 /// The PostgreSQL store: a pool of connections to one database with the current schema.
 #[derive(Clone)]
 pub struct PgStore {
@@ -285,34 +322,7 @@ impl PgStore {
     /// Connects, checks that commits are durable, and migrates the schema (under the
     /// migration lock, see [`migrations`]). Answers the store and the migrations applied.
     pub async fn connect(connection: &Connection) -> PgResult<(PgStore, Vec<i64>)> {
-        let mut config = tokio_postgres::Config::new();
-        config
-            .user(&connection.user)
-            .dbname(&connection.database)
-            .port(connection.port)
-            .application_name("pigeonhole")
-            .connect_timeout(Duration::from_secs(10))
-            // every session commits durably, whatever the role's or database's default
-            .options("-c synchronous_commit=on");
-        if let Some(p) = &connection.password {
-            config.password(p);
-        }
-        use tokio_postgres::config::SslMode;
-        match &connection.host {
-            Host::Tcp(name) => {
-                config.host(name).ssl_mode(match connection.tls {
-                    TlsMode::Disable => SslMode::Disable,
-                    TlsMode::Prefer => SslMode::Prefer,
-                    TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
-                });
-            }
-            Host::Unix(dir) => {
-                config.host_path(dir).ssl_mode(SslMode::Disable);
-            }
-        }
-        let tls = tokio_postgres_rustls::MakeRustlsConnect::new(
-            tls::client_config(connection.tls).map_err(|e| PgError::Tls(e.to_string()))?,
-        );
+        let (config, tls) = config_of(connection)?;
         let manager = Manager::from_config(
             config,
             tls,

@@ -909,3 +909,36 @@ fn once_work_runs_in_one_process_and_moves_when_it_goes() {
             .expect("b takes the work over");
     });
 }
+
+#[test]
+fn a_wake_up_reaches_every_listening_process() {
+    let Some((_cluster, connection, _db)) = fresh("a_wake_up_reaches_every_listening_process") else {
+        return;
+    };
+    runtime().block_on(async {
+        let (a, _) = PgStore::connect(&connection).await.expect("a");
+        let (heard_b, mut at_b) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (heard_c, mut at_c) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let b = notify::listen(connection.clone(), Duration::from_millis(50), move |n| {
+            let _ = heard_b.send(n.to_owned());
+        });
+        let c = notify::listen(connection.clone(), Duration::from_millis(50), move |n| {
+            let _ = heard_c.send(n.to_owned());
+        });
+        // listening starts a moment after: send until both have heard one
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut heard = (None, None);
+        while heard.0.is_none() || heard.1.is_none() {
+            assert!(tokio::time::Instant::now() < deadline, "not heard: {heard:?}");
+            a.notify("triggerer").await;
+            tokio::select! {
+                Some(n) = at_b.recv(), if heard.0.is_none() => heard.0 = Some(n),
+                Some(n) = at_c.recv(), if heard.1.is_none() => heard.1 = Some(n),
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+        assert_eq!(heard, (Some("triggerer".to_owned()), Some("triggerer".to_owned())));
+        b.abort();
+        c.abort();
+    });
+}
