@@ -387,10 +387,16 @@ async fn notes_for_people_and_for_scripts() {
         assert_eq!(shown["text"], "shopping\neggs\nflour");
         let json = json_of(&client(&home, &["remind", "call\nmum", "--in", "1h", "--json"], None));
         let shown = succeeded(&client(&home, &["show", &json["id"].as_str().unwrap()[..8]], None));
-        assert!(
-            shown.starts_with("call\nmum\n") && shown.contains("due today"),
-            "{shown}"
-        );
+        // an hour from now in the account's zone (Zurich): today, or tomorrow late at night
+        let zurich = jiff::tz::TimeZone::get("Europe/Zurich").unwrap();
+        let now = jiff::Timestamp::now();
+        let later = now + jiff::SignedDuration::from_hours(1);
+        let day = if zurich.to_datetime(later).date() == zurich.to_datetime(now).date() {
+            "due today"
+        } else {
+            "due tomorrow"
+        };
+        assert!(shown.starts_with("call\nmum\n") && shown.contains(day), "{shown}");
         let err = failed(&client(&home, &["show", "ffffffff"], None));
         assert!(err.contains("no inbox item or reminder"), "{err}");
 
