@@ -146,14 +146,26 @@ impl fmt::Display for PgError {
 
 impl std::error::Error for PgError {}
 
-/// The server's message and detail, without the driver's wrapping.
+/// The server's message and detail, without the driver's wrapping; for an error of the
+/// driver itself (connection, TLS), its message and the causes under it.
 fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => match db.detail() {
             Some(d) => format!("{} ({d})", db.message()),
             None => db.message().to_owned(),
         },
-        None => e.to_string(),
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                let more = c.to_string();
+                if !text.contains(&more) {
+                    text = format!("{text}: {more}");
+                }
+                cause = c.source();
+            }
+            text
+        }
     }
 }
 
@@ -164,10 +176,10 @@ impl From<tokio_postgres::Error> for PgError {
                 code: Some(code.code().to_owned()),
                 message: describe(&e),
             },
-            None if e.is_closed() => PgError::Connect(e.to_string()),
+            None if e.is_closed() => PgError::Connect(describe(&e)),
             None => PgError::Query {
                 code: None,
-                message: e.to_string(),
+                message: describe(&e),
             },
         }
     }

@@ -15,7 +15,7 @@ fn fresh(test: &str) -> Option<(Cluster, Connection, String)> {
         user: "postgres".into(),
         password: None,
         host: Host::Unix(cluster.socket_dir().to_path_buf()),
-        port: 5432,
+        port: cluster.port(),
         database: db.clone(),
         tls: TlsMode::Prefer,
     };
@@ -729,4 +729,49 @@ fn inbox_items_list_sync_and_go_with_their_account() {
         )
         .expect("psql");
     assert_eq!(left, "0,0");
+}
+
+/// TLS by rustls over TCP (a loopback cluster with a self-signed certificate): `require` and
+/// `prefer` encrypt, `disable` does not, `verify-ca` and `verify-full` refuse a certificate
+/// that no trusted root signed.
+#[test]
+fn tls_is_rustls_and_sslmode_is_honoured() {
+    let Some(cluster) = Cluster::start_with_tls_or_skip("tls_is_rustls_and_sslmode_is_honoured") else {
+        return;
+    };
+    let db = cluster.fresh_database();
+    let port = cluster.tls_port().expect("a TLS port");
+    let over_tcp = |tls| Connection {
+        user: "postgres".into(),
+        password: None,
+        host: Host::Tcp("localhost".into()),
+        port,
+        database: db.clone(),
+        tls,
+    };
+    runtime().block_on(async {
+        for (mode, encrypted) in [
+            (TlsMode::Require, true),
+            (TlsMode::Prefer, true),
+            (TlsMode::Disable, false),
+        ] {
+            let (store, _) = PgStore::connect(&over_tcp(mode))
+                .await
+                .unwrap_or_else(|e| panic!("{mode:?}: {e}\n{}", cluster.log()));
+            let client = store.pool.get().await.expect("connection");
+            let ssl: bool = client
+                .query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+                .await
+                .expect("pg_stat_ssl")
+                .get(0);
+            assert_eq!(ssl, encrypted, "{mode:?}");
+        }
+        for mode in [TlsMode::VerifyCa, TlsMode::VerifyFull] {
+            let err = PgStore::connect(&over_tcp(mode)).await.err();
+            assert!(
+                matches!(&err, Some(PgError::Connect(why)) if why.contains("certificate")),
+                "{mode:?}: {err:?}"
+            );
+        }
+    });
 }
