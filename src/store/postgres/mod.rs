@@ -2,7 +2,8 @@
 //! the services: connecting (rustls or a Unix socket), a pool, the durability check,
 //! versioned migrations ([`migrations`]) and the schema of every concern
 //! (`migrations/0001_schema.sql`), and the data operations of accounts and access keys
-//! ([`accounts`]) and inbox items ([`inbox`]).
+//! ([`accounts`]), inbox items ([`inbox`]) and the scheduler's settings, scheduled and
+//! triggered items and triggering ([`scheduler`]).
 //!
 //! Every write is one transaction and returns only after its COMMIT, with
 //! `synchronous_commit` on: committed is durable, so a write answers a [`Committed`] receipt
@@ -18,6 +19,7 @@ pub mod accounts;
 pub mod inbox;
 pub mod migrations;
 mod rows;
+pub mod scheduler;
 mod tls;
 
 #[cfg(test)]
@@ -30,6 +32,7 @@ use std::time::Duration;
 
 pub use accounts::{PgAccounts, Service};
 pub use inbox::PgInbox;
+pub use scheduler::PgScheduler;
 
 /// Where and how to connect (made from `--database` by the launch code).
 #[derive(Clone)]
@@ -353,6 +356,11 @@ impl PgStore {
     /// The inbox service's items (and its accounts).
     pub fn inbox(&self) -> PgInbox {
         PgInbox::new(self.pool.clone())
+    }
+
+    /// The scheduler service's items (and its accounts).
+    pub fn scheduler(&self) -> PgScheduler {
+        PgScheduler::new(self.pool.clone())
     }
 
     /// The schema version of the database.
