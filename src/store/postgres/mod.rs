@@ -2,8 +2,9 @@
 //! the services: connecting (rustls or a Unix socket), a pool, the durability check,
 //! versioned migrations ([`migrations`]) and the schema of every concern
 //! (`migrations/0001_schema.sql`), and the data operations of accounts and access keys
-//! ([`accounts`]), inbox items ([`inbox`]) and the scheduler's settings, scheduled and
-//! triggered items and triggering ([`scheduler`]).
+//! ([`accounts`]), inbox items ([`inbox`]), the scheduler's settings, scheduled and
+//! triggered items and triggering ([`scheduler`]), triggers and payment events
+//! (`triggers`), the delivery queue (`deliveries`) and the e-mail queue ([`emails`]).
 //!
 //! Every write is one transaction and returns only after its COMMIT, with
 //! `synchronous_commit` on: committed is durable, so a write answers a [`Committed`] receipt
@@ -16,11 +17,14 @@
 //! No engine type leaves this module: errors are [`PgError`], rows become domain types here.
 
 pub mod accounts;
+mod deliveries;
+pub mod emails;
 pub mod inbox;
 pub mod migrations;
 mod rows;
 pub mod scheduler;
 mod tls;
+mod triggers;
 
 #[cfg(test)]
 mod tests;
@@ -31,6 +35,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use accounts::{PgAccounts, Service};
+pub use emails::PgQueueKey;
 pub use inbox::PgInbox;
 pub use scheduler::PgScheduler;
 

@@ -146,7 +146,7 @@ pub type NextOccurrence<'a> =
 /// The scheduler service's items (and its accounts).
 #[derive(Clone)]
 pub struct PgScheduler {
-    pool: Pool,
+    pub(super) pool: Pool,
     pub accounts: PgAccounts,
 }
 
@@ -332,7 +332,8 @@ impl PgScheduler {
         })
     }
 
-    /// The attempts recorded on triggered items `ids`, in order, by item.
+    /// The attempts recorded on triggered items, in the order the sled store keeps them
+    /// (inbox before e-mail, then by the trigger's creation and id, then as recorded).
     async fn attempts_of(client: &tokio_postgres::Client, items: &mut [TriggeredItem]) -> PgResult<()> {
         use crate::domain::scheduler::models::{Attempt, Outcome};
         if items.is_empty() {
@@ -343,7 +344,8 @@ impl PgScheduler {
             .query(
                 "SELECT triggered_item, trigger, trigger_created_secs, trigger_created_nanos, delivery, outcome, \
                  inbox_item, reason FROM trigger_attempts WHERE triggered_item = ANY($1) \
-                 ORDER BY triggered_item, position",
+                 ORDER BY triggered_item, outcome IN ('email_sent', 'email_failed'), trigger_created_secs, \
+                 trigger_created_nanos, trigger, position",
                 &[&ids],
             )
             .await?;

@@ -1084,3 +1084,310 @@ mod scheduler_items {
         });
     }
 }
+
+mod queues {
+    use super::*;
+    use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
+    use crate::domain::scheduler::models::{
+        Day, Delivery, Outcome, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
+    };
+
+    fn trigger(owner: uuid::Uuid, kind: TriggerKind, secs: i64) -> Trigger {
+        Trigger {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            created: at(secs, 9),
+            kind,
+        }
+    }
+
+    fn email_trigger(owner: uuid::Uuid, verified: bool) -> Trigger {
+        trigger(
+            owner,
+            TriggerKind::Email {
+                address: "a@example.org".into(),
+                verified,
+                key_digest: [3; 32],
+            },
+            20,
+        )
+    }
+
+    fn inbox_trigger(owner: uuid::Uuid) -> Trigger {
+        trigger(
+            owner,
+            TriggerKind::Inbox {
+                url: "http://127.0.0.1:1".into(),
+                username: "bob".into(),
+                access_key: "ab".into(),
+            },
+            10,
+        )
+    }
+
+    /// A scheduled item due at `due`, triggered at `due`: the triggered copy.
+    async fn triggered(s: &PgScheduler, owner: uuid::Uuid, due: crate::domain::wire::Timestamp) -> uuid::Uuid {
+        let item = ScheduledItem {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            tickle: Tickle {
+                content: b"x".to_vec(),
+                day: Day {
+                    year: 2030,
+                    month: 1,
+                    day: 1,
+                },
+                time: None,
+                recurrence: None::<Recurrence>,
+            },
+            created: at(1, 0),
+            server_time: 0,
+        };
+        let added = s.add_scheduled(&item, &mut |_| due, None).await.expect("add");
+        added.durable().await.expect("durable");
+        let mut done = |_: &ScheduledItem, _: &TimeZoneSetting| None;
+        let copy = s
+            .trigger_item((due, owner, item.id), due, &mut done)
+            .await
+            .expect("trigger");
+        copy.durable().await.expect("durable").expect("a copy").id
+    }
+
+    #[test]
+    fn triggers_queues_and_payment_events() {
+        let Some((cluster, connection, db)) = fresh("triggers_queues_and_payment_events") else {
+            return;
+        };
+        runtime().block_on(async {
+            let store = store_on(&connection).await;
+            let s = store.scheduler();
+            let owner = created(
+                s.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .id;
+            // triggers, with the verification e-mail in the same transaction
+            let inbox = inbox_trigger(owner);
+            let email = email_trigger(owner, false);
+            let verification = QueuedEmail::new(
+                owner,
+                Some(email.id),
+                EmailKind::Verification {
+                    to: "a@example.org".into(),
+                    key: "k".into(),
+                },
+            );
+            assert!(s.add_trigger(&inbox, None).await.expect("add").changed());
+            assert!(s.add_trigger(&email, Some(verification)).await.expect("add").changed());
+            assert!(!s
+                .add_trigger(&email_trigger(uuid::Uuid::nil(), true), None)
+                .await
+                .expect("add")
+                .changed());
+            assert_eq!(s.trigger_owner(email.id).await.expect("owner"), Some(owner));
+            assert_eq!(s.trigger(owner, inbox.id).await.expect("trigger"), Some(inbox.clone()));
+            let listed: Vec<_> = s
+                .triggers(owner)
+                .await
+                .expect("triggers")
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(listed, [inbox.id, email.id]);
+            let queued = s.queued_emails(Stage::Verification, 10).await.expect("queued");
+            assert_eq!(queued.len(), 1);
+            assert!(matches!(&queued[0].1.kind, EmailKind::Verification { key, .. } if key == "k"));
+            assert_eq!(queued[0].1.trigger, Some(email.id));
+            // verified by an update
+            let mut verify = |mut t: Trigger| {
+                if let TriggerKind::Email { verified, .. } = &mut t.kind {
+                    *verified = true;
+                }
+                Some((t, None))
+            };
+            assert!(s
+                .update_trigger(owner, email.id, &mut verify)
+                .await
+                .expect("update")
+                .changed());
+            let verified = s.trigger(owner, email.id).await.expect("trigger").expect("there");
+            assert!(matches!(verified.kind, TriggerKind::Email { verified: true, .. }));
+            // an item triggers: its lists expand into one inbox delivery and one e-mail
+            let item = triggered(&s, owner, at(50, 0)).await;
+            assert_eq!(s.expand_targets(false).await.expect("expand").durable().await, Ok(1));
+            assert_eq!(s.expand_targets(true).await.expect("expand").durable().await, Ok(1));
+            assert!(!s.expand_targets(true).await.expect("expand").changed());
+            let pending = s.pending_deliveries(10).await.expect("pending");
+            assert_eq!(pending.len(), 1);
+            let (key, delivery) = (pending[0].0, pending[0].1.clone().expect("a delivery"));
+            assert_eq!(
+                (delivery.item, delivery.trigger, delivery.trigger_created),
+                (item, inbox.id, at(10, 9))
+            );
+            // a transient failure postpones it; the final failure is recorded on the item
+            let later = Delivery {
+                failures: 2,
+                not_before: at(99, 1),
+                ..delivery.clone()
+            };
+            assert!(s.postpone_delivery(&key, &later).await.expect("postpone").changed());
+            let read = s.pending_deliveries(10).await.expect("pending")[0]
+                .1
+                .clone()
+                .expect("a delivery");
+            assert_eq!(read, later);
+            let failed = Outcome::InboxFailed("refused".into());
+            assert!(s
+                .finish_delivery(&key, &later, failed.clone())
+                .await
+                .expect("finish")
+                .changed());
+            assert!(!s.finish_delivery(&key, &later, failed).await.expect("finish").changed());
+            assert!(s.pending_deliveries(10).await.expect("pending").is_empty());
+            // the e-mail is rendered (keeping its key) and sent
+            let to_render = s.queued_emails(Stage::Triggered, 10).await.expect("queued");
+            assert_eq!(to_render.len(), 1);
+            let (email_key, queued) = to_render[0].clone();
+            let EmailKind::Triggered {
+                delivery: email_delivery,
+                to,
+            } = queued.kind.clone()
+            else {
+                panic!("a triggered e-mail: {queued:?}");
+            };
+            assert_eq!(to, "a@example.org");
+            let rendered = QueuedEmail {
+                kind: EmailKind::Rendered {
+                    message: Message {
+                        to,
+                        subject: "s".into(),
+                        text: "t".into(),
+                        html: "<p>h</p>".into(),
+                    },
+                    delivery: Some(email_delivery.clone()),
+                },
+                ..queued
+            };
+            assert!(s.replace_email(&email_key, &rendered).await.expect("replace").changed());
+            let sending = s.queued_emails(Stage::Rendered, 10).await.expect("queued");
+            assert_eq!(sending.len(), 1);
+            assert_eq!(sending[0].0, email_key);
+            assert!(s
+                .finish_delivery(&email_key, &email_delivery, Outcome::EmailSent)
+                .await
+                .expect("finish")
+                .changed());
+            let attempts = s.triggered(owner, item).await.expect("read").expect("there").attempts;
+            let outcomes: Vec<_> = attempts.iter().map(|a| a.outcome.clone()).collect();
+            assert_eq!(outcomes, [Outcome::InboxFailed("refused".into()), Outcome::EmailSent]);
+            // a retry makes the failed delivery pending again, same id, fresh budget
+            assert!(s.retry_failed(owner, &[item]).await.expect("retry").changed());
+            let again = s.pending_deliveries(10).await.expect("pending");
+            assert_eq!(again.len(), 1);
+            let again = again[0].1.clone().expect("a delivery");
+            assert_eq!((again.id, again.failures), (delivery.id, 0));
+            let attempts = s.triggered(owner, item).await.expect("read").expect("there").attempts;
+            assert_eq!(attempts.len(), 1);
+            assert!(!s.retry_failed(owner, &[item]).await.expect("retry").changed());
+            // deleting the trigger drops its pending delivery
+            assert!(s.delete_trigger(owner, inbox.id).await.expect("delete").changed());
+            assert!(s.pending_deliveries(10).await.expect("pending").is_empty());
+            // an admin notice has no owner of its own
+            let notice = QueuedEmail::new(
+                uuid::Uuid::nil(),
+                None,
+                EmailKind::AdminNotice {
+                    worker: "triggerer".into(),
+                    error: "e".into(),
+                },
+            );
+            let key = s
+                .queue_email(&notice)
+                .await
+                .expect("queue")
+                .durable()
+                .await
+                .expect("durable");
+            let read = s.queued_email(&key).await.expect("read").expect("queued");
+            assert!(matches!(read.kind, EmailKind::AdminNotice { worker, .. } if worker == "triggerer"));
+            assert!(s.remove_pending(&key).await.expect("remove").changed());
+            assert!(s.queued_email(&key).await.expect("read").is_none());
+            // payment events
+            assert!(!s.event_seen("evt_1").await.expect("seen"));
+            s.mark_event("evt_1", Some(b"{\"id\":\"evt_1\"}"))
+                .await
+                .expect("mark")
+                .durable()
+                .await
+                .expect("durable");
+            assert!(s.event_seen("evt_1").await.expect("seen"));
+            assert_eq!(
+                s.failed_events().await.expect("failed"),
+                [b"{\"id\":\"evt_1\"}".to_vec()]
+            );
+            s.mark_event("evt_1", None)
+                .await
+                .expect("mark")
+                .durable()
+                .await
+                .expect("durable");
+            assert!(s.event_seen("evt_1").await.expect("seen"));
+            assert!(s.failed_events().await.expect("failed").is_empty());
+        });
+        // the verification e-mail is still queued (no delivery or trigger deletion touched it)
+        assert_eq!(
+            cluster.psql(&db, "SELECT count(*) FROM email_queue").expect("psql"),
+            "1"
+        );
+    }
+
+    /// Several expanders at once (several processes, or workers): every list is expanded
+    /// exactly once.
+    #[test]
+    fn concurrent_expanders_take_each_target_list_once() {
+        let Some((_cluster, connection, _db)) = fresh("concurrent_expanders_take_each_target_list_once") else {
+            return;
+        };
+        runtime().block_on(async {
+            let store = store_on(&connection).await;
+            let s = store.scheduler();
+            let owner = created(
+                s.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .id;
+            assert!(s.add_trigger(&inbox_trigger(owner), None).await.expect("add").changed());
+            for i in 0..20 {
+                triggered(&s, owner, at(100 + i, 0)).await;
+            }
+            let expanders: Vec<_> = (0..4)
+                .map(|_| {
+                    let s = s.clone();
+                    tokio::spawn(async move { s.expand_targets(false).await })
+                })
+                .collect();
+            let mut total = 0;
+            for e in expanders {
+                total += e
+                    .await
+                    .expect("task")
+                    .expect("expand")
+                    .durable()
+                    .await
+                    .expect("durable");
+            }
+            assert_eq!(total, 20);
+            let pending = s.pending_deliveries(100).await.expect("pending");
+            assert_eq!(pending.len(), 20);
+            let items: std::collections::HashSet<_> = pending
+                .iter()
+                .map(|(_, d)| d.as_ref().expect("a delivery").item)
+                .collect();
+            assert_eq!(items.len(), 20);
+        });
+    }
+}
