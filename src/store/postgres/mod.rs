@@ -4,7 +4,8 @@
 //! (`migrations/0001_schema.sql`), and the data operations of accounts and access keys
 //! ([`accounts`]), inbox items ([`inbox`]), the scheduler's settings, scheduled and
 //! triggered items and triggering ([`scheduler`]), triggers and payment events
-//! (`triggers`), the delivery queue (`deliveries`) and the e-mail queue ([`emails`]).
+//! (`triggers`), the delivery queue (`deliveries`) and the e-mail queue ([`emails`]), and
+//! what several processes share ([`shared`]: the signing key, the throttles).
 //!
 //! Every write is one transaction and returns only after its COMMIT, with
 //! `synchronous_commit` on: committed is durable, so a write answers a [`Committed`] receipt
@@ -23,6 +24,7 @@ pub mod inbox;
 pub mod migrations;
 mod rows;
 pub mod scheduler;
+pub mod shared;
 mod tls;
 mod triggers;
 

@@ -1391,3 +1391,75 @@ mod queues {
         });
     }
 }
+
+/// What several processes share: one signing key, throttles that count across them.
+#[test]
+fn the_signing_key_and_the_throttles_are_shared() {
+    use shared::ThrottleScope;
+    use std::time::Duration;
+    let Some((_cluster, connection, _db)) = fresh("the_signing_key_and_the_throttles_are_shared") else {
+        return;
+    };
+    runtime().block_on(async {
+        // two "processes": two stores on one database
+        let one = store_on(&connection).await;
+        let two = store_on(&connection).await;
+        let key = one.token_signing_key(&[1; 32]).await.expect("key");
+        assert_eq!(key, vec![1; 32]);
+        assert_eq!(two.token_signing_key(&[2; 32]).await.expect("key"), vec![1; 32]);
+        // twelve concurrent attempts through both, a limit of three: three are counted
+        let attempts: Vec<_> = (0..12)
+            .map(|i| {
+                let store = if i % 2 == 0 { one.clone() } else { two.clone() };
+                tokio::spawn(async move {
+                    store
+                        .throttle_take(ThrottleScope::LoginAddress, &[127, 0, 0, 1], Duration::from_secs(60), 3)
+                        .await
+                })
+            })
+            .collect();
+        let mut slots = Vec::new();
+        for a in attempts {
+            if let Some(slot) = a.await.expect("task").expect("take") {
+                slots.push(slot);
+            }
+        }
+        assert_eq!(slots.len(), 3);
+        // other subjects and scopes are counted apart
+        let window = Duration::from_secs(60);
+        assert!(two
+            .throttle_take(ThrottleScope::LoginAddress, &[10, 0, 0, 1], window, 3)
+            .await
+            .expect("take")
+            .is_some());
+        assert!(two
+            .throttle_take(ThrottleScope::Registration, &[127, 0, 0, 1], window, 3)
+            .await
+            .expect("take")
+            .is_some());
+        // a slot given back makes room for one more
+        one.throttle_give_back(slots[0]).await.expect("give back");
+        assert!(two
+            .throttle_take(ThrottleScope::LoginAddress, &[127, 0, 0, 1], window, 3)
+            .await
+            .expect("take")
+            .is_some());
+        assert!(one
+            .throttle_take(ThrottleScope::LoginAddress, &[127, 0, 0, 1], window, 3)
+            .await
+            .expect("take")
+            .is_none());
+        // attempts older than the window do not count, and are pruned
+        let short = Duration::from_millis(1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while one
+            .throttle_take(ThrottleScope::LoginAddress, &[127, 0, 0, 1], short, 3)
+            .await
+            .expect("take")
+            .is_none()
+        {
+            assert!(std::time::Instant::now() < deadline, "the window never slid");
+        }
+        assert!(one.throttle_prune(Duration::ZERO).await.expect("prune") >= 6);
+    });
+}
