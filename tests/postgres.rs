@@ -26,7 +26,7 @@ fn a_throwaway_cluster_serves_fresh_databases_on_its_socket_only() {
     assert_ne!(first, second);
     assert!(cluster
         .url(&first)
-        .ends_with(&format!("/{first}?host={}", cluster.socket_dir().display())));
+        .ends_with(&format!("/{first}?host={}&port=5432", cluster.socket_dir().display())));
     cluster
         .psql(&first, "CREATE TABLE t (x int)")
         .expect("create in the first");

@@ -31,6 +31,8 @@ pub struct Cluster {
     run_as: Option<String>,
     dir: tempfile::TempDir,
     next_db: AtomicU32,
+    /// The loopback TCP port of a cluster that also serves TLS ([`Cluster::start_with_tls_or_skip`]).
+    tls_port: Option<u16>,
 }
 
 /// Where the PostgreSQL programs are, if anywhere.
@@ -107,6 +109,17 @@ impl Cluster {
     /// installed and not required. Panics when it is required but missing, or when it is
     /// there but cannot be started.
     pub fn start_or_skip(test: &str) -> Option<Cluster> {
+        Cluster::start_or_skip_with(test, false)
+    }
+
+    /// As [`Cluster::start_or_skip`], and the server also listens on 127.0.0.1 (a free port,
+    /// [`Cluster::tls_port`]) with TLS on, its certificate self-signed for `localhost` and
+    /// 127.0.0.1 (made with the `openssl` program, which Debian's PostgreSQL depends on).
+    pub fn start_with_tls_or_skip(test: &str) -> Option<Cluster> {
+        Cluster::start_or_skip_with(test, true)
+    }
+
+    fn start_or_skip_with(test: &str, tls: bool) -> Option<Cluster> {
         let Some(bin) = find_bin() else {
             if required() {
                 panic!("{test}: PIGEONHOLE_REQUIRE_POSTGRES=1 but no PostgreSQL (initdb) was found");
@@ -118,13 +131,13 @@ impl Cluster {
             );
             return None;
         };
-        match Cluster::start(bin) {
+        match Cluster::start(bin, tls) {
             Ok(c) => Some(c),
             Err(e) => panic!("{test}: cannot start a throwaway PostgreSQL cluster: {e}"),
         }
     }
 
-    fn start(bin: PathBuf) -> Result<Cluster, String> {
+    fn start(bin: PathBuf, tls: bool) -> Result<Cluster, String> {
         let dir = tempfile::Builder::new()
             .prefix("pg")
             .tempdir()
@@ -140,11 +153,12 @@ impl Cluster {
         } else {
             None
         };
-        let cluster = Cluster {
+        let mut cluster = Cluster {
             bin,
             run_as,
             dir,
             next_db: AtomicU32::new(0),
+            tls_port: None,
         };
         let data = cluster.data_dir();
         // --no-sync: the cluster's own files at creation need no fsync (a throwaway);
@@ -165,6 +179,41 @@ impl Cluster {
              unix_socket_directories = '{}'\nfsync = on\nsynchronous_commit = on\nmax_connections = 100\n",
             cluster.socket_dir().display()
         );
+        let settings = if tls {
+            // a free loopback port (the race with another program taking it meanwhile is
+            // small and fails the start loudly)
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| format!("a free port: {e}"))?
+                .port();
+            cluster.tls_port = Some(port);
+            check(
+                "openssl",
+                cluster
+                    .user_command(Path::new("openssl"))
+                    .args([
+                        "req",
+                        "-x509",
+                        "-newkey",
+                        "rsa:2048",
+                        "-nodes",
+                        "-days",
+                        "2",
+                        "-subj",
+                        "/CN=localhost",
+                    ])
+                    .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+                    .arg("-keyout")
+                    .arg(data.join("server.key"))
+                    .arg("-out")
+                    .arg(data.join("server.crt"))
+                    .output(),
+            )?;
+            settings.replace("listen_addresses = ''", "listen_addresses = '127.0.0.1'")
+                + &format!("port = {port}\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n")
+        } else {
+            settings
+        };
         {
             use std::io::Write;
             let mut conf = std::fs::OpenOptions::new()
@@ -196,14 +245,18 @@ impl Cluster {
 
     /// One of PostgreSQL's programs, as the cluster's user.
     fn command(&self, program: &str) -> Command {
-        let path = self.bin.join(program);
+        self.user_command(&self.bin.join(program))
+    }
+
+    /// `program` (a path, or a name looked up on PATH), as the cluster's user.
+    fn user_command(&self, program: &Path) -> Command {
         let mut c = match &self.run_as {
             Some(user) => {
                 let mut c = Command::new("runuser");
-                c.args(["-u", user, "--"]).arg(path);
+                c.args(["-u", user, "--"]).arg(program);
                 c
             }
-            None => Command::new(path),
+            None => Command::new(program),
         };
         // the programs must not look for a home or a locale of the user they run as
         c.env("HOME", self.dir.path())
@@ -216,6 +269,16 @@ impl Cluster {
         self.dir.path().join("data")
     }
 
+    /// The loopback port on which a cluster started with TLS takes TCP connections.
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls_port
+    }
+
+    /// The port in the name of the Unix socket (`.s.PGSQL.<port>`).
+    pub fn port(&self) -> u16 {
+        self.tls_port.unwrap_or(5432)
+    }
+
     /// The directory holding the server's Unix socket.
     pub fn socket_dir(&self) -> &Path {
         self.dir.path()
@@ -223,7 +286,11 @@ impl Cluster {
 
     /// The superuser's URL of database `db` (over the Unix socket).
     pub fn url(&self, db: &str) -> String {
-        format!("postgres://postgres@/{db}?host={}", self.socket_dir().display())
+        format!(
+            "postgres://postgres@/{db}?host={}&port={}",
+            self.socket_dir().display(),
+            self.port()
+        )
     }
 
     /// The admin URL, as `PIGEONHOLE_TEST_POSTGRES` takes it.
@@ -239,7 +306,7 @@ impl Cluster {
             self.command("createdb")
                 .arg("-h")
                 .arg(self.socket_dir())
-                .args(["-U", "postgres", &name])
+                .args(["-p", &self.port().to_string(), "-U", "postgres", &name])
                 .output(),
         );
         if let Err(e) = out {

@@ -2,7 +2,10 @@
 //! the services: connecting (rustls or a Unix socket), a pool, the durability check,
 //! versioned migrations ([`migrations`]) and the schema of every concern
 //! (`migrations/0001_schema.sql`), and the data operations of accounts and access keys
-//! ([`accounts`]) and inbox items ([`inbox`]).
+//! ([`accounts`]), inbox items ([`inbox`]), the scheduler's settings, scheduled and
+//! triggered items and triggering ([`scheduler`]), triggers and payment events
+//! (`triggers`), the delivery queue (`deliveries`) and the e-mail queue ([`emails`]), and
+//! what several processes share ([`shared`]: the signing key, the throttles).
 //!
 //! Every write is one transaction and returns only after its COMMIT, with
 //! `synchronous_commit` on: committed is durable, so a write answers a [`Committed`] receipt
@@ -15,14 +18,18 @@
 //! No engine type leaves this module: errors are [`PgError`], rows become domain types here.
 
 pub mod accounts;
+mod deliveries;
+pub mod emails;
 pub mod inbox;
 pub mod leader;
 pub mod migrations;
 pub mod notify;
 mod rows;
+pub mod scheduler;
 mod signing;
 pub mod throttles;
 mod tls;
+mod triggers;
 
 #[cfg(test)]
 mod tests;
@@ -33,7 +40,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use accounts::{PgAccounts, Service};
+pub use emails::PgQueueKey;
 pub use inbox::PgInbox;
+pub use scheduler::PgScheduler;
 
 /// Where and how to connect (made from `--database` by the launch code).
 #[derive(Clone)]
@@ -150,14 +159,26 @@ impl fmt::Display for PgError {
 
 impl std::error::Error for PgError {}
 
-/// The server's message and detail, without the driver's wrapping.
+/// The server's message and detail, without the driver's wrapping; for an error of the
+/// driver itself (connection, TLS), its message and the causes under it.
 fn describe(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => match db.detail() {
             Some(d) => format!("{} ({d})", db.message()),
             None => db.message().to_owned(),
         },
-        None => e.to_string(),
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                let more = c.to_string();
+                if !text.contains(&more) {
+                    text = format!("{text}: {more}");
+                }
+                cause = c.source();
+            }
+            text
+        }
     }
 }
 
@@ -168,10 +189,10 @@ impl From<tokio_postgres::Error> for PgError {
                 code: Some(code.code().to_owned()),
                 message: describe(&e),
             },
-            None if e.is_closed() => PgError::Connect(e.to_string()),
+            None if e.is_closed() => PgError::Connect(describe(&e)),
             None => PgError::Query {
                 code: None,
-                message: e.to_string(),
+                message: describe(&e),
             },
         }
     }
@@ -359,6 +380,11 @@ impl PgStore {
     /// The inbox service's items (and its accounts).
     pub fn inbox(&self) -> PgInbox {
         PgInbox::new(self.pool.clone())
+    }
+
+    /// The scheduler service's items (and its accounts).
+    pub fn scheduler(&self) -> PgScheduler {
+        PgScheduler::new(self.pool.clone())
     }
 
     /// The schema version of the database.

@@ -15,7 +15,7 @@ fn fresh(test: &str) -> Option<(Cluster, Connection, String)> {
         user: "postgres".into(),
         password: None,
         host: Host::Unix(cluster.socket_dir().to_path_buf()),
-        port: 5432,
+        port: cluster.port(),
         database: db.clone(),
         tls: TlsMode::Prefer,
     };
@@ -941,4 +941,665 @@ fn a_wake_up_reaches_every_listening_process() {
         b.abort();
         c.abort();
     });
+}
+
+/// TLS by rustls over TCP (a loopback cluster with a self-signed certificate): `require` and
+/// `prefer` encrypt, `disable` does not, `verify-ca` and `verify-full` refuse a certificate
+/// that no trusted root signed.
+#[test]
+fn tls_is_rustls_and_sslmode_is_honoured() {
+    let Some(cluster) = Cluster::start_with_tls_or_skip("tls_is_rustls_and_sslmode_is_honoured") else {
+        return;
+    };
+    let db = cluster.fresh_database();
+    let port = cluster.tls_port().expect("a TLS port");
+    let over_tcp = |tls| Connection {
+        user: "postgres".into(),
+        password: None,
+        host: Host::Tcp("localhost".into()),
+        port,
+        database: db.clone(),
+        tls,
+    };
+    runtime().block_on(async {
+        for (mode, encrypted) in [
+            (TlsMode::Require, true),
+            (TlsMode::Prefer, true),
+            (TlsMode::Disable, false),
+        ] {
+            let (store, _) = PgStore::connect(&over_tcp(mode))
+                .await
+                .unwrap_or_else(|e| panic!("{mode:?}: {e}\n{}", cluster.log()));
+            let client = store.pool.get().await.expect("connection");
+            let ssl: bool = client
+                .query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+                .await
+                .expect("pg_stat_ssl")
+                .get(0);
+            assert_eq!(ssl, encrypted, "{mode:?}");
+        }
+        for mode in [TlsMode::VerifyCa, TlsMode::VerifyFull] {
+            let err = PgStore::connect(&over_tcp(mode)).await.err();
+            assert!(
+                matches!(&err, Some(PgError::Connect(why)) if why.contains("certificate")),
+                "{mode:?}: {err:?}"
+            );
+        }
+    });
+}
+
+mod scheduler_items {
+    use super::*;
+    use crate::domain::scheduler::models::{Day, Recurrence, ScheduledItem, Tickle, TimeOfDay, TimeZoneSetting};
+    use crate::domain::scheduler::sync::ScheduledChanges;
+    use crate::domain::wire::Timestamp;
+    use crate::store::scheduler::AddOutcome;
+
+    fn tod(hour: u32, minute: u32, second: u32, nanos: u32) -> TimeOfDay {
+        TimeOfDay {
+            hour,
+            minute,
+            second,
+            nanos,
+        }
+    }
+
+    fn item(
+        owner: uuid::Uuid,
+        content: &str,
+        recurrence: Option<Recurrence>,
+        time: Option<TimeOfDay>,
+    ) -> ScheduledItem {
+        ScheduledItem {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            tickle: Tickle {
+                content: content.as_bytes().to_vec(),
+                day: Day {
+                    year: 2024,
+                    month: 2,
+                    day: 29,
+                },
+                time,
+                recurrence,
+            },
+            created: at(1_700_000_000, 42),
+            server_time: 7,
+        }
+    }
+
+    async fn add(s: &PgScheduler, item: &ScheduledItem, due: Timestamp) {
+        let written = s.add_scheduled(item, &mut |_| due, None).await.expect("add");
+        assert!(matches!(written.durable().await, Ok(AddOutcome::Added)));
+    }
+
+    #[test]
+    fn scheduled_items_keep_every_field_and_the_due_index_keeps_nanoseconds() {
+        let Some((_cluster, connection, _db)) = fresh("scheduled_items_keep_every_field") else {
+            return;
+        };
+        runtime().block_on(async {
+            let store = store_on(&connection).await;
+            let s = store.scheduler();
+            let owner = created(
+                s.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .id;
+            let plain = item(owner, "plain", None, None);
+            let leap = item(
+                owner,
+                "leap",
+                Some(Recurrence::EveryDays {
+                    days: u32::MAX,
+                    time: Some(tod(23, 59, 60, 500_000_000)),
+                }),
+                Some(tod(7, 5, 3, 250_000_001)),
+            );
+            let monthly = item(
+                owner,
+                "monthly",
+                Some(Recurrence::EveryMonths {
+                    months: 3,
+                    day: Some(31),
+                    time: None,
+                }),
+                Some(tod(0, 0, 0, 0)),
+            );
+            let mut binary = item(owner, "", None, None);
+            binary.tickle.content = vec![0xFF, 0, 0xFE];
+            add(&s, &plain, at(2_000, 3)).await;
+            add(&s, &leap, at(2_000, 1)).await;
+            add(&s, &monthly, at(2_000, 2)).await;
+            add(&s, &binary, at(3_000, 0)).await;
+            for want in [&plain, &leap, &monthly, &binary] {
+                assert_eq!(s.scheduled(owner, want.id).await.expect("read").as_ref(), Some(want));
+            }
+            let listed: Vec<_> = s
+                .scheduled_items(owner)
+                .await
+                .expect("list")
+                .into_iter()
+                .map(|i| i.id)
+                .collect();
+            assert_eq!(listed, [plain.id, leap.id, monthly.id, binary.id]);
+            // the due index orders by nanoseconds and stops at `now`, nanosecond-exact
+            assert_eq!(s.next_due().await.expect("next"), Some(at(2_000, 1)));
+            let due = s.due_items(at(2_000, 2), 10).await.expect("due");
+            assert_eq!(due, [(at(2_000, 1), owner, leap.id), (at(2_000, 2), owner, monthly.id)]);
+            assert_eq!(s.due_count(at(2_000, 3), 10).await.expect("count"), 3);
+            assert_eq!(s.due_count(at(9_000, 0), 2).await.expect("count"), 2);
+            assert_eq!(s.counts(owner).await.expect("counts"), (4, 0));
+            // a cap counts the scheduled items
+            let over = item(owner, "over", None, None);
+            let written = s.add_scheduled(&over, &mut |_| at(1, 0), Some(4)).await.expect("add");
+            assert!(matches!(written.durable().await, Ok(AddOutcome::LimitReached)));
+            // a setting moves every item's due instant, and the due closure sees it
+            let zone = TimeZoneSetting {
+                offset: -90,
+                name: "somewhere".into(),
+                summer: true,
+            };
+            let moved = s
+                .put_settings(owner, &zone, &|i: &ScheduledItem| {
+                    at(5_000, i.tickle.content.len() as u32)
+                })
+                .await
+                .expect("settings");
+            moved.durable().await.expect("durable");
+            assert_eq!(s.settings(owner).await.expect("settings"), zone);
+            // the shortest content (3 bytes, the binary one) is due first
+            assert_eq!(s.next_due().await.expect("next"), Some(at(5_000, 3)));
+            let mut seen = None;
+            let edited = s
+                .edit_scheduled(owner, plain.id, &mut |mut i: ScheduledItem, z: &TimeZoneSetting| {
+                    seen = Some(z.clone());
+                    i.tickle.content = b"edited".to_vec();
+                    (i, at(6_000, 0))
+                })
+                .await
+                .expect("edit");
+            assert!(edited.durable().await.expect("durable"));
+            assert_eq!(seen, Some(zone));
+            let plain_now = s.scheduled(owner, plain.id).await.expect("read").expect("there");
+            assert_eq!(plain_now.tickle.content, b"edited");
+            // editing keeps the item's place in the listing
+            let listed: Vec<_> = s
+                .scheduled_items(owner)
+                .await
+                .expect("list")
+                .into_iter()
+                .map(|i| i.id)
+                .collect();
+            assert_eq!(listed[0], plain.id);
+        });
+    }
+
+    #[test]
+    fn an_occurrence_triggers_once_however_many_triggerers_race() {
+        let Some((cluster, connection, db)) = fresh("an_occurrence_triggers_once") else {
+            return;
+        };
+        runtime().block_on(async {
+            let store = store_on(&connection).await;
+            let s = store.scheduler();
+            let owner = created(s.accounts.register("alice", "h".into(), at(1, 0)).await.expect("register")).id;
+            let daily = item(
+                owner,
+                "daily",
+                Some(Recurrence::EveryDays { days: 1, time: None }),
+                None,
+            );
+            let once = item(owner, "once", None, None);
+            add(&s, &daily, at(10_000, 5)).await;
+            add(&s, &once, at(10_000, 6)).await;
+            // triggers of the account: an inbox, a verified and an unverified e-mail
+            for (kind, verified) in [("inbox", None), ("email", Some(true)), ("email", Some(false))] {
+                let sql = match (kind, verified) {
+                    ("inbox", _) => format!(
+                        "INSERT INTO triggers (id, account, created_secs, created_nanos, kind, inbox_url, inbox_username, \
+                         inbox_access_key) VALUES (gen_random_uuid(), '{owner}', 1, 0, 'inbox', 'http://x', 'u', 'k')"
+                    ),
+                    (_, v) => format!(
+                        "INSERT INTO triggers (id, account, created_secs, created_nanos, kind, email_address, \
+                         email_verified, email_key_digest) VALUES (gen_random_uuid(), '{owner}', 1, 0, 'email', \
+                         'a@b.c', {}, decode(repeat('00', 32), 'hex'))",
+                        v.unwrap_or(false)
+                    ),
+                };
+                cluster.psql(&db, &sql).expect("a trigger");
+            }
+            let due = s.due_items(at(10_000, 6), 10).await.expect("due");
+            assert_eq!(due.len(), 2);
+            // eight triggerers race for each entry: one copy per occurrence
+            let mut copies = 0;
+            for entry in due.clone() {
+                let races: Vec<_> = (0..8)
+                    .map(|_| {
+                        let s = s.clone();
+                        tokio::spawn(async move {
+                            let mut next = |i: &ScheduledItem, _: &TimeZoneSetting| {
+                                i.tickle.recurrence.map(|_| (i.clone(), at(96_400, 5)))
+                            };
+                            s.trigger_item(entry, at(10_000, 7), &mut next).await
+                        })
+                    })
+                    .collect();
+                for race in races {
+                    let written = race.await.expect("task").expect("trigger");
+                    if let Some(copy) = written.durable().await.expect("durable") {
+                        copies += 1;
+                        assert_eq!(copy.triggered, at(10_000, 7));
+                        assert_eq!(copy.owner, owner);
+                    }
+                }
+            }
+            assert_eq!(copies, 2);
+            // the daily item moved to its next occurrence, the other is gone
+            assert_eq!(s.due_items(at(10_000, 7), 10).await.expect("due"), []);
+            assert_eq!(s.next_due().await.expect("next"), Some(at(96_400, 5)));
+            assert!(s.scheduled(owner, once.id).await.expect("read").is_none());
+            assert_eq!(s.counts(owner).await.expect("counts"), (1, 2));
+            let triggered = s.triggered_items(owner).await.expect("triggered");
+            assert_eq!(triggered.len(), 2);
+            assert_eq!(triggered[0].tickle, daily.tickle);
+            // the same occurrence again (a stale entry): nothing
+            let mut next = |_: &ScheduledItem, _: &TimeZoneSetting| None;
+            let again = s.trigger_item(due[0], at(10_000, 8), &mut next).await.expect("trigger");
+            assert!(!again.changed());
+            // each copy has its delivery targets: the inbox trigger and the verified e-mail
+            let targets = cluster
+                .psql(&db, "SELECT string_agg(kind || ':' || cardinality(triggers), ',' ORDER BY seq) FROM delivery_targets")
+                .expect("psql");
+            assert_eq!(targets, "inbox:1,email:1,inbox:1,email:1");
+            // attempts are read with their item
+            cluster
+                .psql(
+                    &db,
+                    &format!(
+                        "INSERT INTO trigger_attempts VALUES ('{}', 0, gen_random_uuid(), 1, 2, gen_random_uuid(), \
+                         'inbox_failed', NULL, 'refused')",
+                        triggered[0].id
+                    ),
+                )
+                .expect("an attempt");
+            let read = s.triggered(owner, triggered[0].id).await.expect("read").expect("there");
+            assert_eq!(read.attempts.len(), 1);
+            assert_eq!(
+                read.attempts[0].outcome,
+                crate::domain::scheduler::models::Outcome::InboxFailed("refused".into())
+            );
+            assert_eq!(read.attempts[0].trigger_created, at(1, 2));
+            // deleting a triggered item takes its targets with it; deleting the account, the rest
+            assert!(s.delete_item(owner, triggered[0].id).await.expect("delete").changed());
+            assert_eq!(cluster.psql(&db, "SELECT count(*) FROM delivery_targets").expect("psql"), "2");
+            assert!(s.delete_account(owner).await.expect("delete").changed());
+            assert_eq!(s.total_counts().await.expect("totals"), (0, 0));
+        });
+        let left = cluster
+            .psql(
+                &db,
+                "SELECT (SELECT count(*) FROM triggers) + (SELECT count(*) FROM delivery_targets)",
+            )
+            .expect("psql");
+        assert_eq!(left, "0");
+    }
+
+    #[test]
+    fn a_scheduler_sync_sees_the_items_and_settings_and_applies_its_changes() {
+        let Some((_cluster, connection, _db)) = fresh("a_scheduler_sync") else {
+            return;
+        };
+        runtime().block_on(async {
+            let store = store_on(&connection).await;
+            let s = store.scheduler();
+            let owner = created(
+                s.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .id;
+            let kept = item(owner, "kept", None, None);
+            let dropped = item(owner, "dropped", None, None);
+            add(&s, &kept, at(100, 0)).await;
+            add(&s, &dropped, at(100, 0)).await;
+            let new = item(owner, "new", None, None);
+            let mut changed_kept = kept.clone();
+            changed_kept.server_time = 8;
+            let mut seen = 0;
+            let mut decide = |items: &[ScheduledItem], _: &TimeZoneSetting| {
+                seen = items.len();
+                ScheduledChanges {
+                    delete: vec![dropped.id],
+                    put: vec![(changed_kept.clone(), at(200, 1)), (new.clone(), at(150, 0))],
+                }
+            };
+            let written = s.sync(owner, &mut decide).await.expect("sync");
+            assert!(written.changed());
+            assert_eq!(seen, 2);
+            let items = s.scheduled_items(owner).await.expect("list");
+            assert_eq!(items.iter().map(|i| i.id).collect::<Vec<_>>(), [kept.id, new.id]);
+            assert_eq!(items[0].server_time, 8);
+            assert_eq!(s.next_due().await.expect("next"), Some(at(150, 0)));
+            // an item of another account is refused, and nothing of that sync stays
+            let mut foreign = item(uuid::Uuid::nil(), "foreign", None, None);
+            foreign.owner = crate::domain::wire::new_uuid();
+            let mut bad = |_: &[ScheduledItem], _: &TimeZoneSetting| ScheduledChanges {
+                delete: vec![kept.id],
+                put: vec![(foreign.clone(), at(1, 0))],
+            };
+            assert!(s.sync(owner, &mut bad).await.is_err());
+            assert_eq!(s.counts(owner).await.expect("counts"), (2, 0));
+        });
+    }
+}
+
+mod queues {
+    use super::*;
+    use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
+    use crate::domain::scheduler::models::{
+        Day, Delivery, Outcome, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
+    };
+
+    fn trigger(owner: uuid::Uuid, kind: TriggerKind, secs: i64) -> Trigger {
+        Trigger {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            created: at(secs, 9),
+            kind,
+        }
+    }
+
+    fn email_trigger(owner: uuid::Uuid, verified: bool) -> Trigger {
+        trigger(
+            owner,
+            TriggerKind::Email {
+                address: "a@example.org".into(),
+                verified,
+                key_digest: [3; 32],
+            },
+            20,
+        )
+    }
+
+    fn inbox_trigger(owner: uuid::Uuid) -> Trigger {
+        trigger(
+            owner,
+            TriggerKind::Inbox {
+                url: "http://127.0.0.1:1".into(),
+                username: "bob".into(),
+                access_key: "ab".into(),
+            },
+            10,
+        )
+    }
+
+    /// A scheduled item due at `due`, triggered at `due`: the triggered copy.
+    async fn triggered(s: &PgScheduler, owner: uuid::Uuid, due: crate::domain::wire::Timestamp) -> uuid::Uuid {
+        let item = ScheduledItem {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            tickle: Tickle {
+                content: b"x".to_vec(),
+                day: Day {
+                    year: 2030,
+                    month: 1,
+                    day: 1,
+                },
+                time: None,
+                recurrence: None::<Recurrence>,
+            },
+            created: at(1, 0),
+            server_time: 0,
+        };
+        let added = s.add_scheduled(&item, &mut |_| due, None).await.expect("add");
+        added.durable().await.expect("durable");
+        let mut done = |_: &ScheduledItem, _: &TimeZoneSetting| None;
+        let copy = s
+            .trigger_item((due, owner, item.id), due, &mut done)
+            .await
+            .expect("trigger");
+        copy.durable().await.expect("durable").expect("a copy").id
+    }
+
+    #[test]
+    fn triggers_queues_and_payment_events() {
+        let Some((cluster, connection, db)) = fresh("triggers_queues_and_payment_events") else {
+            return;
+        };
+        runtime().block_on(async {
+            let store = store_on(&connection).await;
+            let s = store.scheduler();
+            let owner = created(
+                s.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .id;
+            // triggers, with the verification e-mail in the same transaction
+            let inbox = inbox_trigger(owner);
+            let email = email_trigger(owner, false);
+            let verification = QueuedEmail::new(
+                owner,
+                Some(email.id),
+                EmailKind::Verification {
+                    to: "a@example.org".into(),
+                    key: "k".into(),
+                },
+            );
+            assert!(s.add_trigger(&inbox, None).await.expect("add").changed());
+            assert!(s.add_trigger(&email, Some(verification)).await.expect("add").changed());
+            assert!(!s
+                .add_trigger(&email_trigger(uuid::Uuid::nil(), true), None)
+                .await
+                .expect("add")
+                .changed());
+            assert_eq!(s.trigger_owner(email.id).await.expect("owner"), Some(owner));
+            assert_eq!(s.trigger(owner, inbox.id).await.expect("trigger"), Some(inbox.clone()));
+            let listed: Vec<_> = s
+                .triggers(owner)
+                .await
+                .expect("triggers")
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(listed, [inbox.id, email.id]);
+            let queued = s.queued_emails(Stage::Verification, 10).await.expect("queued");
+            assert_eq!(queued.len(), 1);
+            assert!(matches!(&queued[0].1.kind, EmailKind::Verification { key, .. } if key == "k"));
+            assert_eq!(queued[0].1.trigger, Some(email.id));
+            // verified by an update
+            let mut verify = |mut t: Trigger| {
+                if let TriggerKind::Email { verified, .. } = &mut t.kind {
+                    *verified = true;
+                }
+                Some((t, None))
+            };
+            assert!(s
+                .update_trigger(owner, email.id, &mut verify)
+                .await
+                .expect("update")
+                .changed());
+            let verified = s.trigger(owner, email.id).await.expect("trigger").expect("there");
+            assert!(matches!(verified.kind, TriggerKind::Email { verified: true, .. }));
+            // an item triggers: its lists expand into one inbox delivery and one e-mail
+            let item = triggered(&s, owner, at(50, 0)).await;
+            assert_eq!(s.expand_targets(false).await.expect("expand").durable().await, Ok(1));
+            assert_eq!(s.expand_targets(true).await.expect("expand").durable().await, Ok(1));
+            assert!(!s.expand_targets(true).await.expect("expand").changed());
+            let pending = s.pending_deliveries(10).await.expect("pending");
+            assert_eq!(pending.len(), 1);
+            let (key, delivery) = (pending[0].0, pending[0].1.clone().expect("a delivery"));
+            assert_eq!(
+                (delivery.item, delivery.trigger, delivery.trigger_created),
+                (item, inbox.id, at(10, 9))
+            );
+            // a transient failure postpones it; the final failure is recorded on the item
+            let later = Delivery {
+                failures: 2,
+                not_before: at(99, 1),
+                ..delivery.clone()
+            };
+            assert!(s.postpone_delivery(&key, &later).await.expect("postpone").changed());
+            let read = s.pending_deliveries(10).await.expect("pending")[0]
+                .1
+                .clone()
+                .expect("a delivery");
+            assert_eq!(read, later);
+            let failed = Outcome::InboxFailed("refused".into());
+            assert!(s
+                .finish_delivery(&key, &later, failed.clone())
+                .await
+                .expect("finish")
+                .changed());
+            assert!(!s.finish_delivery(&key, &later, failed).await.expect("finish").changed());
+            assert!(s.pending_deliveries(10).await.expect("pending").is_empty());
+            // the e-mail is rendered (keeping its key) and sent
+            let to_render = s.queued_emails(Stage::Triggered, 10).await.expect("queued");
+            assert_eq!(to_render.len(), 1);
+            let (email_key, queued) = to_render[0].clone();
+            let EmailKind::Triggered {
+                delivery: email_delivery,
+                to,
+            } = queued.kind.clone()
+            else {
+                panic!("a triggered e-mail: {queued:?}");
+            };
+            assert_eq!(to, "a@example.org");
+            let rendered = QueuedEmail {
+                kind: EmailKind::Rendered {
+                    message: Message {
+                        to,
+                        subject: "s".into(),
+                        text: "t".into(),
+                        html: "<p>h</p>".into(),
+                    },
+                    delivery: Some(email_delivery.clone()),
+                },
+                ..queued
+            };
+            assert!(s.replace_email(&email_key, &rendered).await.expect("replace").changed());
+            let sending = s.queued_emails(Stage::Rendered, 10).await.expect("queued");
+            assert_eq!(sending.len(), 1);
+            assert_eq!(sending[0].0, email_key);
+            assert!(s
+                .finish_delivery(&email_key, &email_delivery, Outcome::EmailSent)
+                .await
+                .expect("finish")
+                .changed());
+            let attempts = s.triggered(owner, item).await.expect("read").expect("there").attempts;
+            let outcomes: Vec<_> = attempts.iter().map(|a| a.outcome.clone()).collect();
+            assert_eq!(outcomes, [Outcome::InboxFailed("refused".into()), Outcome::EmailSent]);
+            // a retry makes the failed delivery pending again, same id, fresh budget
+            assert!(s.retry_failed(owner, &[item]).await.expect("retry").changed());
+            let again = s.pending_deliveries(10).await.expect("pending");
+            assert_eq!(again.len(), 1);
+            let again = again[0].1.clone().expect("a delivery");
+            assert_eq!((again.id, again.failures), (delivery.id, 0));
+            let attempts = s.triggered(owner, item).await.expect("read").expect("there").attempts;
+            assert_eq!(attempts.len(), 1);
+            assert!(!s.retry_failed(owner, &[item]).await.expect("retry").changed());
+            // deleting the trigger drops its pending delivery
+            assert!(s.delete_trigger(owner, inbox.id).await.expect("delete").changed());
+            assert!(s.pending_deliveries(10).await.expect("pending").is_empty());
+            // an admin notice has no owner of its own
+            let notice = QueuedEmail::new(
+                uuid::Uuid::nil(),
+                None,
+                EmailKind::AdminNotice {
+                    worker: "triggerer".into(),
+                    error: "e".into(),
+                },
+            );
+            let key = s
+                .queue_email(&notice)
+                .await
+                .expect("queue")
+                .durable()
+                .await
+                .expect("durable");
+            let read = s.queued_email(&key).await.expect("read").expect("queued");
+            assert!(matches!(read.kind, EmailKind::AdminNotice { worker, .. } if worker == "triggerer"));
+            assert!(s.remove_pending(&key).await.expect("remove").changed());
+            assert!(s.queued_email(&key).await.expect("read").is_none());
+            // payment events
+            assert!(!s.event_seen("evt_1").await.expect("seen"));
+            s.mark_event("evt_1", Some(b"{\"id\":\"evt_1\"}"))
+                .await
+                .expect("mark")
+                .durable()
+                .await
+                .expect("durable");
+            assert!(s.event_seen("evt_1").await.expect("seen"));
+            assert_eq!(
+                s.failed_events().await.expect("failed"),
+                [b"{\"id\":\"evt_1\"}".to_vec()]
+            );
+            s.mark_event("evt_1", None)
+                .await
+                .expect("mark")
+                .durable()
+                .await
+                .expect("durable");
+            assert!(s.event_seen("evt_1").await.expect("seen"));
+            assert!(s.failed_events().await.expect("failed").is_empty());
+        });
+        // the verification e-mail is still queued (no delivery or trigger deletion touched it)
+        assert_eq!(
+            cluster.psql(&db, "SELECT count(*) FROM email_queue").expect("psql"),
+            "1"
+        );
+    }
+
+    /// Several expanders at once (several processes, or workers): every list is expanded
+    /// exactly once.
+    #[test]
+    fn concurrent_expanders_take_each_target_list_once() {
+        let Some((_cluster, connection, _db)) = fresh("concurrent_expanders_take_each_target_list_once") else {
+            return;
+        };
+        runtime().block_on(async {
+            let store = store_on(&connection).await;
+            let s = store.scheduler();
+            let owner = created(
+                s.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .id;
+            assert!(s.add_trigger(&inbox_trigger(owner), None).await.expect("add").changed());
+            for i in 0..20 {
+                triggered(&s, owner, at(100 + i, 0)).await;
+            }
+            let expanders: Vec<_> = (0..4)
+                .map(|_| {
+                    let s = s.clone();
+                    tokio::spawn(async move { s.expand_targets(false).await })
+                })
+                .collect();
+            let mut total = 0;
+            for e in expanders {
+                total += e
+                    .await
+                    .expect("task")
+                    .expect("expand")
+                    .durable()
+                    .await
+                    .expect("durable");
+            }
+            assert_eq!(total, 20);
+            let pending = s.pending_deliveries(100).await.expect("pending");
+            assert_eq!(pending.len(), 20);
+            let items: std::collections::HashSet<_> = pending
+                .iter()
+                .map(|(_, d)| d.as_ref().expect("a delivery").item)
+                .collect();
+            assert_eq!(items.len(), 20);
+        });
+    }
 }

@@ -231,8 +231,8 @@ CREATE INDEX delivery_targets_queue ON delivery_targets (kind, seq);
 CREATE TABLE deliveries (
     id uuid PRIMARY KEY,
     account uuid NOT NULL REFERENCES scheduler_accounts (id) ON DELETE CASCADE,
-    -- the triggered item delivered
-    item uuid NOT NULL,
+    -- the triggered item delivered (its deletion drops its pending deliveries)
+    item uuid NOT NULL REFERENCES triggered_items (id) ON DELETE CASCADE,
     trigger uuid NOT NULL,
     trigger_created_secs bigint NOT NULL,
     trigger_created_nanos integer NOT NULL CHECK (trigger_created_nanos BETWEEN 0 AND 1999999999),
@@ -246,6 +246,7 @@ CREATE TABLE deliveries (
 );
 CREATE INDEX deliveries_queue ON deliveries (seq);
 CREATE INDEX deliveries_of_account ON deliveries (account);
+CREATE INDEX deliveries_of_item ON deliveries (item);
 
 -- The e-mail queue (the domain's QueuedEmail), every stage: a verification e-mail or a
 -- triggered item's e-mail to render, an admin notice to render, a rendered message to send.
@@ -274,7 +275,8 @@ CREATE TABLE email_queue (
     message_html text,
     delivery_id uuid,
     delivery_owner uuid,
-    delivery_item uuid,
+    -- (the triggered item's deletion drops its e-mails)
+    delivery_item uuid REFERENCES triggered_items (id) ON DELETE CASCADE,
     delivery_trigger uuid,
     delivery_trigger_created_secs bigint,
     delivery_trigger_created_nanos integer CHECK (delivery_trigger_created_nanos BETWEEN 0 AND 1999999999),
@@ -303,6 +305,7 @@ CREATE TABLE email_queue (
 );
 CREATE INDEX email_queue_stage ON email_queue (stage, seq);
 CREATE INDEX email_queue_owner ON email_queue (owner);
+CREATE INDEX email_queue_of_item ON email_queue (delivery_item);
 
 -- Payment events seen: handled, or failed (with the event, kept for a later look).
 CREATE TABLE payment_events (

@@ -1,0 +1,316 @@
+//! Deliveries: the target lists fixed when an item triggered (`delivery_targets`), the
+//! pending inbox deliveries made of them (`deliveries`, in `seq` order), e-mail deliveries
+//! through the e-mail queue, and the outcomes recorded on triggered items
+//! (`trigger_attempts`). The operations of the sled store's `scheduler/deliveries.rs`, with
+//! the same names, async.
+//!
+//! Target lists are taken with `FOR UPDATE SKIP LOCKED`, one list a transaction, so that
+//! several processes expanding at once never expand one list twice (issue 21 point 3; the
+//! leases of the delivery and e-mail queues come with the workers' claims).
+
+use super::emails::{at_once, email_from, insert_email, PgQueueKey, EMAIL_COLUMNS};
+use super::rows::{self, from_bigint, instant, to_bigint};
+use super::scheduler::PgScheduler;
+use super::{transaction, Committed, PgError, PgResult};
+use crate::domain::email::{EmailKind, QueuedEmail};
+use crate::domain::scheduler::models::{Delivery, Outcome};
+use tokio_postgres::{Row, Transaction};
+use uuid::Uuid;
+
+const DELIVERY_COLUMNS: &str = "id, account, item, trigger, trigger_created_secs, trigger_created_nanos, email, \
+     failures, not_before_secs, not_before_nanos";
+
+fn delivery_from(row: &Row) -> PgResult<Delivery> {
+    Ok(Delivery {
+        id: row.try_get("id")?,
+        owner: row.try_get("account")?,
+        item: row.try_get("item")?,
+        trigger: row.try_get("trigger")?,
+        trigger_created: instant(row, "trigger_created")?,
+        email: row.try_get("email")?,
+        failures: from_bigint(row.try_get("failures")?, "delivery failures")?,
+        not_before: instant(row, "not_before")?,
+    })
+}
+
+async fn insert_delivery(tx: &Transaction<'_>, d: &Delivery) -> PgResult<()> {
+    let created_nanos = rows::nanos(d.trigger_created)?;
+    let not_before_nanos = rows::nanos(d.not_before)?;
+    let failures = i64::from(d.failures);
+    tx.execute(
+        &format!("INSERT INTO deliveries ({DELIVERY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
+        &[
+            &d.id,
+            &d.owner,
+            &d.item,
+            &d.trigger,
+            &d.trigger_created.secs,
+            &created_nanos,
+            &d.email,
+            &failures,
+            &d.not_before.secs,
+            &not_before_nanos,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// The outcome's columns: (outcome, inbox item, reason).
+fn outcome_columns(outcome: &Outcome) -> (&'static str, Option<Uuid>, Option<&str>) {
+    match outcome {
+        Outcome::InboxAdded(id) => ("inbox_added", Some(*id), None),
+        Outcome::InboxFailed(why) => ("inbox_failed", None, Some(why)),
+        Outcome::EmailSent => ("email_sent", None, None),
+        Outcome::EmailFailed(why) => ("email_failed", None, Some(why)),
+    }
+}
+
+impl PgScheduler {
+    /// Turns every waiting target list of one kind (`email` or inbox) into pending
+    /// deliveries (inbox) or queued e-mails to render (e-mail), each list in a transaction
+    /// of its own; triggers deleted meanwhile, and e-mail triggers no longer verified, are
+    /// skipped. Answers how many lists it took.
+    pub async fn expand_targets(&self, email: bool) -> PgResult<Committed<usize>> {
+        let kind = if email { "email" } else { "inbox" };
+        let mut total = 0;
+        loop {
+            let took = transaction!(self, |tx| {
+                let Some(row) = tx
+                    .query_opt(
+                        "SELECT triggered_item, account, triggers FROM delivery_targets WHERE kind = $1 \
+                         ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED",
+                        &[&kind],
+                    )
+                    .await?
+                else {
+                    return Ok(false);
+                };
+                let item: Uuid = row.try_get("triggered_item")?;
+                let owner: Uuid = row.try_get("account")?;
+                let triggers: Vec<Uuid> = row.try_get("triggers")?;
+                tx.execute(
+                    "DELETE FROM delivery_targets WHERE triggered_item = $1 AND kind = $2",
+                    &[&item, &kind],
+                )
+                .await?;
+                for trigger_id in triggers {
+                    let Some(trigger) = tx
+                        .query_opt(
+                            "SELECT created_secs, created_nanos, kind, email_address, email_verified FROM triggers \
+                             WHERE id = $1 AND account = $2",
+                            &[&trigger_id, &owner],
+                        )
+                        .await?
+                    else {
+                        continue;
+                    };
+                    let delivery = Delivery {
+                        id: crate::domain::wire::new_uuid(),
+                        owner,
+                        item,
+                        trigger: trigger_id,
+                        trigger_created: instant(&trigger, "created")?,
+                        email,
+                        failures: 0,
+                        not_before: at_once(),
+                    };
+                    let trigger_kind: String = trigger.try_get("kind")?;
+                    let verified: Option<bool> = trigger.try_get("email_verified")?;
+                    match (trigger_kind.as_str(), email, verified) {
+                        ("inbox", false, _) => insert_delivery(&tx, &delivery).await?,
+                        ("email", true, Some(true)) => {
+                            let to: String = trigger.try_get("email_address")?;
+                            let queued =
+                                QueuedEmail::new(owner, Some(trigger_id), EmailKind::Triggered { delivery, to });
+                            insert_email(&tx, &queued).await?;
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(true)
+            })?;
+            if !took {
+                let value = Committed::new(total);
+                return Ok(if total == 0 { Committed::unchanged(0) } else { value });
+            }
+            total += 1;
+        }
+    }
+
+    /// Up to `limit` pending inbox deliveries, oldest first, with their keys; a row that
+    /// cannot be read is an error of its own.
+    pub async fn pending_deliveries(&self, limit: usize) -> PgResult<Vec<(PgQueueKey, PgResult<Delivery>)>> {
+        let limit = to_bigint(limit as u64, "limit")?;
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(
+                &format!("SELECT {DELIVERY_COLUMNS} FROM deliveries ORDER BY seq LIMIT $1"),
+                &[&limit],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| Ok((PgQueueKey::Delivery(row.try_get("id")?), delivery_from(row))))
+            .collect()
+    }
+
+    /// Replaces a pending delivery (after a transient failure) if it is still pending.
+    pub async fn postpone_delivery(&self, k: &PgQueueKey, delivery: &Delivery) -> PgResult<Committed<()>> {
+        let PgQueueKey::Delivery(id) = k else {
+            return Err(PgError::Corrupt(
+                "an e-mail's key where a delivery's was expected".into(),
+            ));
+        };
+        let nanos = rows::nanos(delivery.not_before)?;
+        let failures = i64::from(delivery.failures);
+        let client = self.pool.get().await?;
+        let n = client
+            .execute(
+                "UPDATE deliveries SET failures = $2, not_before_secs = $3, not_before_nanos = $4, \
+                 claimed_by = NULL, lease_until = NULL WHERE id = $1",
+                &[id, &failures, &delivery.not_before.secs, &nanos],
+            )
+            .await?;
+        Ok(if n == 1 {
+            Committed::new(())
+        } else {
+            Committed::unchanged(())
+        })
+    }
+
+    /// Deletes the pending delivery or queued e-mail `k` in `tx`; whether it was there.
+    async fn remove_pending_in(tx: &Transaction<'_>, k: &PgQueueKey) -> PgResult<bool> {
+        let n = match k {
+            PgQueueKey::Delivery(id) => tx.execute("DELETE FROM deliveries WHERE id = $1", &[id]).await?,
+            PgQueueKey::Email(seq) => tx.execute("DELETE FROM email_queue WHERE seq = $1", &[seq]).await?,
+        };
+        Ok(n > 0)
+    }
+
+    /// Records the final outcome of a delivery on its triggered item and removes the pending
+    /// record `k`, in one transaction. Nothing happens when the record was dropped meanwhile.
+    pub async fn finish_delivery(
+        &self,
+        k: &PgQueueKey,
+        delivery: &Delivery,
+        outcome: Outcome,
+    ) -> PgResult<Committed<()>> {
+        let (kind, inbox_item, reason) = outcome_columns(&outcome);
+        let nanos = rows::nanos(delivery.trigger_created)?;
+        transaction!(self, |tx| {
+            self.accounts.lock(&tx, delivery.owner).await?;
+            if !Self::remove_pending_in(&tx, k).await? {
+                return Ok(Committed::unchanged(()));
+            }
+            let exists = tx
+                .query_opt(
+                    "SELECT 1 FROM triggered_items WHERE id = $1 AND account = $2",
+                    &[&delivery.item, &delivery.owner],
+                )
+                .await?
+                .is_some();
+            if exists {
+                tx.execute(
+                    "INSERT INTO trigger_attempts (triggered_item, position, trigger, trigger_created_secs, \
+                     trigger_created_nanos, delivery, outcome, inbox_item, reason) \
+                     SELECT $1, coalesce(max(position) + 1, 0), $2, $3, $4, $5, $6, $7, $8 \
+                     FROM trigger_attempts WHERE triggered_item = $1",
+                    &[
+                        &delivery.item,
+                        &delivery.trigger,
+                        &delivery.trigger_created.secs,
+                        &nanos,
+                        &delivery.id,
+                        &kind,
+                        &inbox_item,
+                        &reason,
+                    ],
+                )
+                .await?;
+            }
+            Ok(Committed::new(()))
+        })
+    }
+
+    /// Removes a pending delivery or queued e-mail without recording anything.
+    pub async fn remove_pending(&self, k: &PgQueueKey) -> PgResult<Committed<()>> {
+        transaction!(self, |tx| {
+            Ok(if Self::remove_pending_in(&tx, k).await? {
+                Committed::new(())
+            } else {
+                Committed::unchanged(())
+            })
+        })
+    }
+
+    /// The failed deliveries of the account's triggered items `ids` become pending again
+    /// (same delivery id, fresh budget), unless their trigger is gone; the failed attempts
+    /// are taken off the items.
+    pub async fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> PgResult<Committed<()>> {
+        transaction!(self, |tx| {
+            self.accounts.lock(&tx, account).await?;
+            let failed = tx
+                .query(
+                    "SELECT a.triggered_item, a.position, a.delivery, a.outcome, t.id AS trigger, t.created_secs, \
+                     t.created_nanos, t.kind, t.email_address \
+                     FROM trigger_attempts a JOIN triggered_items i ON i.id = a.triggered_item \
+                     JOIN triggers t ON t.id = a.trigger AND t.account = i.account \
+                     WHERE i.account = $1 AND i.id = ANY($2) AND a.outcome IN ('inbox_failed', 'email_failed') \
+                     ORDER BY a.triggered_item, a.position",
+                    &[&account, &ids],
+                )
+                .await?;
+            if failed.is_empty() {
+                return Ok(Committed::unchanged(()));
+            }
+            for row in &failed {
+                let item: Uuid = row.try_get("triggered_item")?;
+                let position: i32 = row.try_get("position")?;
+                let outcome: String = row.try_get("outcome")?;
+                let trigger: Uuid = row.try_get("trigger")?;
+                let delivery = Delivery {
+                    id: row.try_get("delivery")?,
+                    owner: account,
+                    item,
+                    trigger,
+                    trigger_created: instant(row, "created")?,
+                    email: outcome == "email_failed",
+                    failures: 0,
+                    not_before: at_once(),
+                };
+                tx.execute(
+                    "DELETE FROM trigger_attempts WHERE triggered_item = $1 AND position = $2",
+                    &[&item, &position],
+                )
+                .await?;
+                let kind: String = row.try_get("kind")?;
+                match kind.as_str() {
+                    "inbox" => insert_delivery(&tx, &delivery).await?,
+                    _ => {
+                        let to: String = row.try_get("email_address")?;
+                        let queued = QueuedEmail::new(account, Some(trigger), EmailKind::Triggered { delivery, to });
+                        insert_email(&tx, &queued).await?;
+                    }
+                }
+            }
+            Ok(Committed::new(()))
+        })
+    }
+
+    /// The queued e-mail `k`, if it is still queued (tests and the workers' claims).
+    pub async fn queued_email(&self, k: &PgQueueKey) -> PgResult<Option<QueuedEmail>> {
+        let PgQueueKey::Email(seq) = k else {
+            return Ok(None);
+        };
+        let client = self.pool.get().await?;
+        client
+            .query_opt(
+                &format!("SELECT {EMAIL_COLUMNS} FROM email_queue WHERE seq = $1"),
+                &[seq],
+            )
+            .await?
+            .as_ref()
+            .map(email_from)
+            .transpose()
+    }
+}

@@ -1,0 +1,695 @@
+//! The scheduler's items: the time-zone setting (`scheduler_settings`), scheduled items with
+//! the due index (`scheduled_items`, indexed on `(due_secs, due_nanos)`), triggered items
+//! (`triggered_items`, one per occurrence) and triggering. The operations of the sled
+//! store's `SchedulerStore` in `scheduler/items.rs`, with the same names, async, each one
+//! transaction; the closures are `&mut dyn FnMut` (the agreed form: a retried transaction
+//! calls them again). Counts are counted, not kept.
+//!
+//! Writes that compute a due instant read the account's setting under the account's row
+//! lock, so a concurrent setting change cannot leave an item due under the zone it replaced.
+
+use super::accounts::{PgAccounts, Service};
+use super::rows::{self, from_bigint, instant, to_bigint};
+use super::{transaction, Committed, PgError, PgResult};
+use crate::domain::scheduler::models::{
+    Day, Recurrence, ScheduledItem, Tickle, TimeOfDay, TimeZoneSetting, TriggeredItem,
+};
+use crate::domain::scheduler::sync::ScheduledChanges;
+use crate::domain::wire::Timestamp;
+use crate::store::scheduler::AddOutcome;
+use deadpool_postgres::Pool;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Transaction};
+use uuid::Uuid;
+
+/// The columns of a Tickle (see the schema), in this order.
+const TICKLE_COLUMNS: &str =
+    "content, day, time_of_day, recurrence_kind, recurrence_every, recurrence_day, recurrence_time";
+const SCHEDULED_COLUMNS: &str = "id, account, content, day, time_of_day, recurrence_kind, recurrence_every, \
+     recurrence_day, recurrence_time, created_secs, created_nanos, server_time, due_secs, due_nanos";
+const TRIGGERED_COLUMNS: &str = "id, account, content, day, time_of_day, recurrence_kind, recurrence_every, \
+     recurrence_day, recurrence_time, created_secs, created_nanos, triggered_secs, triggered_nanos";
+const SCHEDULED_ORDER: &str = "ORDER BY created_secs, created_nanos, seq";
+const TRIGGERED_ORDER: &str = "ORDER BY created_secs, created_nanos, triggered_secs, triggered_nanos, seq";
+
+/// A Tickle as column values.
+struct TickleColumns {
+    content: Vec<u8>,
+    day: i64,
+    time: Option<String>,
+    kind: Option<&'static str>,
+    every: Option<i64>,
+    month_day: Option<i32>,
+    recurrence_time: Option<String>,
+}
+
+impl TickleColumns {
+    fn of(t: &Tickle) -> TickleColumns {
+        let (kind, every, month_day, recurrence_time) = match t.recurrence {
+            None => (None, None, None, None),
+            Some(Recurrence::EveryDays { days, time }) => {
+                (Some("days"), Some(i64::from(days)), None, time.map(|t| t.to_string()))
+            }
+            Some(Recurrence::EveryMonths { months, day, time }) => (
+                Some("months"),
+                Some(i64::from(months)),
+                day.map(|d| d as i32),
+                time.map(|t| t.to_string()),
+            ),
+        };
+        TickleColumns {
+            content: t.content.clone(),
+            day: t.day.number(),
+            time: t.time.map(|t| t.to_string()),
+            kind,
+            every,
+            month_day,
+            recurrence_time,
+        }
+    }
+
+    /// The values in [`TICKLE_COLUMNS`] order.
+    fn values(&self) -> [&(dyn ToSql + Sync); 7] {
+        [
+            &self.content,
+            &self.day,
+            &self.time,
+            &self.kind,
+            &self.every,
+            &self.month_day,
+            &self.recurrence_time,
+        ]
+    }
+}
+
+fn time_of_day(text: Option<String>, what: &str) -> PgResult<Option<TimeOfDay>> {
+    text.map(|t| TimeOfDay::parse(&t).ok_or_else(|| PgError::Corrupt(format!("{what} {t:?}"))))
+        .transpose()
+}
+
+fn tickle_from(row: &Row) -> PgResult<Tickle> {
+    let day: i64 = row.try_get("day")?;
+    let kind: Option<String> = row.try_get("recurrence_kind")?;
+    let every: Option<i64> = row.try_get("recurrence_every")?;
+    let month_day: Option<i32> = row.try_get("recurrence_day")?;
+    let recurrence_time = time_of_day(row.try_get("recurrence_time")?, "recurrence time")?;
+    let recurrence = match (kind.as_deref(), every) {
+        (None, None) => None,
+        (Some("days"), Some(n)) => Some(Recurrence::EveryDays {
+            days: from_bigint(n, "recurrence days")?,
+            time: recurrence_time,
+        }),
+        (Some("months"), Some(n)) => Some(Recurrence::EveryMonths {
+            months: from_bigint(n, "recurrence months")?,
+            day: month_day
+                .map(|d| u32::try_from(d).map_err(|_| PgError::Corrupt(format!("recurrence day {d}"))))
+                .transpose()?,
+            time: recurrence_time,
+        }),
+        (k, n) => return Err(PgError::Corrupt(format!("recurrence {k:?} every {n:?}"))),
+    };
+    Ok(Tickle {
+        content: row.try_get("content")?,
+        day: Day::from_number(day).ok_or_else(|| PgError::Corrupt(format!("day number {day}")))?,
+        time: time_of_day(row.try_get("time_of_day")?, "time of day")?,
+        recurrence,
+    })
+}
+
+fn scheduled_from(row: &Row) -> PgResult<ScheduledItem> {
+    Ok(ScheduledItem {
+        id: row.try_get("id")?,
+        owner: row.try_get("account")?,
+        tickle: tickle_from(row)?,
+        created: instant(row, "created")?,
+        server_time: from_bigint(row.try_get("server_time")?, "server time")?,
+    })
+}
+
+/// A triggered item without its attempts (read separately).
+fn triggered_from(row: &Row) -> PgResult<TriggeredItem> {
+    Ok(TriggeredItem {
+        id: row.try_get("id")?,
+        owner: row.try_get("account")?,
+        tickle: tickle_from(row)?,
+        created: instant(row, "created")?,
+        triggered: instant(row, "triggered")?,
+        attempts: Vec::new(),
+    })
+}
+
+/// What becomes of a triggered item: its next occurrence and when it is due (`None`: it is
+/// done), under its owner's setting.
+pub type NextOccurrence<'a> =
+    dyn FnMut(&ScheduledItem, &TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)> + Send + 'a;
+
+/// The scheduler service's items (and its accounts).
+#[derive(Clone)]
+pub struct PgScheduler {
+    pub(super) pool: Pool,
+    pub accounts: PgAccounts,
+}
+
+impl PgScheduler {
+    pub(super) fn new(pool: Pool) -> PgScheduler {
+        PgScheduler {
+            accounts: PgAccounts::new(pool.clone(), Service::Scheduler),
+            pool,
+        }
+    }
+
+    async fn settings_in(tx: &Transaction<'_>, account: Uuid) -> PgResult<TimeZoneSetting> {
+        let row = tx
+            .query_opt(
+                "SELECT utc_offset, name, summer FROM scheduler_settings WHERE account = $1",
+                &[&account],
+            )
+            .await?;
+        Ok(match row {
+            Some(row) => TimeZoneSetting {
+                offset: row.try_get(0)?,
+                name: row.try_get(1)?,
+                summer: row.try_get(2)?,
+            },
+            None => TimeZoneSetting::default(),
+        })
+    }
+
+    async fn scheduled_in(
+        tx: &Transaction<'_>,
+        account: Uuid,
+        id: Uuid,
+    ) -> PgResult<Option<(ScheduledItem, Timestamp)>> {
+        let row = tx
+            .query_opt(
+                &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE id = $1 AND account = $2"),
+                &[&id, &account],
+            )
+            .await?;
+        match row {
+            Some(row) => Ok(Some((scheduled_from(&row)?, instant(&row, "due")?))),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores `item` (new, or replacing its earlier version, keeping its place in the
+    /// listing) due at `due`; answers whether it is new.
+    async fn put_scheduled(tx: &Transaction<'_>, item: &ScheduledItem, due: Timestamp) -> PgResult<bool> {
+        let t = TickleColumns::of(&item.tickle);
+        let created_nanos = rows::nanos(item.created)?;
+        let server_time = to_bigint(item.server_time, "server time")?;
+        let due_nanos = rows::nanos(due)?;
+        let mut values: Vec<&(dyn ToSql + Sync)> = vec![&item.id, &item.owner];
+        values.extend(t.values());
+        values.extend([
+            &item.created.secs as &(dyn ToSql + Sync),
+            &created_nanos,
+            &server_time,
+            &due.secs,
+            &due_nanos,
+        ]);
+        // `xmax = 0` is true of a row this statement inserted (not of one it updated)
+        let row = tx
+            .query_one(
+                &format!(
+                    "INSERT INTO scheduled_items ({SCHEDULED_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+                     ON CONFLICT (id) DO UPDATE SET content = $3, day = $4, time_of_day = $5, recurrence_kind = $6, \
+                     recurrence_every = $7, recurrence_day = $8, recurrence_time = $9, created_secs = $10, \
+                     created_nanos = $11, server_time = $12, due_secs = $13, due_nanos = $14, \
+                     claimed_by = NULL, lease_until = NULL \
+                     WHERE scheduled_items.account = $2 \
+                     RETURNING (xmax = 0)"
+                ),
+                &values,
+            )
+            .await?;
+        Ok(row.try_get(0)?)
+    }
+
+    pub async fn settings(&self, account: Uuid) -> PgResult<TimeZoneSetting> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        Self::settings_in(&tx, account).await
+    }
+
+    /// Stores the settings and moves every scheduled item of the account to the due instant
+    /// `due_of` computes under them, in one transaction.
+    pub async fn put_settings(
+        &self,
+        account: Uuid,
+        settings: &TimeZoneSetting,
+        due_of: &(dyn Fn(&ScheduledItem) -> Timestamp + Sync),
+    ) -> PgResult<Committed<()>> {
+        transaction!(self, |tx| {
+            self.accounts.lock(&tx, account).await?;
+            tx.execute(
+                "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (account) DO UPDATE SET utc_offset = $2, name = $3, summer = $4",
+                &[&account, &settings.offset, &settings.name, &settings.summer],
+            )
+            .await?;
+            let rows = tx
+                .query(
+                    &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1"),
+                    &[&account],
+                )
+                .await?;
+            for row in &rows {
+                let item = scheduled_from(row)?;
+                let due = due_of(&item);
+                if due != instant(row, "due")? {
+                    let nanos = rows::nanos(due)?;
+                    tx.execute(
+                        "UPDATE scheduled_items SET due_secs = $2, due_nanos = $3 WHERE id = $1",
+                        &[&item.id, &due.secs, &nanos],
+                    )
+                    .await?;
+                }
+            }
+            Ok(Committed::new(()))
+        })
+    }
+
+    /// Stores a new scheduled item unless the account has `cap` scheduled items already;
+    /// `due_of` gives its due instant under the account's settings.
+    pub async fn add_scheduled(
+        &self,
+        item: &ScheduledItem,
+        due_of: &mut (dyn FnMut(&TimeZoneSetting) -> Timestamp + Send),
+        cap: Option<u64>,
+    ) -> PgResult<Committed<AddOutcome>> {
+        transaction!(self, |tx| {
+            self.accounts.lock(&tx, item.owner).await?;
+            if let Some(cap) = cap {
+                let n: i64 = tx
+                    .query_one(
+                        "SELECT count(*) FROM scheduled_items WHERE account = $1",
+                        &[&item.owner],
+                    )
+                    .await?
+                    .try_get(0)?;
+                if from_bigint::<u64>(n, "count")? >= cap {
+                    return Ok(Committed::unchanged(AddOutcome::LimitReached));
+                }
+            }
+            let due = due_of(&Self::settings_in(&tx, item.owner).await?);
+            Self::put_scheduled(&tx, item, due).await?;
+            Ok(Committed::new(AddOutcome::Added))
+        })
+    }
+
+    pub async fn scheduled(&self, account: Uuid, id: Uuid) -> PgResult<Option<ScheduledItem>> {
+        let client = self.pool.get().await?;
+        client
+            .query_opt(
+                &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE id = $1 AND account = $2"),
+                &[&id, &account],
+            )
+            .await?
+            .as_ref()
+            .map(scheduled_from)
+            .transpose()
+    }
+
+    /// Replaces a scheduled item with what `edit` makes of it (and its due instant under the
+    /// account's settings); `false` when the account has no such scheduled item.
+    pub async fn edit_scheduled(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        edit: &mut (dyn FnMut(ScheduledItem, &TimeZoneSetting) -> (ScheduledItem, Timestamp) + Send),
+    ) -> PgResult<Committed<bool>> {
+        transaction!(self, |tx| {
+            self.accounts.lock(&tx, account).await?;
+            let Some((item, _)) = Self::scheduled_in(&tx, account, id).await? else {
+                return Ok(Committed::unchanged(false));
+            };
+            let settings = Self::settings_in(&tx, account).await?;
+            let (item, due) = edit(item, &settings);
+            Self::put_scheduled(&tx, &item, due).await?;
+            Ok(Committed::new(true))
+        })
+    }
+
+    /// The attempts recorded on triggered items, in the order the sled store keeps them
+    /// (inbox before e-mail, then by the trigger's creation and id, then as recorded).
+    async fn attempts_of(client: &tokio_postgres::Client, items: &mut [TriggeredItem]) -> PgResult<()> {
+        use crate::domain::scheduler::models::{Attempt, Outcome};
+        if items.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
+        let rows = client
+            .query(
+                "SELECT triggered_item, trigger, trigger_created_secs, trigger_created_nanos, delivery, outcome, \
+                 inbox_item, reason FROM trigger_attempts WHERE triggered_item = ANY($1) \
+                 ORDER BY triggered_item, outcome IN ('email_sent', 'email_failed'), trigger_created_secs, \
+                 trigger_created_nanos, trigger, position",
+                &[&ids],
+            )
+            .await?;
+        let mut by_item: std::collections::HashMap<Uuid, Vec<Attempt>> = std::collections::HashMap::new();
+        for row in &rows {
+            let outcome: String = row.try_get("outcome")?;
+            let inbox_item: Option<Uuid> = row.try_get("inbox_item")?;
+            let reason: Option<String> = row.try_get("reason")?;
+            let outcome = match (outcome.as_str(), inbox_item, reason) {
+                ("inbox_added", Some(id), None) => Outcome::InboxAdded(id),
+                ("inbox_failed", None, Some(why)) => Outcome::InboxFailed(why),
+                ("email_sent", None, None) => Outcome::EmailSent,
+                ("email_failed", None, Some(why)) => Outcome::EmailFailed(why),
+                (o, _, _) => return Err(PgError::Corrupt(format!("attempt outcome {o:?}"))),
+            };
+            by_item
+                .entry(row.try_get("triggered_item")?)
+                .or_default()
+                .push(Attempt {
+                    trigger: row.try_get("trigger")?,
+                    trigger_created: instant(row, "trigger_created")?,
+                    delivery: row.try_get("delivery")?,
+                    outcome,
+                });
+        }
+        for item in items {
+            item.attempts = by_item.remove(&item.id).unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    pub async fn triggered(&self, account: Uuid, id: Uuid) -> PgResult<Option<TriggeredItem>> {
+        let client = self.pool.get().await?;
+        let Some(row) = client
+            .query_opt(
+                &format!("SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE id = $1 AND account = $2"),
+                &[&id, &account],
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        let mut items = [triggered_from(&row)?];
+        Self::attempts_of(&client, &mut items).await?;
+        let [item] = items;
+        Ok(Some(item))
+    }
+
+    /// Deletes the account's scheduled or triggered item `id` (a triggered item with its
+    /// pending deliveries, e-mails and target lists: by the foreign keys' cascades).
+    pub async fn delete_item(&self, account: Uuid, id: Uuid) -> PgResult<Committed<bool>> {
+        transaction!(self, |tx| {
+            self.accounts.lock(&tx, account).await?;
+            let n = tx
+                .execute(
+                    "DELETE FROM scheduled_items WHERE id = $1 AND account = $2",
+                    &[&id, &account],
+                )
+                .await?;
+            let n = match n {
+                0 => {
+                    tx.execute(
+                        "DELETE FROM triggered_items WHERE id = $1 AND account = $2",
+                        &[&id, &account],
+                    )
+                    .await?
+                }
+                n => n,
+            };
+            Ok(if n > 0 {
+                Committed::new(true)
+            } else {
+                Committed::unchanged(false)
+            })
+        })
+    }
+
+    /// Deletes all triggered items of the account, with their pending deliveries.
+    pub async fn delete_triggered_items(&self, account: Uuid) -> PgResult<Committed<bool>> {
+        let client = self.pool.get().await?;
+        let n = client
+            .execute("DELETE FROM triggered_items WHERE account = $1", &[&account])
+            .await?;
+        Ok(if n > 0 {
+            Committed::new(true)
+        } else {
+            Committed::unchanged(false)
+        })
+    }
+
+    /// The account's scheduled items in creation order.
+    pub async fn scheduled_items(&self, account: Uuid) -> PgResult<Vec<ScheduledItem>> {
+        let client = self.pool.get().await?;
+        client
+            .query(
+                &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 {SCHEDULED_ORDER}"),
+                &[&account],
+            )
+            .await?
+            .iter()
+            .map(scheduled_from)
+            .collect()
+    }
+
+    /// The account's triggered items by original `created`, then by triggering time.
+    pub async fn triggered_items(&self, account: Uuid) -> PgResult<Vec<TriggeredItem>> {
+        let client = self.pool.get().await?;
+        let mut items = client
+            .query(
+                &format!("SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE account = $1 {TRIGGERED_ORDER}"),
+                &[&account],
+            )
+            .await?
+            .iter()
+            .map(triggered_from)
+            .collect::<PgResult<Vec<_>>>()?;
+        Self::attempts_of(&client, &mut items).await?;
+        Ok(items)
+    }
+
+    /// Runs one sync atomically: `decide` sees the account's scheduled items and settings
+    /// as they are (under the account's row lock) and says what to delete and store.
+    pub async fn sync(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn FnMut(&[ScheduledItem], &TimeZoneSetting) -> ScheduledChanges + Send),
+    ) -> PgResult<Committed<()>> {
+        transaction!(self, |tx| {
+            self.accounts.lock(&tx, account).await?;
+            let items = tx
+                .query(
+                    &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 {SCHEDULED_ORDER}"),
+                    &[&account],
+                )
+                .await?
+                .iter()
+                .map(scheduled_from)
+                .collect::<PgResult<Vec<_>>>()?;
+            let settings = Self::settings_in(&tx, account).await?;
+            let changes = decide(&items, &settings);
+            if changes.delete.is_empty() && changes.put.is_empty() {
+                return Ok(Committed::unchanged(()));
+            }
+            if !changes.delete.is_empty() {
+                tx.execute(
+                    "DELETE FROM scheduled_items WHERE account = $1 AND id = ANY($2)",
+                    &[&account, &changes.delete],
+                )
+                .await?;
+            }
+            for (item, due) in &changes.put {
+                if item.owner != account {
+                    return Err(PgError::Corrupt(format!(
+                        "a sync of {account} stores an item of {}",
+                        item.owner
+                    )));
+                }
+                Self::put_scheduled(&tx, item, *due).await?;
+            }
+            Ok(Committed::new(()))
+        })
+    }
+
+    /// The earliest due instant (the triggerer sleeps until then).
+    pub async fn next_due(&self) -> PgResult<Option<Timestamp>> {
+        let client = self.pool.get().await?;
+        client
+            .query_opt(
+                "SELECT due_secs, due_nanos FROM scheduled_items ORDER BY due_secs, due_nanos, id LIMIT 1",
+                &[],
+            )
+            .await?
+            .map(|row| instant(&row, "due"))
+            .transpose()
+    }
+
+    /// How many scheduled items are due at `now`, counting at most `limit`.
+    pub async fn due_count(&self, now: Timestamp, limit: usize) -> PgResult<usize> {
+        let nanos = rows::nanos(now)?;
+        let limit = to_bigint(limit as u64, "limit")?;
+        let client = self.pool.get().await?;
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM (SELECT 1 FROM scheduled_items WHERE (due_secs, due_nanos) <= ($1, $2) \
+                 LIMIT $3) AS due",
+                &[&now.secs, &nanos, &limit],
+            )
+            .await?
+            .try_get(0)?;
+        from_bigint(n, "due count")
+    }
+
+    /// Up to `limit` (due instant, owner, item id) due at or before `now`, earliest first.
+    pub async fn due_items(&self, now: Timestamp, limit: usize) -> PgResult<Vec<(Timestamp, Uuid, Uuid)>> {
+        let nanos = rows::nanos(now)?;
+        let limit = to_bigint(limit as u64, "limit")?;
+        let client = self.pool.get().await?;
+        client
+            .query(
+                "SELECT due_secs, due_nanos, account, id FROM scheduled_items \
+                 WHERE (due_secs, due_nanos) <= ($1, $2) ORDER BY due_secs, due_nanos, id LIMIT $3",
+                &[&now.secs, &nanos, &limit],
+            )
+            .await?
+            .iter()
+            .map(|row| Ok((instant(row, "due")?, row.try_get("account")?, row.try_get("id")?)))
+            .collect()
+    }
+
+    /// Triggers the item (`at`, `owner`, `id`, as [`Self::due_items`] read it) if it is still
+    /// due at `now`, in one transaction: the triggered copy, the delivery targets of this
+    /// moment, and the item deleted or, when `next` gives its next occurrence, moved there.
+    /// `None` when the item is gone or no longer due. The copy is unique per (item,
+    /// occurrence) in the database: a second process triggering the same occurrence fails
+    /// with a unique violation (it waited on the row lock, so it normally sees the item moved
+    /// and answers `None` instead).
+    pub async fn trigger_item(
+        &self,
+        (_at, owner, id): (Timestamp, Uuid, Uuid),
+        now: Timestamp,
+        next: &mut NextOccurrence<'_>,
+    ) -> PgResult<Committed<Option<TriggeredItem>>> {
+        transaction!(self, |tx| {
+            self.accounts.lock(&tx, owner).await?;
+            let Some((item, due)) = Self::scheduled_in(&tx, owner, id).await?.filter(|(_, due)| *due <= now) else {
+                return Ok(Committed::unchanged(None));
+            };
+            let copy = TriggeredItem {
+                id: crate::domain::wire::new_uuid(),
+                owner,
+                tickle: item.tickle.clone(),
+                created: item.created,
+                triggered: now,
+                attempts: Vec::new(),
+            };
+            let t = TickleColumns::of(&copy.tickle);
+            let created_nanos = rows::nanos(copy.created)?;
+            let triggered_nanos = rows::nanos(now)?;
+            let due_nanos = rows::nanos(due)?;
+            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&copy.id, &owner];
+            values.extend(t.values());
+            values.extend([
+                &copy.created.secs as &(dyn ToSql + Sync),
+                &created_nanos,
+                &now.secs,
+                &triggered_nanos,
+                &id,
+                &due.secs,
+                &due_nanos,
+            ]);
+            tx.execute(
+                &format!(
+                    "INSERT INTO triggered_items (id, account, {TICKLE_COLUMNS}, created_secs, created_nanos, \
+                     triggered_secs, triggered_nanos, scheduled_id, occurrence_secs, occurrence_nanos) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+                ),
+                &values,
+            )
+            .await?;
+            let triggers = tx
+                .query(
+                    "SELECT id, kind, email_verified FROM triggers WHERE account = $1 ORDER BY seq",
+                    &[&owner],
+                )
+                .await?;
+            let mut inbox = Vec::new();
+            let mut email = Vec::new();
+            for row in &triggers {
+                let trigger: Uuid = row.try_get("id")?;
+                let kind: String = row.try_get("kind")?;
+                let verified: Option<bool> = row.try_get("email_verified")?;
+                match (kind.as_str(), verified) {
+                    ("inbox", _) => inbox.push(trigger),
+                    ("email", Some(true)) => email.push(trigger),
+                    _ => {}
+                }
+            }
+            for (kind, list) in [("inbox", inbox), ("email", email)] {
+                if !list.is_empty() {
+                    tx.execute(
+                        "INSERT INTO delivery_targets (triggered_item, kind, account, triggers) VALUES ($1, $2, $3, $4)",
+                        &[&copy.id, &kind, &owner, &list],
+                    )
+                    .await?;
+                }
+            }
+            let settings = Self::settings_in(&tx, owner).await?;
+            match next(&item, &settings) {
+                Some((moved, due)) => {
+                    Self::put_scheduled(&tx, &moved, due).await?;
+                }
+                None => {
+                    tx.execute("DELETE FROM scheduled_items WHERE id = $1", &[&id]).await?;
+                }
+            }
+            Ok(Committed::new(Some(copy.clone())))
+        })
+    }
+
+    /// (scheduled, triggered) items of the account.
+    pub async fn counts(&self, account: Uuid) -> PgResult<(u64, u64)> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_one(
+                "SELECT (SELECT count(*) FROM scheduled_items WHERE account = $1), \
+                        (SELECT count(*) FROM triggered_items WHERE account = $1)",
+                &[&account],
+            )
+            .await?;
+        Ok((
+            from_bigint(row.try_get(0)?, "count")?,
+            from_bigint(row.try_get(1)?, "count")?,
+        ))
+    }
+
+    /// (scheduled, triggered) items of every account together.
+    pub async fn total_counts(&self) -> PgResult<(u64, u64)> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_one(
+                "SELECT (SELECT count(*) FROM scheduled_items), (SELECT count(*) FROM triggered_items)",
+                &[],
+            )
+            .await?;
+        Ok((
+            from_bigint(row.try_get(0)?, "count")?,
+            from_bigint(row.try_get(1)?, "count")?,
+        ))
+    }
+
+    /// Deletes the account and everything of it (items, triggers, settings, keys, pending
+    /// deliveries and target lists by the cascades; its queued e-mails, which name it as
+    /// their owner without a reference) in one transaction.
+    pub async fn delete_account(&self, account: Uuid) -> PgResult<Committed<bool>> {
+        transaction!(self, |tx| {
+            let n = tx
+                .execute("DELETE FROM scheduler_accounts WHERE id = $1", &[&account])
+                .await?;
+            if n == 0 {
+                return Ok(Committed::unchanged(false));
+            }
+            tx.execute("DELETE FROM email_queue WHERE owner = $1", &[&account])
+                .await?;
+            Ok(Committed::new(true))
+        })
+    }
+}
