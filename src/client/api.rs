@@ -144,14 +144,40 @@ impl Service {
         }
     }
 
+    /// Like [`Service::post_bytes`] for a request that may wait its turn at the server and
+    /// take long (an import: one runs at a time per server), within `limit` rather than the
+    /// client's usual 30 s.
+    pub async fn post_bytes_within(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        limit: std::time::Duration,
+    ) -> Result<Answer, String> {
+        match self.send_bytes(path, body, Some(limit)).await {
+            Ok(answer) => Ok(answer),
+            Err(e) => Err(self.unreachable(&e)),
+        }
+    }
+
     /// Like [`Service::post_bytes`], with the transport's error as it is.
     pub async fn try_post_bytes(&self, path: &str, body: Vec<u8>) -> Result<Answer, reqwest::Error> {
-        let response = self
+        self.send_bytes(path, body, None).await
+    }
+
+    async fn send_bytes(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        limit: Option<std::time::Duration>,
+    ) -> Result<Answer, reqwest::Error> {
+        let mut request = self
             .request(Method::POST, path)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await?;
+            .body(body);
+        if let Some(limit) = limit {
+            request = request.timeout(limit);
+        }
+        let response = request.send().await?;
         let status = response.status();
         let headers = response.headers().clone();
         let body = response.bytes().await?.to_vec();

@@ -114,6 +114,10 @@ pub(crate) fn http_client() -> Result<reqwest::Client, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
+        // each request has its time limit; reqwest's default TCP user timeout (30 s of
+        // unacknowledged data) would end an upload that waits for its turn at the server
+        // (an import behind another) however long its own limit
+        .tcp_user_timeout(None)
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))

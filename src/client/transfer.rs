@@ -56,6 +56,10 @@ const PARTS: [(&str, &[&str]); 2] = [
     ("scheduler", &["scheduled", "triggered", "triggers"]),
 ];
 
+/// How long one `POST /account/import` may take: it waits while another import runs at
+/// the server (one at a time), then stores its piece in batches.
+const IMPORT_LIMIT: std::time::Duration = std::time::Duration::from_secs(900);
+
 /// A request's worth of one service's part: the JSON body of one `POST /account/import`.
 struct Piece {
     /// 0: inbox, 1: scheduler (the order of [`PARTS`]).
@@ -373,7 +377,7 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
         let service = services[piece.part];
         let mut body = format!("{{\"new-before\":{},", new_before[piece.part]).into_bytes();
         body.extend_from_slice(piece.body.get(1..).unwrap_or_default());
-        let answer = service.post_bytes("/account/import", body).await?;
+        let answer = service.post_bytes_within("/account/import", body, IMPORT_LIMIT).await?;
         if answer.status.is_success() {
             let counted = ["items-new", "scheduled-new"][piece.part];
             new_before[piece.part] += answer.json()?[counted].as_u64().unwrap_or(0);
@@ -402,7 +406,10 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
         let service = services[piece.part];
         let number = stored[piece.part].0 + 1;
         let items = piece.items;
-        let answer = match service.post_bytes("/account/import", piece.body).await {
+        let answer = match service
+            .post_bytes_within("/account/import", piece.body, IMPORT_LIMIT)
+            .await
+        {
             Ok(a) if a.status.is_success() => a.json(),
             Ok(a) => Err(a.reason()),
             Err(e) => Err(e),

@@ -58,6 +58,10 @@ pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(60))
+        // reqwest's default TCP user timeout (30 s of unacknowledged data) ends an upload
+        // that waits for its turn at the server (imports run one at a time) whatever the
+        // request's own limit: the tests give each request its limit instead
+        .tcp_user_timeout(None)
         .build()
         .expect("build the HTTP client")
 }
