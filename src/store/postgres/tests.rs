@@ -1463,3 +1463,50 @@ fn the_signing_key_and_the_throttles_are_shared() {
         assert!(one.throttle_prune(Duration::ZERO).await.expect("prune") >= 6);
     });
 }
+
+/// The health check's "database writable", and the pool's state.
+#[test]
+fn writable_says_when_the_database_takes_no_writes() {
+    let Some((cluster, connection, db)) = fresh("writable_says_when_the_database_takes_no_writes") else {
+        return;
+    };
+    let rt = runtime();
+    let store = rt.block_on(store_on(&connection));
+    rt.block_on(async {
+        assert_eq!(store.writable().await, Ok(()));
+        let stats = store.pool_stats();
+        assert!(stats.open >= 1 && stats.open <= stats.max, "{stats:?}");
+        assert_eq!(stats.max, POOL_SIZE);
+        store.flush().await.expect("flush");
+    });
+    cluster
+        .psql(
+            "postgres",
+            &format!("ALTER DATABASE {db} SET default_transaction_read_only = on"),
+        )
+        .expect("psql");
+    rt.block_on(async {
+        // a process already running: its new sessions are read-only, and the health check
+        // says why writes would fail (the pooled connection held, a new one is opened)
+        let _held = store.pool.get().await.expect("connection");
+        let answer = store.writable().await;
+        assert!(
+            answer.as_ref().is_err_and(|why| why.contains("read-only")),
+            "{answer:?}"
+        );
+        // a process starting: refused, saying why
+        let refused = PgStore::connect(&connection).await.err();
+        assert!(matches!(&refused, Some(PgError::ReadOnly(_))), "{refused:?}");
+    });
+    // an unreachable server: the reason, not a hang
+    cluster
+        .psql(
+            "postgres",
+            &format!("ALTER DATABASE {db} RESET default_transaction_read_only"),
+        )
+        .expect("psql");
+    let store = rt.block_on(store_on(&connection));
+    drop(cluster);
+    let answer = rt.block_on(store.writable());
+    assert!(answer.is_err(), "{answer:?}");
+}
