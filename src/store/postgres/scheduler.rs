@@ -210,7 +210,7 @@ impl PgScheduler {
         ]);
         // `xmax = 0` is true of a row this statement inserted (not of one it updated)
         let row = tx
-            .query_one(
+            .query_opt(
                 &format!(
                     "INSERT INTO scheduled_items ({SCHEDULED_COLUMNS}) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
@@ -224,7 +224,14 @@ impl PgScheduler {
                 &values,
             )
             .await?;
-        Ok(row.try_get(0)?)
+        match row {
+            Some(row) => Ok(row.try_get(0)?),
+            // the id is another account's item: nothing was written
+            None => Err(PgError::Corrupt(format!(
+                "the scheduled item id {} belongs to another account",
+                item.id
+            ))),
+        }
     }
 
     pub async fn settings(&self, account: Uuid) -> PgResult<TimeZoneSetting> {

@@ -1081,6 +1081,23 @@ mod scheduler_items {
             };
             assert!(s.sync(owner, &mut bad).await.is_err());
             assert_eq!(s.counts(owner).await.expect("counts"), (2, 0));
+            // so is one that would overwrite another account's item by its id
+            let bob = created(
+                s.accounts
+                    .register("bob", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .id;
+            let bobs = item(bob, "bob's", None, None);
+            add(&s, &bobs, at(300, 0)).await;
+            let mut stealing = |_: &[ScheduledItem], _: &TimeZoneSetting| ScheduledChanges {
+                delete: vec![kept.id],
+                put: vec![(ScheduledItem { owner, ..bobs.clone() }, at(1, 0))],
+            };
+            assert!(s.sync(owner, &mut stealing).await.is_err());
+            assert_eq!(s.scheduled(bob, bobs.id).await.expect("read"), Some(bobs.clone()));
+            assert_eq!(s.counts(owner).await.expect("counts"), (2, 0));
         });
     }
 }
