@@ -15,6 +15,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub mod database;
+
 /// Listeners for the services to run (`None`: that service is off).
 pub struct Listeners {
     pub inbox: Option<TcpListener>,

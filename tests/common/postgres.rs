@@ -144,6 +144,17 @@ impl Cluster {
             .map_err(|e| format!("temporary directory: {e}"))?;
         // The owner of a directory we just made is our effective user.
         let me = std::fs::metadata(dir.path()).map_err(|e| e.to_string())?.uid();
+        // As root, the cluster's user must reach the directory: under /tmp (world-searchable),
+        // wherever TMPDIR points (it may be under root's own home). Short, too, as a Unix
+        // socket's path must be (at most 107 bytes).
+        let dir = if me == 0 && !dir.path().starts_with("/tmp/") {
+            tempfile::Builder::new()
+                .prefix("pg")
+                .tempdir_in("/tmp")
+                .map_err(|e| format!("temporary directory in /tmp: {e}"))?
+        } else {
+            dir
+        };
         let run_as = if me == 0 {
             let user = std::env::var("PIGEONHOLE_PG_USER").unwrap_or_else(|_| "nobody".into());
             let (uid, gid) = ids_of(&user).ok_or_else(|| format!("no user {user:?} to run PostgreSQL as"))?;

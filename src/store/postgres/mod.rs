@@ -18,6 +18,7 @@
 //! No engine type leaves this module: errors are [`PgError`], rows become domain types here.
 
 pub mod accounts;
+pub mod administration;
 mod deliveries;
 pub mod emails;
 pub mod inbox;
@@ -99,6 +100,8 @@ pub enum PgError {
     Query { code: Option<String>, message: String },
     /// The server would not make commits durable (`fsync` or `synchronous_commit` off).
     NotDurable(String),
+    /// The database takes no writes (a standby, or read-only sessions): why.
+    ReadOnly(String),
     /// The database has a schema written by a newer version of Pigeonhole.
     NewerSchema { found: i64, known: i64 },
     /// A migration failed (nothing of it stays: it ran in the migration transaction).
@@ -132,6 +135,10 @@ impl fmt::Display for PgError {
                 f,
                 "the database does not make commits durable ({why}); Pigeonhole answers a write only once it \
                  is on disk, so it does not start on this database"
+            ),
+            PgError::ReadOnly(why) => write!(
+                f,
+                "the database takes no writes ({why}); Pigeonhole needs the primary, not a standby"
             ),
             PgError::NewerSchema { found, known } => write!(
                 f,
@@ -397,7 +404,8 @@ impl PgStore {
     }
 }
 
-/// Refuses a server that would acknowledge commits before they are on disk.
+/// Refuses a server that would acknowledge commits before they are on disk, or that takes
+/// no writes at all (a standby, read-only sessions).
 async fn check_durable(client: &tokio_postgres::Client) -> PgResult<()> {
     for (setting, off) in [("fsync", "off"), ("synchronous_commit", "off")] {
         let row = client.query_one(&format!("SHOW {setting}"), &[]).await?;
@@ -405,6 +413,19 @@ async fn check_durable(client: &tokio_postgres::Client) -> PgResult<()> {
         if value == off {
             return Err(PgError::NotDurable(format!("{setting} is {value}")));
         }
+    }
+    let row = client
+        .query_one(
+            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only')",
+            &[],
+        )
+        .await?;
+    let (recovering, read_only): (bool, String) = (row.try_get(0)?, row.try_get(1)?);
+    if recovering {
+        return Err(PgError::ReadOnly("it is a standby, in recovery".into()));
+    }
+    if read_only == "on" {
+        return Err(PgError::ReadOnly("its sessions are read-only".into()));
     }
     Ok(())
 }

@@ -210,7 +210,7 @@ impl PgScheduler {
         ]);
         // `xmax = 0` is true of a row this statement inserted (not of one it updated)
         let row = tx
-            .query_one(
+            .query_opt(
                 &format!(
                     "INSERT INTO scheduled_items ({SCHEDULED_COLUMNS}) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
@@ -224,7 +224,14 @@ impl PgScheduler {
                 &values,
             )
             .await?;
-        Ok(row.try_get(0)?)
+        match row {
+            Some(row) => Ok(row.try_get(0)?),
+            // the id is another account's item: nothing was written
+            None => Err(PgError::Corrupt(format!(
+                "the scheduled item id {} belongs to another account",
+                item.id
+            ))),
+        }
     }
 
     pub async fn settings(&self, account: Uuid) -> PgResult<TimeZoneSetting> {
@@ -553,6 +560,42 @@ impl PgScheduler {
             .iter()
             .map(|row| Ok((instant(row, "due")?, row.try_get("account")?, row.try_get("id")?)))
             .collect()
+    }
+
+    /// [`Self::due_items`] for one of several processes (issue 21 point 3): up to `limit`
+    /// entries due at `now` that no other claimant holds, claimed by `claimant` until the
+    /// database's clock passes `lease` from now. Rows another transaction has locked are
+    /// skipped (`FOR UPDATE SKIP LOCKED`), so concurrent claimants get disjoint entries; a
+    /// claimant that dies loses its claims when their leases run out. Triggering the item
+    /// ([`Self::trigger_item`]) moves or deletes it, which ends the claim.
+    pub async fn claim_due(
+        &self,
+        now: Timestamp,
+        limit: usize,
+        claimant: &str,
+        lease: std::time::Duration,
+    ) -> PgResult<Vec<(Timestamp, Uuid, Uuid)>> {
+        let nanos = rows::nanos(now)?;
+        let limit = to_bigint(limit as u64, "limit")?;
+        let lease = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
+        let client = self.pool.get().await?;
+        let mut claimed = client
+            .query(
+                "UPDATE scheduled_items SET claimed_by = $4, \
+                 lease_until = now() + make_interval(secs => $5::bigint / 1e6) \
+                 WHERE id IN (SELECT id FROM scheduled_items \
+                              WHERE (due_secs, due_nanos) <= ($1, $2) \
+                              AND (lease_until IS NULL OR lease_until < now()) \
+                              ORDER BY due_secs, due_nanos, id LIMIT $3 FOR UPDATE SKIP LOCKED) \
+                 RETURNING due_secs, due_nanos, account, id",
+                &[&now.secs, &nanos, &limit, &claimant, &lease],
+            )
+            .await?
+            .iter()
+            .map(|row| Ok((instant(row, "due")?, row.try_get("account")?, row.try_get("id")?)))
+            .collect::<PgResult<Vec<(Timestamp, Uuid, Uuid)>>>()?;
+        claimed.sort();
+        Ok(claimed)
     }
 
     /// Triggers the item (`at`, `owner`, `id`, as [`Self::due_items`] read it) if it is still

@@ -1293,6 +1293,23 @@ mod scheduler_items {
             };
             assert!(s.sync(owner, &mut bad).await.is_err());
             assert_eq!(s.counts(owner).await.expect("counts"), (2, 0));
+            // so is one that would overwrite another account's item by its id
+            let bob = created(
+                s.accounts
+                    .register("bob", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .id;
+            let bobs = item(bob, "bob's", None, None);
+            add(&s, &bobs, at(300, 0)).await;
+            let mut stealing = |_: &[ScheduledItem], _: &TimeZoneSetting| ScheduledChanges {
+                delete: vec![kept.id],
+                put: vec![(ScheduledItem { owner, ..bobs.clone() }, at(1, 0))],
+            };
+            assert!(s.sync(owner, &mut stealing).await.is_err());
+            assert_eq!(s.scheduled(bob, bobs.id).await.expect("read"), Some(bobs.clone()));
+            assert_eq!(s.counts(owner).await.expect("counts"), (2, 0));
         });
     }
 }
@@ -1602,4 +1619,169 @@ mod queues {
             assert_eq!(items.len(), 20);
         });
     }
+}
+
+/// The health check's "database writable", and the pool's state.
+#[test]
+fn writable_says_when_the_database_takes_no_writes() {
+    let Some((cluster, connection, db)) = fresh("writable_says_when_the_database_takes_no_writes") else {
+        return;
+    };
+    let rt = runtime();
+    let store = rt.block_on(store_on(&connection));
+    rt.block_on(async {
+        assert_eq!(store.writable().await, Ok(()));
+        let stats = store.pool_stats();
+        assert!(stats.open >= 1 && stats.open <= stats.max, "{stats:?}");
+        assert_eq!(stats.max, POOL_SIZE);
+        store.flush().await.expect("flush");
+    });
+    cluster
+        .psql(
+            "postgres",
+            &format!("ALTER DATABASE {db} SET default_transaction_read_only = on"),
+        )
+        .expect("psql");
+    rt.block_on(async {
+        // a process already running: its new sessions are read-only, and the health check
+        // says why writes would fail (the pooled connection held, a new one is opened)
+        let _held = store.pool.get().await.expect("connection");
+        let answer = store.writable().await;
+        assert!(
+            answer.as_ref().is_err_and(|why| why.contains("read-only")),
+            "{answer:?}"
+        );
+        // a process starting: refused, saying why
+        let refused = PgStore::connect(&connection).await.err();
+        assert!(matches!(&refused, Some(PgError::ReadOnly(_))), "{refused:?}");
+    });
+    // an unreachable server: the reason, not a hang
+    cluster
+        .psql(
+            "postgres",
+            &format!("ALTER DATABASE {db} RESET default_transaction_read_only"),
+        )
+        .expect("psql");
+    let store = rt.block_on(store_on(&connection));
+    drop(cluster);
+    let answer = rt.block_on(store.writable());
+    assert!(answer.is_err(), "{answer:?}");
+}
+
+/// Several triggerers (processes) claim due items with leases: disjoint claims, every due
+/// item claimed once, a dead claimant's items claimed again once its leases run out.
+#[test]
+fn due_items_are_claimed_once_with_leases() {
+    use crate::domain::scheduler::models::{Day, ScheduledItem, Tickle, TimeZoneSetting};
+    use std::time::Duration;
+    let Some((_cluster, connection, _db)) = fresh("due_items_are_claimed_once_with_leases") else {
+        return;
+    };
+    runtime().block_on(async {
+        let one = store_on(&connection).await.scheduler();
+        let two = store_on(&connection).await.scheduler();
+        let owner = created(
+            one.accounts
+                .register("alice", "h".into(), at(1, 0))
+                .await
+                .expect("register"),
+        )
+        .id;
+        for i in 0..200u32 {
+            let item = ScheduledItem {
+                id: crate::domain::wire::new_uuid(),
+                owner,
+                tickle: Tickle {
+                    content: format!("{i}").into_bytes(),
+                    day: Day {
+                        year: 2030,
+                        month: 1,
+                        day: 1,
+                    },
+                    time: None,
+                    recurrence: None,
+                },
+                created: at(1, i),
+                server_time: 0,
+            };
+            // all due at the same moment
+            let due = at(1_000, 0);
+            one.add_scheduled(&item, &mut |_| due, None)
+                .await
+                .expect("add")
+                .durable()
+                .await
+                .expect("durable");
+        }
+        // two claimants, in turns of 30 at once, concurrently
+        let claim = |s: PgScheduler, name: &'static str| {
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                loop {
+                    let got = s
+                        .claim_due(at(1_000, 0), 30, name, Duration::from_secs(60))
+                        .await
+                        .expect("claim");
+                    if got.is_empty() {
+                        return mine;
+                    }
+                    mine.extend(got);
+                }
+            })
+        };
+        // "two" holds twenty before the race, so that it surely has some
+        let mut b = two
+            .claim_due(at(1_000, 0), 20, "two", Duration::from_secs(60))
+            .await
+            .expect("claim");
+        assert_eq!(b.len(), 20);
+        let (racing_a, racing_b) = (claim(one.clone(), "one"), claim(two.clone(), "two"));
+        let a = racing_a.await.expect("task");
+        b.extend(racing_b.await.expect("task"));
+        let ids: std::collections::HashSet<_> = a.iter().chain(&b).map(|(_, _, id)| *id).collect();
+        assert_eq!(a.len() + b.len(), 200);
+        assert_eq!(ids.len(), 200);
+        // "one" triggers what it claimed; "two" dies: its leases run out and "one" claims them
+        let mut done = |_: &ScheduledItem, _: &TimeZoneSetting| None;
+        for entry in &a {
+            let copy = one
+                .trigger_item(*entry, at(1_000, 1), &mut done)
+                .await
+                .expect("trigger");
+            assert!(copy.durable().await.expect("durable").is_some());
+        }
+        assert!(one
+            .claim_due(at(1_000, 0), 500, "one", Duration::from_secs(60))
+            .await
+            .expect("claim")
+            .is_empty());
+        let left: Vec<_> = b.iter().map(|(_, _, id)| *id).collect();
+        // shorten two's leases to the past, as if a minute went by
+        let client = one.pool.get().await.expect("connection");
+        client
+            .execute(
+                "UPDATE scheduled_items SET lease_until = now() - interval '1 second' WHERE claimed_by = 'two'",
+                &[],
+            )
+            .await
+            .expect("expire");
+        let again = one
+            .claim_due(at(1_000, 0), 500, "one", Duration::from_secs(60))
+            .await
+            .expect("claim");
+        let mut again: Vec<_> = again.iter().map(|(_, _, id)| *id).collect();
+        let mut left = left;
+        again.sort();
+        left.sort();
+        assert_eq!(again, left);
+        for entry in b {
+            one.trigger_item(entry, at(1_000, 1), &mut done)
+                .await
+                .expect("trigger")
+                .durable()
+                .await
+                .expect("durable");
+        }
+        assert_eq!(one.counts(owner).await.expect("counts"), (0, 200));
+    });
 }
