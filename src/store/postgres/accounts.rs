@@ -7,11 +7,12 @@
 //! (`SELECT … FOR UPDATE`) first, as the sled store takes the account's stripe lock.
 
 use super::rows::{self, from_bigint, instant, optional_instant, to_bigint};
-use super::{transaction, Committed, PgError, PgResult};
+use super::{transaction, PgError, PgResult};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::permissions::Permissions;
 use crate::domain::wire::Timestamp;
 use crate::store::Registration;
+use crate::store::Written;
 use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -117,7 +118,7 @@ impl PgAccounts {
         username: &str,
         password_hash: String,
         now: Timestamp,
-    ) -> PgResult<Committed<Registration>> {
+    ) -> PgResult<Written<Registration>> {
         let account = Account {
             id: crate::domain::wire::new_uuid(),
             username: username.to_owned(),
@@ -138,8 +139,8 @@ impl PgAccounts {
             .query_opt(&sql, &[&account.id, &account.username, &kind, &hash, &now.secs, &nanos])
             .await?;
         Ok(match inserted {
-            Some(_) => Committed::new(Registration::Created(account)),
-            None => Committed::unchanged(Registration::Taken),
+            Some(_) => Written::committed(Registration::Created(account)),
+            None => Written::unchanged(Registration::Taken),
         })
     }
 
@@ -173,7 +174,7 @@ impl PgAccounts {
     }
 
     /// Records a login (never moving the last login back); `false` when the account is gone.
-    pub async fn set_last_login(&self, id: Uuid, at: Timestamp) -> PgResult<Committed<bool>> {
+    pub async fn set_last_login(&self, id: Uuid, at: Timestamp) -> PgResult<Written<bool>> {
         let sql = format!(
             "UPDATE {} SET
                  last_login_secs = CASE WHEN last_login_secs IS NULL OR (last_login_secs, last_login_nanos) < ($2, $3)
@@ -187,9 +188,9 @@ impl PgAccounts {
         let client = self.pool.get().await?;
         let n = client.execute(&sql, &[&id, &at.secs, &nanos]).await?;
         Ok(if n == 1 {
-            Committed::new(true)
+            Written::committed(true)
         } else {
-            Committed::unchanged(false)
+            Written::unchanged(false)
         })
     }
 
@@ -201,7 +202,7 @@ impl PgAccounts {
         id: Uuid,
         expected: &PasswordHash,
         new_hash: String,
-    ) -> PgResult<Committed<bool>> {
+    ) -> PgResult<Written<bool>> {
         self.replace_password(id, expected, new_hash, true).await
     }
 
@@ -212,7 +213,7 @@ impl PgAccounts {
         id: Uuid,
         expected: &PasswordHash,
         new_hash: String,
-    ) -> PgResult<Committed<bool>> {
+    ) -> PgResult<Written<bool>> {
         self.replace_password(id, expected, new_hash, false).await
     }
 
@@ -222,7 +223,7 @@ impl PgAccounts {
         expected: &PasswordHash,
         new_hash: String,
         revoke: bool,
-    ) -> PgResult<Committed<bool>> {
+    ) -> PgResult<Written<bool>> {
         let (kind, hash) = password_columns(expected);
         let epoch = if revoke { "epoch + 1" } else { "epoch" };
         let sql = format!(
@@ -233,9 +234,9 @@ impl PgAccounts {
         let client = self.pool.get().await?;
         let n = client.execute(&sql, &[&id, &kind, &hash, &new_hash]).await?;
         Ok(if n == 1 {
-            Committed::new(true)
+            Written::committed(true)
         } else {
-            Committed::unchanged(false)
+            Written::unchanged(false)
         })
     }
 
@@ -250,19 +251,19 @@ impl PgAccounts {
     }
 
     /// Records the payment customer of an existing account; `false` when there is none.
-    pub async fn set_customer(&self, id: Uuid, customer: &str) -> PgResult<Committed<bool>> {
+    pub async fn set_customer(&self, id: Uuid, customer: &str) -> PgResult<Written<bool>> {
         let sql = format!("UPDATE {} SET payment_customer = $2 WHERE id = $1", self.accounts());
         let client = self.pool.get().await?;
         let n = client.execute(&sql, &[&id, &customer]).await?;
         Ok(if n == 1 {
-            Committed::new(true)
+            Written::committed(true)
         } else {
-            Committed::unchanged(false)
+            Written::unchanged(false)
         })
     }
 
     /// Stores a new access key of the account; `false` when the account is gone.
-    pub async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> PgResult<Committed<bool>> {
+    pub async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> PgResult<Written<bool>> {
         let sql = format!(
             "INSERT INTO {} ({KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             self.keys()
@@ -276,7 +277,7 @@ impl PgAccounts {
         };
         transaction!(self, |tx| {
             if !self.lock(&tx, account).await? {
-                return Ok(Committed::unchanged(false));
+                return Ok(Written::unchanged(false));
             }
             tx.execute(
                 &sql,
@@ -293,7 +294,7 @@ impl PgAccounts {
                 ],
             )
             .await?;
-            Ok(Committed::new(true))
+            Ok(Written::committed(true))
         })
     }
 
@@ -312,7 +313,7 @@ impl PgAccounts {
         id: Uuid,
         expected: &KeySecret,
         digest: [u8; 32],
-    ) -> PgResult<Committed<bool>> {
+    ) -> PgResult<Written<bool>> {
         let condition = match expected {
             KeySecret::Digest(_) => "secret_digest = $4",
             KeySecret::LegacyBcrypt(_) => "secret_bcrypt = $4",
@@ -328,9 +329,9 @@ impl PgAccounts {
             KeySecret::LegacyBcrypt(h) => client.execute(&sql, &[&account, &id, &digest, h]).await?,
         };
         Ok(if n == 1 {
-            Committed::new(true)
+            Written::committed(true)
         } else {
-            Committed::unchanged(false)
+            Written::unchanged(false)
         })
     }
 
@@ -378,14 +379,14 @@ impl PgAccounts {
         from_bigint(n, "access key seq")
     }
 
-    pub async fn delete_access_key(&self, account: Uuid, id: Uuid) -> PgResult<Committed<bool>> {
+    pub async fn delete_access_key(&self, account: Uuid, id: Uuid) -> PgResult<Written<bool>> {
         let sql = format!("DELETE FROM {} WHERE account = $1 AND id = $2", self.keys());
         let client = self.pool.get().await?;
         let n = client.execute(&sql, &[&account, &id]).await?;
         Ok(if n == 1 {
-            Committed::new(true)
+            Written::committed(true)
         } else {
-            Committed::unchanged(false)
+            Written::unchanged(false)
         })
     }
 }

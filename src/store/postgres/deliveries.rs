@@ -11,9 +11,10 @@
 use super::emails::{at_once, email_from, insert_email, PgQueueKey, EMAIL_COLUMNS};
 use super::rows::{self, from_bigint, instant, to_bigint};
 use super::scheduler::PgScheduler;
-use super::{transaction, Committed, PgError, PgResult};
+use super::{transaction, PgError, PgResult};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{Delivery, Outcome};
+use crate::store::Written;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
@@ -71,7 +72,7 @@ impl PgScheduler {
     /// deliveries (inbox) or queued e-mails to render (e-mail), each list in a transaction
     /// of its own; triggers deleted meanwhile, and e-mail triggers no longer verified, are
     /// skipped. Answers how many lists it took.
-    pub async fn expand_targets(&self, email: bool) -> PgResult<Committed<usize>> {
+    pub async fn expand_targets(&self, email: bool) -> PgResult<Written<usize>> {
         let kind = if email { "email" } else { "inbox" };
         let mut total = 0;
         loop {
@@ -131,8 +132,8 @@ impl PgScheduler {
                 Ok(true)
             })?;
             if !took {
-                let value = Committed::new(total);
-                return Ok(if total == 0 { Committed::unchanged(0) } else { value });
+                let value = Written::committed(total);
+                return Ok(if total == 0 { Written::unchanged(0) } else { value });
             }
             total += 1;
         }
@@ -155,7 +156,7 @@ impl PgScheduler {
     }
 
     /// Replaces a pending delivery (after a transient failure) if it is still pending.
-    pub async fn postpone_delivery(&self, k: &PgQueueKey, delivery: &Delivery) -> PgResult<Committed<()>> {
+    pub async fn postpone_delivery(&self, k: &PgQueueKey, delivery: &Delivery) -> PgResult<Written<()>> {
         let PgQueueKey::Delivery(id) = k else {
             return Err(PgError::Corrupt(
                 "an e-mail's key where a delivery's was expected".into(),
@@ -172,9 +173,9 @@ impl PgScheduler {
             )
             .await?;
         Ok(if n == 1 {
-            Committed::new(())
+            Written::committed(())
         } else {
-            Committed::unchanged(())
+            Written::unchanged(())
         })
     }
 
@@ -194,13 +195,13 @@ impl PgScheduler {
         k: &PgQueueKey,
         delivery: &Delivery,
         outcome: Outcome,
-    ) -> PgResult<Committed<()>> {
+    ) -> PgResult<Written<()>> {
         let (kind, inbox_item, reason) = outcome_columns(&outcome);
         let nanos = rows::nanos(delivery.trigger_created)?;
         transaction!(self, |tx| {
             self.accounts.lock(&tx, delivery.owner).await?;
             if !Self::remove_pending_in(&tx, k).await? {
-                return Ok(Committed::unchanged(()));
+                return Ok(Written::unchanged(()));
             }
             let exists = tx
                 .query_opt(
@@ -228,17 +229,17 @@ impl PgScheduler {
                 )
                 .await?;
             }
-            Ok(Committed::new(()))
+            Ok(Written::committed(()))
         })
     }
 
     /// Removes a pending delivery or queued e-mail without recording anything.
-    pub async fn remove_pending(&self, k: &PgQueueKey) -> PgResult<Committed<()>> {
+    pub async fn remove_pending(&self, k: &PgQueueKey) -> PgResult<Written<()>> {
         transaction!(self, |tx| {
             Ok(if Self::remove_pending_in(&tx, k).await? {
-                Committed::new(())
+                Written::committed(())
             } else {
-                Committed::unchanged(())
+                Written::unchanged(())
             })
         })
     }
@@ -246,7 +247,7 @@ impl PgScheduler {
     /// The failed deliveries of the account's triggered items `ids` become pending again
     /// (same delivery id, fresh budget), unless their trigger is gone; the failed attempts
     /// are taken off the items.
-    pub async fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> PgResult<Committed<()>> {
+    pub async fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> PgResult<Written<()>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let failed = tx
@@ -261,7 +262,7 @@ impl PgScheduler {
                 )
                 .await?;
             if failed.is_empty() {
-                return Ok(Committed::unchanged(()));
+                return Ok(Written::unchanged(()));
             }
             for row in &failed {
                 let item: Uuid = row.try_get("triggered_item")?;
@@ -293,7 +294,7 @@ impl PgScheduler {
                     }
                 }
             }
-            Ok(Committed::new(()))
+            Ok(Written::committed(()))
         })
     }
 

@@ -5,10 +5,11 @@
 
 use super::rows::{self, from_bigint, instant, optional_instant, to_bigint};
 use super::scheduler::PgScheduler;
-use super::{Committed, PgError, PgResult};
+use super::{PgError, PgResult};
 use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
 use crate::domain::scheduler::models::Delivery;
 use crate::domain::wire::Timestamp;
+use crate::store::Written;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
@@ -237,12 +238,12 @@ pub(super) async fn insert_email(tx: &Transaction<'_>, email: &QueuedEmail) -> P
 
 impl PgScheduler {
     /// Queues an e-mail (admin notifications).
-    pub async fn queue_email(&self, email: &QueuedEmail) -> PgResult<Committed<PgQueueKey>> {
+    pub async fn queue_email(&self, email: &QueuedEmail) -> PgResult<Written<PgQueueKey>> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let key = insert_email(&tx, email).await?;
         tx.commit().await?;
-        Ok(Committed::new(key))
+        Ok(Written::committed(key))
     }
 
     /// Up to `limit` queued e-mails of one stage, oldest first, with their keys.
@@ -275,7 +276,7 @@ impl PgScheduler {
 
     /// Replaces a queued e-mail if it is still queued: rendered (it moves on to the rendered
     /// stage, keeping its place in the order) or postponed.
-    pub async fn replace_email(&self, k: &PgQueueKey, email: &QueuedEmail) -> PgResult<Committed<()>> {
+    pub async fn replace_email(&self, k: &PgQueueKey, email: &QueuedEmail) -> PgResult<Written<()>> {
         let PgQueueKey::Email(seq) = k else {
             return Err(PgError::Corrupt(
                 "a delivery's key where an e-mail's was expected".into(),
@@ -297,9 +298,9 @@ impl PgScheduler {
             )
             .await?;
         Ok(if n == 1 {
-            Committed::new(())
+            Written::committed(())
         } else {
-            Committed::unchanged(())
+            Written::unchanged(())
         })
     }
 }

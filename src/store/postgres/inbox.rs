@@ -5,10 +5,11 @@
 
 use super::accounts::{PgAccounts, Service};
 use super::rows::{self, from_bigint, instant};
-use super::{transaction, Committed, PgError, PgResult};
+use super::{transaction, PgError, PgResult};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
 use crate::store::inbox::AddOutcome;
+use crate::store::Written;
 use deadpool_postgres::Pool;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
@@ -97,7 +98,7 @@ impl PgInbox {
         item: &InboxItem,
         idempotency: Option<&str>,
         max_items: Option<u64>,
-    ) -> PgResult<Committed<AddOutcome>> {
+    ) -> PgResult<Written<AddOutcome>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             if let Some(key) = idempotency {
@@ -108,12 +109,12 @@ impl PgInbox {
                     )
                     .await?;
                 if let Some(row) = first {
-                    return Ok(Committed::unchanged(AddOutcome::Repeated(row.try_get(0)?)));
+                    return Ok(Written::unchanged(AddOutcome::Repeated(row.try_get(0)?)));
                 }
             }
             let n = Self::count_in(&tx, account).await?;
             if max_items.is_some_and(|max| n >= max) {
-                return Ok(Committed::unchanged(AddOutcome::LimitReached));
+                return Ok(Written::unchanged(AddOutcome::LimitReached));
             }
             Self::insert(&tx, account, item).await?;
             if let Some(key) = idempotency {
@@ -123,7 +124,7 @@ impl PgInbox {
                 )
                 .await?;
             }
-            Ok(Committed::new(AddOutcome::Added(item.id)))
+            Ok(Written::committed(AddOutcome::Added(item.id)))
         })
     }
 
@@ -141,7 +142,7 @@ impl PgInbox {
     }
 
     /// Deletes the account's item `id`; nothing happens when it has none such.
-    pub async fn delete_item(&self, account: Uuid, id: Uuid) -> PgResult<Committed<bool>> {
+    pub async fn delete_item(&self, account: Uuid, id: Uuid) -> PgResult<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
             .execute(
@@ -150,9 +151,9 @@ impl PgInbox {
             )
             .await?;
         Ok(if n == 1 {
-            Committed::new(true)
+            Written::committed(true)
         } else {
-            Committed::unchanged(false)
+            Written::unchanged(false)
         })
     }
 
@@ -205,7 +206,7 @@ impl PgInbox {
         &self,
         account: Uuid,
         decide: &mut (dyn FnMut(&[InboxItem]) -> ItemChanges + Send),
-    ) -> PgResult<Committed<()>> {
+    ) -> PgResult<Written<()>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let items = tx
@@ -219,7 +220,7 @@ impl PgInbox {
                 .collect::<PgResult<Vec<_>>>()?;
             let changes = decide(&items);
             if changes.delete.is_empty() && changes.add.is_empty() {
-                return Ok(Committed::unchanged(()));
+                return Ok(Written::unchanged(()));
             }
             if !changes.delete.is_empty() {
                 tx.execute(
@@ -231,21 +232,21 @@ impl PgInbox {
             for item in &changes.add {
                 Self::insert(&tx, account, item).await?;
             }
-            Ok(Committed::new(()))
+            Ok(Written::committed(()))
         })
     }
 
     /// Deletes the account and everything of it (items, access keys, idempotency keys: by
     /// the foreign keys' cascades) in one transaction. `false` when there was no such account.
-    pub async fn delete_account(&self, account: Uuid) -> PgResult<Committed<bool>> {
+    pub async fn delete_account(&self, account: Uuid) -> PgResult<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
             .execute("DELETE FROM inbox_accounts WHERE id = $1", &[&account])
             .await?;
         Ok(if n == 1 {
-            Committed::new(true)
+            Written::committed(true)
         } else {
-            Committed::unchanged(false)
+            Written::unchanged(false)
         })
     }
 }

@@ -8,7 +8,7 @@
 //! what several processes share ([`shared`]: the signing key, the throttles).
 //!
 //! Every write is one transaction and returns only after its COMMIT, with
-//! `synchronous_commit` on: committed is durable, so a write answers a [`Committed`] receipt
+//! `synchronous_commit` on: committed is durable, so a write answers a `Written` receipt
 //! whose result is there at once (it becomes the store's engine-neutral `Written` when the
 //! traits of issue 21 point 1 land). The read-check-write sequences of one account are
 //! serialised by `SELECT … FOR UPDATE` on the account's row, and a transaction that fails
@@ -224,38 +224,6 @@ impl From<PgError> for super::StoreError {
 }
 
 pub type PgResult<T> = std::result::Result<T, PgError>;
-
-/// The result of a committed write: durable already (the method returned after COMMIT with
-/// `synchronous_commit` on). The same surface as the sled store's `Written`, which it
-/// becomes once that is engine-neutral.
-#[must_use = "a write counts only once `.durable().await` has answered"]
-#[derive(Debug)]
-pub struct Committed<T> {
-    value: T,
-    changed: bool,
-}
-
-impl<T> Committed<T> {
-    /// A write that was committed.
-    pub(crate) fn new(value: T) -> Committed<T> {
-        Committed { value, changed: true }
-    }
-
-    /// A transaction that changed nothing.
-    pub(crate) fn unchanged(value: T) -> Committed<T> {
-        Committed { value, changed: false }
-    }
-
-    /// Whether the write changed anything.
-    pub fn changed(&self) -> bool {
-        self.changed
-    }
-
-    /// The result: at once, the write is committed.
-    pub async fn durable(self) -> PgResult<T> {
-        Ok(self.value)
-    }
-}
 
 /// How many times a transaction refused as conflicting is run again.
 pub const MAX_RETRIES: u32 = 8;

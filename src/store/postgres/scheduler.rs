@@ -10,13 +10,14 @@
 
 use super::accounts::{PgAccounts, Service};
 use super::rows::{self, from_bigint, instant, to_bigint};
-use super::{transaction, Committed, PgError, PgResult};
+use super::{transaction, PgError, PgResult};
 use crate::domain::scheduler::models::{
     Day, Recurrence, ScheduledItem, Tickle, TimeOfDay, TimeZoneSetting, TriggeredItem,
 };
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::wire::Timestamp;
 use crate::store::scheduler::AddOutcome;
+use crate::store::Written;
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Transaction};
@@ -247,7 +248,7 @@ impl PgScheduler {
         account: Uuid,
         settings: &TimeZoneSetting,
         due_of: &(dyn Fn(&ScheduledItem) -> Timestamp + Sync),
-    ) -> PgResult<Committed<()>> {
+    ) -> PgResult<Written<()>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             tx.execute(
@@ -274,7 +275,7 @@ impl PgScheduler {
                     .await?;
                 }
             }
-            Ok(Committed::new(()))
+            Ok(Written::committed(()))
         })
     }
 
@@ -285,7 +286,7 @@ impl PgScheduler {
         item: &ScheduledItem,
         due_of: &mut (dyn FnMut(&TimeZoneSetting) -> Timestamp + Send),
         cap: Option<u64>,
-    ) -> PgResult<Committed<AddOutcome>> {
+    ) -> PgResult<Written<AddOutcome>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, item.owner).await?;
             if let Some(cap) = cap {
@@ -297,12 +298,12 @@ impl PgScheduler {
                     .await?
                     .try_get(0)?;
                 if from_bigint::<u64>(n, "count")? >= cap {
-                    return Ok(Committed::unchanged(AddOutcome::LimitReached));
+                    return Ok(Written::unchanged(AddOutcome::LimitReached));
                 }
             }
             let due = due_of(&Self::settings_in(&tx, item.owner).await?);
             Self::put_scheduled(&tx, item, due).await?;
-            Ok(Committed::new(AddOutcome::Added))
+            Ok(Written::committed(AddOutcome::Added))
         })
     }
 
@@ -326,16 +327,16 @@ impl PgScheduler {
         account: Uuid,
         id: Uuid,
         edit: &mut (dyn FnMut(ScheduledItem, &TimeZoneSetting) -> (ScheduledItem, Timestamp) + Send),
-    ) -> PgResult<Committed<bool>> {
+    ) -> PgResult<Written<bool>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let Some((item, _)) = Self::scheduled_in(&tx, account, id).await? else {
-                return Ok(Committed::unchanged(false));
+                return Ok(Written::unchanged(false));
             };
             let settings = Self::settings_in(&tx, account).await?;
             let (item, due) = edit(item, &settings);
             Self::put_scheduled(&tx, &item, due).await?;
-            Ok(Committed::new(true))
+            Ok(Written::committed(true))
         })
     }
 
@@ -403,7 +404,7 @@ impl PgScheduler {
 
     /// Deletes the account's scheduled or triggered item `id` (a triggered item with its
     /// pending deliveries, e-mails and target lists: by the foreign keys' cascades).
-    pub async fn delete_item(&self, account: Uuid, id: Uuid) -> PgResult<Committed<bool>> {
+    pub async fn delete_item(&self, account: Uuid, id: Uuid) -> PgResult<Written<bool>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let n = tx
@@ -423,23 +424,23 @@ impl PgScheduler {
                 n => n,
             };
             Ok(if n > 0 {
-                Committed::new(true)
+                Written::committed(true)
             } else {
-                Committed::unchanged(false)
+                Written::unchanged(false)
             })
         })
     }
 
     /// Deletes all triggered items of the account, with their pending deliveries.
-    pub async fn delete_triggered_items(&self, account: Uuid) -> PgResult<Committed<bool>> {
+    pub async fn delete_triggered_items(&self, account: Uuid) -> PgResult<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
             .execute("DELETE FROM triggered_items WHERE account = $1", &[&account])
             .await?;
         Ok(if n > 0 {
-            Committed::new(true)
+            Written::committed(true)
         } else {
-            Committed::unchanged(false)
+            Written::unchanged(false)
         })
     }
 
@@ -479,7 +480,7 @@ impl PgScheduler {
         &self,
         account: Uuid,
         decide: &mut (dyn FnMut(&[ScheduledItem], &TimeZoneSetting) -> ScheduledChanges + Send),
-    ) -> PgResult<Committed<()>> {
+    ) -> PgResult<Written<()>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let items = tx
@@ -494,7 +495,7 @@ impl PgScheduler {
             let settings = Self::settings_in(&tx, account).await?;
             let changes = decide(&items, &settings);
             if changes.delete.is_empty() && changes.put.is_empty() {
-                return Ok(Committed::unchanged(()));
+                return Ok(Written::unchanged(()));
             }
             if !changes.delete.is_empty() {
                 tx.execute(
@@ -512,7 +513,7 @@ impl PgScheduler {
                 }
                 Self::put_scheduled(&tx, item, *due).await?;
             }
-            Ok(Committed::new(()))
+            Ok(Written::committed(()))
         })
     }
 
@@ -610,11 +611,11 @@ impl PgScheduler {
         (_at, owner, id): (Timestamp, Uuid, Uuid),
         now: Timestamp,
         next: &mut NextOccurrence<'_>,
-    ) -> PgResult<Committed<Option<TriggeredItem>>> {
+    ) -> PgResult<Written<Option<TriggeredItem>>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, owner).await?;
             let Some((item, due)) = Self::scheduled_in(&tx, owner, id).await?.filter(|(_, due)| *due <= now) else {
-                return Ok(Committed::unchanged(None));
+                return Ok(Written::unchanged(None));
             };
             let copy = TriggeredItem {
                 id: crate::domain::wire::new_uuid(),
@@ -684,7 +685,7 @@ impl PgScheduler {
                     tx.execute("DELETE FROM scheduled_items WHERE id = $1", &[&id]).await?;
                 }
             }
-            Ok(Committed::new(Some(copy.clone())))
+            Ok(Written::committed(Some(copy.clone())))
         })
     }
 
@@ -722,17 +723,17 @@ impl PgScheduler {
     /// Deletes the account and everything of it (items, triggers, settings, keys, pending
     /// deliveries and target lists by the cascades; its queued e-mails, which name it as
     /// their owner without a reference) in one transaction.
-    pub async fn delete_account(&self, account: Uuid) -> PgResult<Committed<bool>> {
+    pub async fn delete_account(&self, account: Uuid) -> PgResult<Written<bool>> {
         transaction!(self, |tx| {
             let n = tx
                 .execute("DELETE FROM scheduler_accounts WHERE id = $1", &[&account])
                 .await?;
             if n == 0 {
-                return Ok(Committed::unchanged(false));
+                return Ok(Written::unchanged(false));
             }
             tx.execute("DELETE FROM email_queue WHERE owner = $1", &[&account])
                 .await?;
-            Ok(Committed::new(true))
+            Ok(Written::committed(true))
         })
     }
 }

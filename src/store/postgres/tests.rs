@@ -261,8 +261,8 @@ fn at(secs: i64, nanos: u32) -> crate::domain::wire::Timestamp {
     crate::domain::wire::Timestamp::from_unix(secs, nanos)
 }
 
-fn created(r: Committed<crate::store::Registration>) -> crate::domain::account::Account {
-    match r.value {
+async fn created(r: crate::store::Written<crate::store::Registration>) -> crate::domain::account::Account {
+    match r.durable().await.expect("durable") {
         crate::store::Registration::Created(a) => a,
         crate::store::Registration::Taken => panic!("the username was taken"),
     }
@@ -353,7 +353,8 @@ fn accounts_register_once_and_keep_every_field() {
                 .register("alice", "s".into(), at(1, 0))
                 .await
                 .expect("register"),
-        );
+        )
+        .await;
         assert_ne!(bob.id, alice.id);
         // every field comes back, nanoseconds (a leap second's too) included
         let leap = at(1_700_000_001, 1_234_567_891);
@@ -382,20 +383,20 @@ fn accounts_register_once_and_keep_every_field() {
         // a password change needs the hash it replaces, and starts a new epoch
         let old = read.password_hash.clone();
         let wrong = crate::domain::account::PasswordHash::Pbkdf2("other".into());
-        assert!(
-            !accounts
-                .change_password(alice.id, &wrong, "new".into())
-                .await
-                .expect("change")
-                .value
-        );
-        assert!(
-            accounts
-                .change_password(alice.id, &old, "new".into())
-                .await
-                .expect("change")
-                .value
-        );
+        assert!(!accounts
+            .change_password(alice.id, &wrong, "new".into())
+            .await
+            .expect("change")
+            .durable()
+            .await
+            .expect("durable"));
+        assert!(accounts
+            .change_password(alice.id, &old, "new".into())
+            .await
+            .expect("change")
+            .durable()
+            .await
+            .expect("durable"));
         let read = accounts.get(alice.id).await.expect("get").expect("there");
         assert_eq!(read.epoch, 1);
         assert_eq!(
@@ -405,27 +406,33 @@ fn accounts_register_once_and_keep_every_field() {
         // upgrading a moved-in bcrypt hash keeps the epoch
         let scheduler = store.accounts(Service::Scheduler);
         let legacy = crate::domain::account::PasswordHash::LegacyBcrypt("$2b$bcrypt".into());
-        assert!(
-            !scheduler
-                .upgrade_password(bob.id, &legacy, "p".into())
-                .await
-                .expect("upgrade")
-                .value
-        );
+        assert!(!scheduler
+            .upgrade_password(bob.id, &legacy, "p".into())
+            .await
+            .expect("upgrade")
+            .durable()
+            .await
+            .expect("durable"));
         // the payment customer
         assert_eq!(accounts.customer(alice.id).await.expect("customer"), None);
-        assert!(accounts.set_customer(alice.id, "cus_1").await.expect("set").value);
+        assert!(accounts
+            .set_customer(alice.id, "cus_1")
+            .await
+            .expect("set")
+            .durable()
+            .await
+            .expect("durable"));
         assert_eq!(
             accounts.customer(alice.id).await.expect("customer").as_deref(),
             Some("cus_1")
         );
-        assert!(
-            !accounts
-                .set_customer(uuid::Uuid::nil(), "cus_2")
-                .await
-                .expect("set")
-                .value
-        );
+        assert!(!accounts
+            .set_customer(uuid::Uuid::nil(), "cus_2")
+            .await
+            .expect("set")
+            .durable()
+            .await
+            .expect("durable"));
         assert_eq!(accounts.all().await.expect("all").len(), 1);
     });
 }
@@ -445,7 +452,8 @@ fn access_keys_are_found_by_digest_upgraded_and_deleted() {
                 .register("alice", "h".into(), at(1, 0))
                 .await
                 .expect("register"),
-        );
+        )
+        .await;
         let s1 = accounts.next_key_seq().await.expect("seq");
         let s2 = accounts.next_key_seq().await.expect("seq");
         assert!(s2 > s1);
@@ -464,16 +472,28 @@ fn access_keys_are_found_by_digest_upgraded_and_deleted() {
             s2,
             KeySecret::LegacyBcrypt("$2b$x".into()),
         );
-        assert!(accounts.add_access_key(alice.id, &later).await.expect("add").value);
-        assert!(accounts.add_access_key(alice.id, &earlier).await.expect("add").value);
+        assert!(accounts
+            .add_access_key(alice.id, &later)
+            .await
+            .expect("add")
+            .durable()
+            .await
+            .expect("durable"));
+        assert!(accounts
+            .add_access_key(alice.id, &earlier)
+            .await
+            .expect("add")
+            .durable()
+            .await
+            .expect("durable"));
         // not for an account that is gone
-        assert!(
-            !accounts
-                .add_access_key(uuid::Uuid::nil(), &key("x", at(1, 0), 1, KeySecret::Digest([8; 32])))
-                .await
-                .expect("add")
-                .value
-        );
+        assert!(!accounts
+            .add_access_key(uuid::Uuid::nil(), &key("x", at(1, 0), 1, KeySecret::Digest([8; 32])))
+            .await
+            .expect("add")
+            .durable()
+            .await
+            .expect("durable"));
         // another key with the same digest is refused by the database
         let twin = key("twin", at(30, 0), 3, KeySecret::Digest([7; 32]));
         assert!(accounts
@@ -500,20 +520,20 @@ fn access_keys_are_found_by_digest_upgraded_and_deleted() {
         assert_eq!(accounts.legacy_access_keys(alice.id).await.expect("legacy").len(), 1);
         // the legacy hash becomes a digest, once
         let old = KeySecret::LegacyBcrypt("$2b$x".into());
-        assert!(
-            accounts
-                .upgrade_access_key(alice.id, earlier.id, &old, [9; 32])
-                .await
-                .expect("upgrade")
-                .value
-        );
-        assert!(
-            !accounts
-                .upgrade_access_key(alice.id, earlier.id, &old, [9; 32])
-                .await
-                .expect("upgrade")
-                .value
-        );
+        assert!(accounts
+            .upgrade_access_key(alice.id, earlier.id, &old, [9; 32])
+            .await
+            .expect("upgrade")
+            .durable()
+            .await
+            .expect("durable"));
+        assert!(!accounts
+            .upgrade_access_key(alice.id, earlier.id, &old, [9; 32])
+            .await
+            .expect("upgrade")
+            .durable()
+            .await
+            .expect("durable"));
         let upgraded = accounts
             .access_key(alice.id, earlier.id)
             .await
@@ -522,20 +542,20 @@ fn access_keys_are_found_by_digest_upgraded_and_deleted() {
         assert_eq!(upgraded.secret, KeySecret::Digest([9; 32]));
         assert_eq!(upgraded.created, at(10, 999_999_999));
         assert!(accounts.legacy_access_keys(alice.id).await.expect("legacy").is_empty());
-        assert!(
-            accounts
-                .delete_access_key(alice.id, later.id)
-                .await
-                .expect("delete")
-                .value
-        );
-        assert!(
-            !accounts
-                .delete_access_key(alice.id, later.id)
-                .await
-                .expect("delete")
-                .value
-        );
+        assert!(accounts
+            .delete_access_key(alice.id, later.id)
+            .await
+            .expect("delete")
+            .durable()
+            .await
+            .expect("durable"));
+        assert!(!accounts
+            .delete_access_key(alice.id, later.id)
+            .await
+            .expect("delete")
+            .durable()
+            .await
+            .expect("durable"));
         assert!(accounts
             .access_key_by_digest(&[7; 32])
             .await
@@ -568,7 +588,8 @@ fn inbox_items_keep_the_limit_and_idempotency_under_concurrency() {
                 .register("alice", "h".into(), at(1, 0))
                 .await
                 .expect("register"),
-        );
+        )
+        .await;
         // twenty concurrent additions to an account of at most five items: five are stored
         let adds: Vec<_> = (0..20)
             .map(|i| {
@@ -602,7 +623,8 @@ fn inbox_items_keep_the_limit_and_idempotency_under_concurrency() {
                 .register("bob", "h".into(), at(1, 0))
                 .await
                 .expect("register"),
-        );
+        )
+        .await;
         let adds: Vec<_> = (0..10)
             .map(|i| {
                 let inbox = inbox.clone();
@@ -635,7 +657,13 @@ fn inbox_items_keep_the_limit_and_idempotency_under_concurrency() {
         assert_eq!(inbox.count(bob.id).await.expect("count"), 1);
         // the key outlives its item, and is answered also at the limit
         let first = *ids.iter().next().expect("an id");
-        assert!(inbox.delete_item(bob.id, first).await.expect("delete").value);
+        assert!(inbox
+            .delete_item(bob.id, first)
+            .await
+            .expect("delete")
+            .durable()
+            .await
+            .expect("durable"));
         let again = inbox
             .add_item(bob.id, &text_item("again", at(6, 0)), Some("key-1"), Some(0))
             .await
@@ -659,14 +687,16 @@ fn inbox_items_list_sync_and_go_with_their_account() {
                 .register("alice", "h".into(), at(1, 0))
                 .await
                 .expect("register"),
-        );
+        )
+        .await;
         let carol = created(
             inbox
                 .accounts
                 .register("carol", "h".into(), at(1, 0))
                 .await
                 .expect("register"),
-        );
+        )
+        .await;
         // listed by created instant (nanoseconds count), then in the order of addition
         let late = text_item("late", at(50, 2));
         let early = text_item("early", at(50, 1));
@@ -690,7 +720,13 @@ fn inbox_items_list_sync_and_go_with_their_account() {
         assert_eq!(inbox.item(alice.id, png.id).await.expect("item"), Some(png.clone()));
         // another account's item is not found through this one
         assert_eq!(inbox.item(carol.id, png.id).await.expect("item"), None);
-        assert!(!inbox.delete_item(carol.id, png.id).await.expect("delete").value);
+        assert!(!inbox
+            .delete_item(carol.id, png.id)
+            .await
+            .expect("delete")
+            .durable()
+            .await
+            .expect("durable"));
         // a sync: the closure sees the items and says what changes
         let added = text_item("from a client", at(80, 0));
         let mut seen = 0;
@@ -717,8 +753,20 @@ fn inbox_items_list_sync_and_go_with_their_account() {
             .await
             .expect("add");
         written.durable().await.expect("durable");
-        assert!(inbox.delete_account(alice.id).await.expect("delete").value);
-        assert!(!inbox.delete_account(alice.id).await.expect("delete").value);
+        assert!(inbox
+            .delete_account(alice.id)
+            .await
+            .expect("delete")
+            .durable()
+            .await
+            .expect("durable"));
+        assert!(!inbox
+            .delete_account(alice.id)
+            .await
+            .expect("delete")
+            .durable()
+            .await
+            .expect("durable"));
         assert_eq!(inbox.count(alice.id).await.expect("count"), 0);
         assert!(inbox.accounts.get(alice.id).await.expect("get").is_none());
     });
@@ -1047,6 +1095,7 @@ mod scheduler_items {
                     .await
                     .expect("register"),
             )
+            .await
             .id;
             let plain = item(owner, "plain", None, None);
             let leap = item(
@@ -1145,7 +1194,7 @@ mod scheduler_items {
         runtime().block_on(async {
             let store = store_on(&connection).await;
             let s = store.scheduler();
-            let owner = created(s.accounts.register("alice", "h".into(), at(1, 0)).await.expect("register")).id;
+            let owner = created(s.accounts.register("alice", "h".into(), at(1, 0)).await.expect("register")).await.id;
             let daily = item(
                 owner,
                 "daily",
@@ -1261,6 +1310,7 @@ mod scheduler_items {
                     .await
                     .expect("register"),
             )
+            .await
             .id;
             let kept = item(owner, "kept", None, None);
             let dropped = item(owner, "dropped", None, None);
@@ -1300,6 +1350,7 @@ mod scheduler_items {
                     .await
                     .expect("register"),
             )
+            .await
             .id;
             let bobs = item(bob, "bob's", None, None);
             add(&s, &bobs, at(300, 0)).await;
@@ -1396,6 +1447,7 @@ mod queues {
                     .await
                     .expect("register"),
             )
+            .await
             .id;
             // triggers, with the verification e-mail in the same transaction
             let inbox = inbox_trigger(owner);
@@ -1445,8 +1497,24 @@ mod queues {
             assert!(matches!(verified.kind, TriggerKind::Email { verified: true, .. }));
             // an item triggers: its lists expand into one inbox delivery and one e-mail
             let item = triggered(&s, owner, at(50, 0)).await;
-            assert_eq!(s.expand_targets(false).await.expect("expand").durable().await, Ok(1));
-            assert_eq!(s.expand_targets(true).await.expect("expand").durable().await, Ok(1));
+            assert_eq!(
+                s.expand_targets(false)
+                    .await
+                    .expect("expand")
+                    .durable()
+                    .await
+                    .expect("durable"),
+                1
+            );
+            assert_eq!(
+                s.expand_targets(true)
+                    .await
+                    .expect("expand")
+                    .durable()
+                    .await
+                    .expect("durable"),
+                1
+            );
             assert!(!s.expand_targets(true).await.expect("expand").changed());
             let pending = s.pending_deliveries(10).await.expect("pending");
             assert_eq!(pending.len(), 1);
@@ -1588,6 +1656,7 @@ mod queues {
                     .await
                     .expect("register"),
             )
+            .await
             .id;
             assert!(s.add_trigger(&inbox_trigger(owner), None).await.expect("add").changed());
             for i in 0..20 {
@@ -1686,6 +1755,7 @@ fn due_items_are_claimed_once_with_leases() {
                 .await
                 .expect("register"),
         )
+        .await
         .id;
         for i in 0..200u32 {
             let item = ScheduledItem {

@@ -6,9 +6,10 @@
 use super::emails::insert_email;
 use super::rows::{self, instant};
 use super::scheduler::PgScheduler;
-use super::{transaction, Committed, PgError, PgResult};
+use super::{transaction, PgError, PgResult};
 use crate::domain::email::QueuedEmail;
 use crate::domain::scheduler::models::{Trigger, TriggerKind};
+use crate::store::Written;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
@@ -99,16 +100,16 @@ async fn put_trigger(tx: &Transaction<'_>, trigger: &Trigger, insert: bool) -> P
 impl PgScheduler {
     /// Stores a new trigger of its owner, with the e-mail that goes with it (verification),
     /// in one transaction; `false` when the owner's account is gone.
-    pub async fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> PgResult<Committed<bool>> {
+    pub async fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> PgResult<Written<bool>> {
         transaction!(self, |tx| {
             if !self.accounts.lock(&tx, trigger.owner).await? {
-                return Ok(Committed::unchanged(false));
+                return Ok(Written::unchanged(false));
             }
             put_trigger(&tx, trigger, true).await?;
             if let Some(email) = &email {
                 insert_email(&tx, email).await?;
             }
-            Ok(Committed::new(true))
+            Ok(Written::committed(true))
         })
     }
 
@@ -159,7 +160,7 @@ impl PgScheduler {
         account: Uuid,
         id: Uuid,
         update: &mut (dyn FnMut(Trigger) -> Option<(Trigger, Option<QueuedEmail>)> + Send),
-    ) -> PgResult<Committed<bool>> {
+    ) -> PgResult<Written<bool>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let Some(row) = tx
@@ -169,10 +170,10 @@ impl PgScheduler {
                 )
                 .await?
             else {
-                return Ok(Committed::unchanged(false));
+                return Ok(Written::unchanged(false));
             };
             let Some((trigger, email)) = update(trigger_from(&row)?) else {
-                return Ok(Committed::unchanged(false));
+                return Ok(Written::unchanged(false));
             };
             if trigger.id != id || trigger.owner != account {
                 return Err(PgError::Corrupt(
@@ -183,19 +184,19 @@ impl PgScheduler {
             if let Some(email) = &email {
                 insert_email(&tx, email).await?;
             }
-            Ok(Committed::new(true))
+            Ok(Written::committed(true))
         })
     }
 
     /// Deletes a trigger of the account with its pending deliveries and queued e-mails.
-    pub async fn delete_trigger(&self, account: Uuid, id: Uuid) -> PgResult<Committed<bool>> {
+    pub async fn delete_trigger(&self, account: Uuid, id: Uuid) -> PgResult<Written<bool>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let n = tx
                 .execute("DELETE FROM triggers WHERE id = $1 AND account = $2", &[&id, &account])
                 .await?;
             if n == 0 {
-                return Ok(Committed::unchanged(false));
+                return Ok(Written::unchanged(false));
             }
             tx.execute(
                 "DELETE FROM deliveries WHERE account = $1 AND trigger = $2",
@@ -207,7 +208,7 @@ impl PgScheduler {
                 &[&account, &id],
             )
             .await?;
-            Ok(Committed::new(true))
+            Ok(Written::committed(true))
         })
     }
 
@@ -221,7 +222,7 @@ impl PgScheduler {
     }
 
     /// Marks a payment event handled; `failed` keeps it (JSON) for the retrier instead.
-    pub async fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> PgResult<Committed<()>> {
+    pub async fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> PgResult<Written<()>> {
         let client = self.pool.get().await?;
         client
             .execute(
@@ -230,7 +231,7 @@ impl PgScheduler {
                 &[&id, &failed],
             )
             .await?;
-        Ok(Committed::new(()))
+        Ok(Written::committed(()))
     }
 
     /// Payment events whose handling failed (JSON), oldest first.
