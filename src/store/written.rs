@@ -18,6 +18,12 @@
 //! each worker awaits the receipts of a pass (or of one delivery) before it wakes the next
 //! stage or records that the pass is done. docs/decisions.md lists them.
 
+//!
+//! The receipt is engine-neutral: its ticket is either the sled writer's (resolved at the
+//! flush and sync that covers it) or "committed" (an engine whose method returns only after
+//! its transaction committed durably, such as PostgreSQL: [`Written::committed`], durable at
+//! once).
+
 use super::writer::Ticket;
 use super::Result;
 
@@ -25,23 +31,40 @@ use super::Result;
 #[must_use = "a write counts only once `.durable().await` has answered"]
 pub struct Written<T> {
     value: T,
+    /// The writer's place in its order (`Ticket::none()` when there is nothing to wait for).
     ticket: Ticket,
+    /// The write was committed durably before the receipt was made (changed something).
+    committed: bool,
 }
 
 impl<T> Written<T> {
     /// `value`, once the write `ticket` stands for is on disk.
-    pub(super) fn new(value: T, ticket: Ticket) -> Written<T> {
-        Written { value, ticket }
+    pub(crate) fn new(value: T, ticket: Ticket) -> Written<T> {
+        Written {
+            value,
+            ticket,
+            committed: false,
+        }
     }
 
     /// A write that changed nothing: `value` at once.
-    pub(super) fn unchanged(value: T) -> Written<T> {
+    pub(crate) fn unchanged(value: T) -> Written<T> {
         Written::new(value, Ticket::none())
+    }
+
+    /// A write that changed something and is durable already (its transaction committed
+    /// before this receipt was made): `value` at once, and [`Written::changed`].
+    pub(crate) fn committed(value: T) -> Written<T> {
+        Written {
+            value,
+            ticket: Ticket::none(),
+            committed: true,
+        }
     }
 
     /// Whether the write changed anything (callers wake a worker only when it did).
     pub fn changed(&self) -> bool {
-        self.ticket.wrote()
+        self.committed || self.ticket.wrote()
     }
 
     /// The result, once the write and every write queued before it are on disk; an error
@@ -53,23 +76,37 @@ impl<T> Written<T> {
 
     /// This receipt and `other` as one: both results once both writes are durable.
     pub fn and<U>(self, other: Written<U>) -> Written<(T, U)> {
-        Written::new((self.value, other.value), self.ticket.and(other.ticket))
+        Written {
+            value: (self.value, other.value),
+            ticket: self.ticket.and(other.ticket),
+            committed: self.committed || other.committed,
+        }
     }
 
     /// The same durability without the result (to join receipts of different writes).
     pub fn discard(self) -> Written<()> {
-        Written::new((), self.ticket)
+        Written {
+            value: (),
+            ticket: self.ticket,
+            committed: self.committed,
+        }
     }
 
     /// Several receipts as one: every result, once the last write is durable.
     pub fn all(receipts: impl IntoIterator<Item = Written<T>>) -> Written<Vec<T>> {
         let mut values = Vec::new();
         let mut ticket = Ticket::none();
+        let mut committed = false;
         for written in receipts {
             values.push(written.value);
             ticket = ticket.and(written.ticket);
+            committed |= written.committed;
         }
-        Written::new(values, ticket)
+        Written {
+            value: values,
+            ticket,
+            committed,
+        }
     }
 }
 
@@ -77,5 +114,26 @@ impl Written<()> {
     /// No write at all: resolves at once (a start for joining receipts).
     pub fn nothing() -> Written<()> {
         Written::unchanged(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A committed receipt (an engine that answers after COMMIT) is durable at once and
+    /// counts as a change, also when joined with receipts that changed nothing.
+    #[tokio::test]
+    async fn a_committed_receipt_is_durable_at_once_and_changed() {
+        let committed = Written::committed(7);
+        assert!(committed.changed());
+        let joined = Written::nothing().and(committed);
+        assert!(joined.changed());
+        assert_eq!(joined.durable().await.expect("at once"), ((), 7));
+        let all = Written::all([Written::unchanged(1), Written::committed(2)]);
+        assert!(all.changed());
+        assert!(!Written::all([Written::unchanged(1)]).changed());
+        assert!(Written::committed(()).discard().changed());
+        assert_eq!(all.durable().await.expect("at once"), vec![1, 2]);
     }
 }
