@@ -1148,6 +1148,59 @@ mod tests {
         chunks.map(|c| c.map(|b| b.to_vec()).map_err(|e| e.message)).collect()
     }
 
+    /// `n` items of about 1 KB in pages of 10; reading the page at `fail_at` fails.
+    fn pages_of(n: usize, fail_at: Option<usize>) -> impl Fn(Option<usize>) -> Page<String, usize> + Send + Sync {
+        move |at| {
+            let start = at.unwrap_or(0);
+            Box::pin(async move {
+                if fail_at == Some(start) {
+                    return Err(ApiError::internal("broken"));
+                }
+                let end = (start + 10).min(n);
+                let page = (start..end).map(|i| format!("{i}{}", "x".repeat(1000))).collect();
+                Ok((page, (end < n).then_some(end)))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn pages_are_answered_whole_when_short_streamed_when_long_and_an_error_is_the_answer() {
+        use futures_util::StreamExt;
+        let short = Reply::json_pages(pages_of(25, None))
+            .await
+            .map_err(|e| e.message)
+            .unwrap();
+        let Payload::Full(body) = short.body else {
+            panic!("a short list is answered from memory");
+        };
+        assert_eq!(serde_json::from_slice::<Vec<String>>(&body).unwrap().len(), 25);
+        let empty = Reply::json_pages(pages_of(0, None))
+            .await
+            .map_err(|e| e.message)
+            .unwrap();
+        assert!(matches!(empty.body, Payload::Full(ref b) if b == b"[]"));
+
+        let long = Reply::json_pages(pages_of(2000, None))
+            .await
+            .map_err(|e| e.message)
+            .unwrap();
+        let Payload::Stream(ChunkStream(chunks)) = long.body else {
+            panic!("a long list is streamed");
+        };
+        let chunks: Vec<_> = chunks.collect().await;
+        assert!(chunks.len() > 2, "{} chunks", chunks.len());
+        let whole: Vec<u8> = chunks
+            .into_iter()
+            .flat_map(|c| c.map_err(|e| e.message).unwrap().to_vec())
+            .collect();
+        let list: Vec<String> = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(list.len(), 2000);
+        assert!(list[1999].starts_with("1999x"));
+
+        let failing = Reply::json_pages(pages_of(2000, Some(1500))).await;
+        assert_eq!(failing.err().expect("the error is the answer").message, "broken");
+    }
+
     #[test]
     fn a_json_array_is_sent_in_chunks_as_its_items_are_read() {
         let empty = chunks_of(Reply::json_array(std::iter::empty::<Result<u32, ApiError>>()));

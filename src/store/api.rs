@@ -27,6 +27,10 @@ use crate::domain::wire::Timestamp;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+/// What an import reads from its request: hands each record to the callback, in order
+/// (an engine writes them in bounded batches as they come).
+pub type Feed<'a, T> = &'a mut dyn FnMut(&mut dyn FnMut(T) -> Result<()>) -> Result<()>;
+
 /// The accounts of one service (each service keeps its own): accounts, passwords, access
 /// keys, the payment customer and registration.
 #[async_trait]
@@ -124,7 +128,7 @@ pub trait InboxItems: Send + Sync {
         account: Uuid,
         ids: &[Uuid],
         max_items: Option<u64>,
-        items: &mut dyn FnMut(&mut dyn FnMut(InboxItem) -> Result<()>) -> Result<()>,
+        items: Feed<'_, InboxItem>,
         wait: WaitDurable<'_>,
     ) -> Result<ImportOutcome>;
 }
@@ -217,7 +221,7 @@ pub trait ScheduledItems: Send + Sync {
         settings: Option<&TimeZoneSetting>,
         due_of: &(dyn Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp + Send + Sync),
         cap: Option<u64>,
-        entries: &mut dyn FnMut(&mut dyn FnMut(SchedulerEntry) -> Result<()>) -> Result<()>,
+        entries: Feed<'_, SchedulerEntry>,
         wait: WaitDurable<'_>,
     ) -> Result<SchedulerImportOutcome>;
 }

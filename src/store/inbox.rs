@@ -5,6 +5,7 @@
 //! inbox.md §3.13).
 
 use super::accounts::AccountStore;
+use super::api::Feed;
 use super::imports::{Arrival, Batches, WaitDurable};
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
@@ -470,7 +471,7 @@ impl crate::store::api::InboxItems for InboxStore {
         account: Uuid,
         ids: &[Uuid],
         max_items: Option<u64>,
-        items: &mut dyn FnMut(&mut dyn FnMut(InboxItem) -> Result<()>) -> Result<()>,
+        items: Feed<'_, InboxItem>,
         wait: WaitDurable<'_>,
     ) -> Result<ImportOutcome> {
         InboxStore::import_items(self, account, ids, max_items, items, wait)

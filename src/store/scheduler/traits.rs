@@ -8,6 +8,7 @@ use crate::domain::scheduler::models::{Delivery, Outcome, ScheduledItem, TimeZon
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
+use crate::store::api::Feed;
 use crate::store::imports::WaitDurable;
 use crate::store::{Result, Written};
 use uuid::Uuid;
@@ -115,7 +116,7 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
         settings: Option<&TimeZoneSetting>,
         due_of: &(dyn Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp + Send + Sync),
         cap: Option<u64>,
-        entries: &mut dyn FnMut(&mut dyn FnMut(SchedulerEntry) -> Result<()>) -> Result<()>,
+        entries: Feed<'_, SchedulerEntry>,
         wait: WaitDurable<'_>,
     ) -> Result<ImportOutcome> {
         SchedulerStore::import(self, account, ids, settings, due_of, cap, entries, wait)
