@@ -666,7 +666,7 @@ async fn store_closed(store: Arc<Store>, account: uuid::Uuid, conns: usize, warm
                     created: Timestamp::now(),
                 };
                 let t0 = Instant::now();
-                let written = match store.inbox.add_item(account, &item, None, None) {
+                let written = match store.inbox.add_item(account, &item, None, None).await {
                     Ok(written) => written,
                     Err(e) => {
                         l.error(true, format!("add_item: {e}"));
@@ -1280,6 +1280,7 @@ async fn throughput(bin: &Path, tmp: &Path, o: &Opts) -> R<Throughput> {
         .inbox
         .accounts
         .register("bench", "not a hash".into(), Timestamp::now())
+        .await
         .map_err(|e| e.to_string())?;
     let account = match registered.durable().await {
         Ok(Registration::Created(a)) => a.id,
@@ -1296,13 +1297,13 @@ async fn throughput(bin: &Path, tmp: &Path, o: &Opts) -> R<Throughput> {
     }
     // After the sled rounds: sled's first `apply_batch` in a process turns on a process-wide
     // lock for every later sled call, which would handicap the ceiling.
-    let before = store.writer_stats();
+    let before = store.admin.writer_stats();
     for round in 0..o.rounds {
         println!("  round {}: Store::add_item + durable(), {CONNS} tasks ...", round + 1);
         t.post_store
             .add(store_closed(store.clone(), account, CONNS, 1.0, o.secs).await);
     }
-    let after = store.writer_stats();
+    let after = store.admin.writer_stats();
     t.store_syncs = (after.batches - before.batches, after.syncs - before.syncs);
     drop(db);
     drop(store);

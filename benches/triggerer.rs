@@ -37,7 +37,8 @@ async fn register(store: &Store, name: &str) -> Uuid {
     let registered = store
         .scheduler
         .accounts
-        .register(name, "bench-hash".into(), Timestamp::now());
+        .register(name, "bench-hash".into(), Timestamp::now())
+        .await;
     match registered {
         Ok(written) => match written.durable().await {
             Ok(Registration::Created(account)) => account.id,
@@ -64,8 +65,8 @@ fn item(owner: Uuid, n: usize, day: Day) -> ScheduledItem {
 }
 
 /// Queues an item (the receipt is awaited by the caller, many at once).
-fn add(store: &Store, item: &ScheduledItem, due: Timestamp) -> Written<AddOutcome> {
-    match store.scheduler.add_scheduled(item, |_| due, None) {
+async fn add(store: &Store, item: &ScheduledItem, due: Timestamp) -> Written<AddOutcome> {
+    match store.scheduler.add_scheduled(item, &move |_: &_| due, None).await {
         Ok(written) => written,
         Err(e) => panic!("add_scheduled: {e}"),
     }
@@ -101,11 +102,14 @@ async fn fill(store: &Store, label: &str, n: usize) -> (Vec<Uuid>, Duration) {
             accounts.push(register(store, &format!("{label}{:07}", i / PER_ACCOUNT)).await);
         }
         let owner = *accounts.last().expect("an account was registered");
-        receipts.push(add(
-            store,
-            &item(owner, i, day),
-            Timestamp::from_unix(FAR_FUTURE + i as i64, 0),
-        ));
+        receipts.push(
+            add(
+                store,
+                &item(owner, i, day),
+                Timestamp::from_unix(FAR_FUTURE + i as i64, 0),
+            )
+            .await,
+        );
         if (i + 1) % step == 0 && n >= 100_000 {
             println!(
                 "  {label}: {:>9} / {n} items, {:.1} s",
@@ -115,7 +119,7 @@ async fn fill(store: &Store, label: &str, n: usize) -> (Vec<Uuid>, Duration) {
         }
     }
     added(receipts).await;
-    store.flush().expect("flush after filling");
+    store.admin.flush().expect("flush after filling");
     (accounts, started.elapsed())
 }
 
@@ -181,14 +185,17 @@ async fn due_pass(store: &Store, accounts: &[Uuid], n: usize) -> Duration {
     let mut receipts = Vec::new();
     for i in 0..n {
         let owner = accounts[i % accounts.len()];
-        receipts.push(add(
-            store,
-            &item(owner, i, day),
-            Timestamp::from_unix(now.secs - 60, i as u32),
-        ));
+        receipts.push(
+            add(
+                store,
+                &item(owner, i, day),
+                Timestamp::from_unix(now.secs - 60, i as u32),
+            )
+            .await,
+        );
     }
     added(receipts).await;
-    store.flush().expect("flush before the due pass");
+    store.admin.flush().expect("flush before the due pass");
     let started = Instant::now();
     let (triggered, _) = triggerer::pass(store, &Clock::real(), &Default::default())
         .await

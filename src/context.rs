@@ -13,7 +13,7 @@ use crate::domain::worker::Worker;
 use crate::http::{ApiError, JsonArray, Reply};
 use crate::metrics::Metrics;
 use crate::payments::Payments;
-use crate::store::{AccountStore, Store};
+use crate::store::{Accounts, Store};
 use crate::workers::Workers;
 use serde_json::{json, Map, Value};
 use std::future::Future;
@@ -43,10 +43,10 @@ pub struct Context {
 
 impl Context {
     /// The accounts of `service`.
-    pub fn accounts(&self, service: ServiceKind) -> &AccountStore {
+    pub fn accounts(&self, service: ServiceKind) -> &dyn Accounts {
         match service {
-            ServiceKind::Inbox => &self.store.inbox.accounts,
-            ServiceKind::Scheduler => &self.store.scheduler.accounts,
+            ServiceKind::Inbox => &*self.store.inbox.accounts,
+            ServiceKind::Scheduler => &*self.store.scheduler.accounts,
         }
     }
 
@@ -62,9 +62,15 @@ impl Context {
     /// damaged) make the status `degraded`, still 200, with their count in
     /// `database.undecodable-records` (docs/decisions.md: a restart does not repair a
     /// record, so a supervisor must not restart-loop on it; the rest keeps working).
-    pub fn health(&self) -> Reply {
-        let readable = self.store.scheduler.next_due().map(|_| ()).map_err(|e| e.to_string());
-        let writable = self.store.writable();
+    pub async fn health(&self) -> Reply {
+        let readable = self
+            .store
+            .scheduler
+            .next_due()
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        let writable = self.store.admin.writable().await;
         let errored: Vec<&str> = Worker::ALL
             .into_iter()
             .filter(|w| self.workers.errored(*w))
@@ -136,7 +142,7 @@ impl Context {
         F: Fn(Account) -> Fut,
         Fut: Future<Output = Result<Value, ApiError>>,
     {
-        let mut all = self.accounts(service).all()?;
+        let mut all = self.accounts(service).all().await?;
         sort_for_admin(&mut all);
         let mut infos = JsonArray::default();
         for a in all {

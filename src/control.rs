@@ -116,7 +116,7 @@ pub fn backup_file(store: &Store, data_dir: &Path, dest: &Path) -> Result<Backup
     };
     let files: Vec<(&str, &[u8])> = key.iter().map(|k| (KEY_FILE, k.as_slice())).collect();
     let result = crate::files::write_with(dest, crate::files::Access::Private, |file| {
-        store.backup_to(file, &files)
+        store.admin.backup_to(file, &files)
     })
     .map_err(|e| fail(&e));
     if let Ok(s) = &result {

@@ -119,7 +119,8 @@ pub async fn start(
         &store,
         listeners.inbox.is_some(),
         listeners.scheduler.is_some(),
-    );
+    )
+    .await;
     // without the scheduler service no worker runs: they show as disabled, not starting
     let scheduler_on = listeners.scheduler.is_some();
     let workers = Arc::new(Workers::new(&settings, |w| scheduler_on && loopers::runs(w, &settings)));
@@ -224,8 +225,8 @@ impl Running {
         for t in tasks {
             let _ = t.await;
         }
-        store.flush().map_err(|e| e.to_string())?;
-        let w = store.writer_stats();
+        store.admin.flush().map_err(|e| e.to_string())?;
+        let w = store.admin.writer_stats();
         tracing::info!(
             "stopped; database flushed (writer: {} acknowledged batches in {} cycles, {} syncs)",
             w.batches,
@@ -240,6 +241,14 @@ impl Running {
 /// What the metrics read at each scrape: totals the store keeps per account (no scan of
 /// items), the due part of the due index, the writer's cycle histograms, the workers.
 fn sampler(store: Arc<store::Store>, workers: Arc<Workers>, clock: Clock) -> crate::metrics::Sampler {
+    Box::new(move || {
+        let (store, workers, clock) = (store.clone(), workers.clone(), clock.clone());
+        Box::pin(async move { sample(&store, &workers, &clock).await })
+    })
+}
+
+/// One sample of [`sampler`].
+async fn sample(store: &store::Store, workers: &Workers, clock: &Clock) -> crate::metrics::Sample {
     fn values(h: store::HistogramSnapshot, scale: f64) -> HistogramValues {
         HistogramValues {
             bounds: h.bounds.iter().map(|b| *b as f64 * scale).collect(),
@@ -247,8 +256,8 @@ fn sampler(store: Arc<store::Store>, workers: Arc<Workers>, clock: Clock) -> cra
             sum: h.sum as f64 * scale,
         }
     }
-    Box::new(move || {
-        let items = match (store.inbox.total_items(), store.scheduler.total_counts()) {
+    {
+        let items = match (store.inbox.total_items().await, store.scheduler.total_counts().await) {
             (Ok(inbox), Ok((scheduled, triggered))) => Some((inbox, scheduled, triggered)),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!("metrics: could not count the items: {e}");
@@ -259,10 +268,11 @@ fn sampler(store: Arc<store::Store>, workers: Arc<Workers>, clock: Clock) -> cra
         let due_items = store
             .scheduler
             .due_count(clock.now(), 100_000)
+            .await
             .map(|n| n as u64)
             .map_err(|e| tracing::warn!("metrics: could not count the due items: {e}"))
             .ok();
-        let cycles = store.writer_cycles();
+        let cycles = store.admin.writer_cycles();
         Sample {
             items,
             due_items,
@@ -280,9 +290,9 @@ fn sampler(store: Arc<store::Store>, workers: Arc<Workers>, clock: Clock) -> cra
                     }
                 })
                 .collect(),
-            database_writable: store.writable().is_ok(),
+            database_writable: store.admin.writable().await.is_ok(),
         }
-    })
+    }
 }
 
 /// sled writes the snapshot it recovers from only while it opens a database; until then, a
@@ -303,14 +313,14 @@ fn leave_fresh_snapshot(store: Arc<store::Store>, dir: &std::path::Path) {
 
 /// An `--admin` name that has no account yet could be registered by anyone, who would then
 /// be an admin: say so at start.
-fn warn_about_unregistered_admins(settings: &Settings, store: &store::Store, inbox: bool, scheduler: bool) {
+async fn warn_about_unregistered_admins(settings: &Settings, store: &store::Store, inbox: bool, scheduler: bool) {
     for name in &settings.admins {
         let services = [
-            (inbox, "inbox", &store.inbox.accounts),
-            (scheduler, "scheduler", &store.scheduler.accounts),
+            (inbox, "inbox", &*store.inbox.accounts),
+            (scheduler, "scheduler", &*store.scheduler.accounts),
         ];
         for (running, service, accounts) in services {
-            if running && matches!(accounts.by_username(name), Ok(None)) {
+            if running && matches!(accounts.by_username(name).await, Ok(None)) {
                 tracing::warn!(
                     "the admin name {name:?} is not registered on the {service} service: whoever registers it first \
                      becomes an admin; register it now, or close registration"

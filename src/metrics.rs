@@ -22,6 +22,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The `Content-Type` of a scrape (Prometheus text format 0.0.4).
@@ -126,7 +127,7 @@ pub struct Sample {
 }
 
 /// Reads a [`Sample`] (made by `launch`).
-pub type Sampler = Box<dyn Fn() -> Sample + Send + Sync>;
+pub type Sampler = Box<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Sample> + Send>> + Send + Sync>;
 
 /// The process's metrics: recorded families and the scrape-time sampler.
 pub struct Metrics {
@@ -136,13 +137,16 @@ pub struct Metrics {
     request_seconds: Family<Words, Histogram, LatencyHistogram>,
     deliveries: Family<Words, Counter>,
     throttled: Family<Words, Counter>,
+    sampler: Sampler,
+    /// The latest sample, which the registry's collector encodes.
+    sampled: Arc<std::sync::Mutex<Sample>>,
 }
 
 impl Metrics {
     /// Metrics that record nothing (`--metrics` not given): every recording call returns
     /// at once.
     pub fn off() -> Metrics {
-        Metrics::build(false, Box::new(Sample::default))
+        Metrics::build(false, Box::new(|| Box::pin(async { Sample::default() })))
     }
 
     /// Metrics that record, with `sampler` read at each scrape.
@@ -176,7 +180,8 @@ impl Metrics {
             "Attempts refused by the throttles (429), by service and kind (login, registration)",
             throttled.clone(),
         );
-        registry.register_collector(Box::new(Sampled(sampler)));
+        let sampled = Arc::new(std::sync::Mutex::new(Sample::default()));
+        registry.register_collector(Box::new(Sampled(sampled.clone())));
         Metrics {
             enabled,
             registry,
@@ -184,6 +189,8 @@ impl Metrics {
             request_seconds,
             deliveries,
             throttled,
+            sampler,
+            sampled,
         }
     }
 
@@ -231,7 +238,15 @@ impl Metrics {
             .inc();
     }
 
-    /// Every metric in the Prometheus text format (version 0.0.4).
+    /// Samples (the store's counts are read through its async traits), then encodes: what a
+    /// scrape answers.
+    pub async fn scrape(&self) -> String {
+        let sample = (self.sampler)().await;
+        *self.sampled.lock().unwrap_or_else(|p| p.into_inner()) = sample;
+        self.encode()
+    }
+
+    /// Every metric in the Prometheus text format (version 0.0.4), with the latest sample.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry) {
@@ -242,7 +257,7 @@ impl Metrics {
 }
 
 /// The scrape-time part of the registry.
-struct Sampled(Sampler);
+struct Sampled(Arc<std::sync::Mutex<Sample>>);
 
 impl fmt::Debug for Sampled {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -269,7 +284,7 @@ fn saturating_i64(n: u64) -> i64 {
 
 impl Collector for Sampled {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let s = (self.0)();
+        let s = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
         {
             let mut m = encoder.encode_descriptor(
                 "pigeonhole_build_info",
@@ -357,34 +372,38 @@ impl Collector for Sampled {
 mod tests {
     use super::*;
 
-    #[test]
-    fn off_records_nothing_and_on_counts_by_route_name() {
+    #[tokio::test]
+    async fn off_records_nothing_and_on_counts_by_route_name() {
         let off = Metrics::off();
         off.request("inbox", "AddItem", 200, Duration::from_millis(2));
         assert!(!off.encode().contains("route=\"AddItem\""));
 
-        let on = Metrics::on(Box::new(|| Sample {
-            items: Some((3, 2, 1)),
-            due_items: Some(4),
-            writer_batches: HistogramValues {
-                bounds: vec![1.0, 2.0],
-                counts: vec![5, 1, 1],
-                sum: 10.0,
-            },
-            workers: vec![WorkerSample {
-                name: "emailer",
-                state: "failing",
-                passes: 7,
-                failed_passes: 2,
-            }],
-            ..Sample::default()
+        let on = Metrics::on(Box::new(|| {
+            Box::pin(async {
+                Sample {
+                    items: Some((3, 2, 1)),
+                    due_items: Some(4),
+                    writer_batches: HistogramValues {
+                        bounds: vec![1.0, 2.0],
+                        counts: vec![5, 1, 1],
+                        sum: 10.0,
+                    },
+                    workers: vec![WorkerSample {
+                        name: "emailer",
+                        state: "failing",
+                        passes: 7,
+                        failed_passes: 2,
+                    }],
+                    ..Sample::default()
+                }
+            })
         }));
         for _ in 0..3 {
             on.request("inbox", "AddItem", 200, Duration::from_millis(2));
         }
         on.delivery(Channel::Email, Outcome::Retried);
         on.throttled("inbox", "login");
-        let text = on.encode();
+        let text = on.scrape().await;
         for line in [
             "pigeonhole_http_requests_total{service=\"inbox\",route=\"AddItem\",status=\"200\"} 3",
             "pigeonhole_http_request_duration_seconds_count{service=\"inbox\",route=\"AddItem\"} 3",

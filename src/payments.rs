@@ -215,28 +215,28 @@ impl Payments {
     /// The status of `account` (of the service whose accounts `accounts` holds).
     pub async fn status_of(
         &self,
-        accounts: &crate::store::AccountStore,
+        accounts: &dyn crate::store::Accounts,
         account: &crate::domain::account::Account,
         items: u64,
     ) -> Result<PaymentStatus, PaymentsError> {
-        let customer = accounts.customer(account.id)?;
+        let customer = accounts.customer(account.id).await?;
         self.status(&account.username, customer.as_deref(), items).await
     }
 
     /// The free-item cap of `account` (`None`: unlimited).
     pub async fn cap_of(
         &self,
-        accounts: &crate::store::AccountStore,
+        accounts: &dyn crate::store::Accounts,
         account: &crate::domain::account::Account,
     ) -> Result<Option<u64>, PaymentsError> {
-        let customer = accounts.customer(account.id)?;
+        let customer = accounts.customer(account.id).await?;
         self.cap(&account.username, customer.as_deref()).await
     }
 
     /// How many of `all` are `paid` now.
     pub async fn subscribers(
         &self,
-        accounts: &crate::store::AccountStore,
+        accounts: &dyn crate::store::Accounts,
         all: &[crate::domain::account::Account],
     ) -> Result<usize, PaymentsError> {
         let mut n = 0;

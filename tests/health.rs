@@ -139,7 +139,7 @@ async fn healthz_is_503_once_the_database_no_longer_takes_writes() {
     api.add_text(&auth, "before").await;
     assert_eq!(health(&api).await.0, 200);
 
-    running.store().simulate_sync_failure_for_tests();
+    running.store().admin.simulate_sync_failure_for_tests();
     for api in [&api, &scheduler_api] {
         let (status, body) = health(api).await;
         assert_eq!(status, 503, "{body}");

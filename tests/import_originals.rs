@@ -167,14 +167,20 @@ async fn intray_moves_in(layout: IntrayLayout) {
 
     // what is on disk: PBKDF2 now, the keys that logged in as digests
     let store = Store::open(&data).expect("open the store");
-    let alice = store.inbox.accounts.by_username("alice").expect("read").expect("alice");
+    let alice = store
+        .inbox
+        .accounts
+        .by_username("alice")
+        .await
+        .expect("read")
+        .expect("alice");
     assert!(
         matches!(&alice.password_hash, PasswordHash::Pbkdf2(phc) if phc.starts_with("$pbkdf2-sha256$")),
         "{:?}",
         alice.password_hash
     );
-    assert_eq!(store.inbox.count(alice.id).expect("count"), 4);
-    let keys = store.inbox.accounts.access_keys(alice.id).expect("keys");
+    assert_eq!(store.inbox.count(alice.id).await.expect("count"), 4);
+    let keys = store.inbox.accounts.access_keys(alice.id).await.expect("keys");
     assert!(
         keys.iter().all(|k| matches!(k.secret, KeySecret::Digest(_))),
         "{keys:?}"
@@ -286,6 +292,7 @@ async fn tickler_moves_in(layout: TicklerLayout) {
         .scheduler
         .accounts
         .by_username("carol")
+        .await
         .expect("read")
         .expect("carol");
     assert_eq!(carol.id, id(CAROL));
@@ -297,13 +304,16 @@ async fn tickler_moves_in(layout: TicklerLayout) {
     let rent = store
         .scheduler
         .scheduled(carol.id, id(RENT))
+        .await
         .expect("read")
         .expect("rent");
     let server_time = if layout == TicklerLayout::Y2020 { 3 } else { 0 };
     assert_eq!(rent.server_time, server_time);
     let trigger = store
         .scheduler
+        .triggers
         .trigger(carol.id, id(INBOX_TRIGGER))
+        .await
         .expect("read")
         .expect("trigger");
     assert_eq!(

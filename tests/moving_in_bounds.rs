@@ -25,6 +25,14 @@ const BUDGET_MIB: u64 = 128;
 
 /// An Intray database (the layout since 2020) with one account, alice, and `items` text
 /// items of 200 bytes each.
+/// Runs a store call to its end in this (test) thread.
+fn block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+        .block_on(f)
+}
+
 fn large_intray_file(path: &Path, items: u32) {
     intray_file_of(path, ALICE, "alice", items, 0)
 }
@@ -145,8 +153,10 @@ fn a_large_intray_database_moves_in_within_the_memory_budget() {
         peak_kib / 1024
     );
     let store = Store::open(&data).expect("open");
-    let alice = store.inbox.accounts.by_username("alice").expect("read").expect("alice");
-    assert_eq!(store.inbox.count(alice.id).expect("count"), items as u64);
+    let alice = block(store.inbox.accounts.by_username("alice"))
+        .expect("read")
+        .expect("alice");
+    assert_eq!(block(store.inbox.count(alice.id)).expect("count"), items as u64);
 }
 
 #[test]
@@ -186,15 +196,19 @@ fn a_run_killed_mid_write_leaves_nothing_and_the_next_moves_everything_in() {
     {
         // part of the file is on disk; opening the data directory undoes it
         let store = Store::open(&data).expect("open");
-        assert!(store.inbox.accounts.by_username("alice").expect("read").is_none());
+        assert!(block(store.inbox.accounts.by_username("alice"))
+            .expect("read")
+            .is_none());
     }
 
     let (ok, _, said) = run_measured(import_command(&file, &data));
     assert!(ok, "the second run failed: {said}");
     assert!(said.contains(&format!("with {items} item(s): alice")), "{said}");
     let store = Store::open(&data).expect("open");
-    let alice = store.inbox.accounts.by_username("alice").expect("read").expect("alice");
-    assert_eq!(store.inbox.count(alice.id).expect("count"), items as u64);
+    let alice = block(store.inbox.accounts.by_username("alice"))
+        .expect("read")
+        .expect("alice");
+    assert_eq!(block(store.inbox.count(alice.id)).expect("count"), items as u64);
 }
 
 #[test]
@@ -223,9 +237,11 @@ fn an_item_uuid_of_another_account_here_or_twice_in_the_file_writes_nothing() {
     assert!(said.contains("is in the file twice; nothing was written"), "{said}");
 
     let store = Store::open(&data).expect("open");
-    assert!(store.inbox.accounts.by_username("bob").expect("read").is_none());
-    let alice = store.inbox.accounts.by_username("alice").expect("read").expect("alice");
-    assert_eq!(store.inbox.count(alice.id).expect("count"), 3000);
+    assert!(block(store.inbox.accounts.by_username("bob")).expect("read").is_none());
+    let alice = block(store.inbox.accounts.by_username("alice"))
+        .expect("read")
+        .expect("alice");
+    assert_eq!(block(store.inbox.count(alice.id)).expect("count"), 3000);
 }
 
 /// Adds to the file at `path` one more item of `account` with the uuid numbered `n`.

@@ -2424,6 +2424,7 @@ async fn due_instants_follow_the_final_zone_despite_concurrent_writes() {
     let index: std::collections::HashMap<uuid::Uuid, Timestamp> = store
         .scheduler
         .due_items(far, usize::MAX)
+        .await
         .unwrap()
         .into_iter()
         .map(|(at, _, id)| (id, at))
@@ -2432,8 +2433,8 @@ async fn due_instants_follow_the_final_zone_despite_concurrent_writes() {
     let mut wrong = Vec::new();
     for account in accounts {
         let account: uuid::Uuid = account.parse().unwrap();
-        let zone = Zone::of(&store.scheduler.settings(account).unwrap());
-        for item in store.scheduler.scheduled_items(account).unwrap() {
+        let zone = Zone::of(&store.scheduler.settings(account).await.unwrap());
+        for item in store.scheduler.scheduled_items(account).await.unwrap() {
             let (expected, indexed) = (due(&item.tickle, &zone), index[&item.id]);
             if indexed != expected {
                 wrong.push((item.tickle, indexed, expected));

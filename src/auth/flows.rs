@@ -12,7 +12,7 @@ use crate::domain::wire::{self, Timestamp};
 use crate::http::{ApiError, Head, Reply, Request};
 use crate::metrics::Metrics;
 use crate::store::throttles::Throttles;
-use crate::store::{AccountStore, Registration};
+use crate::store::{Accounts, Registration};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -84,7 +84,7 @@ impl AccountFlows {
     }
 
     /// `POST /register`.
-    pub async fn register(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
+    pub async fn register(&self, accounts: &dyn Accounts, request: &Request) -> Result<Reply, ApiError> {
         if !self.settings.registration_open {
             return Err(ApiError::forbidden("registration is closed on this server"));
         }
@@ -100,7 +100,8 @@ impl AccountFlows {
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
         match accounts
-            .register(name.as_str(), hash, Timestamp::now())?
+            .register(name.as_str(), hash, Timestamp::now())
+            .await?
             .durable()
             .await?
         {
@@ -124,7 +125,7 @@ impl AccountFlows {
     /// (bcrypt, see [`Self::legacy_key`]). A right password against a moved-in bcrypt hash
     /// replaces that hash by PBKDF2 ([`Self::upgrade_password`]).
     /// Answers 204 with the token cookie.
-    pub async fn login(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
+    pub async fn login(&self, accounts: &dyn Accounts, request: &Request) -> Result<Reply, ApiError> {
         let token = self.log_in(accounts, request).await?;
         let cookie = HeaderValue::from_str(&format!("JWT-Cookie={token}; Path=/; HttpOnly; Secure; SameSite=Lax"))
             .map_err(|_| ApiError::internal("token is not a valid header value"))?;
@@ -134,20 +135,20 @@ impl AccountFlows {
     /// `POST /app/token`: the login of [`AccountFlows::login`] for the web interface, whose
     /// script cannot read an `HttpOnly` cookie: 200 with `{"token": "<token>"}`, kept by the
     /// page and sent as `Authorization: Bearer` (never a cookie; docs/web.md).
-    pub async fn login_for_page(&self, accounts: &AccountStore, request: &Request) -> Result<Reply, ApiError> {
+    pub async fn login_for_page(&self, accounts: &dyn Accounts, request: &Request) -> Result<Reply, ApiError> {
         let token = self.log_in(accounts, request).await?;
         Ok(Reply::json(&json!({ "token": token })))
     }
 
     /// The checks of a login, then a new token.
-    async fn log_in(&self, accounts: &AccountStore, request: &Request) -> Result<String, ApiError> {
+    async fn log_in(&self, accounts: &dyn Accounts, request: &Request) -> Result<String, ApiError> {
         let body: LoginIn = request.json()?;
         if !wire::is_valid_username(&body.username) {
             return Err(ApiError::bad_request("invalid username"));
         }
-        let account = accounts.by_username(&body.username)?;
+        let account = accounts.by_username(&body.username).await?;
         if let Some(a) = &account {
-            if let Some(key) = find_key(accounts, a, &body.password)? {
+            if let Some(key) = find_key(accounts, a, &body.password).await? {
                 let grant = Grant {
                     permissions: key.permissions,
                     key: Some(key.id),
@@ -195,7 +196,7 @@ impl AccountFlows {
     /// login answers). The login does not fail when hashing does: the old hash still works.
     async fn upgrade_password(
         &self,
-        accounts: &AccountStore,
+        accounts: &dyn Accounts,
         account: &Account,
         password: String,
     ) -> Result<(), ApiError> {
@@ -204,7 +205,9 @@ impl AccountFlows {
         }
         match passwords::hash_off_runtime(password, self.settings.password_iterations).await {
             Ok(new_hash) => {
-                let upgraded = accounts.upgrade_password(account.id, &account.password_hash, new_hash)?;
+                let upgraded = accounts
+                    .upgrade_password(account.id, &account.password_hash, new_hash)
+                    .await?;
                 if upgraded.durable().await? {
                     tracing::info!(account = %account.id, "replaced a moved-in bcrypt password hash by PBKDF2");
                 }
@@ -220,14 +223,14 @@ impl AccountFlows {
     /// reached after the login took its slot in the limits: bcrypt is slow on purpose.
     async fn legacy_key(
         &self,
-        accounts: &AccountStore,
+        accounts: &dyn Accounts,
         account: &Account,
         secret: &str,
     ) -> Result<Option<AccessKey>, ApiError> {
         if !secrets::looks_like_secret(secret) {
             return Ok(None);
         }
-        let legacy = accounts.legacy_access_keys(account.id)?;
+        let legacy = accounts.legacy_access_keys(account.id).await?;
         if legacy.is_empty() {
             return Ok(None);
         }
@@ -237,7 +240,8 @@ impl AccountFlows {
         };
         let digest = secrets::digest(secret);
         if !accounts
-            .upgrade_access_key(account.id, key.id, &key.secret, digest)?
+            .upgrade_access_key(account.id, key.id, &key.secret, digest)
+            .await?
             .durable()
             .await?
         {
@@ -249,8 +253,8 @@ impl AccountFlows {
     }
 
     /// Records the login and issues the token.
-    async fn grant_token(&self, accounts: &AccountStore, account: &Account, grant: Grant) -> Result<String, ApiError> {
-        let recorded = accounts.set_last_login(account.id, Timestamp::now())?;
+    async fn grant_token(&self, accounts: &dyn Accounts, account: &Account, grant: Grant) -> Result<String, ApiError> {
+        let recorded = accounts.set_last_login(account.id, Timestamp::now()).await?;
         if !recorded.durable().await? {
             return Err(ApiError::unauthorized("wrong username or password"));
         }
@@ -263,7 +267,7 @@ impl AccountFlows {
     /// one is right and revokes every earlier token.
     pub async fn change_passphrase(
         &self,
-        accounts: &AccountStore,
+        accounts: &dyn Accounts,
         account: &Account,
         request: &Request,
     ) -> Result<Reply, ApiError> {
@@ -276,7 +280,7 @@ impl AccountFlows {
         let new_hash = passwords::hash_off_runtime(new_password.into_string(), self.settings.password_iterations)
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
-        let changed = accounts.change_password(account.id, &current, new_hash)?;
+        let changed = accounts.change_password(account.id, &current, new_hash).await?;
         if !changed.durable().await? {
             return Err(ApiError::forbidden("the passphrase changed meanwhile"));
         }
@@ -286,7 +290,7 @@ impl AccountFlows {
     /// The account and claims of a valid `Authorization: Bearer` token (`None` without an
     /// `Authorization` header). A token is valid while its account exists with the same
     /// credential epoch.
-    pub fn bearer(&self, accounts: &AccountStore, request: &Head) -> Result<Option<(Account, Claims)>, ApiError> {
+    pub async fn bearer(&self, accounts: &dyn Accounts, request: &Head) -> Result<Option<(Account, Claims)>, ApiError> {
         let Some(value) = request.header(AUTHORIZATION.as_str()) else {
             return Ok(None);
         };
@@ -297,7 +301,7 @@ impl AccountFlows {
             _ => return Err(invalid()),
         };
         let claims = self.tokens.verify(self.service, token).ok_or_else(invalid)?;
-        let account = accounts.get(claims.sub)?.ok_or_else(invalid)?;
+        let account = accounts.get(claims.sub).await?.ok_or_else(invalid)?;
         if account.epoch != claims.ep {
             return Err(invalid());
         }
@@ -328,9 +332,9 @@ impl AccountFlows {
     /// Checks 3 and 4 of the order of checks (inbox.md §1.2): `None` for a public route,
     /// else the caller, who has the route's permission (and is an admin for `/admin/...`).
     /// `POST /register` while registration is closed is refused here (`register_route`).
-    pub fn admit(
+    pub async fn admit(
         &self,
-        accounts: &AccountStore,
+        accounts: &dyn Accounts,
         access: Access,
         register_route: bool,
         head: &Head,
@@ -345,12 +349,12 @@ impl AccountFlows {
             }
             Access::Public => Ok(None),
             Access::Needs(permission) => {
-                let who = self.credentials(accounts, head)?;
+                let who = self.credentials(accounts, head).await?;
                 require(&who, permission)?;
                 Ok(Some(who))
             }
             Access::Admin(permission) => {
-                let who = self.credentials(accounts, head)?;
+                let who = self.credentials(accounts, head).await?;
                 require(&who, permission)?;
                 if !self.is_admin(&who.account) {
                     return Err(ApiError::unauthorized("admins only"));
@@ -364,11 +368,11 @@ impl AccountFlows {
     /// A token obtained with an access key carries that key's permissions and stops working
     /// when the key is deleted. A scheduler token from a password login has every
     /// permission of the account (scheduler tokens made before access keys carry none).
-    pub fn credentials(&self, accounts: &AccountStore, head: &Head) -> Result<Principal, ApiError> {
-        if let Some((account, claims)) = self.bearer(accounts, head)? {
+    pub async fn credentials(&self, accounts: &dyn Accounts, head: &Head) -> Result<Principal, ApiError> {
+        if let Some((account, claims)) = self.bearer(accounts, head).await? {
             let permissions = match claims.key {
                 Some(key) => {
-                    if accounts.access_key(account.id, key)?.is_none() {
+                    if accounts.access_key(account.id, key).await?.is_none() {
                         return Err(ApiError::unauthorized("the access key of this token was deleted"));
                     }
                     claims.perms
@@ -389,8 +393,8 @@ impl AccountFlows {
         };
         let name = header_text(name.as_bytes());
         let secret = std::str::from_utf8(secret.as_bytes()).map_err(|_| missing())?;
-        let account = accounts.by_username(&name)?.ok_or_else(missing)?;
-        let key = find_key(accounts, &account, secret)?.ok_or_else(missing)?;
+        let account = accounts.by_username(&name).await?.ok_or_else(missing)?;
+        let key = find_key(accounts, &account, secret).await?.ok_or_else(missing)?;
         Ok(Principal {
             account,
             permissions: key.permissions,
@@ -402,7 +406,7 @@ impl AccountFlows {
     /// caller must have; the secret is shown this once.
     pub async fn add_access_key(
         &self,
-        accounts: &AccountStore,
+        accounts: &dyn Accounts,
         who: &Principal,
         request: &Request,
     ) -> Result<Reply, ApiError> {
@@ -428,11 +432,11 @@ impl AccountFlows {
             id: wire::new_uuid(),
             name: body.name,
             created: Timestamp::now(),
-            seq: accounts.next_key_seq()?,
+            seq: accounts.next_key_seq().await?,
             permissions,
             secret: KeySecret::Digest(digest),
         };
-        if !accounts.add_access_key(who.account.id, &key)?.durable().await? {
+        if !accounts.add_access_key(who.account.id, &key).await?.durable().await? {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
         Ok(Reply::json(&json!({
@@ -443,9 +447,10 @@ impl AccountFlows {
     }
 
     /// `GET /access-key`.
-    pub fn access_keys(&self, accounts: &AccountStore, who: &Principal) -> Result<Reply, ApiError> {
+    pub async fn access_keys(&self, accounts: &dyn Accounts, who: &Principal) -> Result<Reply, ApiError> {
         let keys: Vec<Value> = accounts
-            .access_keys(who.account.id)?
+            .access_keys(who.account.id)
+            .await?
             .iter()
             .map(|k| self.key_info(k))
             .collect();
@@ -453,9 +458,10 @@ impl AccountFlows {
     }
 
     /// `GET /access-key/:uuid`.
-    pub fn access_key(&self, accounts: &AccountStore, who: &Principal, id: Uuid) -> Result<Reply, ApiError> {
+    pub async fn access_key(&self, accounts: &dyn Accounts, who: &Principal, id: Uuid) -> Result<Reply, ApiError> {
         let found = accounts
-            .access_key(who.account.id, id)?
+            .access_key(who.account.id, id)
+            .await?
             .ok_or_else(|| ApiError::not_found("access key not found"))?;
         Ok(Reply::json(&self.key_info(&found)))
     }
@@ -463,11 +469,11 @@ impl AccountFlows {
     /// `DELETE /access-key/:uuid`: tokens obtained with the key stop working too.
     pub async fn delete_access_key(
         &self,
-        accounts: &AccountStore,
+        accounts: &dyn Accounts,
         who: &Principal,
         id: Uuid,
     ) -> Result<Reply, ApiError> {
-        accounts.delete_access_key(who.account.id, id)?.durable().await?;
+        accounts.delete_access_key(who.account.id, id).await?.durable().await?;
         Ok(Reply::empty())
     }
 
@@ -478,9 +484,10 @@ impl AccountFlows {
 
     /// The account's access keys as an export lists them: name, permissions and creation
     /// time, never a secret (only its digest is stored).
-    pub fn exported_keys(&self, accounts: &AccountStore, who: &Principal) -> Result<Vec<Value>, ApiError> {
+    pub async fn exported_keys(&self, accounts: &dyn Accounts, who: &Principal) -> Result<Vec<Value>, ApiError> {
         Ok(accounts
-            .access_keys(who.account.id)?
+            .access_keys(who.account.id)
+            .await?
             .iter()
             .map(|k| self.key_info(k))
             .collect())
@@ -502,13 +509,14 @@ pub fn require_all(who: &Principal, permissions: &[Permission]) -> Result<(), Ap
 }
 
 /// The account's own access key whose secret is `secret` (32 hex digits, either case).
-fn find_key(accounts: &AccountStore, account: &Account, secret: &str) -> Result<Option<AccessKey>, ApiError> {
+async fn find_key(accounts: &dyn Accounts, account: &Account, secret: &str) -> Result<Option<AccessKey>, ApiError> {
     if !secrets::looks_like_secret(secret) {
         return Ok(None);
     }
     let digest = secrets::digest(secret);
     Ok(accounts
-        .access_key_by_digest(&digest)?
+        .access_key_by_digest(&digest)
+        .await?
         .filter(|(owner, key)| {
             *owner == account.id && key.secret.digest().is_some_and(|d| secrets::digests_equal(d, &digest))
         })

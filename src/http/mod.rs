@@ -236,7 +236,36 @@ pub struct Reply {
 pub enum Payload {
     Full(Vec<u8>),
     Chunks(Chunks),
+    /// Chunks made by an async reader (pages read from the store while the answer is sent).
+    Stream(ChunkStream),
 }
+
+/// Chunks of an answer body from an async source; an error ends the connection, as with
+/// [`Chunks`].
+pub struct ChunkStream(std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, ApiError>> + Send>>);
+
+/// warp wants a `Sync` stream; the stream is only ever polled by the task sending it.
+struct SyncStream(std::sync::Mutex<ChunkStream>);
+
+impl Stream for SyncStream {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let inner = self.get_mut().0.get_mut().unwrap_or_else(|p| p.into_inner());
+        inner
+            .0
+            .as_mut()
+            .poll_next(cx)
+            .map(|c| c.map(|c| c.map_err(|e| std::io::Error::other(e.message))))
+    }
+}
+
+/// A page of a listing read from the store: its items, and the cursor of the next page
+/// (`None`: this was the last).
+pub type Page<T, C> = std::pin::Pin<Box<dyn Future<Output = Result<(Vec<T>, Option<C>), ApiError>> + Send>>;
 
 /// Chunks of an answer body, made on demand; an error ends the connection (the answer's
 /// status is sent by then), so the client sees a broken answer, never a short list. Lists
@@ -316,6 +345,88 @@ impl Reply {
             item?;
         }
         Ok(Reply::json_array(list()))
+    }
+
+    /// [`Reply::json_list`] of a listing read in pages by `read` (called with the cursor of
+    /// the page, `None` for the first): a list of up to [`LIST_BUFFER`] bytes of JSON is
+    /// read once and answered from memory; a longer one is read to its end to check it (one
+    /// page in memory at a time), then read again and streamed, a page at a time.
+    pub async fn json_pages<T, C, F>(read: F) -> Result<Reply, ApiError>
+    where
+        T: Serialize + Send + 'static,
+        C: Clone + Send + 'static,
+        F: Fn(Option<C>) -> Page<T, C> + Send + Sync + 'static,
+    {
+        let encoding = |e: serde_json::Error| ApiError::internal(format!("could not encode the answer: {e}"));
+        let mut out = vec![b'['];
+        let mut buffering = true;
+        let mut cursor = None;
+        loop {
+            let (page, next) = read(cursor.take()).await?;
+            if buffering {
+                for item in &page {
+                    if out.len() > 1 {
+                        out.push(b',');
+                    }
+                    serde_json::to_writer(&mut out, item).map_err(encoding)?;
+                }
+                if out.len() > LIST_BUFFER {
+                    buffering = false;
+                    out = Vec::new();
+                }
+            }
+            match next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        if buffering {
+            out.push(b']');
+            return Ok(Reply {
+                status: StatusCode::OK,
+                body: Payload::Full(out),
+                content_type: Some("application/json"),
+                headers: Vec::new(),
+            });
+        }
+        // (the cursor of the next page, whether an item was sent); `None`: finished
+        let start: Option<(Option<C>, bool)> = Some((None, false));
+        let chunks = futures_util::stream::unfold((read, start), move |(read, state)| async move {
+            let (cursor, started) = state?;
+            let mut out = Vec::with_capacity(JSON_CHUNK);
+            if cursor.is_none() && !started {
+                out.push(b'[');
+            }
+            let (page, next) = match read(cursor).await {
+                Ok(page) => page,
+                Err(e) => return Some((Err(e), (read, None))),
+            };
+            let mut started = started;
+            for item in &page {
+                if started {
+                    out.push(b',');
+                }
+                started = true;
+                if let Err(e) = serde_json::to_writer(&mut out, item) {
+                    let e = ApiError::internal(format!("could not encode the answer: {e}"));
+                    return Some((Err(e), (read, None)));
+                }
+            }
+            let state = match next {
+                Some(next) => Some((Some(next), started)),
+                None => {
+                    out.push(b']');
+                    None
+                }
+            };
+            Some((Ok(Bytes::from(out)), (read, state)))
+        });
+        Ok(Reply {
+            status: StatusCode::OK,
+            body: Payload::Stream(ChunkStream(Box::pin(chunks))),
+            content_type: Some("application/json"),
+            headers: Vec::new(),
+        })
     }
 
     /// A JSON array of `items`, encoded and sent a chunk at a time while they are read
@@ -473,6 +584,9 @@ impl Reply {
         let mut response = match self.body {
             Payload::Full(bytes) => warp::reply::Reply::into_response(bytes),
             Payload::Chunks(chunks) => warp::reply::Reply::into_response(warp::reply::stream(chunks.into_stream())),
+            Payload::Stream(chunks) => {
+                warp::reply::Reply::into_response(warp::reply::stream(SyncStream(std::sync::Mutex::new(chunks))))
+            }
         };
         *response.status_mut() = self.status;
         let h = response.headers_mut();
@@ -712,7 +826,11 @@ pub trait Service: Send + Sync + 'static {
     /// Checks 3 and 4 of inbox.md §1.2, from the headers alone, before any body is read:
     /// `None` for a public route, the caller of a protected one; 401 without valid
     /// credentials or permission (403 for `POST /register` while registration is closed).
-    fn authenticate(&self, route: &Self::Route, head: &Head) -> Result<Option<Self::Caller>, ApiError>;
+    fn authenticate(
+        &self,
+        route: &Self::Route,
+        head: &Head,
+    ) -> impl Future<Output = Result<Option<Self::Caller>, ApiError>> + Send;
 
     /// What the route does with the request body: the bodies of routes that do not read
     /// it are only counted for the 413 rule and discarded.
@@ -896,7 +1014,7 @@ where
     }
     let body = std::pin::pin!(body);
     let incoming = body::Incoming::new(body, limit, limits.connections.timeouts.body, declared);
-    let caller = match service.authenticate(&route, &head) {
+    let caller = match service.authenticate(&route, &head).await {
         Ok(caller) => caller,
         Err(refused) => {
             // only counted: a body over the cap is still a 413 (checked before credentials)
@@ -945,7 +1063,7 @@ pub async fn serve_metrics(
             let reply = match (request.method(), request.uri().path()) {
                 (&Method::GET | &Method::HEAD, "/metrics") => Reply {
                     status: StatusCode::OK,
-                    body: Payload::Full(metrics.encode().into_bytes()),
+                    body: Payload::Full(metrics.scrape().await.into_bytes()),
                     content_type: Some(crate::metrics::CONTENT_TYPE),
                     headers: Vec::new(),
                 },
@@ -1028,6 +1146,59 @@ mod tests {
             panic!("not a streamed answer");
         };
         chunks.map(|c| c.map(|b| b.to_vec()).map_err(|e| e.message)).collect()
+    }
+
+    /// `n` items of about 1 KB in pages of 10; reading the page at `fail_at` fails.
+    fn pages_of(n: usize, fail_at: Option<usize>) -> impl Fn(Option<usize>) -> Page<String, usize> + Send + Sync {
+        move |at| {
+            let start = at.unwrap_or(0);
+            Box::pin(async move {
+                if fail_at == Some(start) {
+                    return Err(ApiError::internal("broken"));
+                }
+                let end = (start + 10).min(n);
+                let page = (start..end).map(|i| format!("{i}{}", "x".repeat(1000))).collect();
+                Ok((page, (end < n).then_some(end)))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn pages_are_answered_whole_when_short_streamed_when_long_and_an_error_is_the_answer() {
+        use futures_util::StreamExt;
+        let short = Reply::json_pages(pages_of(25, None))
+            .await
+            .map_err(|e| e.message)
+            .unwrap();
+        let Payload::Full(body) = short.body else {
+            panic!("a short list is answered from memory");
+        };
+        assert_eq!(serde_json::from_slice::<Vec<String>>(&body).unwrap().len(), 25);
+        let empty = Reply::json_pages(pages_of(0, None))
+            .await
+            .map_err(|e| e.message)
+            .unwrap();
+        assert!(matches!(empty.body, Payload::Full(ref b) if b == b"[]"));
+
+        let long = Reply::json_pages(pages_of(2000, None))
+            .await
+            .map_err(|e| e.message)
+            .unwrap();
+        let Payload::Stream(ChunkStream(chunks)) = long.body else {
+            panic!("a long list is streamed");
+        };
+        let chunks: Vec<_> = chunks.collect().await;
+        assert!(chunks.len() > 2, "{} chunks", chunks.len());
+        let whole: Vec<u8> = chunks
+            .into_iter()
+            .flat_map(|c| c.map_err(|e| e.message).unwrap().to_vec())
+            .collect();
+        let list: Vec<String> = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(list.len(), 2000);
+        assert!(list[1999].starts_with("1999x"));
+
+        let failing = Reply::json_pages(pages_of(2000, Some(1500))).await;
+        assert_eq!(failing.err().expect("the error is the answer").message, "broken");
     }
 
     #[test]

@@ -10,19 +10,24 @@ use crate::domain::inbox::models::{ContentsIn, InboxItem, ItemType};
 use crate::domain::inbox::sync::{self, SyncRequest};
 use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
-use crate::http::{app, path_uuid, ApiError, Head, Reply, Request};
+use crate::http::{app, path_uuid, ApiError, Head, Page, Reply, Request};
 use crate::payments;
 use crate::store::inbox::{AddOutcome, ImportOutcome};
 use crate::store::{StoreError, Written};
 use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// Items per page of a listing read from the store while it is answered.
+const LIST_PAGE: usize = 32;
 
 impl Inbox {
     /// Checks 3 and 4 of inbox.md §1.2: `None` for a public route, else the caller, who has
     /// the route's permission (and is an admin for `/admin/...`).
-    pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
-        let accounts = &self.ctx.store.inbox.accounts;
+    pub(super) async fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
+        let accounts = &*self.ctx.store.inbox.accounts;
         self.flows
             .admit(accounts, routes::access(route), *route == Route::Register, head)
+            .await
     }
 
     pub(super) async fn dispatch(
@@ -31,11 +36,11 @@ impl Inbox {
         caller: Option<Principal>,
         request: Request,
     ) -> Result<Reply, ApiError> {
-        let accounts = &self.ctx.store.inbox.accounts;
+        let accounts = &*self.ctx.store.inbox.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
             Route::OpenApi => return Ok(Reply::json_text(super::OPENAPI)),
-            Route::Health => return Ok(self.ctx.health()),
+            Route::Health => return Ok(self.ctx.health().await),
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
@@ -67,50 +72,72 @@ impl Inbox {
         match route {
             Route::Permissions => Ok(self.flows.permissions(&who)),
             Route::GetAccount => Ok(Reply::json(&self.account_info(&who.account).await?)),
-            Route::Export => self.export(&who),
+            Route::Export => self.export(&who).await,
             Route::Import => self.import(&who, &request).await,
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, &who.account, &request).await,
             Route::DeleteAccount => {
-                store.delete_account(id)?.durable().await?;
+                store.delete_account(id).await?.durable().await?;
                 // Intray declares `Verb 'DELETE 204` for the account's deletion
                 Ok(Reply::no_content())
             }
             Route::AddAccessKey => self.flows.add_access_key(accounts, &who, &request).await,
-            Route::ListAccessKeys => self.flows.access_keys(accounts, &who),
-            Route::GetAccessKey(key) => self.flows.access_key(accounts, &who, path_uuid(&key)?),
+            Route::ListAccessKeys => self.flows.access_keys(accounts, &who).await,
+            Route::GetAccessKey(key) => self.flows.access_key(accounts, &who, path_uuid(&key)?).await,
             Route::DeleteAccessKey(key) => self.flows.delete_access_key(accounts, &who, path_uuid(&key)?).await,
             Route::AddText => self.add_text(&who, &request).await,
             Route::AddItem => self.add_item(&who, &request).await,
             Route::GetItem(item) => {
                 let item = path_uuid(&item)?;
                 let found = store
-                    .item(id, item)?
+                    .item(id, item)
+                    .await?
                     .ok_or_else(|| ApiError::not_found("item not found"))?;
                 Ok(Reply::json(&found))
             }
             Route::DeleteItem(item) => {
                 let item = path_uuid(&item)?;
-                store.delete_item(id, item)?.durable().await?;
+                store.delete_item(id, item).await?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::Items => {
                 // checked, then sent while it is read from the store (one item in memory
                 // at a time): an undecodable item is a JSON 500
-                let store = self.ctx.store.clone();
-                Reply::json_list(move || store.inbox.item_scan(id).map(|item| Ok(item?)))
+                let items = self.ctx.store.inbox.items.clone();
+                Reply::json_pages(move |after: Option<Uuid>| -> Page<InboxItem, Uuid> {
+                    let items = items.clone();
+                    Box::pin(async move {
+                        let page = items.items_page(id, after, LIST_PAGE).await?;
+                        let next = match page.len() == LIST_PAGE {
+                            true => page.last().map(|i| i.id),
+                            false => None,
+                        };
+                        Ok((page, next))
+                    })
+                })
+                .await
             }
-            Route::Uuids => Ok(Reply::json(&store.item_ids(id)?)),
-            Route::ShowItem => Ok(Reply::json(&store.first_item(id)?)),
-            Route::Size => Ok(Reply::json(&store.count(id)?)),
+            Route::Uuids => Ok(Reply::json(&store.item_ids(id).await?)),
+            Route::ShowItem => Ok(Reply::json(&store.first_item(id).await?)),
+            Route::Size => Ok(Reply::json(&store.count(id).await?)),
             Route::Sync => {
                 let request = SyncRequest::parse(request.json()?)?;
                 let cap = self
                     .ctx
                     .payments
-                    .cap_of(&self.ctx.store.inbox.accounts, &who.account)
+                    .cap_of(&*self.ctx.store.inbox.accounts, &who.account)
                     .await?;
-                let synced = store.sync(id, |items| sync::plan(items, request, cap, wire::new_uuid))?;
-                Ok(Reply::json(&synced.durable().await?))
+                // the answer of the last call of the planner (the store may retry it)
+                let mut answer = None;
+                let synced = store
+                    .sync(id, &mut |items| {
+                        let (response, changes) = sync::plan(items, request.clone(), cap, wire::new_uuid);
+                        answer = Some(response);
+                        changes
+                    })
+                    .await?;
+                synced.durable().await?;
+                let answer = answer.ok_or_else(|| ApiError::internal("the sync was not planned"))?;
+                Ok(Reply::json(&answer))
             }
             Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
@@ -120,7 +147,7 @@ impl Inbox {
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;
-                if !store.delete_account(victim)?.durable().await? {
+                if !store.delete_account(victim).await?.durable().await? {
                     return Err(ApiError::not_found("account not found"));
                 }
                 Ok(Reply::no_content())
@@ -138,10 +165,10 @@ impl Inbox {
     }
 
     /// `GET /account/export`: items, and access keys without their secrets.
-    fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
+    async fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
         require_all(who, super::routes::also_needs(&Route::Export))?;
-        let items = self.ctx.store.inbox.items(who.account.id)?;
-        let keys = self.flows.exported_keys(&self.ctx.store.inbox.accounts, who)?;
+        let items = self.ctx.store.inbox.items(who.account.id).await?;
+        let keys = self.flows.exported_keys(&*self.ctx.store.inbox.accounts, who).await?;
         Ok(Reply::json(&transfer::inbox_export(
             &who.account.username,
             &items,
@@ -160,7 +187,7 @@ impl Inbox {
         let cap = self
             .ctx
             .payments
-            .cap_of(&self.ctx.store.inbox.accounts, &who.account)
+            .cap_of(&*self.ctx.store.inbox.accounts, &who.account)
             .await?;
         let ctx = self.ctx.clone();
         let account = who.account.id;
@@ -181,7 +208,7 @@ impl Inbox {
                 return Ok((head, ids.len(), outcome));
             }
             let wait = |w: Written<()>| runtime.block_on(w.durable());
-            let write = |each: &mut dyn FnMut(InboxItem) -> Result<(), StoreError>| {
+            let mut write = |each: &mut dyn FnMut(InboxItem) -> Result<(), StoreError>| {
                 transfer::read_inbox_import(&body, each)
                     .map(|_| ())
                     .map_err(|e| match e {
@@ -191,7 +218,7 @@ impl Inbox {
                         }
                     })
             };
-            let outcome = store.import_items(account, &ids, cap, write, &wait)?;
+            let outcome = store.import_items(account, &ids, cap, &mut write, &wait)?;
             Ok((head, ids.len(), outcome))
         };
         let (head, count, outcome) = tokio::task::spawn_blocking(work)
@@ -221,7 +248,7 @@ impl Inbox {
     }
 
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
-        let count = self.ctx.store.inbox.count(account.id)?;
+        let count = self.ctx.store.inbox.count(account.id).await?;
         self.ctx
             .account_info(ServiceKind::Inbox, account, &[("count", count)])
             .await
@@ -273,11 +300,16 @@ impl Inbox {
         let cap = self
             .ctx
             .payments
-            .cap_of(&self.ctx.store.inbox.accounts, &who.account)
+            .cap_of(&*self.ctx.store.inbox.accounts, &who.account)
             .await?;
         // a repeated key may name an item whose first request is still being flushed: its
         // receipt waits for that flush as well
-        let added = self.ctx.store.inbox.add_item(who.account.id, &item, idempotency, cap)?;
+        let added = self
+            .ctx
+            .store
+            .inbox
+            .add_item(who.account.id, &item, idempotency, cap)
+            .await?;
         match added.durable().await? {
             AddOutcome::Added(id) | AddOutcome::Repeated(id) => Ok(Reply::json(&id)),
             AddOutcome::LimitReached => Err(ApiError::new(
@@ -288,17 +320,17 @@ impl Inbox {
     }
 
     async fn admin_stats(&self) -> Result<Reply, ApiError> {
-        let all = self.ctx.store.inbox.accounts.all()?;
+        let all = self.ctx.store.inbox.accounts.all().await?;
         let now = Timestamp::now();
         let mut items = 0u64;
         for a in &all {
-            items += self.ctx.store.inbox.count(a.id)?;
+            items += self.ctx.store.inbox.count(a.id).await?;
         }
         Ok(Reply::json(&json!({
             "accounts": all.len(),
             "items": items,
             "active-users": crate::domain::account::active_users(&all, now),
-            "subscribed-users": self.ctx.payments.subscribers(&self.ctx.store.inbox.accounts, &all).await?,
+            "subscribed-users": self.ctx.payments.subscribers(&*self.ctx.store.inbox.accounts, &all).await?,
         })))
     }
 }

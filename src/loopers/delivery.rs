@@ -23,7 +23,7 @@ use uuid::Uuid;
 /// The scheduler stage for one kind (`email` or inbox): expands every waiting target list;
 /// answers how many, once the deliveries made of them are durable.
 pub async fn schedule(store: &Store, email: bool) -> Result<usize, PassError> {
-    let expanded = store.scheduler.expand_targets(email)?;
+    let expanded = store.scheduler.deliveries.expand_targets(email).await?;
     Ok(expanded.durable().await?)
 }
 
@@ -109,7 +109,7 @@ impl InboxSender {
         }
         let s = &store.scheduler;
         let now = self.clock.now();
-        let pending = s.pending_deliveries(usize::MAX)?;
+        let pending = s.deliveries.pending_deliveries(usize::MAX).await?;
         let mut next: Option<Timestamp> = None;
         let mut dropped = Vec::new();
         for (k, d) in pending {
@@ -123,12 +123,12 @@ impl InboxSender {
                 next = Some(next.map_or(d.not_before, |n| n.min(d.not_before)));
                 continue;
             }
-            let Some(trigger) = set_aside(store, s.trigger(d.owner, d.trigger))? else {
+            let Some(trigger) = set_aside(store, s.triggers.trigger(d.owner, d.trigger).await)? else {
                 continue;
             };
             let Some(trigger) = trigger else {
                 // the trigger was deleted meanwhile: the delivery is dropped
-                dropped.push(s.remove_pending(&k)?);
+                dropped.push(s.deliveries.remove_pending(&k).await?);
                 continue;
             };
             let TriggerKind::Inbox { url, .. } = &trigger.kind else {
@@ -169,9 +169,9 @@ impl InboxSender {
         else {
             return Ok(false);
         };
-        let Some(item) = s.triggered(d.owner, d.item)? else {
+        let Some(item) = s.triggered(d.owner, d.item).await? else {
             // the triggered item was deleted meanwhile: the delivery is dropped
-            let dropped = s.remove_pending(&k)?;
+            let dropped = s.deliveries.remove_pending(&k).await?;
             dropped.durable().await?;
             return Ok(false);
         };
@@ -192,7 +192,10 @@ impl InboxSender {
             Ok(id) => {
                 self.metrics.delivery(Channel::Inbox, MetricOutcome::Sent);
                 tracing::info!("delivered {what}: inbox item {id}");
-                (false, s.finish_delivery(&k, &d, Outcome::InboxAdded(id)))
+                (
+                    false,
+                    s.deliveries.finish_delivery(&k, &d, Outcome::InboxAdded(id)).await,
+                )
             }
             Err(f) if f.transient && d.failures < self.retry_amount => {
                 let mut later = d.clone();
@@ -206,12 +209,17 @@ impl InboxSender {
                     later.failures,
                     self.retry_amount
                 );
-                (true, s.postpone_delivery(&k, &later))
+                (true, s.deliveries.postpone_delivery(&k, &later).await)
             }
             Err(f) => {
                 self.metrics.delivery(Channel::Inbox, MetricOutcome::Failed);
                 tracing::warn!("delivering {what} failed for good: {}", f.reason);
-                (false, s.finish_delivery(&k, &d, Outcome::InboxFailed(f.reason)))
+                (
+                    false,
+                    s.deliveries
+                        .finish_delivery(&k, &d, Outcome::InboxFailed(f.reason))
+                        .await,
+                )
             }
         };
         let recorded = recorded?;

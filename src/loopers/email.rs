@@ -45,7 +45,7 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
     let s = &store.scheduler;
     let mut rendered = 0;
     let mut written = Vec::new();
-    let queued = s.queued_emails_each(which.stage(), usize::MAX)?;
+    let queued = s.emails.queued_emails_each(which.stage(), usize::MAX).await?;
     for (k, email) in queued {
         // an e-mail (or its triggered item) that cannot be decoded is set aside: noted like
         // the requests note it, left queued, read again (and skipped) by each pass
@@ -58,7 +58,7 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
                 (mail::verification(settings, to, trigger, key), None)
             }
             (EmailKind::Triggered { delivery, to }, Converter::Triggered) => {
-                let Some(item) = set_aside(store, s.triggered(delivery.owner, delivery.item))? else {
+                let Some(item) = set_aside(store, s.triggered(delivery.owner, delivery.item).await)? else {
                     continue;
                 };
                 match item {
@@ -67,7 +67,7 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
                         Some(delivery.clone()),
                     ),
                     None => {
-                        written.push(s.remove_pending(&k)?);
+                        written.push(s.deliveries.remove_pending(&k).await?);
                         continue;
                     }
                 }
@@ -79,7 +79,7 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
             _ => continue,
         };
         email.kind = EmailKind::Rendered { message, delivery };
-        written.push(s.replace_email(&k, &email)?);
+        written.push(s.emails.replace_email(&k, &email).await?);
         rendered += 1;
     }
     Written::all(written).durable().await?;
@@ -138,7 +138,11 @@ impl Emailer {
             return Err(e);
         }
         let now = self.clock.now();
-        let queued = store.scheduler.queued_emails_each(Stage::Rendered, usize::MAX)?;
+        let queued = store
+            .scheduler
+            .emails
+            .queued_emails_each(Stage::Rendered, usize::MAX)
+            .await?;
         let mut next: Option<Timestamp> = None;
         for (k, email) in queued {
             let Some(email) = set_aside(store, email)? else {
@@ -211,7 +215,7 @@ impl Emailer {
                     later.failures,
                     self.retry_amount
                 );
-                let postponed = s.replace_email(&k, &later)?;
+                let postponed = s.emails.replace_email(&k, &later).await?;
                 postponed.durable().await?;
                 return Ok(true);
             }
@@ -222,10 +226,11 @@ impl Emailer {
             }
         };
         let recorded = match (delivery, failure) {
-            (Some(d), None) => s.finish_delivery(&k, d, Outcome::EmailSent),
-            (Some(d), Some(reason)) => s.finish_delivery(&k, d, Outcome::EmailFailed(reason)),
-            (None, _) => s.remove_pending(&k),
-        }?;
+            (Some(d), None) => s.deliveries.finish_delivery(&k, d, Outcome::EmailSent),
+            (Some(d), Some(reason)) => s.deliveries.finish_delivery(&k, d, Outcome::EmailFailed(reason)),
+            (None, _) => s.deliveries.remove_pending(&k),
+        }
+        .await?;
         recorded.durable().await?;
         Ok(false)
     }
@@ -249,17 +254,21 @@ mod tests {
         };
         let queued = store
             .scheduler
-            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice));
+            .emails
+            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
+            .await;
         queued.unwrap().durable().await.unwrap();
         // other converters leave it alone
         assert_eq!(convert(&store, &settings, Converter::Verification).await.unwrap(), 0);
         assert_eq!(convert(&store, &settings, Converter::AdminNotice).await.unwrap(), 1);
         assert!(store
             .scheduler
+            .emails
             .queued_emails(Stage::AdminNotice, 10)
+            .await
             .unwrap()
             .is_empty());
-        let queued = store.scheduler.queued_emails(Stage::Rendered, 10).unwrap();
+        let queued = store.scheduler.emails.queued_emails(Stage::Rendered, 10).await.unwrap();
         let EmailKind::Rendered { message, delivery } = &queued[0].1.kind else {
             panic!("not rendered: {:?}", queued[0].1.kind);
         };
@@ -273,7 +282,14 @@ mod tests {
         let emailer = Arc::new(Emailer::new(mailer, Clock::real(), workers));
         assert_eq!(emailer.pass(&store).await.unwrap(), None);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !store.scheduler.queued_emails(Stage::Rendered, 10).unwrap().is_empty() {
+        while !store
+            .scheduler
+            .emails
+            .queued_emails(Stage::Rendered, 10)
+            .await
+            .unwrap()
+            .is_empty()
+        {
             assert!(std::time::Instant::now() < deadline, "not sent and removed");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

@@ -284,23 +284,23 @@ fn notify_admin(ctx: &Context, worker: Worker, error: &str) {
             worker: worker.name().to_owned(),
             error: error.to_owned(),
         };
-        match ctx
-            .store
-            .scheduler
-            .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
-        {
-            // the converter is woken once the notice is on disk
-            Ok(queued) => {
-                let workers = ctx.workers.clone();
-                tokio::spawn(async move {
-                    match queued.durable().await {
-                        Ok(()) => workers.wake(Worker::AdminNotificationEmailConverter),
-                        Err(e) => tracing::error!("could not queue the admin notification: {e}"),
-                    }
-                });
+        // queued by a task (the store is async), the converter woken once it is on disk
+        let store = ctx.store.clone();
+        let workers = ctx.workers.clone();
+        tokio::spawn(async move {
+            let queued = store
+                .scheduler
+                .emails
+                .queue_email(&QueuedEmail::new(uuid::Uuid::nil(), None, notice))
+                .await;
+            match queued {
+                Ok(queued) => match queued.durable().await {
+                    Ok(()) => workers.wake(Worker::AdminNotificationEmailConverter),
+                    Err(e) => tracing::error!("could not queue the admin notification: {e}"),
+                },
+                Err(e) => tracing::error!("could not queue the admin notification: {e}"),
             }
-            Err(e) => tracing::error!("could not queue the admin notification: {e}"),
-        }
+        });
     }
 }
 

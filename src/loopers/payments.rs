@@ -13,7 +13,7 @@ use serde_json::Value;
 const MAX_PAGES: usize = 100;
 
 /// Records the customer of a subscription checkout on the accounts it names.
-fn handle(store: &Store, event: &Value) -> Result<Written<()>, StoreError> {
+async fn handle(store: &Store, event: &Value) -> Result<Written<()>, StoreError> {
     let nothing = Ok(Written::nothing());
     let session = &event["data"]["object"];
     if session["mode"].as_str() != Some("subscription") {
@@ -26,13 +26,18 @@ fn handle(store: &Store, event: &Value) -> Result<Written<()>, StoreError> {
     let Some(account) = crate::domain::wire::parse_uuid(reference) else {
         return nothing;
     };
-    let inbox = store.inbox.accounts.set_customer(account, customer)?;
-    let scheduler = store.scheduler.accounts.set_customer(account, customer)?;
+    let inbox = store.inbox.accounts.set_customer(account, customer).await?;
+    let scheduler = store.scheduler.accounts.set_customer(account, customer).await?;
     Ok(inbox.and(scheduler).discard())
 }
 
 /// Marks the event handled, or failed (kept for the retrier) when `result` is an error.
-fn record(store: &Store, id: &str, event: &Value, result: Result<Written<()>, StoreError>) -> Written<()> {
+async fn record(
+    store: &Store,
+    id: &str,
+    event: &Value,
+    result: Result<Written<()>, StoreError>,
+) -> Result<Written<()>, StoreError> {
     let (handled, failed) = match result {
         Ok(handled) => (handled, None),
         Err(why) => {
@@ -40,7 +45,8 @@ fn record(store: &Store, id: &str, event: &Value, result: Result<Written<()>, St
             (Written::nothing(), Some(event.to_string().into_bytes()))
         }
     };
-    handled.and(store.scheduler.mark_event(id, failed.as_deref())).discard()
+    let marked = store.scheduler.payments.mark_event(id, failed.as_deref()).await?;
+    Ok(handled.and(marked).discard())
 }
 
 /// One fetcher pass.
@@ -55,11 +61,11 @@ pub async fn fetch(store: &Store, payments: &Payments) -> Result<(), PassError> 
         let mut new = 0;
         for event in &events {
             let Some(id) = event["id"].as_str() else { continue };
-            if store.scheduler.event_seen(id)? {
+            if store.scheduler.payments.event_seen(id).await? {
                 continue;
             }
             new += 1;
-            written.push(record(store, id, event, handle(store, event)));
+            written.push(record(store, id, event, handle(store, event).await).await?);
         }
         // events come newest first: a page with nothing new means the rest is known
         if !more || new == 0 {
@@ -74,10 +80,10 @@ pub async fn fetch(store: &Store, payments: &Payments) -> Result<(), PassError> 
 /// One retrier pass: handles the failed events again.
 pub async fn retry(store: &Store) -> Result<(), PassError> {
     let mut written = Vec::new();
-    for raw in store.scheduler.failed_events()? {
+    for raw in store.scheduler.payments.failed_events().await? {
         let event: Value = serde_json::from_slice(&raw)?;
         let Some(id) = event["id"].as_str() else { continue };
-        written.push(record(store, id, &event, handle(store, &event)));
+        written.push(record(store, id, &event, handle(store, &event).await).await?);
     }
     Written::all(written).durable().await?;
     Ok(())

@@ -10,7 +10,7 @@
 
 use super::PassError;
 use crate::clock::Clock;
-use crate::domain::scheduler::models::ScheduledItem;
+use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting};
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::Timestamp;
 use crate::store::undecodable::CAPACITY;
@@ -62,16 +62,16 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
         // the entries set aside are read again and skipped: reading that many more keeps
         // a round of BATCH entries to trigger
         let limit = BATCH + aside.len();
-        let read = s.due_items(now, limit)?;
+        let read = s.due_items(now, limit).await?;
         let mut due = Vec::with_capacity(read.len());
         let mut written = Vec::with_capacity(read.len());
         for &entry @ (at, _, id) in &read {
             if aside.contains(at, id) {
                 continue;
             }
-            match s.trigger_item(entry, now, |item, setting| {
-                next_occurrence(item, &Zone::of(setting), now)
-            }) {
+            let mut next =
+                |item: &ScheduledItem, setting: &TimeZoneSetting| next_occurrence(item, &Zone::of(setting), now);
+            match s.trigger_item(entry, now, &mut next).await {
                 Ok(copy) => {
                     due.push(entry);
                     written.push(copy);
@@ -100,7 +100,8 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
     }
     // the earliest entry not set aside
     let next = s
-        .due_items(Timestamp::from_unix(i64::MAX, u32::MAX), aside.len() + 1)?
+        .due_items(Timestamp::from_unix(i64::MAX, u32::MAX), aside.len() + 1)
+        .await?
         .into_iter()
         .find(|&(at, _, id)| !aside.contains(at, id))
         .map(|(at, _, _)| at);

@@ -8,7 +8,7 @@ use crate::auth::flows::require_all;
 use crate::domain::account::{Account, Principal, ServiceKind};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{
-    is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
+    is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
 };
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::scheduler::sync::{self, SyncRequest};
@@ -16,20 +16,31 @@ use crate::domain::secrets;
 use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
-use crate::http::{app, parse_json, path_uuid, wants_html, ApiError, Head, Reply, Request};
+use crate::http::{app, parse_json, path_uuid, wants_html, ApiError, Head, Page, Reply, Request};
 use crate::payments;
 use crate::store::scheduler::{AddOutcome, ImportOutcome};
 use serde_json::{json, Value};
 use uuid::Uuid;
 use warp::http::StatusCode;
 
+/// Items per page of a listing read from the store while it is answered.
+const LIST_PAGE: usize = 32;
+
+/// Where a listing of scheduled, then triggered items goes on: after which item of which.
+#[derive(Clone, Copy)]
+enum Listed {
+    Scheduled(Option<Uuid>),
+    Triggered(Option<Uuid>),
+}
+
 impl Scheduler {
     /// Checks 3 and 4 of the order of checks: `None` for a public route, else the caller,
     /// whose credentials carry the route's permission (and who is an admin for `/admin/...`).
-    pub(super) fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
-        let accounts = &self.ctx.store.scheduler.accounts;
+    pub(super) async fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
+        let accounts = &*self.ctx.store.scheduler.accounts;
         self.flows
             .admit(accounts, routes::access(route), *route == Route::Register, head)
+            .await
     }
 
     pub(super) async fn dispatch(
@@ -38,11 +49,11 @@ impl Scheduler {
         caller: Option<Principal>,
         request: Request,
     ) -> Result<Reply, ApiError> {
-        let accounts = &self.ctx.store.scheduler.accounts;
+        let accounts = &*self.ctx.store.scheduler.accounts;
         match route {
             Route::Root => return Ok(Reply::html(super::API_PAGE)),
             Route::OpenApi => return Ok(Reply::json_text(super::OPENAPI)),
-            Route::Health => return Ok(self.ctx.health()),
+            Route::Health => return Ok(self.ctx.health().await),
             Route::Register => return self.flows.register(accounts, &request).await,
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
@@ -71,23 +82,24 @@ impl Scheduler {
         match route {
             Route::ChangePassphrase => self.flows.change_passphrase(accounts, account, &request).await,
             Route::GetAccount => Ok(Reply::json(&self.account_info(account).await?)),
-            Route::Export => self.export(&who),
+            Route::Export => self.export(&who).await,
             Route::Import => self.import(&who, &request).await,
             Route::Permissions => Ok(self.flows.permissions(&who)),
             Route::AddAccessKey => self.flows.add_access_key(accounts, &who, &request).await,
-            Route::ListAccessKeys => self.flows.access_keys(accounts, &who),
-            Route::GetAccessKey(key) => self.flows.access_key(accounts, &who, path_uuid(&key)?),
+            Route::ListAccessKeys => self.flows.access_keys(accounts, &who).await,
+            Route::GetAccessKey(key) => self.flows.access_key(accounts, &who, path_uuid(&key)?).await,
             Route::DeleteAccessKey(key) => self.flows.delete_access_key(accounts, &who, path_uuid(&key)?).await,
             Route::DeleteAccount => {
-                store.delete_account(me)?.durable().await?;
+                store.delete_account(me).await?.durable().await?;
                 Ok(Reply::empty())
             }
-            Route::GetSettings => Ok(Reply::json(&store.settings(me)?.to_json())),
+            Route::GetSettings => Ok(Reply::json(&store.settings(me).await?.to_json())),
             Route::PutSettings => {
                 let setting = TimeZoneSetting::parse(&request.json::<Value>()?)?;
                 let zone = Zone::of(&setting);
                 store
-                    .put_settings(me, &setting, |item| schedule::due(&item.tickle, &zone))?
+                    .put_settings(me, &setting, &|item: &ScheduledItem| schedule::due(&item.tickle, &zone))
+                    .await?
                     .durable()
                     .await?;
                 self.ctx.workers.wake(Worker::Triggerer);
@@ -96,23 +108,26 @@ impl Scheduler {
             Route::AddItem => self.add_item(account, &request).await,
             Route::GetItem(id) => {
                 let id = path_uuid(&id)?;
-                if let Some(item) = store.scheduled(me, id)? {
+                if let Some(item) = store.scheduled(me, id).await? {
                     return Ok(Reply::json(&item.to_json()));
                 }
                 let item = store
-                    .triggered(me, id)?
+                    .triggered(me, id)
+                    .await?
                     .ok_or_else(|| ApiError::not_found("item not found"))?;
                 Ok(Reply::json(&item.to_json()))
             }
             Route::EditItem(id) => {
                 let id = path_uuid(&id)?;
                 let tickle = Tickle::parse(&request.json::<Value>()?)?;
-                let edited = store.edit_scheduled(me, id, |mut item, setting| {
-                    item.tickle = tickle;
-                    item.server_time += 1;
-                    let due = schedule::due(&item.tickle, &Zone::of(setting));
-                    (item, due)
-                })?;
+                let edited = store
+                    .edit_scheduled(me, id, &mut |mut item: ScheduledItem, setting: &TimeZoneSetting| {
+                        item.tickle = tickle.clone();
+                        item.server_time += 1;
+                        let due = schedule::due(&item.tickle, &Zone::of(setting));
+                        (item, due)
+                    })
+                    .await?;
                 if !edited.durable().await? {
                     return Err(ApiError::not_found("no such scheduled item"));
                 }
@@ -121,18 +136,18 @@ impl Scheduler {
             }
             Route::DeleteItem(id) => {
                 let id = path_uuid(&id)?;
-                store.delete_item(me, id)?.durable().await?;
+                store.delete_item(me, id).await?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::DeleteTriggereds => {
-                store.delete_triggered_items(me)?.durable().await?;
+                store.delete_triggered_items(me).await?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::Retry => {
                 request.require_json()?;
                 let ids: Vec<String> = parse_json(&request.body)?;
                 let ids = ids.iter().map(|s| path_uuid(s)).collect::<Result<Vec<_>, _>>()?;
-                let retried = store.retry_failed(me, &ids)?;
+                let retried = store.deliveries.retry_failed(me, &ids).await?;
                 let changed = retried.changed();
                 retried.durable().await?;
                 if changed {
@@ -149,15 +164,39 @@ impl Scheduler {
                 };
                 // checked, then sent while it is read from the store (one item in memory
                 // at a time): an undecodable item is a JSON 500
-                let store = self.ctx.store.clone();
-                Reply::json_list(move || {
-                    let scheduled = scheduled.then(|| store.scheduler.scheduled_scan(me).map(|i| Ok(i?.to_json())));
-                    let triggered = triggered.then(|| store.scheduler.triggered_scan(me).map(|i| Ok(i?.to_json())));
-                    scheduled.into_iter().flatten().chain(triggered.into_iter().flatten())
+                let items = self.ctx.store.scheduler.items.clone();
+                let first = match scheduled {
+                    true => Listed::Scheduled(None),
+                    false => Listed::Triggered(None),
+                };
+                Reply::json_pages(move |at: Option<Listed>| -> Page<Value, Listed> {
+                    let items = items.clone();
+                    Box::pin(async move {
+                        match at.unwrap_or(first) {
+                            Listed::Scheduled(after) => {
+                                let page = items.scheduled_page(me, after, LIST_PAGE).await?;
+                                let next = match (page.len() == LIST_PAGE, page.last()) {
+                                    (true, Some(last)) => Some(Listed::Scheduled(Some(last.id))),
+                                    _ if triggered => Some(Listed::Triggered(None)),
+                                    _ => None,
+                                };
+                                Ok((page.iter().map(ScheduledItem::to_json).collect(), next))
+                            }
+                            Listed::Triggered(after) => {
+                                let page = items.triggered_page(me, after, LIST_PAGE).await?;
+                                let next = match (page.len() == LIST_PAGE, page.last()) {
+                                    (true, Some(last)) => Some(Listed::Triggered(Some(last.id))),
+                                    _ => None,
+                                };
+                                Ok((page.iter().map(TriggeredItem::to_json).collect(), next))
+                            }
+                        }
+                    })
                 })
+                .await
             }
             Route::Uuids => {
-                let ids: Vec<Uuid> = store.scheduled_items(me)?.iter().map(|i| i.id).collect();
+                let ids: Vec<Uuid> = store.scheduled_items(me).await?.iter().map(|i| i.id).collect();
                 Ok(Reply::json(&ids))
             }
             Route::Sync => {
@@ -165,33 +204,50 @@ impl Scheduler {
                 let cap = self
                     .ctx
                     .payments
-                    .cap_of(&self.ctx.store.scheduler.accounts, account)
+                    .cap_of(&*self.ctx.store.scheduler.accounts, account)
                     .await?;
-                let synced = store.sync(me, |items, setting| {
-                    let zone = Zone::of(setting);
-                    sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone))
-                })?;
+                // the answer of the last call of the planner (the store may retry it)
+                let mut answer = None;
+                let synced = store
+                    .sync(me, &mut |items: &[ScheduledItem], setting: &TimeZoneSetting| {
+                        let zone = Zone::of(setting);
+                        let request = request.clone();
+                        let (response, changes) =
+                            sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone));
+                        answer = Some(response);
+                        changes
+                    })
+                    .await?;
                 let changed = synced.changed();
-                let response = synced.durable().await?;
+                synced.durable().await?;
+                let response = answer.ok_or_else(|| ApiError::internal("the sync was not planned"))?;
                 if changed {
                     self.ctx.workers.wake(Worker::Triggerer);
                 }
                 Ok(Reply::json(&response))
             }
             Route::Triggers => {
-                let triggers: Vec<Value> = store.triggers(me)?.iter().map(Trigger::to_json).collect();
+                let triggers: Vec<Value> = store
+                    .triggers
+                    .triggers(me)
+                    .await?
+                    .iter()
+                    .map(Trigger::to_json)
+                    .collect();
                 Ok(Reply::json(&triggers))
             }
             Route::GetTrigger(id) => {
                 let id = path_uuid(&id)?;
                 let trigger = store
-                    .trigger(me, id)?
+                    .triggers
+                    .trigger(me, id)
+                    .await?
                     .ok_or_else(|| ApiError::not_found("trigger not found"))?;
                 Ok(Reply::json(&trigger.to_json()))
             }
             Route::DeleteTrigger(id) => {
                 let id = path_uuid(&id)?;
-                store.delete_trigger(me, id)?.durable().await?;
+                store.triggers.delete_trigger(me, id).await?.durable().await?;
                 Ok(Reply::empty())
             }
             Route::AddEmailTrigger => self.add_email_trigger(me, &request).await,
@@ -206,7 +262,7 @@ impl Scheduler {
             }
             Route::AdminDeleteAccount(victim) => {
                 let victim = path_uuid(&victim)?;
-                if !store.delete_account(victim)?.durable().await? {
+                if !store.delete_account(victim).await?.durable().await? {
                     return Err(ApiError::not_found("account not found"));
                 }
                 Ok(Reply::empty())
@@ -228,17 +284,17 @@ impl Scheduler {
 
     /// `GET /account/export`: settings, scheduled and triggered items, triggers (an inbox
     /// trigger with its access key: docs/backup.md), access keys without their secrets.
-    fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
+    async fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
         require_all(who, super::routes::also_needs(&Route::Export))?;
         let store = &self.ctx.store.scheduler;
         let me = who.account.id;
-        let keys = self.flows.exported_keys(&store.accounts, who)?;
+        let keys = self.flows.exported_keys(&*store.accounts, who).await?;
         Ok(Reply::json(&transfer::scheduler_export(
             &who.account.username,
-            &store.settings(me)?,
-            &store.scheduled_items(me)?,
-            &store.triggered_items(me)?,
-            &store.triggers(me)?,
+            &store.settings(me).await?,
+            &store.scheduled_items(me).await?,
+            &store.triggered_items(me).await?,
+            &store.triggers.triggers(me).await?,
             keys,
         )))
     }
@@ -257,7 +313,7 @@ impl Scheduler {
         let cap = self
             .ctx
             .payments
-            .cap_of(&self.ctx.store.scheduler.accounts, &who.account)
+            .cap_of(&*self.ctx.store.scheduler.accounts, &who.account)
             .await?;
         let ctx = self.ctx.clone();
         let account = who.account.id;
@@ -280,7 +336,7 @@ impl Scheduler {
             let due_of =
                 |item: &ScheduledItem, setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
             let wait = |w: Written<()>| runtime.block_on(w.durable());
-            let write = |each: &mut dyn FnMut(SchedulerEntry) -> Result<(), StoreError>| {
+            let mut write = |each: &mut dyn FnMut(SchedulerEntry) -> Result<(), StoreError>| {
                 transfer::read_scheduler_import(&body, account, each)
                     .map(|_| ())
                     .map_err(|e| match e {
@@ -288,7 +344,7 @@ impl Scheduler {
                         ReadError::Invalid(e) => StoreError::Codec(format!("the import read differently: {e}")),
                     })
             };
-            let outcome = store.import(account, &ids, head.settings.as_ref(), due_of, cap, write, &wait)?;
+            let outcome = store.import(account, &ids, head.settings.as_ref(), &due_of, cap, &mut write, &wait)?;
             Ok((head, outcome))
         };
         let (head, outcome) = tokio::task::spawn_blocking(work)
@@ -350,7 +406,7 @@ impl Scheduler {
     }
 
     async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
-        let (scheduled, triggered) = self.ctx.store.scheduler.counts(account.id)?;
+        let (scheduled, triggered) = self.ctx.store.scheduler.counts(account.id).await?;
         let counts = [("scheduler-item-count", scheduled), ("triggered-item-count", triggered)];
         self.ctx.account_info(ServiceKind::Scheduler, account, &counts).await
     }
@@ -367,7 +423,7 @@ impl Scheduler {
         let cap = self
             .ctx
             .payments
-            .cap_of(&self.ctx.store.scheduler.accounts, account)
+            .cap_of(&*self.ctx.store.scheduler.accounts, account)
             .await?;
         // the due instant under the zone of the moment of the write (read under the lock)
         let due_of = |setting: &TimeZoneSetting| schedule::due(&item.tickle, &Zone::of(setting));
@@ -375,7 +431,8 @@ impl Scheduler {
             .ctx
             .store
             .scheduler
-            .add_scheduled(&item, due_of, cap)?
+            .add_scheduled(&item, &due_of, cap)
+            .await?
             .durable()
             .await?
         {
@@ -404,7 +461,9 @@ impl Scheduler {
             .ctx
             .store
             .scheduler
-            .triggers(owner)?
+            .triggers
+            .triggers(owner)
+            .await?
             .iter()
             .filter(|t| matches!(t.kind, TriggerKind::Email { verified: false, .. }))
             .count();
@@ -430,7 +489,14 @@ impl Scheduler {
             },
         };
         let email = verification_email(owner, trigger.id, address.clone(), key);
-        let added = match self.ctx.store.scheduler.add_trigger(&trigger, Some(email)) {
+        let added = match self
+            .ctx
+            .store
+            .scheduler
+            .triggers
+            .add_trigger(&trigger, Some(email))
+            .await
+        {
             Ok(added) => added.durable().await,
             Err(e) => Err(e),
         };
@@ -449,7 +515,7 @@ impl Scheduler {
             return Err(ApiError::bad_request("the verification key must be 32 hex digits"));
         }
         let given = secrets::digest(key);
-        let trigger = self.ctx.store.scheduler.trigger(owner, id)?;
+        let trigger = self.ctx.store.scheduler.triggers.trigger(owner, id).await?;
         let Some(TriggerKind::Email { key_digest, .. }) = trigger.map(|t| t.kind) else {
             return Err(ApiError::not_found("no such e-mail trigger"));
         };
@@ -460,7 +526,8 @@ impl Scheduler {
             .ctx
             .store
             .scheduler
-            .update_trigger(owner, id, |mut t| match &mut t.kind {
+            .triggers
+            .update_trigger(owner, id, &mut |mut t: Trigger| match &mut t.kind {
                 TriggerKind::Email {
                     verified, key_digest, ..
                 } if secrets::digests_equal(key_digest, &given) => {
@@ -468,7 +535,8 @@ impl Scheduler {
                     Some((t, None))
                 }
                 _ => None,
-            })?;
+            })
+            .await?;
         if !updated.durable().await? {
             return Err(ApiError::bad_request("wrong verification key"));
         }
@@ -521,12 +589,12 @@ impl Scheduler {
         }
         let store = &self.ctx.store.scheduler;
         let not_found = || ApiError::not_found("no such e-mail trigger: it may have been deleted");
-        let owner = store.trigger_owner(trigger)?.ok_or_else(not_found)?;
+        let owner = store.triggers.trigger_owner(trigger).await?.ok_or_else(not_found)?;
         let Some(TriggerKind::Email {
             address,
             verified,
             key_digest,
-        }) = store.trigger(owner, trigger)?.map(|t| t.kind)
+        }) = store.triggers.trigger(owner, trigger).await?.map(|t| t.kind)
         else {
             return Err(not_found());
         };
@@ -544,7 +612,15 @@ impl Scheduler {
 
     async fn resend(&self, owner: Uuid, id: &str) -> Result<Reply, ApiError> {
         let id = path_uuid(id)?;
-        let address = match self.ctx.store.scheduler.trigger(owner, id)?.map(|t| t.kind) {
+        let address = match self
+            .ctx
+            .store
+            .scheduler
+            .triggers
+            .trigger(owner, id)
+            .await?
+            .map(|t| t.kind)
+        {
             Some(TriggerKind::Email {
                 verified: false,
                 address,
@@ -561,18 +637,20 @@ impl Scheduler {
             .ctx
             .store
             .scheduler
-            .update_trigger(owner, id, |mut t| match &mut t.kind {
+            .triggers
+            .update_trigger(owner, id, &mut |mut t: Trigger| match &mut t.kind {
                 TriggerKind::Email {
                     verified: false,
                     key_digest,
                     address,
                 } => {
                     *key_digest = digest;
-                    let email = verification_email(owner, id, address.clone(), key);
+                    let email = verification_email(owner, id, address.clone(), key.clone());
                     Some((t, Some(email)))
                 }
                 _ => None,
-            })?;
+            })
+            .await?;
         if !updated.durable().await? {
             self.verifications.give_back(&counted).await;
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
@@ -618,24 +696,33 @@ impl Scheduler {
                 access_key,
             },
         };
-        if !self.ctx.store.scheduler.add_trigger(&trigger, None)?.durable().await? {
+        if !self
+            .ctx
+            .store
+            .scheduler
+            .triggers
+            .add_trigger(&trigger, None)
+            .await?
+            .durable()
+            .await?
+        {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
         Ok(Reply::json(&json!({"Right": trigger.id})))
     }
 
     async fn admin_stats(&self) -> Result<Reply, ApiError> {
-        let all = self.ctx.store.scheduler.accounts.all()?;
+        let all = self.ctx.store.scheduler.accounts.all().await?;
         let now = Timestamp::now();
         let (mut scheduled, mut triggered) = (0u64, 0u64);
         for a in &all {
-            let (s, t) = self.ctx.store.scheduler.counts(a.id)?;
+            let (s, t) = self.ctx.store.scheduler.counts(a.id).await?;
             scheduled += s;
             triggered += t;
         }
         Ok(Reply::json(&json!({
             "users": all.len(),
-            "subscribers": self.ctx.payments.subscribers(&self.ctx.store.scheduler.accounts, &all).await?,
+            "subscribers": self.ctx.payments.subscribers(&*self.ctx.store.scheduler.accounts, &all).await?,
             "scheduler-items": scheduled,
             "triggered-items": triggered,
             "active-users": crate::domain::account::active_users(&all, now),

@@ -81,8 +81,8 @@ impl Service for Scheduler {
         routes::route(method, segments)
     }
 
-    fn authenticate(&self, route: &routes::Route, head: &Head) -> Result<Option<Principal>, ApiError> {
-        self.admit(route, head)
+    async fn authenticate(&self, route: &routes::Route, head: &Head) -> Result<Option<Principal>, ApiError> {
+        self.admit(route, head).await
     }
 
     fn takes_body(&self, route: &routes::Route) -> crate::http::BodyUse {

@@ -329,3 +329,81 @@ impl AccountStore {
         Ok(())
     }
 }
+
+/// The sled implementation: the inherent methods above, each one batch.
+#[async_trait::async_trait]
+impl crate::store::api::Accounts for AccountStore {
+    async fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
+        AccountStore::register(self, username, password_hash, now)
+    }
+
+    async fn get(&self, id: Uuid) -> Result<Option<Account>> {
+        AccountStore::get(self, id)
+    }
+
+    async fn by_username(&self, username: &str) -> Result<Option<Account>> {
+        AccountStore::by_username(self, username)
+    }
+
+    async fn all(&self) -> Result<Vec<Account>> {
+        AccountStore::all(self)
+    }
+
+    async fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
+        AccountStore::set_last_login(self, id, at)
+    }
+
+    async fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        AccountStore::change_password(self, id, expected, new_hash)
+    }
+
+    async fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        AccountStore::upgrade_password(self, id, expected, new_hash)
+    }
+
+    async fn customer(&self, id: Uuid) -> Result<Option<String>> {
+        AccountStore::customer(self, id)
+    }
+
+    async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
+        AccountStore::set_customer(self, id, customer)
+    }
+
+    async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
+        AccountStore::add_access_key(self, account, access_key)
+    }
+
+    async fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        AccountStore::legacy_access_keys(self, account)
+    }
+
+    async fn upgrade_access_key(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        expected: &KeySecret,
+        digest: [u8; 32],
+    ) -> Result<Written<bool>> {
+        AccountStore::upgrade_access_key(self, account, id, expected, digest)
+    }
+
+    async fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        AccountStore::access_keys(self, account)
+    }
+
+    async fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
+        AccountStore::access_key(self, account, id)
+    }
+
+    async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
+        AccountStore::access_key_by_digest(self, digest)
+    }
+
+    async fn next_key_seq(&self) -> Result<u64> {
+        AccountStore::next_key_seq(self)
+    }
+
+    async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        AccountStore::delete_access_key(self, account, id)
+    }
+}

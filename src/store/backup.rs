@@ -92,69 +92,79 @@ fn put_bytes(w: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl Store {
-    /// Writes a consistent copy of the whole database to `out`, with `files` (name and
-    /// contents, e.g. the token signing key) alongside. The caller makes `out` durable.
-    pub fn backup_to(&self, out: impl Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
-        // an open store has been migrated to the current format
-        self.backup_of_format(out, files, super::format::CURRENT)
-    }
-
-    /// [`Store::backup_to`] of a store whose records are of database format `format`.
+    /// [`super::Administration::backup_to`] of a store whose records are of database
+    /// format `format`.
     pub(super) fn backup_of_format(
         &self,
         out: impl Write,
         files: &[(&str, &[u8])],
         format: u32,
     ) -> Result<BackupSummary> {
-        let mut w = Hashing {
-            inner: BufWriter::with_capacity(256 * 1024, out),
-            hash: Sha256::new(),
-            bytes: 0,
-        };
-        w.write_all(MAGIC)?;
-        w.write_all(&VERSION.to_be_bytes())?;
-        w.write_all(&format.to_be_bytes())?;
-        for (name, contents) in files {
-            w.write_all(&[FILE])?;
-            put_name(&mut w, name)?;
-            put_bytes(&mut w, contents)?;
-        }
-        // While the writer is held, records go to memory (up to HELD_BUFFER bytes): hashing
-        // them and handing them to the kernel waits until writes go on again.
-        let mut w = BufWriter::with_capacity(HELD_BUFFER, w);
-        let started = std::time::Instant::now();
-        let (ids, records) = self.writer.between_cycles(|trees| {
-            let ids = trees.id_floor()?;
-            let mut records = 0u64;
-            for (i, name) in TREES.iter().enumerate() {
-                for kv in trees.records(i) {
-                    let (k, v) = kv?;
-                    w.write_all(&[RECORD])?;
-                    put_name(&mut w, name)?;
-                    put_bytes(&mut w, &k)?;
-                    put_bytes(&mut w, &v)?;
-                    records += 1;
-                }
-            }
-            Ok((ids, records))
-        })?;
-        let paused = started.elapsed();
-        let mut w = w.into_inner().map_err(|e| StoreError::Io(e.into_error()))?;
-        w.write_all(&[IDS])?;
-        w.write_all(&ids.to_be_bytes())?;
-        w.write_all(&[END])?;
-        w.write_all(&records.to_be_bytes())?;
-        let digest = w.hash.clone().finalize();
-        let mut inner = w.inner;
-        inner.write_all(&digest)?;
-        inner.flush()?;
-        Ok(BackupSummary {
-            records,
-            files: files.iter().map(|(n, _)| n.to_string()).collect(),
-            bytes: w.bytes + digest.len() as u64,
-            paused,
-        })
+        backup_of_format(&self.writer, out, files, format)
     }
+
+    /// [`super::Administration::backup_to`] (the sled tests' shorthand).
+    #[cfg(test)]
+    pub(super) fn backup_to(&self, out: impl Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
+        backup_of_format(&self.writer, out, files, super::format::CURRENT)
+    }
+}
+
+/// A consistent copy of the whole database, held between two write cycles of `writer`.
+pub(super) fn backup_of_format(
+    writer: &super::writer::Writer,
+    out: impl Write,
+    files: &[(&str, &[u8])],
+    format: u32,
+) -> Result<BackupSummary> {
+    let mut w = Hashing {
+        inner: BufWriter::with_capacity(256 * 1024, out),
+        hash: Sha256::new(),
+        bytes: 0,
+    };
+    w.write_all(MAGIC)?;
+    w.write_all(&VERSION.to_be_bytes())?;
+    w.write_all(&format.to_be_bytes())?;
+    for (name, contents) in files {
+        w.write_all(&[FILE])?;
+        put_name(&mut w, name)?;
+        put_bytes(&mut w, contents)?;
+    }
+    // While the writer is held, records go to memory (up to HELD_BUFFER bytes): hashing
+    // them and handing them to the kernel waits until writes go on again.
+    let mut w = BufWriter::with_capacity(HELD_BUFFER, w);
+    let started = std::time::Instant::now();
+    let (ids, records) = writer.between_cycles(|trees| {
+        let ids = trees.id_floor()?;
+        let mut records = 0u64;
+        for (i, name) in TREES.iter().enumerate() {
+            for kv in trees.records(i) {
+                let (k, v) = kv?;
+                w.write_all(&[RECORD])?;
+                put_name(&mut w, name)?;
+                put_bytes(&mut w, &k)?;
+                put_bytes(&mut w, &v)?;
+                records += 1;
+            }
+        }
+        Ok((ids, records))
+    })?;
+    let paused = started.elapsed();
+    let mut w = w.into_inner().map_err(|e| StoreError::Io(e.into_error()))?;
+    w.write_all(&[IDS])?;
+    w.write_all(&ids.to_be_bytes())?;
+    w.write_all(&[END])?;
+    w.write_all(&records.to_be_bytes())?;
+    let digest = w.hash.clone().finalize();
+    let mut inner = w.inner;
+    inner.write_all(&digest)?;
+    inner.flush()?;
+    Ok(BackupSummary {
+        records,
+        files: files.iter().map(|(n, _)| n.to_string()).collect(),
+        bytes: w.bytes + digest.len() as u64,
+        paused,
+    })
 }
 
 /// One entry of a backup file.
@@ -475,7 +485,7 @@ mod tests {
 
     fn add(store: &Store, account: Uuid, items: impl IntoIterator<Item = InboxItem>) {
         for i in items {
-            let _ = store.inbox.add_item(account, &i, None, None).expect("add");
+            let _ = store.sled_inbox.add_item(account, &i, None, None).expect("add");
         }
         store.flush().expect("flush");
     }
@@ -493,8 +503,8 @@ mod tests {
             assert_eq!(summary.bytes, backup.len() as u64);
             assert!(summary.records >= 4, "items, id index, count: {summary:?}");
             (
-                store.inbox.accounts.next_key_seq().unwrap(),
-                store.inbox.items(account).unwrap(),
+                store.sled_inbox.accounts.next_key_seq().unwrap(),
+                store.sled_inbox.items(account).unwrap(),
             )
         };
         let src = dir.path().join("b.backup");
@@ -504,10 +514,10 @@ mod tests {
         assert_eq!(summary.files, vec!["signing.key".to_string()]);
         assert_eq!(std::fs::read(target.join("signing.key")).unwrap(), b"key bytes");
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.inbox.items(account).unwrap(), items);
-        assert_eq!(store.inbox.items(account).unwrap()[0].data, big);
-        assert_eq!(store.inbox.count(account).unwrap(), 2);
-        assert!(store.inbox.accounts.next_key_seq().unwrap() > ids_before);
+        assert_eq!(store.sled_inbox.items(account).unwrap(), items);
+        assert_eq!(store.sled_inbox.items(account).unwrap()[0].data, big);
+        assert_eq!(store.sled_inbox.count(account).unwrap(), 2);
+        assert!(store.sled_inbox.accounts.next_key_seq().unwrap() > ids_before);
         drop(store);
         // a file not in the allowed list is refused before anything is written
         let other = dir.path().join("other");
@@ -566,7 +576,7 @@ mod tests {
         restore(&src, &target, false, &[]).unwrap();
         assert_eq!(super::super::format::check(&target).unwrap(), Some(1));
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.inbox.count(account).unwrap(), 1);
+        assert_eq!(store.sled_inbox.count(account).unwrap(), 1);
         assert_eq!(super::super::format::check(&target).unwrap(), Some(2), "migrated");
         drop(store);
 
@@ -617,7 +627,7 @@ mod tests {
         );
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), before, "nothing replaced");
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.inbox.items(account).unwrap()[0].data, b"one");
+        assert_eq!(store.sled_inbox.items(account).unwrap()[0].data, b"one");
     }
 
     /// How long a backup holds writes back: run with `cargo test --lib -- --ignored

@@ -5,6 +5,7 @@
 //! inbox.md §3.13).
 
 use super::accounts::AccountStore;
+use super::api::Feed;
 use super::imports::{Arrival, Batches, WaitDurable};
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
@@ -51,13 +52,14 @@ pub enum ImportOutcome {
 
 pub struct InboxStore {
     pub(super) tree: Tree,
-    pub accounts: AccountStore,
+    /// This service's accounts (the same object as a trait: `Accounts`).
+    pub accounts: Arc<AccountStore>,
 }
 
 impl InboxStore {
     pub(super) fn new(tree: Tree, stripes: Arc<Stripes>) -> InboxStore {
         InboxStore {
-            accounts: AccountStore::new(tree.clone(), stripes),
+            accounts: Arc::new(AccountStore::new(tree.clone(), stripes)),
             tree,
         }
     }
@@ -313,6 +315,25 @@ impl InboxStore {
         })
     }
 
+    /// Up to `limit` of the account's items after the item `after` (from the first with
+    /// `None`), oldest first; empty when `after` is no longer there.
+    pub fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
+        let prefix = keys::items_of(account);
+        let scan = match after {
+            None => self.tree.scan_prefix(&prefix),
+            Some(id) => match self.locate(account, id)? {
+                Some(k) => self.tree.scan_prefix_after(&prefix, &k),
+                None => return Ok(Vec::new()),
+            },
+        };
+        scan.take(limit)
+            .map(|kv| {
+                let (k, v) = kv?;
+                Self::item_from(&k, &v)
+            })
+            .collect()
+    }
+
     /// The ids of the account's items, oldest first.
     pub fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
         self.item_scan(account).map(|item| Ok(item?.id)).collect()
@@ -375,5 +396,84 @@ impl InboxStore {
         batch.remove(keys::count(account));
         self.accounts.delete_into(&record, &mut batch)?;
         Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+}
+
+/// The sled implementation: the inherent methods above.
+#[async_trait::async_trait]
+impl crate::store::api::InboxItems for InboxStore {
+    async fn count(&self, account: Uuid) -> Result<u64> {
+        InboxStore::count(self, account)
+    }
+
+    async fn total_items(&self) -> Result<u64> {
+        InboxStore::total_items(self)
+    }
+
+    async fn add_item(
+        &self,
+        account: Uuid,
+        item: &InboxItem,
+        idempotency: Option<&str>,
+        max_items: Option<u64>,
+    ) -> Result<Written<AddOutcome>> {
+        InboxStore::add_item(self, account, item, idempotency, max_items)
+    }
+
+    async fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
+        InboxStore::item(self, account, id)
+    }
+
+    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        InboxStore::delete_item(self, account, id)
+    }
+
+    async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
+        InboxStore::items(self, account)
+    }
+
+    async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
+        InboxStore::item_ids(self, account)
+    }
+
+    async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
+        InboxStore::first_item(self, account)
+    }
+
+    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
+        InboxStore::delete_account(self, account)
+    }
+
+    fn check_import(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        new_before: u64,
+    ) -> Result<ImportOutcome> {
+        InboxStore::check_import(self, account, ids, max_items, new_before)
+    }
+
+    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
+        InboxStore::items_page(self, account, after, limit)
+    }
+
+    async fn sync(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [InboxItem]) -> ItemChanges + Send),
+    ) -> Result<Written<()>> {
+        InboxStore::sync(self, account, |items: &[InboxItem]| ((), decide(items)))
+    }
+
+    fn import_items(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        items: Feed<'_, InboxItem>,
+        wait: WaitDurable<'_>,
+    ) -> Result<ImportOutcome> {
+        InboxStore::import_items(self, account, ids, max_items, items, wait)
     }
 }

@@ -14,6 +14,8 @@
 //! disk (after a `flush()` and its syncs that concurrent writers share, see [`written`]).
 
 mod accounts;
+mod admin;
+pub mod api;
 mod backup;
 mod chunks;
 pub mod format;
@@ -31,7 +33,9 @@ mod writer;
 mod written;
 
 pub use accounts::{AccountStore, Arrival, Registration};
+pub use api::{Accounts, Administration, Deliveries, Emails, InboxItems, PaymentEvents, ScheduledItems, Triggers};
 pub use backup::{restore, verify, BackupSummary};
+pub use imports::WaitDurable;
 pub use writer::{CycleStats, HistogramSnapshot, WriterStats};
 pub use written::Written;
 
@@ -191,17 +195,54 @@ impl Engine {
     }
 }
 
-/// The open database: both services' trees, the data-directory lock and the group commit.
+/// The open database: both services' data behind the traits of [`api`], the data-directory
+/// lock and the group commit.
 pub struct Store {
-    pub inbox: inbox::InboxStore,
-    pub scheduler: scheduler::SchedulerStore,
+    pub inbox: Inbox,
+    pub scheduler: Scheduler,
+    /// The sled stores behind the traits (the engine's own operations: moving in, tests).
+    pub(crate) sled_inbox: Arc<inbox::InboxStore>,
+    pub(crate) sled_scheduler: Arc<scheduler::SchedulerStore>,
+    /// The engine: health, flush, statistics, backup.
+    pub admin: Arc<dyn Administration>,
     /// Login, registration and e-mail counts: this process's memory, as it alone opens
     /// the database ([`throttles`]).
     pub throttles: Arc<dyn throttles::Throttles>,
-    writer: writer::Writer,
+    writer: Arc<writer::Writer>,
     /// The records requests met that could not be decoded (the health check's count).
     undecodable: Arc<undecodable::UndecodableRecords>,
     _lock: File,
+}
+
+/// The inbox service's data: its accounts and (through `Deref`) its items.
+pub struct Inbox {
+    pub accounts: Arc<dyn Accounts>,
+    pub items: Arc<dyn InboxItems>,
+}
+
+impl std::ops::Deref for Inbox {
+    type Target = dyn InboxItems;
+    fn deref(&self) -> &Self::Target {
+        &*self.items
+    }
+}
+
+/// The scheduler service's data: its accounts, (through `Deref`) its items, its triggers,
+/// queues and payment events.
+pub struct Scheduler {
+    pub accounts: Arc<dyn Accounts>,
+    pub items: Arc<dyn ScheduledItems>,
+    pub triggers: Arc<dyn Triggers>,
+    pub deliveries: Arc<dyn Deliveries>,
+    pub emails: Arc<dyn Emails>,
+    pub payments: Arc<dyn PaymentEvents>,
+}
+
+impl std::ops::Deref for Scheduler {
+    type Target = dyn ScheduledItems;
+    fn deref(&self) -> &Self::Target {
+        &*self.items
+    }
 }
 
 /// Creates `dir` if needed and takes the exclusive lock on it that every user of its
@@ -237,15 +278,29 @@ impl Store {
         // a newer format stops here, before the engine opens (and writes) anything
         let found = format::before_open(dir)?;
         let Engine { writer, recovered } = Engine::open(&dir.join("db"))?;
+        let writer = Arc::new(writer);
         if recovered {
             tracing::info!("opened the existing database in {}", dir.display());
         }
         let stripes = Arc::new(Stripes::new(256));
-        let inbox = inbox::InboxStore::new(writer.tree(0), stripes.clone());
-        let scheduler = scheduler::SchedulerStore::new(writer.tree(1), stripes);
+        let inbox = Arc::new(inbox::InboxStore::new(writer.tree(0), stripes.clone()));
+        let scheduler = Arc::new(scheduler::SchedulerStore::new(writer.tree(1), stripes));
         let store = Store {
-            inbox,
-            scheduler,
+            inbox: Inbox {
+                accounts: inbox.accounts.clone(),
+                items: inbox.clone(),
+            },
+            scheduler: Scheduler {
+                accounts: scheduler.accounts.clone(),
+                items: scheduler.clone(),
+                triggers: scheduler.clone(),
+                deliveries: scheduler.clone(),
+                emails: scheduler.clone(),
+                payments: scheduler.clone(),
+            },
+            sled_inbox: inbox,
+            sled_scheduler: scheduler,
+            admin: writer.clone(),
             throttles: Arc::new(throttles::MemoryThrottles::default()),
             writer,
             undecodable: Arc::default(),
@@ -262,35 +317,15 @@ impl Store {
         &self.undecodable
     }
 
-    /// What the group commit did so far (benchmarks, diagnostics).
-    pub fn writer_stats(&self) -> WriterStats {
-        self.writer.stats()
-    }
-
-    /// Whether the database takes writes (the health check's "database writable"): the
-    /// writer thread runs, no sync of the database files ever failed, and the latest write
-    /// cycle reached the disk. Nothing is written or synced to find out, so a probe costs
-    /// nothing; `Err` gives the reason.
-    pub fn writable(&self) -> std::result::Result<(), String> {
-        self.writer.writable()
-    }
-
-    /// FOR TESTS ONLY (fault injection): makes the store behave as after a failed sync of
-    /// its files: every later write fails and [`Store::writable`] reports it. A real failed
-    /// sync cannot be provoked on demand in a test of the whole server.
-    #[doc(hidden)]
-    pub fn simulate_sync_failure_for_tests(&self) {
-        self.writer.simulate_sync_failure()
-    }
-
-    /// The writer's cycles as histograms: batches per cycle, µs per flush and sync.
-    pub fn writer_cycles(&self) -> CycleStats {
-        self.writer.cycle_stats()
-    }
-
-    /// Writes everything queued to disk, in the calling thread (shutdown).
-    pub fn flush(&self) -> Result<()> {
+    /// Writes everything queued to disk, in the calling thread (migrations, sled tests).
+    pub(crate) fn flush(&self) -> Result<()> {
         self.writer.flush_now()
+    }
+
+    /// What the group commit did so far (sled tests).
+    #[cfg(test)]
+    fn writer_stats(&self) -> WriterStats {
+        self.writer.stats()
     }
 }
 
@@ -476,7 +511,7 @@ mod tests {
         assert!(summary.records >= 7, "{summary:?}");
         assert_eq!(format::check(dir.path()).expect("format"), Some(format::CURRENT));
         let stage = |stage: Stage| -> Vec<String> {
-            let found = store.scheduler.queued_emails(stage, usize::MAX).expect("queue");
+            let found = store.sled_scheduler.queued_emails(stage, usize::MAX).expect("queue");
             found.iter().map(|(_, e)| format!("{e:?}")).collect()
         };
         let expected = |seqs: &[u64]| -> Vec<String> {
@@ -491,7 +526,7 @@ mod tests {
         assert_eq!(stage(Stage::AdminNotice), expected(&[9, 11]), "in the order queued");
         assert_eq!(stage(Stage::Rendered), expected(&[10]));
         let keys_of = |stage: Stage| -> Vec<Vec<u8>> {
-            let found = store.scheduler.queued_emails(stage, usize::MAX).expect("queue");
+            let found = store.sled_scheduler.queued_emails(stage, usize::MAX).expect("queue");
             found.iter().map(|(k, _)| k.as_bytes().to_vec()).collect()
         };
         assert_eq!(
@@ -500,7 +535,7 @@ mod tests {
         );
 
         // the account's e-mails are found through the owner index; admin notices stay
-        let deleted = store.scheduler.delete_account(owner).expect("delete");
+        let deleted = store.sled_scheduler.delete_account(owner).expect("delete");
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         assert!(runtime.block_on(deleted.durable()).expect("durable"));
         drop(store);
@@ -508,14 +543,14 @@ mod tests {
         let store = Store::open(dir.path()).expect("reopen");
         for stage in [Stage::Verification, Stage::Triggered, Stage::Rendered] {
             assert!(store
-                .scheduler
+                .sled_scheduler
                 .queued_emails(stage, usize::MAX)
                 .expect("queue")
                 .is_empty());
         }
         assert_eq!(
             store
-                .scheduler
+                .sled_scheduler
                 .queued_emails(Stage::AdminNotice, usize::MAX)
                 .expect("queue")
                 .len(),
@@ -546,7 +581,10 @@ mod tests {
         let acknowledged = || store.writer_stats().batches;
 
         let before = acknowledged();
-        let created = store.inbox.accounts.register("alice", "hash".into(), Timestamp::now());
+        let created = store
+            .sled_inbox
+            .accounts
+            .register("alice", "hash".into(), Timestamp::now());
         let created = created.expect("register");
         assert!(created.changed());
         let Registration::Created(alice) = created.durable().await.expect("durable") else {
@@ -554,17 +592,26 @@ mod tests {
         };
         assert_eq!(acknowledged(), before + 1);
 
-        let taken = store.inbox.accounts.register("alice", "hash".into(), Timestamp::now());
+        let taken = store
+            .sled_inbox
+            .accounts
+            .register("alice", "hash".into(), Timestamp::now());
         let taken = taken.expect("register");
         assert!(!taken.changed());
         assert!(matches!(taken.durable().await.expect("at once"), Registration::Taken));
-        let missing = store.inbox.delete_item(alice.id, Uuid::nil()).expect("delete");
+        let missing = store.sled_inbox.delete_item(alice.id, Uuid::nil()).expect("delete");
         assert!(!missing.changed());
         assert!(!missing.durable().await.expect("at once"));
 
         let before = acknowledged();
-        let first = store.inbox.add_item(alice.id, &item(1), Some("k"), None).expect("add");
-        let repeat = store.inbox.add_item(alice.id, &item(2), Some("k"), None).expect("add");
+        let first = store
+            .sled_inbox
+            .add_item(alice.id, &item(1), Some("k"), None)
+            .expect("add");
+        let repeat = store
+            .sled_inbox
+            .add_item(alice.id, &item(2), Some("k"), None)
+            .expect("add");
         assert!(first.changed() && !repeat.changed());
         let AddOutcome::Repeated(id) = repeat.durable().await.expect("durable") else {
             panic!("the key was used");
@@ -573,17 +620,78 @@ mod tests {
         assert!(matches!(first.durable().await.expect("durable"), AddOutcome::Added(first) if first == id));
 
         let both = store
-            .inbox
+            .sled_inbox
             .add_item(alice.id, &item(3), None, None)
             .expect("add")
             .and(Written::nothing());
         assert!(both.changed());
-        let many = Written::all((4..8).map(|n| store.inbox.add_item(alice.id, &item(n), None, None).expect("add")));
+        let many =
+            Written::all((4..8).map(|n| store.sled_inbox.add_item(alice.id, &item(n), None, None).expect("add")));
         assert_eq!(many.durable().await.expect("durable").len(), 4);
         // the last of 7 batches (registration, items 1, 3 and 4–7) covers every earlier one
         assert_eq!(acknowledged(), 7);
         both.durable().await.expect("durable");
-        assert_eq!(store.inbox.count(alice.id).expect("count"), 6);
+        assert_eq!(store.sled_inbox.count(alice.id).expect("count"), 6);
+    }
+
+    /// Pages through the traits read the whole listing in order, a page at a time, the
+    /// writes still queued included; a page after an item deleted meanwhile is empty.
+    #[tokio::test]
+    async fn pages_read_the_listing_in_order_and_end_after_a_deleted_item() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store = Store::open(dir.path()).expect("open");
+        let account = crate::domain::wire::new_uuid();
+        for n in 0..10 {
+            let added = store.inbox.add_item(account, &item(n), None, None).await.expect("add");
+            added.durable().await.expect("durable");
+        }
+        let all: Vec<Uuid> = store
+            .inbox
+            .items(account)
+            .await
+            .expect("items")
+            .iter()
+            .map(|i| i.id)
+            .collect();
+        let mut paged = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store.inbox.items_page(account, after, 3).await.expect("page");
+            assert!(page.len() <= 3);
+            paged.extend(page.iter().map(|i| i.id));
+            match page.last() {
+                Some(last) if page.len() == 3 => after = Some(last.id),
+                _ => break,
+            }
+        }
+        assert_eq!(paged, all);
+        let deleted = store.inbox.delete_item(account, all[4]).await.expect("delete");
+        assert!(deleted.durable().await.expect("durable"));
+        assert!(store
+            .inbox
+            .items_page(account, Some(all[4]), 3)
+            .await
+            .expect("page")
+            .is_empty());
+        let other = crate::domain::wire::new_uuid();
+        assert!(store
+            .inbox
+            .items_page(other, Some(all[3]), 3)
+            .await
+            .expect("page")
+            .is_empty());
+        assert!(store
+            .scheduler
+            .scheduled_page(account, None, 3)
+            .await
+            .expect("page")
+            .is_empty());
+        assert!(store
+            .scheduler
+            .triggered_page(account, None, 3)
+            .await
+            .expect("page")
+            .is_empty());
     }
 
     fn item(n: usize) -> InboxItem {
@@ -597,7 +705,7 @@ mod tests {
 
     fn item_ids(store: &Store, account: Uuid) -> Vec<Uuid> {
         store
-            .inbox
+            .sled_inbox
             .items(account)
             .expect("items")
             .iter()
@@ -626,17 +734,19 @@ mod tests {
                         for n in 0..60 {
                             // Every thread uses the same 20 idempotency keys: each stores one item.
                             let key = (n % 3 == 0).then(|| format!("key {}", n % 20));
-                            let added = store.inbox.add_item(account, &item(n), key.as_deref(), Some(limit));
+                            let added = store
+                                .sled_inbox
+                                .add_item(account, &item(n), key.as_deref(), Some(limit));
                             match durable(added.expect("add")) {
                                 AddOutcome::Added(id) if n % 5 == 4 => {
-                                    let deleted = store.inbox.delete_item(account, id).expect("delete");
+                                    let deleted = store.sled_inbox.delete_item(account, id).expect("delete");
                                     assert!(runtime.block_on(deleted.durable()).expect("durable"));
                                 }
                                 AddOutcome::Added(id) => kept.push((id, key)),
                                 AddOutcome::Repeated(_) => assert!(key.is_some(), "thread {t}"),
                                 AddOutcome::LimitReached => {}
                             }
-                            let count = store.inbox.count(account).expect("count");
+                            let count = store.sled_inbox.count(account).expect("count");
                             assert!(count <= limit, "{count} items");
                         }
                         kept
@@ -645,7 +755,7 @@ mod tests {
                 .collect();
             let kept: Vec<_> = threads.into_iter().flat_map(|t| t.join().expect("thread")).collect();
             let ids = item_ids(&store, account);
-            assert_eq!(ids.len() as u64, store.inbox.count(account).expect("count"));
+            assert_eq!(ids.len() as u64, store.sled_inbox.count(account).expect("count"));
             let mut expected: Vec<Uuid> = kept.iter().map(|(id, _)| *id).collect();
             let mut got = ids.clone();
             expected.sort();
@@ -661,6 +771,6 @@ mod tests {
             kept,
             "same items, same order after reopening"
         );
-        assert_eq!(store.inbox.count(account).expect("count"), kept.len() as u64);
+        assert_eq!(store.sled_inbox.count(account).expect("count"), kept.len() as u64);
     }
 }

@@ -863,6 +863,22 @@ impl Tree {
         merge(&self.sled, self.sled.scan_prefix(prefix), queued)
     }
 
+    /// The records under `prefix` whose keys come after `after`, in key order (a page of a
+    /// listing after its previous page's last key).
+    pub(crate) fn scan_prefix_after(&self, prefix: &[u8], after: &[u8]) -> Scan {
+        let end = prefix_end(prefix);
+        let to = match &end {
+            Some(end) => Bound::Excluded(end.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let queued = self.shared.overlay_range(self.index, Bound::Excluded(after), to, false);
+        merge(
+            &self.sled,
+            self.sled.range::<&[u8], _>((Bound::Excluded(after), to)),
+            queued,
+        )
+    }
+
     /// The records with `from <= key <= to`, in key order.
     pub(crate) fn range_inclusive(&self, from: &[u8], to: &[u8]) -> Scan {
         let queued = self

@@ -222,6 +222,44 @@ impl SchedulerStore {
         })
     }
 
+    /// Up to `limit` scheduled items after the item `after` (from the first with `None`),
+    /// in creation order; empty when `after` is no longer there.
+    pub fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<ScheduledItem>> {
+        let prefix = keys::scheduled_of(account);
+        let scan = match after {
+            None => self.tree.scan_prefix(&prefix),
+            Some(id) => match self.scheduled_location(account, id)? {
+                Some((k, _, _)) => self.tree.scan_prefix_after(&prefix, &k),
+                None => return Ok(Vec::new()),
+            },
+        };
+        scan.take(limit)
+            .map(|kv| {
+                let (k, v) = kv?;
+                Ok(records::scheduled::decode(&k, &v)?.0)
+            })
+            .collect()
+    }
+
+    /// Up to `limit` triggered items after the item `after`, in the order of
+    /// [`Self::triggered_items`]; empty when `after` is no longer there.
+    pub fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>> {
+        let prefix = keys::triggered_of(account);
+        let scan = match after {
+            None => self.tree.scan_prefix(&prefix),
+            Some(id) => match self.triggered_location(account, id)? {
+                Some((k, _)) => self.tree.scan_prefix_after(&prefix, &k),
+                None => return Ok(Vec::new()),
+            },
+        };
+        scan.take(limit)
+            .map(|kv| {
+                let (k, v) = kv?;
+                records::triggered::decode(&k, &v)
+            })
+            .collect()
+    }
+
     /// The account's triggered items by original `created`, then by triggering time.
     pub fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>> {
         self.triggered_scan(account).collect()

@@ -20,6 +20,7 @@ mod import;
 mod items;
 mod moving_in;
 mod payments;
+mod traits;
 mod triggers;
 
 use super::accounts::AccountStore;
@@ -47,13 +48,14 @@ pub enum AddOutcome {
 
 pub struct SchedulerStore {
     tree: Tree,
-    pub accounts: AccountStore,
+    /// This service's accounts (the same object as a trait: `Accounts`).
+    pub accounts: Arc<AccountStore>,
 }
 
 impl SchedulerStore {
     pub(in crate::store) fn new(tree: Tree, stripes: Arc<Stripes>) -> SchedulerStore {
         SchedulerStore {
-            accounts: AccountStore::new(tree.clone(), stripes),
+            accounts: Arc::new(AccountStore::new(tree.clone(), stripes)),
             tree,
         }
     }

@@ -1,0 +1,309 @@
+//! The store's data APIs, one async trait per concern: what the services, the workers and
+//! the commands may ask of a storage engine, in domain operations. Each method is one domain
+//! operation and one transaction (on sled: one atomic batch under the account's lock); each
+//! write answers a [`Written`] receipt, durable once `.durable().await` has answered (sled:
+//! at the flush and sync that covers it; an engine that answers after COMMIT: at once).
+//!
+//! The traits are object-safe (the `async-trait` crate), and [`super::Store`] holds one
+//! `Arc<dyn …>` per concern. Closures handed to the store are `FnMut` (an engine may retry a
+//! transaction that met a serialization failure by calling the closure again; the caller
+//! keeps its own result in a captured variable), and long listings are read in pages
+//! (`…_page(account, after, limit)`: bounded memory on every engine).
+
+use super::imports::WaitDurable;
+use super::inbox::{AddOutcome, ImportOutcome};
+use super::scheduler::{
+    AddOutcome as SchedulerAddOutcome, ImportIds, ImportOutcome as SchedulerImportOutcome, QueueKey,
+};
+use super::{BackupSummary, CycleStats, Registration, Result, WriterStats, Written};
+use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
+use crate::domain::email::{QueuedEmail, Stage};
+use crate::domain::inbox::models::InboxItem;
+use crate::domain::inbox::sync::ItemChanges;
+use crate::domain::scheduler::models::{Delivery, Outcome, ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
+use crate::domain::scheduler::sync::ScheduledChanges;
+use crate::domain::transfer::SchedulerEntry;
+use crate::domain::wire::Timestamp;
+use async_trait::async_trait;
+use uuid::Uuid;
+
+/// What an import reads from its request: hands each record to the callback, in order
+/// (an engine writes them in bounded batches as they come).
+pub type Feed<'a, T> = &'a mut dyn FnMut(&mut dyn FnMut(T) -> Result<()>) -> Result<()>;
+
+/// The accounts of one service (each service keeps its own): accounts, passwords, access
+/// keys, the payment customer and registration.
+#[async_trait]
+pub trait Accounts: Send + Sync {
+    /// Registers `username` with a PBKDF2 `password_hash` (exactly one of several
+    /// concurrent registrations of a username wins).
+    async fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>>;
+    async fn get(&self, id: Uuid) -> Result<Option<Account>>;
+    async fn by_username(&self, username: &str) -> Result<Option<Account>>;
+    /// Every account (admin listing and statistics).
+    async fn all(&self) -> Result<Vec<Account>>;
+    /// Records a login; `false` when the account is gone.
+    async fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>>;
+    /// Replaces the password hash if it is still `expected` and starts a new credential
+    /// epoch (revoking every earlier token); `false` when the account is gone or the
+    /// password changed meanwhile.
+    async fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>>;
+    /// Replaces a legacy password hash by a PBKDF2 one (same epoch), if it is still `expected`.
+    async fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>>;
+    /// The account's payment customer id.
+    async fn customer(&self, id: Uuid) -> Result<Option<String>>;
+    async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>>;
+    /// `false` when the account is gone.
+    async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>>;
+    /// The account's access keys whose secrets are still legacy (bcrypt) hashes.
+    async fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>>;
+    /// Replaces a legacy key's secret by its SHA-256 `digest`, if it is still `expected`.
+    async fn upgrade_access_key(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        expected: &KeySecret,
+        digest: [u8; 32],
+    ) -> Result<Written<bool>>;
+    async fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>>;
+    async fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>>;
+    /// The key whose secret has this SHA-256 digest, and its account.
+    async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>>;
+    /// The next sequence number for an access key (their order of creation).
+    async fn next_key_seq(&self) -> Result<u64>;
+    async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>>;
+}
+
+/// The inbox service's items (inbox.md): adding, listing, deleting, syncing, importing.
+#[async_trait]
+pub trait InboxItems: Send + Sync {
+    /// The account's item count.
+    async fn count(&self, account: Uuid) -> Result<u64>;
+    /// Items of every account together (metrics).
+    async fn total_items(&self) -> Result<u64>;
+    /// Adds `item` unless the account has `max_items` already; a repeated `idempotency` key
+    /// answers the item stored by its first use.
+    async fn add_item(
+        &self,
+        account: Uuid,
+        item: &InboxItem,
+        idempotency: Option<&str>,
+        max_items: Option<u64>,
+    ) -> Result<Written<AddOutcome>>;
+    async fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>>;
+    /// `false` when the account has no such item.
+    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>>;
+    /// The account's items, oldest first.
+    async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>>;
+    /// Up to `limit` of the account's items, oldest first, after the item `after` (from the
+    /// first with `None`); empty at the end, or when `after` is no longer there.
+    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>>;
+    /// The ids of the account's items, oldest first.
+    async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>>;
+    async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>>;
+    /// One sync, atomically: `decide` sees the account's items as they are (no write of the
+    /// account in between) and says what to delete and add. `decide` may be called more
+    /// than once (a retried transaction): the caller keeps its answer of the last call.
+    async fn sync(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [InboxItem]) -> ItemChanges + Send),
+    ) -> Result<Written<()>>;
+    /// Deletes the account and everything of it; `false` when there was none.
+    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>>;
+    /// What importing `ids` would do, writing nothing. Blocking: call it from a blocking
+    /// thread.
+    fn check_import(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        new_before: u64,
+    ) -> Result<ImportOutcome>;
+    /// Imports the items that `items` hands to its callback (called once, in bounded
+    /// batches, each waited for with `wait`; see [`super::imports`]). Blocking: call it from
+    /// a blocking thread.
+    fn import_items(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        items: Feed<'_, InboxItem>,
+        wait: WaitDurable<'_>,
+    ) -> Result<ImportOutcome>;
+}
+
+/// The scheduler service's items: the time-zone setting, scheduled and triggered items,
+/// sync, the due index and triggering, counts, deleting an account, importing.
+#[async_trait]
+pub trait ScheduledItems: Send + Sync {
+    async fn settings(&self, account: Uuid) -> Result<TimeZoneSetting>;
+    /// Stores the setting and moves every scheduled item in the due index to its due
+    /// instant under it (`due_of`).
+    async fn put_settings(
+        &self,
+        account: Uuid,
+        settings: &TimeZoneSetting,
+        due_of: &(dyn for<'a> Fn(&'a ScheduledItem) -> Timestamp + Send + Sync),
+    ) -> Result<Written<()>>;
+    /// Adds a scheduled item due at `due_of(the account's settings)`, unless the account
+    /// has `cap` items.
+    async fn add_scheduled(
+        &self,
+        item: &ScheduledItem,
+        due_of: &(dyn for<'a> Fn(&'a TimeZoneSetting) -> Timestamp + Send + Sync),
+        cap: Option<u64>,
+    ) -> Result<Written<SchedulerAddOutcome>>;
+    async fn scheduled(&self, account: Uuid, id: Uuid) -> Result<Option<ScheduledItem>>;
+    /// Replaces a scheduled item by what `edit` makes of it (with its due instant);
+    /// `false` when the account has no such item. `edit` may be called more than once.
+    async fn edit_scheduled(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        edit: &mut (dyn for<'a> FnMut(ScheduledItem, &'a TimeZoneSetting) -> (ScheduledItem, Timestamp) + Send),
+    ) -> Result<Written<bool>>;
+    async fn triggered(&self, account: Uuid, id: Uuid) -> Result<Option<TriggeredItem>>;
+    /// Deletes the scheduled or triggered item `id`; `false` when there is none.
+    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>>;
+    async fn delete_triggered_items(&self, account: Uuid) -> Result<Written<bool>>;
+    /// The account's scheduled items in creation order.
+    async fn scheduled_items(&self, account: Uuid) -> Result<Vec<ScheduledItem>>;
+    /// Up to `limit` scheduled items after the item `after` (see `InboxItems::items_page`).
+    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<ScheduledItem>>;
+    /// The account's triggered items by original `created`, then by triggering time.
+    async fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>>;
+    /// Up to `limit` triggered items after the item `after`.
+    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>>;
+    /// One sync, atomically: `decide` sees the account's scheduled items and settings and
+    /// says what to delete and store. `decide` may be called more than once.
+    async fn sync(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a, 'b> FnMut(&'a [ScheduledItem], &'b TimeZoneSetting) -> ScheduledChanges + Send),
+    ) -> Result<Written<()>>;
+    /// The earliest due instant in the due index.
+    async fn next_due(&self) -> Result<Option<Timestamp>>;
+    /// How many items are due at `now`, counted up to `limit`.
+    async fn due_count(&self, now: Timestamp, limit: usize) -> Result<usize>;
+    /// Up to `limit` (due, owner, item) entries of the due index due at `now`, earliest first.
+    async fn due_items(&self, now: Timestamp, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>>;
+    /// Triggers the due entry `due` (one transaction: the triggered copy, its target lists,
+    /// the item moved to its `next` occurrence or deleted); `None` when it is gone or moved.
+    async fn trigger_item(
+        &self,
+        due: (Timestamp, Uuid, Uuid),
+        now: Timestamp,
+        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
+                  + Send),
+    ) -> Result<Written<Option<TriggeredItem>>>;
+    /// (scheduled, triggered) item counts of the account.
+    async fn counts(&self, account: Uuid) -> Result<(u64, u64)>;
+    /// (scheduled, triggered) items of every account together.
+    async fn total_counts(&self) -> Result<(u64, u64)>;
+    /// Deletes the account and everything of it; `false` when there was none.
+    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>>;
+    /// What importing would do, writing nothing. Blocking: call it from a blocking thread.
+    fn check_import(
+        &self,
+        account: Uuid,
+        ids: &ImportIds,
+        cap: Option<u64>,
+        new_before: u64,
+    ) -> Result<SchedulerImportOutcome>;
+    /// Imports the entries `entries` hands to its callback, in bounded batches each waited
+    /// for with `wait`. Blocking: call it from a blocking thread.
+    #[allow(clippy::too_many_arguments)]
+    fn import(
+        &self,
+        account: Uuid,
+        ids: &ImportIds,
+        settings: Option<&TimeZoneSetting>,
+        due_of: &(dyn Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp + Send + Sync),
+        cap: Option<u64>,
+        entries: Feed<'_, SchedulerEntry>,
+        wait: WaitDurable<'_>,
+    ) -> Result<SchedulerImportOutcome>;
+}
+
+/// The scheduler's delivery targets (inbox services and e-mail addresses).
+#[async_trait]
+pub trait Triggers: Send + Sync {
+    /// Adds a trigger (with the verification e-mail to queue, if any); `false` when the
+    /// account is gone.
+    async fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<Written<bool>>;
+    /// The account a trigger belongs to.
+    async fn trigger_owner(&self, id: Uuid) -> Result<Option<Uuid>>;
+    async fn trigger(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>>;
+    async fn triggers(&self, account: Uuid) -> Result<Vec<Trigger>>;
+    /// Replaces a trigger by what `update` makes of it (`None`: leave it), with an e-mail to
+    /// queue; `false` when there is no such trigger. `update` may be called more than once.
+    async fn update_trigger(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        update: &mut (dyn FnMut(Trigger) -> Option<(Trigger, Option<QueuedEmail>)> + Send),
+    ) -> Result<Written<bool>>;
+    async fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>>;
+}
+
+/// The delivery queue: target lists fixed at triggering, pending inbox deliveries, outcomes.
+#[async_trait]
+pub trait Deliveries: Send + Sync {
+    /// Expands the target lists of triggered items into pending deliveries (inbox, or
+    /// e-mail with `email`); how many.
+    async fn expand_targets(&self, email: bool) -> Result<Written<usize>>;
+    /// Up to `limit` pending inbox deliveries, each decoded or its error.
+    async fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Result<Delivery>)>>;
+    async fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<Written<()>>;
+    async fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<Written<()>>;
+    /// Drops a pending delivery that cannot be decoded.
+    async fn remove_pending(&self, k: &QueueKey) -> Result<Written<()>>;
+    /// Queues the failed deliveries of the account's triggered items `ids` again.
+    async fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> Result<Written<()>>;
+}
+
+/// The e-mail queue, one stage after another.
+#[async_trait]
+pub trait Emails: Send + Sync {
+    async fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>>;
+    /// Up to `limit` e-mails of `stage`, in the order queued.
+    async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>>;
+    /// [`Emails::queued_emails`], each decoded or its error.
+    async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>>;
+    /// Replaces (moves to its new stage) or removes a queued e-mail.
+    async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>>;
+}
+
+/// Payment events handled or failed.
+#[async_trait]
+pub trait PaymentEvents: Send + Sync {
+    async fn event_seen(&self, id: &str) -> Result<bool>;
+    /// Records the event as handled, or as failed with its body to retry.
+    async fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> Result<Written<()>>;
+    async fn failed_events(&self) -> Result<Vec<Vec<u8>>>;
+}
+
+/// The engine itself: health, durability, statistics, backup. (Item counts are with the
+/// items: `InboxItems::total_items`, `ScheduledItems::total_counts`.)
+#[async_trait]
+pub trait Administration: Send + Sync {
+    /// Whether the database takes writes (the health check's "database writable"); `Err`
+    /// gives the reason. Cheap enough for every health probe.
+    async fn writable(&self) -> std::result::Result<(), String>;
+    /// What the group commit did so far (benchmarks, diagnostics); zeros for an engine
+    /// without one.
+    fn writer_stats(&self) -> WriterStats;
+    /// The group commit's cycles as histograms: batches per cycle, µs per flush and sync.
+    fn writer_cycles(&self) -> CycleStats;
+    /// Makes everything written so far durable, in the calling thread (shutdown, the end of
+    /// moving in).
+    fn flush(&self) -> Result<()>;
+    /// FOR TESTS ONLY (fault injection): the engine behaves as after a failed sync of its
+    /// files: every later write fails and [`Administration::writable`] reports it.
+    #[doc(hidden)]
+    fn simulate_sync_failure_for_tests(&self);
+    /// Writes a consistent copy of the whole database to `out`, with `files` (name and
+    /// contents) alongside ([`super::backup`]); the caller makes `out` durable. Blocking.
+    fn backup_to(&self, out: &mut dyn std::io::Write, files: &[(&str, &[u8])]) -> Result<BackupSummary>;
+}
