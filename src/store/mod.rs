@@ -27,6 +27,8 @@ pub mod postgres;
 mod records;
 pub mod scheduler;
 mod stable;
+#[cfg(test)]
+pub(crate) mod suite;
 pub mod throttles;
 pub mod undecodable;
 mod writer;

@@ -30,6 +30,7 @@ pub mod scheduler;
 mod signing;
 pub mod throttles;
 mod tls;
+mod traits;
 mod triggers;
 
 #[cfg(test)]

@@ -1855,3 +1855,19 @@ fn due_items_are_claimed_once_with_leases() {
         assert_eq!(one.counts(owner).await.expect("counts"), (0, 200));
     });
 }
+
+/// The store test suite (src/store/suite.rs) on PostgreSQL, as on sled.
+mod suite {
+    use super::*;
+
+    #[test]
+    fn accounts_on_postgres() {
+        let Some((_cluster, connection, _db)) = fresh("suite_accounts_on_postgres") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (store, _) = PgStore::connect(&connection).await.expect("store");
+            crate::store::suite::accounts(std::sync::Arc::new(store.accounts(Service::Inbox))).await;
+        });
+    }
+}

@@ -1,0 +1,87 @@
+//! The store's traits (src/store/api.rs) on PostgreSQL, concern by concern: each method is
+//! the operation of the same name of this module's stores, its errors made the store's.
+//! Done so far: [`Accounts`]. The other concerns' operations exist (src/store/postgres/)
+//! and join the traits next (docs/scaling.md, "Status").
+
+use super::accounts::PgAccounts;
+use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
+use crate::domain::wire::Timestamp;
+use crate::store::{Accounts, Registration, Result, Written};
+use uuid::Uuid;
+
+#[async_trait::async_trait]
+impl Accounts for PgAccounts {
+    async fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
+        Ok(PgAccounts::register(self, username, password_hash, now).await?)
+    }
+
+    async fn get(&self, id: Uuid) -> Result<Option<Account>> {
+        Ok(PgAccounts::get(self, id).await?)
+    }
+
+    async fn by_username(&self, username: &str) -> Result<Option<Account>> {
+        Ok(PgAccounts::by_username(self, username).await?)
+    }
+
+    async fn all(&self) -> Result<Vec<Account>> {
+        Ok(PgAccounts::all(self).await?)
+    }
+
+    async fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
+        Ok(PgAccounts::set_last_login(self, id, at).await?)
+    }
+
+    async fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        Ok(PgAccounts::change_password(self, id, expected, new_hash).await?)
+    }
+
+    async fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        Ok(PgAccounts::upgrade_password(self, id, expected, new_hash).await?)
+    }
+
+    async fn customer(&self, id: Uuid) -> Result<Option<String>> {
+        Ok(PgAccounts::customer(self, id).await?)
+    }
+
+    async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
+        Ok(PgAccounts::set_customer(self, id, customer).await?)
+    }
+
+    async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
+        Ok(PgAccounts::add_access_key(self, account, access_key).await?)
+    }
+
+    async fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        Ok(PgAccounts::legacy_access_keys(self, account).await?)
+    }
+
+    async fn upgrade_access_key(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        expected: &KeySecret,
+        digest: [u8; 32],
+    ) -> Result<Written<bool>> {
+        Ok(PgAccounts::upgrade_access_key(self, account, id, expected, digest).await?)
+    }
+
+    async fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        Ok(PgAccounts::access_keys(self, account).await?)
+    }
+
+    async fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
+        Ok(PgAccounts::access_key(self, account, id).await?)
+    }
+
+    async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
+        Ok(PgAccounts::access_key_by_digest(self, digest).await?)
+    }
+
+    async fn next_key_seq(&self) -> Result<u64> {
+        Ok(PgAccounts::next_key_seq(self).await?)
+    }
+
+    async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        Ok(PgAccounts::delete_access_key(self, account, id).await?)
+    }
+}
