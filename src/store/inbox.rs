@@ -16,6 +16,7 @@ use crate::domain::inbox::sync::ItemChanges;
 use std::sync::Arc;
 use uuid::Uuid;
 
+#[derive(Debug, PartialEq, Eq)]
 pub enum AddOutcome {
     Added(Uuid),
     /// The idempotency key was used before: the item stored then.

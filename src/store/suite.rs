@@ -3,8 +3,11 @@
 //! runs it here; the PostgreSQL store runs the same functions in its own tests (against a
 //! throwaway cluster). Concerns join as their PostgreSQL implementations do.
 
-use super::{Accounts, Registration};
+use super::inbox::{AddOutcome, ImportOutcome};
+use super::{Accounts, InboxItems, Registration, StoreError, Written};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
+use crate::domain::inbox::models::{InboxItem, ItemType};
+use crate::domain::inbox::sync::ItemChanges;
 use crate::domain::permissions::Permissions;
 use crate::domain::wire::{new_uuid, Timestamp};
 use std::sync::Arc;
@@ -227,6 +230,214 @@ pub(crate) async fn accounts(accounts: Arc<dyn Accounts>) {
     assert_eq!(names, ["alice", "bob"]);
 }
 
+async fn account(accounts: &dyn Accounts, name: &str) -> uuid::Uuid {
+    let registered = accounts.register(name, "hash".into(), at(1)).await.expect("register");
+    match registered.durable().await.expect("durable") {
+        Registration::Created(a) => a.id,
+        Registration::Taken => panic!("{name} is taken"),
+    }
+}
+
+fn text(body: &str, secs: i64) -> InboxItem {
+    InboxItem {
+        id: new_uuid(),
+        kind: ItemType::Text,
+        data: body.as_bytes().to_vec(),
+        created: at(secs),
+    }
+}
+
+async fn added(
+    items: &dyn InboxItems,
+    account: uuid::Uuid,
+    item: &InboxItem,
+    key: Option<&str>,
+    max: Option<u64>,
+) -> AddOutcome {
+    let written = items.add_item(account, item, key, max).await.expect("add");
+    written.durable().await.expect("durable")
+}
+
+/// Imports `batch` through the trait (from a blocking thread, as the handlers do).
+async fn import(
+    items: Arc<dyn InboxItems>,
+    account: uuid::Uuid,
+    batch: Vec<InboxItem>,
+    max: Option<u64>,
+) -> ImportOutcome {
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Handle::current();
+        let ids: Vec<uuid::Uuid> = batch.iter().map(|i| i.id).collect();
+        let checked = items.check_import(account, &ids, max, 0).expect("check");
+        let wait = |w: Written<()>| runtime.block_on(w.durable());
+        let mut feed = |each: &mut dyn FnMut(InboxItem) -> Result<(), StoreError>| {
+            for item in &batch {
+                each(item.clone())?;
+            }
+            Ok(())
+        };
+        let outcome = items
+            .import_items(account, &ids, max, &mut feed, &wait)
+            .expect("import");
+        assert_eq!(checked, outcome, "the check says what the import does");
+        outcome
+    })
+    .await
+    .expect("the import's thread")
+}
+
+/// Adding (limits, idempotency keys), reading in order and in pages, deleting, syncing,
+/// importing (another account's ids under ids of their own, limits) and deleting accounts.
+pub(crate) async fn inbox_items(accounts: Arc<dyn Accounts>, items: Arc<dyn InboxItems>) {
+    let alice = account(&*accounts, "alice").await;
+    let bob = account(&*accounts, "bob").await;
+    let (late, early, same_a, same_b) = (
+        text("late", 50),
+        text("early", 10),
+        text("same a", 30),
+        text("same b", 30),
+    );
+    for item in [&late, &early, &same_a, &same_b] {
+        assert_eq!(
+            added(&*items, alice, item, None, None).await,
+            AddOutcome::Added(item.id)
+        );
+    }
+    let order = vec![early.id, same_a.id, same_b.id, late.id];
+    assert_eq!(
+        items.item_ids(alice).await.expect("ids"),
+        order,
+        "oldest first, then as added"
+    );
+    assert_eq!(
+        items
+            .items(alice)
+            .await
+            .expect("items")
+            .iter()
+            .map(|i| i.id)
+            .collect::<Vec<_>>(),
+        order
+    );
+    assert_eq!(items.first_item(alice).await.expect("first"), Some(early.clone()));
+    assert_eq!(items.item(alice, late.id).await.expect("item"), Some(late.clone()));
+    assert_eq!(items.item(bob, late.id).await.expect("item"), None, "only the owner's");
+    assert_eq!(items.count(alice).await.expect("count"), 4);
+    // pages
+    let page = items.items_page(alice, None, 3).await.expect("page");
+    assert_eq!(page.iter().map(|i| i.id).collect::<Vec<_>>(), order[..3]);
+    let page = items.items_page(alice, Some(same_b.id), 3).await.expect("page");
+    assert_eq!(page.iter().map(|i| i.id).collect::<Vec<_>>(), order[3..]);
+    assert!(items
+        .items_page(alice, Some(late.id), 3)
+        .await
+        .expect("page")
+        .is_empty());
+    // limits and idempotency keys
+    let one_more = text("one more", 60);
+    assert_eq!(
+        added(&*items, alice, &one_more, Some("k"), Some(4)).await,
+        AddOutcome::LimitReached
+    );
+    assert_eq!(
+        added(&*items, alice, &one_more, Some("k"), Some(5)).await,
+        AddOutcome::Added(one_more.id)
+    );
+    assert_eq!(
+        added(&*items, alice, &text("again", 61), Some("k"), Some(5)).await,
+        AddOutcome::Repeated(one_more.id)
+    );
+    assert_eq!(
+        added(&*items, bob, &text("bob's", 62), Some("k"), None).await,
+        AddOutcome::Added(items.item_ids(bob).await.expect("ids")[0])
+    );
+    // deleting
+    assert!(items
+        .delete_item(alice, one_more.id)
+        .await
+        .expect("delete")
+        .durable()
+        .await
+        .expect("durable"));
+    assert!(!items
+        .delete_item(alice, one_more.id)
+        .await
+        .expect("delete")
+        .durable()
+        .await
+        .expect("durable"));
+    assert!(
+        !items
+            .delete_item(bob, late.id)
+            .await
+            .expect("delete")
+            .durable()
+            .await
+            .expect("durable"),
+        "not bob's"
+    );
+    // a sync sees the items and applies what it decides
+    let from_client = text("from a client", 70);
+    let mut seen = 0;
+    let mut decide = |now: &[InboxItem]| {
+        seen = now.len();
+        ItemChanges {
+            delete: vec![early.id],
+            add: vec![from_client.clone()],
+        }
+    };
+    assert!(items.sync(alice, &mut decide).await.expect("sync").changed());
+    assert_eq!(seen, 4);
+    assert_eq!(
+        items.item_ids(alice).await.expect("ids"),
+        vec![same_a.id, same_b.id, late.id, from_client.id]
+    );
+    // imports: new ids stored, own ids kept, another account's id stored under one of its own
+    let bobs = items.items(bob).await.expect("bob's")[0].clone();
+    let fresh = text("imported", 80);
+    let outcome = import(
+        items.clone(),
+        alice,
+        vec![fresh.clone(), late.clone(), bobs.clone(), fresh.clone()],
+        None,
+    )
+    .await;
+    assert_eq!(outcome, ImportOutcome::Imported { added: 2, skipped: 2 });
+    assert_eq!(items.count(alice).await.expect("count"), 6);
+    assert_eq!(items.item(alice, fresh.id).await.expect("item"), Some(fresh.clone()));
+    assert_eq!(
+        items.item(bob, bobs.id).await.expect("item"),
+        Some(bobs.clone()),
+        "bob's item stays his"
+    );
+    let renamed: Vec<InboxItem> = items
+        .items(alice)
+        .await
+        .expect("items")
+        .into_iter()
+        .filter(|i| i.data == bobs.data)
+        .collect();
+    assert_eq!(renamed.len(), 1);
+    assert_ne!(renamed[0].id, bobs.id);
+    // the same import again adds nothing; an import over the limit adds nothing at all
+    let again = import(items.clone(), alice, vec![fresh.clone(), bobs.clone()], None).await;
+    assert_eq!(again, ImportOutcome::Imported { added: 0, skipped: 2 });
+    let over = import(items.clone(), alice, vec![text("x", 90), text("y", 91)], Some(7)).await;
+    assert_eq!(over, ImportOutcome::LimitReached);
+    assert_eq!(items.count(alice).await.expect("count"), 6);
+    assert_eq!(items.total_items().await.expect("total"), 7);
+    // deleting the account deletes its items
+    assert!(items
+        .delete_account(alice)
+        .await
+        .expect("delete")
+        .durable()
+        .await
+        .expect("durable"));
+    assert_eq!(items.count(alice).await.expect("count"), 0);
+    assert_eq!(items.total_items().await.expect("total"), 1);
+}
+
 #[cfg(test)]
 mod sled {
     use super::*;
@@ -236,5 +447,12 @@ mod sled {
         let dir = tempfile::tempdir().expect("a directory");
         let store = crate::store::Store::open(dir.path()).expect("open");
         accounts(store.inbox.accounts.clone()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn inbox_items_on_sled() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = crate::store::Store::open(dir.path()).expect("open");
+        inbox_items(store.inbox.accounts.clone(), store.inbox.items.clone()).await;
     }
 }

@@ -8,7 +8,7 @@ use super::rows::{self, from_bigint, instant};
 use super::{transaction, PgError, PgResult};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
-use crate::store::inbox::AddOutcome;
+use crate::store::inbox::{AddOutcome, ImportOutcome};
 use crate::store::Written;
 use deadpool_postgres::Pool;
 use tokio_postgres::{Row, Transaction};
@@ -248,5 +248,215 @@ impl PgInbox {
         } else {
             Written::unchanged(false)
         })
+    }
+}
+
+/// Items that a batch of an import inserts at once.
+const IMPORT_BATCH: usize = 500;
+/// Ids looked up at once while an import is planned.
+const PLAN_CHUNK: usize = 1_000;
+
+/// What an import of `ids` into an account does: the ids new to it (as they will be
+/// stored), the stored id of each whose own is another account's, and how many it has
+/// already (one of several identical ids counts once).
+#[derive(Default)]
+struct Plan {
+    new: std::collections::HashSet<Uuid>,
+    renamed: std::collections::HashMap<Uuid, Uuid>,
+    skipped: usize,
+    count: u64,
+}
+
+impl PgInbox {
+    /// Up to `limit` of the account's items after the item `after`, oldest first (empty
+    /// when `after` is no longer there).
+    pub async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> PgResult<Vec<InboxItem>> {
+        let client = self.pool.get().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = match after {
+            None => {
+                client
+                    .query(
+                        &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE account = $1 {ORDER} LIMIT $2"),
+                        &[&account, &limit],
+                    )
+                    .await?
+            }
+            Some(after) => {
+                client
+                    .query(
+                        &format!(
+                            "SELECT {ITEM_COLUMNS} FROM inbox_items i WHERE account = $1 AND \
+                             (created_secs, created_nanos, seq) > (SELECT created_secs, created_nanos, seq \
+                              FROM inbox_items WHERE id = $2 AND account = $1) {ORDER} LIMIT $3"
+                        ),
+                        &[&account, &after, &limit],
+                    )
+                    .await?
+            }
+        };
+        rows.iter().map(item_from).collect()
+    }
+
+    /// The plan of an import (see [`Plan`]), in `tx` under the account's lock; or why
+    /// nothing may be imported. An id another account has is stored under
+    /// [`crate::store::imports::own_id`], as the sled store does, so that the answer never
+    /// tells whether an id exists elsewhere.
+    async fn import_plan(
+        tx: &Transaction<'_>,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+    ) -> PgResult<Result<Plan, ImportOutcome>> {
+        let mut plan = Plan::default();
+        let mut distinct = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for id in ids {
+            if seen.insert(*id) {
+                distinct.push(*id);
+            } else {
+                plan.skipped += 1;
+            }
+        }
+        for chunk in distinct.chunks(PLAN_CHUNK) {
+            // (original id, candidate), each candidate looked up until it is free or ours
+            let mut open: Vec<(Uuid, Uuid)> = chunk.iter().map(|id| (*id, *id)).collect();
+            for _ in 0..4 {
+                if open.is_empty() {
+                    break;
+                }
+                let candidates: Vec<Uuid> = open.iter().map(|(_, c)| *c).collect();
+                let owners: std::collections::HashMap<Uuid, Uuid> = tx
+                    .query("SELECT id, account FROM inbox_items WHERE id = ANY($1)", &[&candidates])
+                    .await?
+                    .iter()
+                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                    .collect::<PgResult<_>>()?;
+                let mut next = Vec::new();
+                for (original, candidate) in open {
+                    match owners.get(&candidate) {
+                        None => {
+                            if candidate != original {
+                                plan.renamed.insert(original, candidate);
+                            }
+                            plan.new.insert(candidate);
+                        }
+                        Some(owner) if *owner == account => plan.skipped += 1,
+                        Some(_) => next.push((original, crate::store::imports::own_id(account, candidate))),
+                    }
+                }
+                open = next;
+            }
+            if let Some((original, _)) = open.first() {
+                return Err(PgError::Corrupt(format!(
+                    "no free id for the imported entry {original}"
+                )));
+            }
+        }
+        plan.count = Self::count_in(tx, account).await?;
+        if !plan.new.is_empty() && max_items.is_some_and(|max| plan.count + plan.new.len() as u64 > max) {
+            return Ok(Err(ImportOutcome::LimitReached));
+        }
+        Ok(Ok(plan))
+    }
+
+    /// What importing items of these `ids` would do now, writing nothing.
+    pub async fn check_import(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        new_before: u64,
+    ) -> PgResult<ImportOutcome> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        self.accounts.lock(&tx, account).await?;
+        let max_items = max_items.map(|max| max.saturating_sub(new_before));
+        Ok(match Self::import_plan(&tx, account, ids, max_items).await? {
+            Ok(plan) => ImportOutcome::Imported {
+                added: plan.new.len(),
+                skipped: plan.skipped,
+            },
+            Err(refused) => refused,
+        })
+    }
+
+    /// Imports the items `items` hands over, all or nothing: one transaction under the
+    /// account's row lock, the plan first, then the items in batches; it commits only when
+    /// every new item of the plan came. Called from a blocking thread (the feed is
+    /// synchronous): each step runs on the runtime of that thread.
+    pub fn import_items_blocking(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        items: crate::store::api::Feed<'_, InboxItem>,
+    ) -> PgResult<ImportOutcome> {
+        let runtime = tokio::runtime::Handle::current();
+        let mut client = runtime.block_on(self.pool.get())?;
+        let tx = runtime.block_on(client.transaction())?;
+        runtime.block_on(self.accounts.lock(&tx, account))?;
+        let Plan {
+            mut new,
+            renamed,
+            skipped,
+            ..
+        } = match runtime.block_on(Self::import_plan(&tx, account, ids, max_items))? {
+            Ok(plan) => plan,
+            Err(refused) => return Ok(refused),
+        };
+        let added = new.len();
+        if added == 0 {
+            return Ok(ImportOutcome::Imported { added, skipped });
+        }
+        let mut batch: Vec<InboxItem> = Vec::with_capacity(IMPORT_BATCH);
+        let mut failed: Option<PgError> = None;
+        let fed = items(&mut |mut item| {
+            item.id = renamed.get(&item.id).copied().unwrap_or(item.id);
+            // the first of repeated ids is stored
+            if !new.remove(&item.id) {
+                return Ok(());
+            }
+            batch.push(item);
+            if batch.len() >= IMPORT_BATCH {
+                if let Err(e) = runtime.block_on(Self::insert_all(&tx, account, &batch)) {
+                    failed = Some(e);
+                    return Err(crate::store::StoreError::Engine("an import batch failed".into()));
+                }
+                batch.clear();
+            }
+            Ok(())
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        fed.map_err(|e| PgError::Corrupt(format!("the import could not be read: {e}")))?;
+        if !new.is_empty() {
+            return Err(PgError::Corrupt("the import changed while it was read".into()));
+        }
+        runtime.block_on(Self::insert_all(&tx, account, &batch))?;
+        runtime.block_on(tx.commit())?;
+        Ok(ImportOutcome::Imported { added, skipped })
+    }
+
+    /// Inserts `items` in one statement.
+    async fn insert_all(tx: &Transaction<'_>, account: Uuid, items: &[InboxItem]) -> PgResult<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
+        let kinds: Vec<&str> = items.iter().map(|i| i.kind.as_str()).collect();
+        let data: Vec<&[u8]> = items.iter().map(|i| i.data.as_slice()).collect();
+        let secs: Vec<i64> = items.iter().map(|i| i.created.secs).collect();
+        let nanos: Vec<i32> = items.iter().map(|i| rows::nanos(i.created)).collect::<PgResult<_>>()?;
+        tx.execute(
+            "INSERT INTO inbox_items (id, account, kind, data, created_secs, created_nanos) \
+             SELECT id, $1, kind, data, secs, nanos \
+             FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::bigint[], $6::int[]) \
+             WITH ORDINALITY AS t(id, kind, data, secs, nanos, n) ORDER BY n",
+            &[&account, &ids, &kinds, &data, &secs, &nanos],
+        )
+        .await?;
+        Ok(())
     }
 }

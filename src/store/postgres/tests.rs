@@ -1871,3 +1871,20 @@ mod suite {
         });
     }
 }
+
+mod suite_inbox {
+    use super::*;
+
+    #[test]
+    fn inbox_items_on_postgres() {
+        let Some((_cluster, connection, _db)) = fresh("suite_inbox_items_on_postgres") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (store, _) = PgStore::connect(&connection).await.expect("store");
+            let inbox = store.inbox();
+            crate::store::suite::inbox_items(std::sync::Arc::new(inbox.accounts.clone()), std::sync::Arc::new(inbox))
+                .await;
+        });
+    }
+}

@@ -1,12 +1,17 @@
 //! The store's traits (src/store/api.rs) on PostgreSQL, concern by concern: each method is
 //! the operation of the same name of this module's stores, its errors made the store's.
-//! Done so far: [`Accounts`]. The other concerns' operations exist (src/store/postgres/)
+//! Done so far: [`Accounts`] and [`InboxItems`]. The other concerns' operations exist (src/store/postgres/)
 //! and join the traits next (docs/scaling.md, "Status").
 
 use super::accounts::PgAccounts;
+use super::inbox::PgInbox;
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
+use crate::domain::inbox::models::InboxItem;
+use crate::domain::inbox::sync::ItemChanges;
 use crate::domain::wire::Timestamp;
-use crate::store::{Accounts, Registration, Result, Written};
+use crate::store::api::Feed;
+use crate::store::inbox::{AddOutcome, ImportOutcome};
+use crate::store::{Accounts, InboxItems, Registration, Result, WaitDurable, Written};
 use uuid::Uuid;
 
 #[async_trait::async_trait]
@@ -83,5 +88,85 @@ impl Accounts for PgAccounts {
 
     async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         Ok(PgAccounts::delete_access_key(self, account, id).await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl InboxItems for PgInbox {
+    async fn count(&self, account: Uuid) -> Result<u64> {
+        Ok(PgInbox::count(self, account).await?)
+    }
+
+    async fn total_items(&self) -> Result<u64> {
+        Ok(PgInbox::total_items(self).await?)
+    }
+
+    async fn add_item(
+        &self,
+        account: Uuid,
+        item: &InboxItem,
+        idempotency: Option<&str>,
+        max_items: Option<u64>,
+    ) -> Result<Written<AddOutcome>> {
+        Ok(PgInbox::add_item(self, account, item, idempotency, max_items).await?)
+    }
+
+    async fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
+        Ok(PgInbox::item(self, account, id).await?)
+    }
+
+    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        Ok(PgInbox::delete_item(self, account, id).await?)
+    }
+
+    async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
+        Ok(PgInbox::items(self, account).await?)
+    }
+
+    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
+        Ok(PgInbox::items_page(self, account, after, limit).await?)
+    }
+
+    async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
+        Ok(PgInbox::item_ids(self, account).await?)
+    }
+
+    async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
+        Ok(PgInbox::first_item(self, account).await?)
+    }
+
+    async fn sync(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [InboxItem]) -> ItemChanges + Send),
+    ) -> Result<Written<()>> {
+        Ok(PgInbox::sync(self, account, decide).await?)
+    }
+
+    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
+        Ok(PgInbox::delete_account(self, account).await?)
+    }
+
+    fn check_import(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        new_before: u64,
+    ) -> Result<ImportOutcome> {
+        let runtime = tokio::runtime::Handle::current();
+        Ok(runtime.block_on(PgInbox::check_import(self, account, ids, max_items, new_before))?)
+    }
+
+    fn import_items(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        items: Feed<'_, InboxItem>,
+        _wait: WaitDurable<'_>,
+    ) -> Result<ImportOutcome> {
+        // one transaction: committed whole or not at all, so there are no batches to wait for
+        Ok(self.import_items_blocking(account, ids, max_items, items)?)
     }
 }
