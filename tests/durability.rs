@@ -227,7 +227,7 @@ async fn every_acknowledged_write_is_synced_before_its_answer() {
         .filter(|e| matches!(e, Event::Answered(t) if acknowledged.iter().any(|a| t.contains(a.as_str()))))
         .count();
     assert_eq!(answers, acknowledged.len(), "every acknowledgement is in the trace");
-    // large values are stored in chunks (src/store/chunks.rs): sled never writes a blob file
+    // large values are stored in chunks (src/store/sled/chunks.rs): sled never writes a blob file
     assert!(
         !events
             .iter()

@@ -24,7 +24,7 @@
 //! its transaction committed durably, such as PostgreSQL: [`Written::committed`], durable at
 //! once).
 
-use super::writer::Ticket;
+use super::sled::writer::Ticket;
 use super::Result;
 
 /// The result of a write, to be had once the write is durable.

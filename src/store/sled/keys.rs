@@ -97,29 +97,29 @@ fn key(prefix: u8, parts: &[&[u8]]) -> Vec<u8> {
 }
 
 /// The 16-byte uuid at `at` of a key or place.
-pub(super) fn uuid_at(bytes: &[u8], at: usize) -> Option<Uuid> {
+pub(in crate::store) fn uuid_at(bytes: &[u8], at: usize) -> Option<Uuid> {
     bytes.get(at..at + 16).and_then(|b| Uuid::from_slice(b).ok())
 }
 
 /// Whether `place` (of an item or trigger) belongs to `account`.
-pub(super) fn place_of(place: &[u8], account: Uuid) -> bool {
+pub(in crate::store) fn place_of(place: &[u8], account: Uuid) -> bool {
     place.get(..16) == Some(account.as_bytes())
 }
 
 // Accounts.
 
-pub(super) fn account(id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn account(id: Uuid) -> Vec<u8> {
     key(ACCOUNT, &[id.as_bytes()])
 }
 
 /// Prefix of every account record.
-pub(super) fn accounts() -> Vec<u8> {
+pub(in crate::store) fn accounts() -> Vec<u8> {
     vec![ACCOUNT]
 }
 
 /// `n` + the username's UTF-8; a username of more than 200 bytes as `n` + `0xFF` + its
 /// SHA-256 (`0xFF` never occurs in UTF-8).
-pub(super) fn username(name: &str) -> Vec<u8> {
+pub(in crate::store) fn username(name: &str) -> Vec<u8> {
     if name.len() <= LONGEST_USERNAME_KEY {
         key(USERNAME, &[name.as_bytes()])
     } else {
@@ -128,92 +128,92 @@ pub(super) fn username(name: &str) -> Vec<u8> {
     }
 }
 
-pub(super) fn customer(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn customer(account: Uuid) -> Vec<u8> {
     key(CUSTOMER, &[account.as_bytes()])
 }
 
 /// The account's item count (inbox) or scheduled and triggered counts (scheduler).
-pub(super) fn count(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn count(account: Uuid) -> Vec<u8> {
     key(COUNT, &[account.as_bytes()])
 }
 
 /// The prefix of every account's count record (totals for the metrics).
-pub(super) fn counts() -> Vec<u8> {
+pub(in crate::store) fn counts() -> Vec<u8> {
     vec![COUNT]
 }
 
 // Inbox items and access keys.
 
 /// Account + created + sequence: the order of inbox.md §1.5 (and of scheduled items).
-pub(super) fn item_place(account: Uuid, created: Timestamp, seq: u64) -> Vec<u8> {
+pub(in crate::store) fn item_place(account: Uuid, created: Timestamp, seq: u64) -> Vec<u8> {
     [account.as_bytes().as_slice(), &created.to_key(), &seq.to_be_bytes()].concat()
 }
 
 /// Whether `place` is an item place of `account` (36 bytes).
-pub(super) fn is_item_place_of(place: &[u8], account: Uuid) -> bool {
+pub(in crate::store) fn is_item_place_of(place: &[u8], account: Uuid) -> bool {
     place.len() == 36 && place_of(place, account)
 }
 
-pub(super) fn item(place: &[u8]) -> Vec<u8> {
+pub(in crate::store) fn item(place: &[u8]) -> Vec<u8> {
     key(ITEM, &[place])
 }
 
 /// Prefix of the account's items, oldest first.
-pub(super) fn items_of(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn items_of(account: Uuid) -> Vec<u8> {
     key(ITEM, &[account.as_bytes()])
 }
 
 /// `created` of an item (or scheduled item) from its key.
-pub(super) fn created_of(item_key: &[u8]) -> Option<Timestamp> {
+pub(in crate::store) fn created_of(item_key: &[u8]) -> Option<Timestamp> {
     Timestamp::from_key(item_key.get(17..29)?)
 }
 
-pub(super) fn item_id(id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn item_id(id: Uuid) -> Vec<u8> {
     key(ITEM_ID, &[id.as_bytes()])
 }
 
-pub(super) fn access_key(account: Uuid, id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn access_key(account: Uuid, id: Uuid) -> Vec<u8> {
     key(ACCESS_KEY, &[account.as_bytes(), id.as_bytes()])
 }
 
-pub(super) fn access_keys_of(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn access_keys_of(account: Uuid) -> Vec<u8> {
     key(ACCESS_KEY, &[account.as_bytes()])
 }
 
-pub(super) fn key_digest(digest: &[u8; 32]) -> Vec<u8> {
+pub(in crate::store) fn key_digest(digest: &[u8; 32]) -> Vec<u8> {
     key(KEY_DIGEST, &[digest])
 }
 
 /// The value of a key-digest record: account + key uuid.
-pub(super) fn key_owner(account: Uuid, id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn key_owner(account: Uuid, id: Uuid) -> Vec<u8> {
     [account.as_bytes().as_slice(), id.as_bytes()].concat()
 }
 
 /// `p` + account + the `Idempotency-Key` text (at most 200 bytes).
-pub(super) fn idempotency(account: Uuid, idempotency_key: &str) -> Vec<u8> {
+pub(in crate::store) fn idempotency(account: Uuid, idempotency_key: &str) -> Vec<u8> {
     key(IDEMPOTENCY, &[account.as_bytes(), idempotency_key.as_bytes()])
 }
 
-pub(super) fn idempotency_of(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn idempotency_of(account: Uuid) -> Vec<u8> {
     key(IDEMPOTENCY, &[account.as_bytes()])
 }
 
 // Scheduled and triggered items, the due index, settings.
 
-pub(super) fn scheduled(place: &[u8]) -> Vec<u8> {
+pub(in crate::store) fn scheduled(place: &[u8]) -> Vec<u8> {
     key(SCHEDULED, &[place])
 }
 
-pub(super) fn scheduled_of(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn scheduled_of(account: Uuid) -> Vec<u8> {
     key(SCHEDULED, &[account.as_bytes()])
 }
 
-pub(super) fn scheduled_id(id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn scheduled_id(id: Uuid) -> Vec<u8> {
     key(SCHEDULED_ID, &[id.as_bytes()])
 }
 
 /// Account + original `created` + triggered + sequence: the order of scheduler.md §4.7.
-pub(super) fn triggered_place(account: Uuid, created: Timestamp, triggered: Timestamp, seq: u64) -> Vec<u8> {
+pub(in crate::store) fn triggered_place(account: Uuid, created: Timestamp, triggered: Timestamp, seq: u64) -> Vec<u8> {
     [
         account.as_bytes().as_slice(),
         &created.to_key(),
@@ -223,56 +223,56 @@ pub(super) fn triggered_place(account: Uuid, created: Timestamp, triggered: Time
     .concat()
 }
 
-pub(super) fn triggered(place: &[u8]) -> Vec<u8> {
+pub(in crate::store) fn triggered(place: &[u8]) -> Vec<u8> {
     key(TRIGGERED, &[place])
 }
 
-pub(super) fn triggered_of(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn triggered_of(account: Uuid) -> Vec<u8> {
     key(TRIGGERED, &[account.as_bytes()])
 }
 
-pub(super) fn triggered_id(id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn triggered_id(id: Uuid) -> Vec<u8> {
     key(TRIGGERED_ID, &[id.as_bytes()])
 }
 
 /// The due-index entry of item `id` due at `at`.
-pub(super) fn due(at: Timestamp, id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn due(at: Timestamp, id: Uuid) -> Vec<u8> {
     key(DUE, &[&at.to_key(), id.as_bytes()])
 }
 
 /// Prefix of the whole due index, earliest first.
-pub(super) fn due_index() -> Vec<u8> {
+pub(in crate::store) fn due_index() -> Vec<u8> {
     vec![DUE]
 }
 
 /// The last possible due-index key at `now` (a range up to it holds what is due).
-pub(super) fn due_until(now: Timestamp) -> Vec<u8> {
+pub(in crate::store) fn due_until(now: Timestamp) -> Vec<u8> {
     key(DUE, &[&now.to_key(), &[0xff; 16]])
 }
 
 /// The due instant and item of a due-index key.
-pub(super) fn due_entry(k: &[u8]) -> Option<(Timestamp, Uuid)> {
+pub(in crate::store) fn due_entry(k: &[u8]) -> Option<(Timestamp, Uuid)> {
     Some((Timestamp::from_key(k.get(1..13)?)?, uuid_at(k, 13)?))
 }
 
 /// Account + sequence + trigger uuid: creation order.
-pub(super) fn trigger_place(account: Uuid, seq: u64, id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn trigger_place(account: Uuid, seq: u64, id: Uuid) -> Vec<u8> {
     [account.as_bytes().as_slice(), &seq.to_be_bytes(), id.as_bytes()].concat()
 }
 
-pub(super) fn trigger(place: &[u8]) -> Vec<u8> {
+pub(in crate::store) fn trigger(place: &[u8]) -> Vec<u8> {
     key(TRIGGER, &[place])
 }
 
-pub(super) fn triggers_of(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn triggers_of(account: Uuid) -> Vec<u8> {
     key(TRIGGER, &[account.as_bytes()])
 }
 
-pub(super) fn trigger_id(id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn trigger_id(id: Uuid) -> Vec<u8> {
     key(TRIGGER_ID, &[id.as_bytes()])
 }
 
-pub(super) fn settings(account: Uuid) -> Vec<u8> {
+pub(in crate::store) fn settings(account: Uuid) -> Vec<u8> {
     key(SETTINGS, &[account.as_bytes()])
 }
 
@@ -280,7 +280,7 @@ pub(super) fn settings(account: Uuid) -> Vec<u8> {
 
 /// Which targets a list holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TargetKind {
+pub(in crate::store) enum TargetKind {
     Inbox,
     Email,
 }
@@ -295,41 +295,41 @@ impl TargetKind {
 }
 
 /// `r` + kind (`i` inbox, `e` e-mail) + sequence + triggered item uuid.
-pub(super) fn targets(kind: TargetKind, seq: u64, item: Uuid) -> Vec<u8> {
+pub(in crate::store) fn targets(kind: TargetKind, seq: u64, item: Uuid) -> Vec<u8> {
     key(TARGETS, &[&[kind.byte()], &seq.to_be_bytes(), item.as_bytes()])
 }
 
 /// Prefix of every target list of a kind, oldest first.
-pub(super) fn targets_of(kind: TargetKind) -> Vec<u8> {
+pub(in crate::store) fn targets_of(kind: TargetKind) -> Vec<u8> {
     vec![TARGETS, kind.byte()]
 }
 
 /// Prefix of every target list.
-pub(super) fn all_targets() -> Vec<u8> {
+pub(in crate::store) fn all_targets() -> Vec<u8> {
     vec![TARGETS]
 }
 
 /// The triggered item of a target-list key.
-pub(super) fn targets_item(k: &[u8]) -> Option<Uuid> {
+pub(in crate::store) fn targets_item(k: &[u8]) -> Option<Uuid> {
     uuid_at(k, 10)
 }
 
-pub(super) fn delivery(seq: u64, id: Uuid) -> Vec<u8> {
+pub(in crate::store) fn delivery(seq: u64, id: Uuid) -> Vec<u8> {
     key(DELIVERY, &[&seq.to_be_bytes(), id.as_bytes()])
 }
 
 /// Prefix of every pending inbox delivery, oldest first.
-pub(super) fn deliveries() -> Vec<u8> {
+pub(in crate::store) fn deliveries() -> Vec<u8> {
     vec![DELIVERY]
 }
 
 /// Whether `k` is the key of a pending inbox delivery.
-pub(super) fn is_delivery(k: &[u8]) -> bool {
+pub(in crate::store) fn is_delivery(k: &[u8]) -> bool {
     k.first() == Some(&DELIVERY)
 }
 
 /// The key prefix of an e-mail queue stage.
-pub(super) fn stage_prefix(stage: Stage) -> u8 {
+pub(in crate::store) fn stage_prefix(stage: Stage) -> u8 {
     match stage {
         Stage::Verification => EMAIL_VERIFICATION,
         Stage::Triggered => EMAIL_TRIGGERED,
@@ -339,7 +339,7 @@ pub(super) fn stage_prefix(stage: Stage) -> u8 {
 }
 
 /// The stage whose key prefix is `prefix`.
-pub(super) fn stage_of_prefix(prefix: u8) -> Option<Stage> {
+pub(in crate::store) fn stage_of_prefix(prefix: u8) -> Option<Stage> {
     [
         Stage::Verification,
         Stage::Triggered,
@@ -352,17 +352,17 @@ pub(super) fn stage_of_prefix(prefix: u8) -> Option<Stage> {
 
 /// A queued e-mail: its stage's prefix + sequence. The sequence stays when the e-mail moves
 /// on to the rendered stage, so the emailer sends in the order queued.
-pub(super) fn email(stage: Stage, seq: u64) -> Vec<u8> {
+pub(in crate::store) fn email(stage: Stage, seq: u64) -> Vec<u8> {
     key(stage_prefix(stage), &[&seq.to_be_bytes()])
 }
 
 /// Prefix of one stage of the queue, oldest first.
-pub(super) fn emails(stage: Stage) -> Vec<u8> {
+pub(in crate::store) fn emails(stage: Stage) -> Vec<u8> {
     vec![stage_prefix(stage)]
 }
 
 /// The stage and sequence of a queued e-mail's key.
-pub(super) fn email_entry(k: &[u8]) -> Option<(Stage, u64)> {
+pub(in crate::store) fn email_entry(k: &[u8]) -> Option<(Stage, u64)> {
     let (prefix, seq) = k.split_first()?;
     Some((stage_of_prefix(*prefix)?, u64::from_be_bytes(seq.try_into().ok()?)))
 }
@@ -370,27 +370,27 @@ pub(super) fn email_entry(k: &[u8]) -> Option<(Stage, u64)> {
 /// The owner index of a queued e-mail: `o` + owner + sequence (the value: its stage's
 /// prefix), so deleting an account, a trigger or a triggered item finds the owner's e-mails
 /// without reading anyone else's. Admin notifications (no owner) are not indexed.
-pub(super) fn email_of_owner(owner: Uuid, seq: u64) -> Vec<u8> {
+pub(in crate::store) fn email_of_owner(owner: Uuid, seq: u64) -> Vec<u8> {
     key(EMAIL_OWNER, &[owner.as_bytes(), &seq.to_be_bytes()])
 }
 
 /// Prefix of the owner index of one account.
-pub(super) fn emails_of_owner(owner: Uuid) -> Vec<u8> {
+pub(in crate::store) fn emails_of_owner(owner: Uuid) -> Vec<u8> {
     key(EMAIL_OWNER, &[owner.as_bytes()])
 }
 
 /// The sequence of an owner-index key.
-pub(super) fn email_owner_seq(k: &[u8]) -> Option<u64> {
+pub(in crate::store) fn email_owner_seq(k: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(k.get(17..25)?.try_into().ok()?))
 }
 
 /// Prefix of the queue as it was before stages had prefixes (`m` + sequence).
-pub(super) fn legacy_emails() -> Vec<u8> {
+pub(in crate::store) fn legacy_emails() -> Vec<u8> {
     vec![LEGACY_EMAIL]
 }
 
 /// The sequence of a legacy queue key.
-pub(super) fn legacy_email_seq(k: &[u8]) -> Option<u64> {
+pub(in crate::store) fn legacy_email_seq(k: &[u8]) -> Option<u64> {
     if k.len() != 9 {
         return None;
     }
@@ -399,47 +399,47 @@ pub(super) fn legacy_email_seq(k: &[u8]) -> Option<u64> {
 
 // Payment events.
 
-pub(super) fn event_handled(id: &str) -> Vec<u8> {
+pub(in crate::store) fn event_handled(id: &str) -> Vec<u8> {
     key(EVENT_HANDLED, &[id.as_bytes()])
 }
 
-pub(super) fn event_failed(id: &str) -> Vec<u8> {
+pub(in crate::store) fn event_failed(id: &str) -> Vec<u8> {
     key(EVENT_FAILED, &[id.as_bytes()])
 }
 
-pub(super) fn failed_events() -> Vec<u8> {
+pub(in crate::store) fn failed_events() -> Vec<u8> {
     vec![EVENT_FAILED]
 }
 
 // The undo journal of imports.
 
-pub(super) fn journal(import: u64, written: &[u8]) -> Vec<u8> {
+pub(in crate::store) fn journal(import: u64, written: &[u8]) -> Vec<u8> {
     key(JOURNAL, &[&import.to_be_bytes(), written])
 }
 
 /// Prefix of every journal entry of every import.
-pub(super) fn journals() -> Vec<u8> {
+pub(in crate::store) fn journals() -> Vec<u8> {
     vec![JOURNAL]
 }
 
 /// The import number and the journalled key of a journal entry's key.
-pub(super) fn journal_parts(k: &[u8]) -> Option<(u64, &[u8])> {
+pub(in crate::store) fn journal_parts(k: &[u8]) -> Option<(u64, &[u8])> {
     let rest = k.strip_prefix(&[JOURNAL])?;
     let number = rest.get(..8)?;
     Some((u64::from_be_bytes(number.try_into().ok()?), &rest[8..]))
 }
 
-pub(super) fn journal_done(import: u64) -> Vec<u8> {
+pub(in crate::store) fn journal_done(import: u64) -> Vec<u8> {
     key(JOURNAL_DONE, &[&import.to_be_bytes()])
 }
 
 /// Prefix of every mark of a complete import.
-pub(super) fn journals_done() -> Vec<u8> {
+pub(in crate::store) fn journals_done() -> Vec<u8> {
     vec![JOURNAL_DONE]
 }
 
 /// The import number of a completion mark's key.
-pub(super) fn journal_done_number(k: &[u8]) -> Option<u64> {
+pub(in crate::store) fn journal_done_number(k: &[u8]) -> Option<u64> {
     let rest = k.strip_prefix(&[JOURNAL_DONE])?;
     Some(u64::from_be_bytes(rest.try_into().ok()?))
 }

@@ -12,9 +12,9 @@
 
 use super::{QueueKey, SchedulerStore};
 use crate::domain::email::{EmailKind, QueuedEmail, Stage};
-use crate::store::keys;
-use crate::store::records;
-use crate::store::writer::Batch;
+use crate::store::sled::keys;
+use crate::store::sled::records;
+use crate::store::sled::writer::Batch;
 use crate::store::{Result, StoreError, Written};
 use uuid::Uuid;
 

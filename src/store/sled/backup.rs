@@ -94,7 +94,7 @@ fn put_bytes(w: &mut impl Write, bytes: &[u8]) -> std::io::Result<()> {
 impl Store {
     /// [`super::Administration::backup_to`] of a store whose records are of database
     /// format `format`.
-    pub(super) fn backup_of_format(
+    pub(in crate::store) fn backup_of_format(
         &self,
         out: impl Write,
         files: &[(&str, &[u8])],
@@ -105,13 +105,13 @@ impl Store {
 
     /// [`super::Administration::backup_to`] (the sled tests' shorthand).
     #[cfg(test)]
-    pub(super) fn backup_to(&self, out: impl Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
+    pub(in crate::store) fn backup_to(&self, out: impl Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
         backup_of_format(&self.writer, out, files, super::format::CURRENT)
     }
 }
 
 /// A consistent copy of the whole database, held between two write cycles of `writer`.
-pub(super) fn backup_of_format(
+pub(in crate::store) fn backup_of_format(
     writer: &super::writer::Writer,
     out: impl Write,
     files: &[(&str, &[u8])],

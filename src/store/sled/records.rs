@@ -72,7 +72,7 @@ impl From<Time> for Timestamp {
 
 /// Raw values: a uuid (username index, idempotency keys, due-index owners), counts, the
 /// payment customer.
-pub(super) mod raw {
+pub(in crate::store) mod raw {
     use super::{undecodable, Result};
     use uuid::Uuid;
 
@@ -119,7 +119,7 @@ pub(super) mod raw {
     }
 }
 
-pub(super) mod account {
+pub(in crate::store) mod account {
     use super::*;
     use crate::domain::account::{Account, PasswordHash};
 
@@ -221,12 +221,12 @@ pub(super) mod account {
 }
 
 /// An inbox item; its `created` is part of its key.
-pub(super) mod item {
+pub(in crate::store) mod item {
     use super::*;
     use crate::domain::inbox::models::{InboxItem, ItemType};
     use std::borrow::Cow;
 
-    pub(super) const KIND: &str = "inbox item";
+    pub(in crate::store) const KIND: &str = "inbox item";
 
     #[derive(Serialize, Deserialize)]
     enum TypeV1 {
@@ -280,7 +280,7 @@ pub(super) mod item {
     }
 }
 
-pub(super) mod access_key {
+pub(in crate::store) mod access_key {
     use super::*;
     use crate::domain::account::{AccessKey, KeySecret};
     use crate::domain::permissions::Permissions;
@@ -373,7 +373,7 @@ mod tickle {
     use crate::domain::scheduler::models::{Day, Recurrence, Tickle, TimeOfDay};
 
     #[derive(Serialize, Deserialize)]
-    pub(super) struct TickleV1 {
+    pub(in crate::store) struct TickleV1 {
         content: Vec<u8>,
         day: DayV1,
         time: Option<TimeOfDayV1>,
@@ -484,7 +484,7 @@ mod tickle {
 }
 
 /// A scheduled item with its due instant (the due-index entry it owns).
-pub(super) mod scheduled {
+pub(in crate::store) mod scheduled {
     use super::tickle::TickleV1;
     use super::*;
     use crate::domain::scheduler::models::ScheduledItem;
@@ -541,7 +541,7 @@ mod delivery_parts {
     use crate::domain::scheduler::models::{Attempt, Delivery, Outcome};
 
     #[derive(Serialize, Deserialize)]
-    pub(super) struct AttemptV1 {
+    pub(in crate::store) struct AttemptV1 {
         trigger: Uuid,
         trigger_created: Time,
         delivery: Uuid,
@@ -591,7 +591,7 @@ mod delivery_parts {
     }
 
     #[derive(Serialize, Deserialize)]
-    pub(super) struct DeliveryV1 {
+    pub(in crate::store) struct DeliveryV1 {
         id: Uuid,
         owner: Uuid,
         item: Uuid,
@@ -633,7 +633,7 @@ mod delivery_parts {
     }
 }
 
-pub(super) mod triggered {
+pub(in crate::store) mod triggered {
     use super::delivery_parts::AttemptV1;
     use super::tickle::TickleV1;
     use super::*;
@@ -683,7 +683,7 @@ pub(super) mod triggered {
     }
 }
 
-pub(super) mod trigger {
+pub(in crate::store) mod trigger {
     use super::*;
     use crate::domain::scheduler::models::{Trigger, TriggerKind};
 
@@ -779,7 +779,7 @@ pub(super) mod trigger {
     }
 }
 
-pub(super) mod settings {
+pub(in crate::store) mod settings {
     use super::*;
     use crate::domain::scheduler::models::TimeZoneSetting;
 
@@ -820,7 +820,7 @@ pub(super) mod settings {
 
 /// The delivery targets of a triggered item, fixed when it triggered (a store record with
 /// no domain type: the scheduler workers only see the deliveries made of it).
-pub(super) mod targets {
+pub(in crate::store) mod targets {
     use super::*;
 
     const KIND: &str = "delivery targets";
@@ -844,7 +844,7 @@ pub(super) mod targets {
 }
 
 /// A pending inbox delivery.
-pub(super) mod delivery {
+pub(in crate::store) mod delivery {
     use super::delivery_parts::DeliveryV1;
     use super::*;
     use crate::domain::scheduler::models::Delivery;
@@ -864,7 +864,7 @@ pub(super) mod delivery {
 }
 
 /// A queued e-mail, at any stage (the stage is also its key's prefix).
-pub(super) mod email {
+pub(in crate::store) mod email {
     use super::delivery_parts::DeliveryV1;
     use super::*;
     use crate::domain::email::{EmailKind, Message, QueuedEmail};
@@ -983,7 +983,7 @@ pub(super) mod email {
 /// record of a backup this way before it replaces anything. `format` is the database format
 /// the records were written in ([`super::format`]): the e-mail queue without stages (`m`)
 /// exists only before format 2. Index values (places, uuids, counts) are checked by length.
-pub(super) fn check(tree: usize, key: &[u8], value: &[u8], format: u32) -> Result<()> {
+pub(in crate::store) fn check(tree: usize, key: &[u8], value: &[u8], format: u32) -> Result<()> {
     let sized = |kind: &'static str, lengths: &[usize]| {
         if lengths.contains(&value.len()) {
             Ok(())

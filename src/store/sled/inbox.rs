@@ -52,13 +52,13 @@ pub enum ImportOutcome {
 }
 
 pub struct InboxStore {
-    pub(super) tree: Tree,
+    pub(in crate::store) tree: Tree,
     /// This service's accounts (the same object as a trait: `Accounts`).
     pub accounts: Arc<AccountStore>,
 }
 
 impl InboxStore {
-    pub(super) fn new(tree: Tree, stripes: Arc<Stripes>) -> InboxStore {
+    pub(in crate::store) fn new(tree: Tree, stripes: Arc<Stripes>) -> InboxStore {
         InboxStore {
             accounts: Arc::new(AccountStore::new(tree.clone(), stripes)),
             tree,
@@ -84,11 +84,11 @@ impl InboxStore {
         Ok(total)
     }
 
-    pub(super) fn put_count(&self, batch: &mut Batch, account: Uuid, n: u64) {
+    pub(in crate::store) fn put_count(&self, batch: &mut Batch, account: Uuid, n: u64) {
         batch.insert(keys::count(account), raw::count(n));
     }
 
-    pub(super) fn put_item(&self, batch: &mut Batch, account: Uuid, item: &InboxItem) -> Result<()> {
+    pub(in crate::store) fn put_item(&self, batch: &mut Batch, account: Uuid, item: &InboxItem) -> Result<()> {
         let place = keys::item_place(account, item.created, self.tree.next_id()?);
         batch.insert(keys::item(&place), records::item::encode(item));
         batch.insert(keys::item_id(item.id), place);

@@ -1,16 +1,17 @@
 //! Scheduler accounts moved in from a Tickler server, in bounded journalled batches (see
-//! [`crate::store::moving_in`]).
+//! [`crate::store::sled::moving_in`]).
 
 use super::SchedulerStore;
-use crate::store::imports::{Batches, WaitDurable};
-use crate::store::moving_in::{arrivals, check_ids, SchedulerArrival};
-use crate::store::records::raw;
-use crate::store::{keys, records, Arrival, Result};
+use crate::store::sled::imports::{Batches, WaitDurable};
+use crate::store::sled::moving_in::{arrivals, check_ids, SchedulerArrival};
+use crate::store::sled::records::raw;
+use crate::store::sled::{keys, records};
+use crate::store::{Arrival, Result};
 
 impl SchedulerStore {
     /// Writes the accounts that are new here with their settings, scheduled items (and
     /// their due-index entries), triggered items and triggers, in bounded batches through
-    /// one import journal ([`crate::store::imports`]), all or nothing; answers what happened
+    /// one import journal ([`crate::store::sled::imports`]), all or nothing; answers what happened
     /// to each (nothing is written when one is a conflict).
     pub fn move_in(&self, accounts: &[SchedulerArrival], wait: WaitDurable<'_>) -> Result<Vec<Arrival>> {
         let (mut arrivals, conflict) = arrivals(accounts.iter().map(|a| &a.account), |a| self.accounts.arrival(a))?;

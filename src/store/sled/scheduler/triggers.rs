@@ -4,9 +4,9 @@
 use super::SchedulerStore;
 use crate::domain::email::QueuedEmail;
 use crate::domain::scheduler::models::Trigger;
-use crate::store::keys;
-use crate::store::records;
-use crate::store::writer::Batch;
+use crate::store::sled::keys;
+use crate::store::sled::records;
+use crate::store::sled::writer::Batch;
 use crate::store::{Result, Written};
 use uuid::Uuid;
 

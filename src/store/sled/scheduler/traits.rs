@@ -9,7 +9,7 @@ use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
 use crate::store::api::Feed;
-use crate::store::imports::WaitDurable;
+use crate::store::sled::imports::WaitDurable;
 use crate::store::{Result, Written};
 use uuid::Uuid;
 

@@ -265,7 +265,7 @@ impl AccountStore {
 
     /// Whether `account`, moved in from another server, is new here, here already (same
     /// uuid and username) or in conflict with an account here.
-    pub(super) fn arrival(&self, account: &Account) -> Result<Arrival> {
+    pub(in crate::store) fn arrival(&self, account: &Account) -> Result<Arrival> {
         let by_name = self.by_username(&account.username)?;
         let by_id = self.get(account.id)?;
         Ok(match (by_name, by_id) {
@@ -284,7 +284,7 @@ impl AccountStore {
 
     /// Adds an arriving account with its access keys to `batch` (in the order given, which
     /// is the order they list in).
-    pub(super) fn put_arriving(&self, batch: &mut Batch, account: &Account, access_keys: &[AccessKey]) {
+    pub(in crate::store) fn put_arriving(&self, batch: &mut Batch, account: &Account, access_keys: &[AccessKey]) {
         batch.insert(keys::username(&account.username), raw::uuid(account.id));
         batch.insert(keys::account(account.id), records::account::encode(account));
         for key in access_keys {
@@ -297,7 +297,7 @@ impl AccountStore {
 
     /// [`AccountStore::put_arriving`] as writes of an import (journalled: see
     /// [`super::imports::Batches`]).
-    pub(super) fn put_arriving_into(
+    pub(in crate::store) fn put_arriving_into(
         &self,
         batches: &mut super::imports::Batches<'_>,
         account: &Account,

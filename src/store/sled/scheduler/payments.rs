@@ -2,8 +2,8 @@
 //! retrier (`F`, the event's JSON).
 
 use super::SchedulerStore;
-use crate::store::keys;
-use crate::store::writer::Batch;
+use crate::store::sled::keys;
+use crate::store::sled::writer::Batch;
 use crate::store::{Result, Written};
 
 impl SchedulerStore {

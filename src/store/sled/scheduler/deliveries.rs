@@ -6,9 +6,9 @@ use super::{QueueKey, SchedulerStore};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
 use crate::domain::wire::Timestamp;
-use crate::store::keys::{self, TargetKind};
-use crate::store::records;
-use crate::store::writer::{Batch, Ticket};
+use crate::store::sled::keys::{self, TargetKind};
+use crate::store::sled::records;
+use crate::store::sled::writer::{Batch, Ticket};
 use crate::store::{Result, StoreError, Written};
 use uuid::Uuid;
 

@@ -49,7 +49,7 @@ fn pre_image(value: Option<&[u8]>) -> Vec<u8> {
 }
 
 /// The value a journal entry gives back (`None`: the key was absent), or why it is not one.
-pub(super) fn decode_pre_image(stored: &[u8]) -> std::result::Result<Option<&[u8]>, &'static str> {
+pub(in crate::store) fn decode_pre_image(stored: &[u8]) -> std::result::Result<Option<&[u8]>, &'static str> {
     match stored.split_first() {
         Some((0, [])) => Ok(None),
         Some((1, value)) => Ok(Some(value)),
@@ -250,7 +250,7 @@ fn created_list(import: u64, batch: u64) -> Vec<u8> {
 }
 
 /// The keys of a list of created keys (see [`Batches::insert_new`]), or why it is not one.
-pub(super) fn created_keys(list: &[u8]) -> impl Iterator<Item = std::result::Result<&[u8], &'static str>> {
+pub(in crate::store) fn created_keys(list: &[u8]) -> impl Iterator<Item = std::result::Result<&[u8], &'static str>> {
     let mut rest = list;
     std::iter::from_fn(move || {
         if rest.is_empty() {

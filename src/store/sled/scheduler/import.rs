@@ -1,14 +1,14 @@
 //! Importing an account's export (docs/backup.md): everything the account does not have
 //! yet, by id. Every rule is checked before the first write; the writes go in batches of
-//! bounded size ([`crate::store::imports`]), each on disk before the next is queued.
+//! bounded size ([`crate::store::sled::imports`]), each on disk before the next is queued.
 
 use super::SchedulerStore;
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind};
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::imports::{Arrival, Batches, WaitDurable};
-use crate::store::keys;
-use crate::store::records::{self, raw};
+use crate::store::sled::imports::{Arrival, Batches, WaitDurable};
+use crate::store::sled::keys;
+use crate::store::sled::records::{self, raw};
 use crate::store::{Result, StoreError};
 use std::collections::HashSet;
 use uuid::Uuid;
@@ -91,7 +91,7 @@ struct Plan {
 impl SchedulerStore {
     /// Sorts `ids` (of the id index `id_key`) into new ones (as they will be stored) and
     /// kept ones; an id that is another account's is stored under an id derived from the
-    /// account and it ([`crate::store::imports::own_id`]), so an import never tells whether an
+    /// account and it ([`crate::store::sled::imports::own_id`]), so an import never tells whether an
     /// id exists elsewhere.
     fn sort_ids(&self, account: Uuid, ids: &[Uuid], id_key: fn(Uuid) -> Vec<u8>) -> Result<Sorted> {
         let mut sorted = Sorted::default();
@@ -101,7 +101,7 @@ impl SchedulerStore {
                 sorted.kept += 1;
                 continue;
             }
-            match crate::store::imports::arrival(account, *id, |id| self.tree.get(id_key(id)))? {
+            match crate::store::sled::imports::arrival(account, *id, |id| self.tree.get(id_key(id)))? {
                 Arrival::Kept => sorted.kept += 1,
                 Arrival::New(stored) => {
                     if stored != *id {
@@ -297,7 +297,7 @@ impl SchedulerStore {
         })();
         match result {
             Ok(()) => Ok(ImportOutcome::Imported(done)),
-            Err(e) => crate::store::imports::failed(batches, e, account).map(|()| ImportOutcome::Interrupted),
+            Err(e) => crate::store::sled::imports::failed(batches, e, account).map(|()| ImportOutcome::Interrupted),
         }
     }
 }

@@ -11,9 +11,9 @@ use super::{AddOutcome, SchedulerStore};
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind, TriggeredItem};
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::wire::Timestamp;
-use crate::store::keys::{self, TargetKind};
-use crate::store::records::{self, raw, targets::Targets};
-use crate::store::writer::Batch;
+use crate::store::sled::keys::{self, TargetKind};
+use crate::store::sled::records::{self, raw, targets::Targets};
+use crate::store::sled::writer::Batch;
 use crate::store::{Result, StoreError, Written};
 use uuid::Uuid;
 

@@ -45,7 +45,7 @@ pub type MoveIn = Written<Vec<Arrival>>;
 /// Marks as a conflict each account that is to be moved (`Arrival::Moved`) but one of whose
 /// records' uuids (`ids`) is taken here already (`taken`) or twice in the file: items and
 /// triggers are found by uuid alone, so one uuid must not name two of them.
-pub(super) fn check_ids(
+pub(in crate::store) fn check_ids(
     arrivals: &mut [Arrival],
     ids: impl Iterator<Item = Vec<uuid::Uuid>>,
     taken: impl Fn(uuid::Uuid) -> Result<bool>,
@@ -66,7 +66,7 @@ pub(super) fn check_ids(
 }
 
 /// The arrivals of `accounts`; `true` when one of them is a conflict.
-pub(super) fn arrivals<'a>(
+pub(in crate::store) fn arrivals<'a>(
     accounts: impl Iterator<Item = &'a Account>,
     check: impl Fn(&Account) -> Result<Arrival>,
 ) -> Result<(Vec<Arrival>, bool)> {
