@@ -4,11 +4,12 @@
 //! throwaway cluster). Concerns join as their PostgreSQL implementations do.
 
 use super::inbox::{AddOutcome, ImportOutcome};
-use super::{Accounts, InboxItems, Registration, StoreError, Written};
+use super::{Accounts, InboxItems, PaymentEvents, Registration, StoreError, Triggers, Written};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
 use crate::domain::permissions::Permissions;
+use crate::domain::scheduler::models::{Trigger, TriggerKind};
 use crate::domain::wire::{new_uuid, Timestamp};
 use std::sync::Arc;
 
@@ -438,6 +439,158 @@ pub(crate) async fn inbox_items(accounts: Arc<dyn Accounts>, items: Arc<dyn Inbo
     assert_eq!(items.total_items().await.expect("total"), 1);
 }
 
+/// Triggers of each kind: added, found by id (only the owner's), listed in order of
+/// creation, updated (an e-mail trigger verified), deleted; nothing for an account that is
+/// gone.
+pub(crate) async fn triggers(accounts: Arc<dyn Accounts>, triggers: Arc<dyn Triggers>) {
+    let alice = account(&*accounts, "alice").await;
+    let bob = account(&*accounts, "bob").await;
+    let email = Trigger {
+        id: new_uuid(),
+        owner: alice,
+        created: at(10),
+        kind: TriggerKind::Email {
+            address: "alice@example.org".into(),
+            verified: false,
+            key_digest: [5; 32],
+        },
+    };
+    let inbox = Trigger {
+        id: new_uuid(),
+        owner: alice,
+        created: at(20),
+        kind: TriggerKind::Inbox {
+            url: "http://127.0.0.1:8001".into(),
+            username: "alice".into(),
+            access_key: "00ff".repeat(8),
+        },
+    };
+    for t in [&email, &inbox] {
+        assert!(triggers
+            .add_trigger(t, None)
+            .await
+            .expect("add")
+            .durable()
+            .await
+            .expect("durable"));
+    }
+    let gone = Trigger {
+        id: new_uuid(),
+        owner: new_uuid(),
+        ..inbox.clone()
+    };
+    assert!(!triggers
+        .add_trigger(&gone, None)
+        .await
+        .expect("add")
+        .durable()
+        .await
+        .expect("durable"));
+    assert_eq!(triggers.trigger_owner(inbox.id).await.expect("owner"), Some(alice));
+    assert_eq!(triggers.trigger_owner(gone.id).await.expect("owner"), None);
+    assert_eq!(
+        triggers.trigger(alice, inbox.id).await.expect("trigger"),
+        Some(inbox.clone())
+    );
+    assert_eq!(
+        triggers.trigger(bob, inbox.id).await.expect("trigger"),
+        None,
+        "only the owner's"
+    );
+    assert_eq!(
+        triggers.triggers(alice).await.expect("list"),
+        vec![email.clone(), inbox.clone()]
+    );
+    assert!(triggers.triggers(bob).await.expect("list").is_empty());
+    let mut verify = |mut t: Trigger| match &mut t.kind {
+        TriggerKind::Email { verified, .. } => {
+            *verified = true;
+            Some((t, None))
+        }
+        TriggerKind::Inbox { .. } => None,
+    };
+    assert!(triggers
+        .update_trigger(alice, email.id, &mut verify)
+        .await
+        .expect("update")
+        .durable()
+        .await
+        .expect("durable"));
+    assert!(matches!(
+        triggers
+            .trigger(alice, email.id)
+            .await
+            .expect("trigger")
+            .map(|t| t.kind),
+        Some(TriggerKind::Email { verified: true, .. })
+    ));
+    assert!(
+        !triggers
+            .update_trigger(bob, email.id, &mut verify)
+            .await
+            .expect("update")
+            .durable()
+            .await
+            .expect("durable"),
+        "not bob's"
+    );
+    assert!(triggers
+        .delete_trigger(alice, inbox.id)
+        .await
+        .expect("delete")
+        .durable()
+        .await
+        .expect("durable"));
+    assert!(!triggers
+        .delete_trigger(alice, inbox.id)
+        .await
+        .expect("delete")
+        .durable()
+        .await
+        .expect("durable"));
+    assert_eq!(triggers.triggers(alice).await.expect("list").len(), 1);
+}
+
+/// Payment events: unseen, handled, failed (kept for the retrier), then handled after all.
+pub(crate) async fn payment_events(events: Arc<dyn PaymentEvents>) {
+    assert!(!events.event_seen("evt_1").await.expect("seen"));
+    events
+        .mark_event("evt_1", None)
+        .await
+        .expect("mark")
+        .durable()
+        .await
+        .expect("durable");
+    assert!(events.event_seen("evt_1").await.expect("seen"));
+    events
+        .mark_event("evt_2", Some(b"{\"id\":\"evt_2\"}"))
+        .await
+        .expect("mark")
+        .durable()
+        .await
+        .expect("durable");
+    assert!(
+        events.event_seen("evt_2").await.expect("seen"),
+        "a failed event was seen too"
+    );
+    assert_eq!(
+        events.failed_events().await.expect("failed"),
+        vec![b"{\"id\":\"evt_2\"}".to_vec()]
+    );
+    events
+        .mark_event("evt_2", None)
+        .await
+        .expect("mark")
+        .durable()
+        .await
+        .expect("durable");
+    assert!(
+        events.failed_events().await.expect("failed").is_empty(),
+        "handled after all"
+    );
+    assert!(events.event_seen("evt_2").await.expect("seen"));
+}
+
 #[cfg(test)]
 mod sled {
     use super::*;
@@ -454,5 +607,13 @@ mod sled {
         let dir = tempfile::tempdir().expect("a directory");
         let store = crate::store::Store::open(dir.path()).expect("open");
         inbox_items(store.inbox.accounts.clone(), store.inbox.items.clone()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn triggers_and_payment_events_on_sled() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = crate::store::Store::open(dir.path()).expect("open");
+        triggers(store.scheduler.accounts.clone(), store.scheduler.triggers.clone()).await;
+        payment_events(store.scheduler.payments.clone()).await;
     }
 }

@@ -1888,3 +1888,21 @@ mod suite_inbox {
         });
     }
 }
+
+mod suite_scheduler {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn triggers_and_payment_events_on_postgres() {
+        let Some((_cluster, connection, _db)) = fresh("suite_triggers_and_payment_events") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (store, _) = PgStore::connect(&connection).await.expect("store");
+            let scheduler = store.scheduler();
+            crate::store::suite::triggers(Arc::new(scheduler.accounts.clone()), Arc::new(scheduler.clone())).await;
+            crate::store::suite::payment_events(Arc::new(scheduler)).await;
+        });
+    }
+}

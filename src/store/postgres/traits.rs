@@ -1,17 +1,20 @@
 //! The store's traits (src/store/api.rs) on PostgreSQL, concern by concern: each method is
 //! the operation of the same name of this module's stores, its errors made the store's.
-//! Done so far: [`Accounts`] and [`InboxItems`]. The other concerns' operations exist (src/store/postgres/)
+//! Done so far: [`Accounts`], [`InboxItems`], [`Triggers`] and [`PaymentEvents`]. The other concerns' operations exist (src/store/postgres/)
 //! and join the traits next (docs/scaling.md, "Status").
 
 use super::accounts::PgAccounts;
 use super::inbox::PgInbox;
+use super::scheduler::PgScheduler;
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
+use crate::domain::email::QueuedEmail;
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::inbox::sync::ItemChanges;
+use crate::domain::scheduler::models::Trigger;
 use crate::domain::wire::Timestamp;
 use crate::store::api::Feed;
 use crate::store::inbox::{AddOutcome, ImportOutcome};
-use crate::store::{Accounts, InboxItems, Registration, Result, WaitDurable, Written};
+use crate::store::{Accounts, InboxItems, PaymentEvents, Registration, Result, Triggers, WaitDurable, Written};
 use uuid::Uuid;
 
 #[async_trait::async_trait]
@@ -168,5 +171,52 @@ impl InboxItems for PgInbox {
     ) -> Result<ImportOutcome> {
         // one transaction: committed whole or not at all, so there are no batches to wait for
         Ok(self.import_items_blocking(account, ids, max_items, items)?)
+    }
+}
+
+#[async_trait::async_trait]
+impl Triggers for PgScheduler {
+    async fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<Written<bool>> {
+        Ok(PgScheduler::add_trigger(self, trigger, email).await?)
+    }
+
+    async fn trigger_owner(&self, id: Uuid) -> Result<Option<Uuid>> {
+        Ok(PgScheduler::trigger_owner(self, id).await?)
+    }
+
+    async fn trigger(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>> {
+        Ok(PgScheduler::trigger(self, account, id).await?)
+    }
+
+    async fn triggers(&self, account: Uuid) -> Result<Vec<Trigger>> {
+        Ok(PgScheduler::triggers(self, account).await?)
+    }
+
+    async fn update_trigger(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        update: &mut (dyn FnMut(Trigger) -> Option<(Trigger, Option<QueuedEmail>)> + Send),
+    ) -> Result<Written<bool>> {
+        Ok(PgScheduler::update_trigger(self, account, id, update).await?)
+    }
+
+    async fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        Ok(PgScheduler::delete_trigger(self, account, id).await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl PaymentEvents for PgScheduler {
+    async fn event_seen(&self, id: &str) -> Result<bool> {
+        Ok(PgScheduler::event_seen(self, id).await?)
+    }
+
+    async fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> Result<Written<()>> {
+        Ok(PgScheduler::mark_event(self, id, failed).await?)
+    }
+
+    async fn failed_events(&self) -> Result<Vec<Vec<u8>>> {
+        Ok(PgScheduler::failed_events(self).await?)
     }
 }
