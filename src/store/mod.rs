@@ -54,6 +54,9 @@ pub enum StoreError {
     /// A stored record that this version cannot decode (written by a newer version, or
     /// damaged): its kind and key (see [`undecodable`]).
     Undecodable(Box<Undecodable>),
+    /// The engine does not do this; the text says what to use instead (a PostgreSQL
+    /// database is backed up with `pg_dump`, docs/backup.md).
+    Unsupported(String),
     /// The database was written in a format newer than this version reads ([`format`]).
     NewerFormat {
         dir: PathBuf,
@@ -83,6 +86,7 @@ impl std::fmt::Display for StoreError {
             ),
             StoreError::NotDurable => write!(f, "the database could not be flushed to disk"),
             StoreError::Unavailable(why) => write!(f, "the database takes no writes: {why}"),
+            StoreError::Unsupported(what) => write!(f, "{what}"),
             StoreError::Undecodable(u) => write!(
                 f,
                 "undecodable {} record (key {}): {}",

@@ -4,7 +4,7 @@
 //! throwaway cluster). Concerns join as their PostgreSQL implementations do.
 
 use super::inbox::{AddOutcome, ImportOutcome};
-use super::{Accounts, InboxItems, PaymentEvents, Registration, StoreError, Triggers, Written};
+use super::{Accounts, Administration, InboxItems, PaymentEvents, Registration, StoreError, Triggers, Written};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
@@ -591,6 +591,22 @@ pub(crate) async fn payment_events(events: Arc<dyn PaymentEvents>) {
     assert!(events.event_seen("evt_2").await.expect("seen"));
 }
 
+/// Health and fault injection: a writable database takes writes; after a (simulated)
+/// failure of its storage, every write fails and the health check says why.
+pub(crate) async fn administration(admin: Arc<dyn Administration>, accounts: Arc<dyn Accounts>) {
+    admin.writable().await.expect("a fresh database takes writes");
+    admin.flush().expect("flush");
+    account(&*accounts, "before").await;
+    admin.simulate_sync_failure_for_tests();
+    let why = admin.writable().await.expect_err("the failure is reported");
+    assert!(!why.is_empty());
+    let after = match accounts.register("after", "hash".into(), at(2)).await {
+        Ok(written) => written.durable().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    assert!(after.is_err(), "a write after the failure fails");
+}
+
 #[cfg(test)]
 mod sled {
     use super::*;
@@ -615,5 +631,12 @@ mod sled {
         let store = crate::store::Store::open(dir.path()).expect("open");
         triggers(store.scheduler.accounts.clone(), store.scheduler.triggers.clone()).await;
         payment_events(store.scheduler.payments.clone()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn administration_on_sled() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = crate::store::Store::open(dir.path()).expect("open");
+        administration(store.admin.clone(), store.inbox.accounts.clone()).await;
     }
 }

@@ -63,6 +63,12 @@ impl PgStore {
         }
     }
 
+    /// FOR TESTS ONLY (fault injection): closes the pool, so every later statement fails
+    /// and [`PgStore::writable`] reports it.
+    pub fn close_for_tests(&self) {
+        self.pool.close();
+    }
+
     /// Nothing to write: every committed write is on disk already (shutdown).
     pub async fn flush(&self) -> PgResult<()> {
         Ok(())

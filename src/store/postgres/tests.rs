@@ -1906,3 +1906,24 @@ mod suite_scheduler {
         });
     }
 }
+
+mod suite_administration {
+    use super::*;
+    use crate::store::Administration;
+    use std::sync::Arc;
+
+    #[test]
+    fn administration_on_postgres() {
+        let Some((_cluster, connection, _db)) = fresh("suite_administration_on_postgres") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (store, _) = PgStore::connect(&connection).await.expect("store");
+            // a backup is PostgreSQL's own business, and the refusal says what to use
+            let refused = Administration::backup_to(&store, &mut Vec::new(), &[]).expect_err("refused");
+            assert!(refused.to_string().contains("pg_dump"), "{refused}");
+            let accounts = Arc::new(store.accounts(Service::Inbox));
+            crate::store::suite::administration(Arc::new(store), accounts).await;
+        });
+    }
+}

@@ -1,11 +1,13 @@
 //! The store's traits (src/store/api.rs) on PostgreSQL, concern by concern: each method is
 //! the operation of the same name of this module's stores, its errors made the store's.
-//! Done so far: [`Accounts`], [`InboxItems`], [`Triggers`] and [`PaymentEvents`]. The other concerns' operations exist (src/store/postgres/)
+//! Done so far: [`Accounts`], [`InboxItems`], [`Triggers`], [`PaymentEvents`] and
+//! [`Administration`]. The other concerns' operations exist (src/store/postgres/)
 //! and join the traits next (docs/scaling.md, "Status").
 
 use super::accounts::PgAccounts;
 use super::inbox::PgInbox;
 use super::scheduler::PgScheduler;
+use super::PgStore;
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::email::QueuedEmail;
 use crate::domain::inbox::models::InboxItem;
@@ -14,7 +16,10 @@ use crate::domain::scheduler::models::Trigger;
 use crate::domain::wire::Timestamp;
 use crate::store::api::Feed;
 use crate::store::inbox::{AddOutcome, ImportOutcome};
-use crate::store::{Accounts, InboxItems, PaymentEvents, Registration, Result, Triggers, WaitDurable, Written};
+use crate::store::{
+    Accounts, Administration, BackupSummary, CycleStats, InboxItems, PaymentEvents, Registration, Result, StoreError,
+    Triggers, WaitDurable, WriterStats, Written,
+};
 use uuid::Uuid;
 
 #[async_trait::async_trait]
@@ -218,5 +223,42 @@ impl PaymentEvents for PgScheduler {
 
     async fn failed_events(&self) -> Result<Vec<Vec<u8>>> {
         Ok(PgScheduler::failed_events(self).await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl Administration for PgStore {
+    async fn writable(&self) -> std::result::Result<(), String> {
+        PgStore::writable(self).await
+    }
+
+    /// No group commit: every write is its own committed transaction.
+    fn writer_stats(&self) -> WriterStats {
+        WriterStats::default()
+    }
+
+    fn writer_cycles(&self) -> CycleStats {
+        CycleStats::default()
+    }
+
+    /// Nothing to do: what was answered is committed.
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Closes the pool: every later write (and read) fails, and `writable` says so.
+    fn simulate_sync_failure_for_tests(&self) {
+        self.close_for_tests();
+    }
+
+    /// A PostgreSQL database is backed up by PostgreSQL's own tools, consistent while the
+    /// processes run (docs/backup.md).
+    fn backup_to(&self, _out: &mut dyn std::io::Write, _files: &[(&str, &[u8])]) -> Result<BackupSummary> {
+        Err(StoreError::Unsupported(
+            "this server keeps its data in PostgreSQL: back it up with pg_dump (for example \
+             `pg_dump --format=custom --file=pigeonhole.dump DATABASE`) or the database's own \
+             backups; `pigeonhole backup` copies a sled data directory"
+                .into(),
+        ))
     }
 }
