@@ -1082,6 +1082,52 @@ mod scheduler_items {
     }
 
     #[test]
+    fn scheduled_items_are_read_in_pages_in_creation_order() {
+        let Some((_cluster, connection, _db)) = fresh("scheduled_items_are_read_in_pages") else {
+            return;
+        };
+        runtime().block_on(async {
+            let store = store_on(&connection).await;
+            let s = store.scheduler();
+            let owner = created(
+                s.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .await
+            .id;
+            let mut ids = Vec::new();
+            for (n, secs) in [(0, 30), (1, 10), (2, 20), (3, 20)] {
+                let mut it = item(owner, &format!("item {n}"), None, None);
+                it.created = at(secs, 0);
+                add(&s, &it, at(2_000_000_000, 0)).await;
+                ids.push((secs, n, it.id));
+            }
+            ids.sort();
+            let order: Vec<uuid::Uuid> = ids.iter().map(|(_, _, id)| *id).collect();
+            let first = s.scheduled_page(owner, None, 3).await.expect("page");
+            assert_eq!(first.iter().map(|i| i.id).collect::<Vec<_>>(), order[..3]);
+            let rest = s.scheduled_page(owner, Some(first[2].id), 3).await.expect("page");
+            assert_eq!(rest.iter().map(|i| i.id).collect::<Vec<_>>(), order[3..]);
+            assert!(s
+                .scheduled_page(owner, Some(order[3]), 3)
+                .await
+                .expect("page")
+                .is_empty());
+            let unknown = crate::domain::wire::new_uuid();
+            assert!(
+                s.scheduled_page(owner, Some(unknown), 3)
+                    .await
+                    .expect("page")
+                    .is_empty(),
+                "a gone item ends the listing"
+            );
+            assert!(s.triggered_page(owner, None, 3).await.expect("page").is_empty());
+        });
+    }
+
+    #[test]
     fn scheduled_items_keep_every_field_and_the_due_index_keeps_nanoseconds() {
         let Some((_cluster, connection, _db)) = fresh("scheduled_items_keep_every_field") else {
             return;
