@@ -750,14 +750,16 @@ impl PgScheduler {
         let client = self.pool.get().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = match after {
-            None => client
-                .query(
-                    &format!(
+            None => {
+                client
+                    .query(
+                        &format!(
                         "SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 {SCHEDULED_ORDER} LIMIT $2"
                     ),
-                    &[&account, &limit],
-                )
-                .await?,
+                        &[&account, &limit],
+                    )
+                    .await?
+            }
             Some(after) => {
                 client
                     .query(
@@ -785,14 +787,16 @@ impl PgScheduler {
         let client = self.pool.get().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = match after {
-            None => client
-                .query(
-                    &format!(
+            None => {
+                client
+                    .query(
+                        &format!(
                         "SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE account = $1 {TRIGGERED_ORDER} LIMIT $2"
                     ),
-                    &[&account, &limit],
-                )
-                .await?,
+                        &[&account, &limit],
+                    )
+                    .await?
+            }
             Some(after) => {
                 client
                     .query(
