@@ -15,6 +15,7 @@ use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
 const ITEM_COLUMNS: &str = "id, kind, data, created_secs, created_nanos";
+const ORDER_KEYS: &str = "created_secs, created_nanos, seq";
 const ORDER: &str = "ORDER BY created_secs, created_nanos, seq";
 
 fn item_from(row: &Row) -> PgResult<InboxItem> {
@@ -272,29 +273,7 @@ impl PgInbox {
     /// when `after` is no longer there).
     pub async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> PgResult<Vec<InboxItem>> {
         let client = self.pool.get().await?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = match after {
-            None => {
-                client
-                    .query(
-                        &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE account = $1 {ORDER} LIMIT $2"),
-                        &[&account, &limit],
-                    )
-                    .await?
-            }
-            Some(after) => {
-                client
-                    .query(
-                        &format!(
-                            "SELECT {ITEM_COLUMNS} FROM inbox_items i WHERE account = $1 AND \
-                             (created_secs, created_nanos, seq) > (SELECT created_secs, created_nanos, seq \
-                              FROM inbox_items WHERE id = $2 AND account = $1) {ORDER} LIMIT $3"
-                        ),
-                        &[&account, &after, &limit],
-                    )
-                    .await?
-            }
-        };
+        let rows = rows::page(&client, "inbox_items", ITEM_COLUMNS, ORDER_KEYS, account, after, limit).await?;
         rows.iter().map(item_from).collect()
     }
 

@@ -41,3 +41,31 @@ pub(super) fn to_bigint(n: u64, what: &str) -> PgResult<i64> {
 pub(super) fn from_bigint<T: TryFrom<i64>>(n: i64, what: &str) -> PgResult<T> {
     T::try_from(n).map_err(|_| PgError::Corrupt(format!("{what} {n} out of range")))
 }
+
+/// One page of an account's listing: `columns` of `table`, ordered by the columns `keys`,
+/// up to `limit` rows after the row `after` (from the first with `None`; none when `after`
+/// is not the account's any more).
+pub(super) async fn page(
+    client: &tokio_postgres::Client,
+    table: &str,
+    columns: &str,
+    keys: &str,
+    account: uuid::Uuid,
+    after: Option<uuid::Uuid>,
+    limit: usize,
+) -> PgResult<Vec<Row>> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    Ok(match after {
+        None => {
+            let sql = format!("SELECT {columns} FROM {table} WHERE account = $1 ORDER BY {keys} LIMIT $2");
+            client.query(&sql, &[&account, &limit]).await?
+        }
+        Some(after) => {
+            let sql = format!(
+                "SELECT {columns} FROM {table} WHERE account = $1 AND ({keys}) > \
+                 (SELECT {keys} FROM {table} WHERE id = $2 AND account = $1) ORDER BY {keys} LIMIT $3"
+            );
+            client.query(&sql, &[&account, &after, &limit]).await?
+        }
+    })
+}

@@ -748,31 +748,17 @@ impl PgScheduler {
         limit: usize,
     ) -> PgResult<Vec<ScheduledItem>> {
         let client = self.pool.get().await?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = match after {
-            None => {
-                client
-                    .query(
-                        &format!(
-                        "SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 {SCHEDULED_ORDER} LIMIT $2"
-                    ),
-                        &[&account, &limit],
-                    )
-                    .await?
-            }
-            Some(after) => {
-                client
-                    .query(
-                        &format!(
-                            "SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 AND \
-                             (created_secs, created_nanos, seq) > (SELECT created_secs, created_nanos, seq \
-                              FROM scheduled_items WHERE id = $2 AND account = $1) {SCHEDULED_ORDER} LIMIT $3"
-                        ),
-                        &[&account, &after, &limit],
-                    )
-                    .await?
-            }
-        };
+        let keys = "created_secs, created_nanos, seq";
+        let rows = rows::page(
+            &client,
+            "scheduled_items",
+            SCHEDULED_COLUMNS,
+            keys,
+            account,
+            after,
+            limit,
+        )
+        .await?;
         rows.iter().map(scheduled_from).collect()
     }
 
@@ -785,32 +771,17 @@ impl PgScheduler {
         limit: usize,
     ) -> PgResult<Vec<TriggeredItem>> {
         let client = self.pool.get().await?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = match after {
-            None => {
-                client
-                    .query(
-                        &format!(
-                        "SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE account = $1 {TRIGGERED_ORDER} LIMIT $2"
-                    ),
-                        &[&account, &limit],
-                    )
-                    .await?
-            }
-            Some(after) => {
-                client
-                    .query(
-                        &format!(
-                            "SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE account = $1 AND \
-                             (created_secs, created_nanos, triggered_secs, triggered_nanos, seq) > \
-                             (SELECT created_secs, created_nanos, triggered_secs, triggered_nanos, seq \
-                              FROM triggered_items WHERE id = $2 AND account = $1) {TRIGGERED_ORDER} LIMIT $3"
-                        ),
-                        &[&account, &after, &limit],
-                    )
-                    .await?
-            }
-        };
+        let keys = "created_secs, created_nanos, triggered_secs, triggered_nanos, seq";
+        let rows = rows::page(
+            &client,
+            "triggered_items",
+            TRIGGERED_COLUMNS,
+            keys,
+            account,
+            after,
+            limit,
+        )
+        .await?;
         let mut items = rows.iter().map(triggered_from).collect::<PgResult<Vec<_>>>()?;
         Self::attempts_of(&client, &mut items).await?;
         Ok(items)
