@@ -308,6 +308,9 @@ pub struct ServeArgs {
     /// postgres://user[:pass]@host[:port]/db[?sslmode=…&host=/socket/dir]: keep all data in that PostgreSQL database [default: sled in the data directory]
     #[arg(long, env = "PIGEONHOLE_DATABASE", value_name = "URL")]
     pub database: Option<String>,
+    /// With --database: seconds a process holds a claimed delivery, e-mail or due item before another process may take it over [default: 300]
+    #[arg(long, env = "PIGEONHOLE_DATABASE_LEASE_SECS", value_name = "SECS", hide = true)]
+    pub database_lease_secs: Option<u64>,
     /// Address both services bind to [default: 127.0.0.1]
     #[arg(long, env = "PIGEONHOLE_HOST", value_name = "ADDR")]
     pub host: Option<IpAddr>,
@@ -442,6 +445,9 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// `--database`: a PostgreSQL database instead of sled in the data directory.
     pub database: Option<DatabaseUrl>,
+    /// `--database-lease-secs`: how long a process's claim on queued work lasts when it
+    /// stops renewing it (it died): then another process takes the work over.
+    pub database_lease: Duration,
     pub host: IpAddr,
     pub inbox_port: u16,
     pub scheduler_port: u16,
@@ -686,6 +692,9 @@ impl Settings {
                 .map(|url| DatabaseUrl::parse(&url))
                 .transpose()
                 .map_err(|e| e.to_string())?,
+            database_lease: Duration::from_secs(
+                pick(args.database_lease_secs, f.get("database-lease-secs")?, 300).clamp(1, 86_400),
+            ),
             host: pick(
                 args.host,
                 f.get::<String>("host")?
@@ -846,6 +855,7 @@ impl Settings {
 const KNOWN_KEYS: &[&str] = &[
     "data-dir",
     "database",
+    "database-lease-secs",
     "host",
     "inbox-port",
     "scheduler-port",

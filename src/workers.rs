@@ -8,7 +8,7 @@ use crate::config::Settings;
 use crate::domain::worker::Worker;
 use serde_json::{json, Map, Value};
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 
@@ -55,7 +55,12 @@ pub struct Workers {
     period_secs: u64,
     retry_delay_us: u64,
     entries: Vec<Entry>,
+    /// Wakes a worker in the other processes on the same database ([`Workers::announce_with`]).
+    announcer: OnceLock<Announcer>,
 }
+
+/// How a wake-up reaches the other processes' workers.
+type Announcer = Box<dyn Fn(Worker) + Send + Sync>;
 
 impl Workers {
     /// The table for `settings`; `runs` tells which workers run with them (the others are
@@ -80,6 +85,7 @@ impl Workers {
             period_secs: settings.looper_period,
             retry_delay_us: settings.looper_retry_delay_us,
             entries,
+            announcer: OnceLock::new(),
         }
     }
 
@@ -103,9 +109,25 @@ impl Workers {
         self.status(worker) != Status::Disabled
     }
 
-    /// Wakes `worker` early: it has new work.
+    /// Wakes `worker` early, here and in the other processes on the same database: it has
+    /// new work.
     pub fn wake(&self, worker: Worker) {
+        self.wake_here(worker);
+        if let Some(announce) = self.announcer.get() {
+            announce(worker);
+        }
+    }
+
+    /// Wakes `worker` early in this process only (its own deliveries' turns, a wake-up
+    /// from another process).
+    pub fn wake_here(&self, worker: Worker) {
         self.entry(worker).wake.notify_one();
+    }
+
+    /// From now on, [`Workers::wake`] also wakes the worker in the other processes with
+    /// `announce` (set once, by the launch of a shared database).
+    pub fn announce_with(&self, announce: impl Fn(Worker) + Send + Sync + 'static) {
+        let _ = self.announcer.set(Box::new(announce));
     }
 
     /// Resolves when `worker` is woken (a wake that came while it was busy counts).

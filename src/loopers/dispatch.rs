@@ -103,7 +103,7 @@ impl Dispatcher {
     }
 
     fn wake(&self) {
-        self.workers.wake(self.worker);
+        self.workers.wake_here(self.worker);
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -17,6 +17,7 @@ use crate::config::Settings;
 use crate::context::Context;
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::worker::Worker;
+use crate::store::OnceWork;
 use crate::workers::{Status, Workers};
 use std::fmt::Display;
 use std::future::Future;
@@ -146,7 +147,14 @@ static JOBS: [Job; 10] = [
         worker: Worker::AdminNotificationEmailConverter,
         runs: with_admin_email,
         wakes: &[Worker::Emailer],
-        pass: |c| boxed(async move { convert(&c, email::Converter::AdminNotice).await }),
+        pass: |c| {
+            boxed(async move {
+                if !c.ctx.store.coordination.leads(OnceWork::AdminNotices).await {
+                    return Ok(Pass::default());
+                }
+                convert(&c, email::Converter::AdminNotice).await
+            })
+        },
     },
     Job {
         worker: Worker::PaymentsEventsFetcher,
@@ -154,6 +162,9 @@ static JOBS: [Job; 10] = [
         wakes: &[],
         pass: |c| {
             boxed(async move {
+                if !c.ctx.store.coordination.leads(OnceWork::Payments).await {
+                    return Ok(Pass::default());
+                }
                 payments::fetch(&c.ctx.store, &c.ctx.payments)
                     .await
                     .map(|()| Pass::default())
@@ -164,7 +175,14 @@ static JOBS: [Job; 10] = [
         worker: Worker::PaymentsEventsRetrier,
         runs: with_payments,
         wakes: &[],
-        pass: |c| boxed(async move { payments::retry(&c.ctx.store).await.map(|()| Pass::default()) }),
+        pass: |c| {
+            boxed(async move {
+                if !c.ctx.store.coordination.leads(OnceWork::Payments).await {
+                    return Ok(Pass::default());
+                }
+                payments::retry(&c.ctx.store).await.map(|()| Pass::default())
+            })
+        },
     },
 ];
 

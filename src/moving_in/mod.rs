@@ -200,7 +200,8 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
     let checked = intray::check(db, &mut notes)?;
     let store = open_store(data_dir).map_err(Failure::Open)?;
     let (arrivals, conflict) = store
-        .sled_inbox
+        .sled()?
+        .inbox
         .move_in_arrivals(checked.accounts.iter().map(|a| &a.account))?;
     let mut conflicts: Vec<String> = arrivals
         .iter()
@@ -218,7 +219,7 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
         .collect();
     if !conflict {
         intray::each_item_id(db, |owner, id| {
-            if moving.contains(&owner) && store.sled_inbox.item_id_taken(id)? {
+            if moving.contains(&owner) && store.sled()?.inbox.item_id_taken(id)? {
                 conflicts.push(format!("the uuid {id} of an item or trigger is in use already"));
                 return Err(Failure::Conflict(conflicts.join("; ")));
             }
@@ -268,7 +269,7 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
         Ok(())
     };
     let layout = checked.layout;
-    let counts = store.sled_inbox.move_in_streamed(
+    let counts = store.sled()?.inbox.move_in_streamed(
         &accounts,
         |sink| {
             intray::each_item(db, layout, |owner, item| {
@@ -309,7 +310,12 @@ fn move_in_tickler(
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     let wait = |w: crate::store::Written<()>| runtime.block_on(w.durable());
-    let arrivals = store.sled_scheduler.move_in(accounts, &wait).map_err(fail)?;
+    let arrivals = store
+        .sled()
+        .map_err(fail)?
+        .scheduler
+        .move_in(accounts, &wait)
+        .map_err(fail)?;
     store.admin.flush().map_err(fail)?;
     Ok(arrivals)
 }

@@ -307,3 +307,24 @@ pub trait Administration: Send + Sync {
     /// contents) alongside ([`super::backup`]); the caller makes `out` durable. Blocking.
     fn backup_to(&self, out: &mut dyn std::io::Write, files: &[(&str, &[u8])]) -> Result<BackupSummary>;
 }
+
+/// Work that runs in one process at a time when several share one database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OnceWork {
+    /// Fetching the payment provider's events.
+    Payments,
+    /// Mailing the admins about failing workers.
+    AdminNotices,
+}
+
+/// What several server processes on one database settle through it (issue 21): which
+/// process does the work that must run once, and wake-ups of the other processes' workers.
+/// A store that one process alone opens (sled) does all work itself and wakes nobody else.
+#[async_trait]
+pub trait Coordination: Send + Sync {
+    /// Whether this process is the one to do `work` now.
+    async fn leads(&self, work: OnceWork) -> bool;
+    /// Wakes the worker named `worker` in the other processes (new work for it was
+    /// committed); best effort: every worker also looks at the database at its period.
+    fn announce(&self, worker: &'static str);
+}

@@ -37,7 +37,7 @@ const MIGRATIONS: [Step; (CURRENT - 1) as usize] = [to_2_email_stages];
 /// 1 → 2: e-mails queued before the queue had a prefix per stage move to their stage's
 /// prefix with the same sequence, and are indexed by owner.
 fn to_2_email_stages(store: &Store) -> Result<()> {
-    let moved = store.sled_scheduler.move_legacy_emails()?;
+    let moved = store.sled()?.scheduler.move_legacy_emails()?;
     if moved > 0 {
         tracing::info!("moved {moved} queued e-mails to the queues of their stages");
     }

@@ -30,7 +30,10 @@ use self::sled::{chunks, keys, records};
 pub use self::sled::{inbox, moving_in, scheduler};
 
 pub use accounts::{AccountStore, Arrival, Registration};
-pub use api::{Accounts, Administration, Deliveries, Emails, InboxItems, PaymentEvents, ScheduledItems, Triggers};
+pub use api::{
+    Accounts, Administration, Coordination, Deliveries, Emails, InboxItems, OnceWork, PaymentEvents, ScheduledItems,
+    Triggers,
+};
 pub use backup::{restore, verify, BackupSummary};
 pub use imports::WaitDurable;
 pub use writer::{CycleStats, HistogramSnapshot, WriterStats};
@@ -196,23 +199,45 @@ impl Engine {
     }
 }
 
-/// The open database: both services' data behind the traits of [`api`], the data-directory
-/// lock and the group commit.
+/// The open database: both services' data behind the traits of [`api`], and what the engine
+/// keeps besides (sled: the data-directory lock and the group commit).
 pub struct Store {
     pub inbox: Inbox,
     pub scheduler: Scheduler,
-    /// The sled stores behind the traits (the engine's own operations: moving in, tests).
-    pub(crate) sled_inbox: Arc<inbox::InboxStore>,
-    pub(crate) sled_scheduler: Arc<scheduler::SchedulerStore>,
     /// The engine: health, flush, statistics, backup.
     pub admin: Arc<dyn Administration>,
-    /// Login, registration and e-mail counts: this process's memory, as it alone opens
-    /// the database ([`throttles`]).
+    /// Login, registration and e-mail counts: this process's memory on sled (it alone
+    /// opens the database), the database's on PostgreSQL ([`throttles`]).
     pub throttles: Arc<dyn throttles::Throttles>,
-    writer: Arc<writer::Writer>,
+    /// What several processes on one database settle through it: who does the work that
+    /// runs once, wake-ups of the others' workers ([`api::Coordination`]).
+    pub coordination: Arc<dyn Coordination>,
     /// The records requests met that could not be decoded (the health check's count).
     undecodable: Arc<undecodable::UndecodableRecords>,
+    /// The sled engine's own parts (`None` on another engine).
+    sled: Option<SledParts>,
+}
+
+/// What only the sled engine has: its service stores (for its own operations: migrations
+/// of its format, moving in, its tests), the group commit and the data-directory lock.
+pub(crate) struct SledParts {
+    pub(crate) inbox: Arc<inbox::InboxStore>,
+    pub(crate) scheduler: Arc<scheduler::SchedulerStore>,
+    writer: Arc<writer::Writer>,
     _lock: File,
+}
+
+/// The coordination of a store that one process alone opens (sled, under the directory's
+/// lock): it does every work itself, and there is no other process to wake.
+struct Alone;
+
+#[async_trait::async_trait]
+impl Coordination for Alone {
+    async fn leads(&self, _work: OnceWork) -> bool {
+        true
+    }
+
+    fn announce(&self, _worker: &'static str) {}
 }
 
 /// The inbox service's data: its accounts and (through `Deref`) its items.
@@ -299,13 +324,16 @@ impl Store {
                 emails: scheduler.clone(),
                 payments: scheduler.clone(),
             },
-            sled_inbox: inbox,
-            sled_scheduler: scheduler,
             admin: writer.clone(),
             throttles: Arc::new(throttles::MemoryThrottles::default()),
-            writer,
+            coordination: Arc::new(Alone),
             undecodable: Arc::default(),
-            _lock: lock,
+            sled: Some(SledParts {
+                inbox,
+                scheduler,
+                writer,
+                _lock: lock,
+            }),
         };
         // an older format: backed up next to it, migrated, on disk before anything else
         format::migrate(&store, dir, found)?;
@@ -318,15 +346,48 @@ impl Store {
         &self.undecodable
     }
 
+    /// A store of another engine over the traits' implementations (the PostgreSQL store
+    /// makes it, [`postgres::open`]).
+    #[allow(dead_code)] // the PostgreSQL store makes one next
+    pub(crate) fn of_engine(
+        inbox: Inbox,
+        scheduler: Scheduler,
+        admin: Arc<dyn Administration>,
+        throttles: Arc<dyn throttles::Throttles>,
+        coordination: Arc<dyn Coordination>,
+    ) -> Store {
+        Store {
+            inbox,
+            scheduler,
+            admin,
+            throttles,
+            coordination,
+            undecodable: Arc::default(),
+            sled: None,
+        }
+    }
+
+    /// The sled engine's own parts, for the operations only it has (moving in from Intray
+    /// and Tickler, its format migrations): [`StoreError::Unsupported`] on another engine.
+    pub(crate) fn sled(&self) -> Result<&SledParts> {
+        self.sled.as_ref().ok_or_else(|| {
+            StoreError::Unsupported(
+                "this needs a sled data directory: move in to one, then copy it to PostgreSQL with \
+                 `pigeonhole migrate-store`"
+                    .into(),
+            )
+        })
+    }
+
     /// Writes everything queued to disk, in the calling thread (migrations, sled tests).
     pub(crate) fn flush(&self) -> Result<()> {
-        self.writer.flush_now()
+        self.admin.flush()
     }
 
     /// What the group commit did so far (sled tests).
     #[cfg(test)]
     fn writer_stats(&self) -> WriterStats {
-        self.writer.stats()
+        self.admin.writer_stats()
     }
 }
 
@@ -490,7 +551,7 @@ mod tests {
                 last_login: None,
                 epoch: 0,
             };
-            let tree = store.writer.tree(1);
+            let tree = store.sled().unwrap().writer.tree(1);
             let mut batch = writer::Batch::default();
             batch.insert(keys::account(owner), records::account::encode(&account));
             batch.insert(keys::username("carol"), records::raw::uuid(owner));
@@ -523,7 +584,12 @@ mod tests {
         assert!(summary.records >= 7, "{summary:?}");
         assert_eq!(format::check(dir.path()).expect("format"), Some(format::CURRENT));
         let stage = |stage: Stage| -> Vec<String> {
-            let found = store.sled_scheduler.queued_emails(stage, usize::MAX).expect("queue");
+            let found = store
+                .sled()
+                .unwrap()
+                .scheduler
+                .queued_emails(stage, usize::MAX)
+                .expect("queue");
             found.iter().map(|(_, e)| format!("{e:?}")).collect()
         };
         let expected = |seqs: &[u64]| -> Vec<String> {
@@ -538,7 +604,12 @@ mod tests {
         assert_eq!(stage(Stage::AdminNotice), expected(&[9, 11]), "in the order queued");
         assert_eq!(stage(Stage::Rendered), expected(&[10]));
         let keys_of = |stage: Stage| -> Vec<Vec<u8>> {
-            let found = store.sled_scheduler.queued_emails(stage, usize::MAX).expect("queue");
+            let found = store
+                .sled()
+                .unwrap()
+                .scheduler
+                .queued_emails(stage, usize::MAX)
+                .expect("queue");
             found.iter().map(|(k, _)| k.as_bytes().to_vec()).collect()
         };
         assert_eq!(
@@ -547,7 +618,7 @@ mod tests {
         );
 
         // the account's e-mails are found through the owner index; admin notices stay
-        let deleted = store.sled_scheduler.delete_account(owner).expect("delete");
+        let deleted = store.sled().unwrap().scheduler.delete_account(owner).expect("delete");
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         assert!(runtime.block_on(deleted.durable()).expect("durable"));
         drop(store);
@@ -555,14 +626,18 @@ mod tests {
         let store = Store::open(dir.path()).expect("reopen");
         for stage in [Stage::Verification, Stage::Triggered, Stage::Rendered] {
             assert!(store
-                .sled_scheduler
+                .sled()
+                .unwrap()
+                .scheduler
                 .queued_emails(stage, usize::MAX)
                 .expect("queue")
                 .is_empty());
         }
         assert_eq!(
             store
-                .sled_scheduler
+                .sled()
+                .unwrap()
+                .scheduler
                 .queued_emails(Stage::AdminNotice, usize::MAX)
                 .expect("queue")
                 .len(),
@@ -594,7 +669,9 @@ mod tests {
 
         let before = acknowledged();
         let created = store
-            .sled_inbox
+            .sled()
+            .unwrap()
+            .inbox
             .accounts
             .register("alice", "hash".into(), Timestamp::now());
         let created = created.expect("register");
@@ -605,23 +682,34 @@ mod tests {
         assert_eq!(acknowledged(), before + 1);
 
         let taken = store
-            .sled_inbox
+            .sled()
+            .unwrap()
+            .inbox
             .accounts
             .register("alice", "hash".into(), Timestamp::now());
         let taken = taken.expect("register");
         assert!(!taken.changed());
         assert!(matches!(taken.durable().await.expect("at once"), Registration::Taken));
-        let missing = store.sled_inbox.delete_item(alice.id, Uuid::nil()).expect("delete");
+        let missing = store
+            .sled()
+            .unwrap()
+            .inbox
+            .delete_item(alice.id, Uuid::nil())
+            .expect("delete");
         assert!(!missing.changed());
         assert!(!missing.durable().await.expect("at once"));
 
         let before = acknowledged();
         let first = store
-            .sled_inbox
+            .sled()
+            .unwrap()
+            .inbox
             .add_item(alice.id, &item(1), Some("k"), None)
             .expect("add");
         let repeat = store
-            .sled_inbox
+            .sled()
+            .unwrap()
+            .inbox
             .add_item(alice.id, &item(2), Some("k"), None)
             .expect("add");
         assert!(first.changed() && !repeat.changed());
@@ -632,18 +720,26 @@ mod tests {
         assert!(matches!(first.durable().await.expect("durable"), AddOutcome::Added(first) if first == id));
 
         let both = store
-            .sled_inbox
+            .sled()
+            .unwrap()
+            .inbox
             .add_item(alice.id, &item(3), None, None)
             .expect("add")
             .and(Written::nothing());
         assert!(both.changed());
-        let many =
-            Written::all((4..8).map(|n| store.sled_inbox.add_item(alice.id, &item(n), None, None).expect("add")));
+        let many = Written::all((4..8).map(|n| {
+            store
+                .sled()
+                .unwrap()
+                .inbox
+                .add_item(alice.id, &item(n), None, None)
+                .expect("add")
+        }));
         assert_eq!(many.durable().await.expect("durable").len(), 4);
         // the last of 7 batches (registration, items 1, 3 and 4–7) covers every earlier one
         assert_eq!(acknowledged(), 7);
         both.durable().await.expect("durable");
-        assert_eq!(store.sled_inbox.count(alice.id).expect("count"), 6);
+        assert_eq!(store.sled().unwrap().inbox.count(alice.id).expect("count"), 6);
     }
 
     /// Pages through the traits read the whole listing in order, a page at a time, the
@@ -717,7 +813,9 @@ mod tests {
 
     fn item_ids(store: &Store, account: Uuid) -> Vec<Uuid> {
         store
-            .sled_inbox
+            .sled()
+            .unwrap()
+            .inbox
             .items(account)
             .expect("items")
             .iter()
@@ -746,19 +844,22 @@ mod tests {
                         for n in 0..60 {
                             // Every thread uses the same 20 idempotency keys: each stores one item.
                             let key = (n % 3 == 0).then(|| format!("key {}", n % 20));
-                            let added = store
-                                .sled_inbox
-                                .add_item(account, &item(n), key.as_deref(), Some(limit));
+                            let added =
+                                store
+                                    .sled()
+                                    .unwrap()
+                                    .inbox
+                                    .add_item(account, &item(n), key.as_deref(), Some(limit));
                             match durable(added.expect("add")) {
                                 AddOutcome::Added(id) if n % 5 == 4 => {
-                                    let deleted = store.sled_inbox.delete_item(account, id).expect("delete");
+                                    let deleted = store.sled().unwrap().inbox.delete_item(account, id).expect("delete");
                                     assert!(runtime.block_on(deleted.durable()).expect("durable"));
                                 }
                                 AddOutcome::Added(id) => kept.push((id, key)),
                                 AddOutcome::Repeated(_) => assert!(key.is_some(), "thread {t}"),
                                 AddOutcome::LimitReached => {}
                             }
-                            let count = store.sled_inbox.count(account).expect("count");
+                            let count = store.sled().unwrap().inbox.count(account).expect("count");
                             assert!(count <= limit, "{count} items");
                         }
                         kept
@@ -767,7 +868,10 @@ mod tests {
                 .collect();
             let kept: Vec<_> = threads.into_iter().flat_map(|t| t.join().expect("thread")).collect();
             let ids = item_ids(&store, account);
-            assert_eq!(ids.len() as u64, store.sled_inbox.count(account).expect("count"));
+            assert_eq!(
+                ids.len() as u64,
+                store.sled().unwrap().inbox.count(account).expect("count")
+            );
             let mut expected: Vec<Uuid> = kept.iter().map(|(id, _)| *id).collect();
             let mut got = ids.clone();
             expected.sort();
@@ -783,6 +887,9 @@ mod tests {
             kept,
             "same items, same order after reopening"
         );
-        assert_eq!(store.sled_inbox.count(account).expect("count"), kept.len() as u64);
+        assert_eq!(
+            store.sled().unwrap().inbox.count(account).expect("count"),
+            kept.len() as u64
+        );
     }
 }

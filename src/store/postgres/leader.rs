@@ -8,24 +8,15 @@ use super::PgStore;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// The work one process does at a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnceWork {
-    /// Fetching the payment provider's events.
-    Payments,
-    /// Mailing the admins about failing workers.
-    AdminNotices,
-}
+pub use crate::store::api::OnceWork;
 
-impl OnceWork {
-    /// Its session advisory lock ("Pigeon" and a number, as the migrations' lock is).
-    fn lock(self) -> i64 {
-        0x5069_6765_6f6e_0100
-            + match self {
-                OnceWork::Payments => 1,
-                OnceWork::AdminNotices => 2,
-            }
-    }
+/// The session advisory lock of `work` ("Pigeon" and a number, as the migrations' lock is).
+fn lock_of(work: OnceWork) -> i64 {
+    0x5069_6765_6f6e_0100
+        + match work {
+            OnceWork::Payments => 1,
+            OnceWork::AdminNotices => 2,
+        }
 }
 
 /// Whether this process holds the work's lock now; the lock is kept (and tried again when
@@ -39,6 +30,11 @@ impl Leadership {
     /// Whether this process is the one to do the work now.
     pub fn holds(&self) -> bool {
         *self.holds.borrow()
+    }
+
+    /// Whether this process holds the lock, as it changes.
+    pub fn watch(&self) -> watch::Receiver<bool> {
+        self.holds.clone()
     }
 
     /// Waits until this process holds the lock.
@@ -79,7 +75,7 @@ impl PgStore {
                         client.simple_query("SELECT 1").await.map(|_| true)
                     } else {
                         client
-                            .query_one("SELECT pg_try_advisory_lock($1)", &[&work.lock()])
+                            .query_one("SELECT pg_try_advisory_lock($1)", &[&lock_of(work)])
                             .await
                             .and_then(|row| row.try_get::<_, bool>(0))
                     };

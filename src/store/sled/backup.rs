@@ -100,13 +100,13 @@ impl Store {
         files: &[(&str, &[u8])],
         format: u32,
     ) -> Result<BackupSummary> {
-        backup_of_format(&self.writer, out, files, format)
+        backup_of_format(&self.sled()?.writer, out, files, format)
     }
 
     /// [`super::Administration::backup_to`] (the sled tests' shorthand).
     #[cfg(test)]
     pub(in crate::store) fn backup_to(&self, out: impl Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
-        backup_of_format(&self.writer, out, files, super::format::CURRENT)
+        backup_of_format(&self.sled()?.writer, out, files, super::format::CURRENT)
     }
 }
 
@@ -485,7 +485,12 @@ mod tests {
 
     fn add(store: &Store, account: Uuid, items: impl IntoIterator<Item = InboxItem>) {
         for i in items {
-            let _ = store.sled_inbox.add_item(account, &i, None, None).expect("add");
+            let _ = store
+                .sled()
+                .unwrap()
+                .inbox
+                .add_item(account, &i, None, None)
+                .expect("add");
         }
         store.flush().expect("flush");
     }
@@ -503,8 +508,8 @@ mod tests {
             assert_eq!(summary.bytes, backup.len() as u64);
             assert!(summary.records >= 4, "items, id index, count: {summary:?}");
             (
-                store.sled_inbox.accounts.next_key_seq().unwrap(),
-                store.sled_inbox.items(account).unwrap(),
+                store.sled().unwrap().inbox.accounts.next_key_seq().unwrap(),
+                store.sled().unwrap().inbox.items(account).unwrap(),
             )
         };
         let src = dir.path().join("b.backup");
@@ -514,10 +519,10 @@ mod tests {
         assert_eq!(summary.files, vec!["signing.key".to_string()]);
         assert_eq!(std::fs::read(target.join("signing.key")).unwrap(), b"key bytes");
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled_inbox.items(account).unwrap(), items);
-        assert_eq!(store.sled_inbox.items(account).unwrap()[0].data, big);
-        assert_eq!(store.sled_inbox.count(account).unwrap(), 2);
-        assert!(store.sled_inbox.accounts.next_key_seq().unwrap() > ids_before);
+        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap(), items);
+        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap()[0].data, big);
+        assert_eq!(store.sled().unwrap().inbox.count(account).unwrap(), 2);
+        assert!(store.sled().unwrap().inbox.accounts.next_key_seq().unwrap() > ids_before);
         drop(store);
         // a file not in the allowed list is refused before anything is written
         let other = dir.path().join("other");
@@ -576,7 +581,7 @@ mod tests {
         restore(&src, &target, false, &[]).unwrap();
         assert_eq!(super::super::format::check(&target).unwrap(), Some(1));
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled_inbox.count(account).unwrap(), 1);
+        assert_eq!(store.sled().unwrap().inbox.count(account).unwrap(), 1);
         assert_eq!(super::super::format::check(&target).unwrap(), Some(2), "migrated");
         drop(store);
 
@@ -627,7 +632,7 @@ mod tests {
         );
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), before, "nothing replaced");
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled_inbox.items(account).unwrap()[0].data, b"one");
+        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap()[0].data, b"one");
     }
 
     /// How long a backup holds writes back: run with `cargo test --lib -- --ignored

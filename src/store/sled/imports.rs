@@ -390,6 +390,8 @@ mod tests {
     /// chunks of large values not), as text.
     fn contents(store: &Store) -> Vec<(String, String)> {
         store
+            .sled()
+            .unwrap()
             .writer
             .tree(0)
             .scan_prefix([])
@@ -405,8 +407,8 @@ mod tests {
     /// in batches of [`IMPORT_BATCH_WRITES`]; answers them unsettled (neither committed nor
     /// rolled back) when `finish` is false.
     fn import(store: &Store, n: usize, finish: impl FnOnce(&mut Batches<'_>) -> Result<()>) {
-        let tree = store.writer.tree(0);
-        let wait = |_: Written<()>| store.writer.flush_now();
+        let tree = store.sled().unwrap().writer.tree(0);
+        let wait = |_: Written<()>| store.sled().unwrap().writer.flush_now();
         let mut batches = Batches::new(&tree, &wait).unwrap();
         batches.insert(b"kept", b"after".to_vec()).unwrap();
         batches.remove(b"gone").unwrap();
@@ -427,12 +429,12 @@ mod tests {
 
     fn before(dir: &std::path::Path) -> (std::sync::Arc<Store>, Vec<(String, String)>) {
         let store = Store::open(dir).unwrap();
-        let tree = store.writer.tree(0);
+        let tree = store.sled().unwrap().writer.tree(0);
         let mut batch = Batch::default();
         batch.insert(b"kept", b"before".to_vec());
         batch.insert(b"gone", b"here".to_vec());
         let _ = tree.apply_batch(batch);
-        store.writer.flush_now().unwrap();
+        store.sled().unwrap().writer.flush_now().unwrap();
         let contents = contents(&store);
         (store, contents)
     }
@@ -487,8 +489,8 @@ mod tests {
     fn a_failed_import_is_undone_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let (store, was) = before(dir.path());
-        let tree = store.writer.tree(0);
-        let wait = |_: Written<()>| store.writer.flush_now();
+        let tree = store.sled().unwrap().writer.tree(0);
+        let wait = |_: Written<()>| store.sled().unwrap().writer.flush_now();
         let mut batches = Batches::new(&tree, &wait).unwrap();
         for i in 0..3000 {
             batches.insert(format!("new-{i:06}"), b"x".to_vec()).unwrap();

@@ -248,25 +248,49 @@ mod tests {
         let store = Store::open(dir.path()).expect("open");
         let alice = arriving(1, "alice", 10);
         let moved = store
-            .sled_inbox
+            .sled()
+            .unwrap()
+            .inbox
             .move_in(std::slice::from_ref(&alice))
             .unwrap()
             .durable()
             .await
             .unwrap();
         assert_eq!(moved, [Arrival::Moved]);
-        let here = store.sled_inbox.accounts.by_username("alice").unwrap().expect("alice");
+        let here = store
+            .sled()
+            .unwrap()
+            .inbox
+            .accounts
+            .by_username("alice")
+            .unwrap()
+            .expect("alice");
         assert_eq!(
             (here.id, &here.password_hash),
             (alice.account.id, &alice.account.password_hash)
         );
-        assert_eq!(store.sled_inbox.items(here.id).unwrap().len(), 1);
-        assert_eq!(store.sled_inbox.count(here.id).unwrap(), 1);
+        assert_eq!(store.sled().unwrap().inbox.items(here.id).unwrap().len(), 1);
+        assert_eq!(store.sled().unwrap().inbox.count(here.id).unwrap(), 1);
         // an imported key has no digest to be found by, until its first login
-        assert_eq!(store.sled_inbox.accounts.legacy_access_keys(here.id).unwrap().len(), 1);
+        assert_eq!(
+            store
+                .sled()
+                .unwrap()
+                .inbox
+                .accounts
+                .legacy_access_keys(here.id)
+                .unwrap()
+                .len(),
+            1
+        );
 
         // again: skipped
-        let again = store.sled_inbox.move_in(std::slice::from_ref(&alice)).unwrap();
+        let again = store
+            .sled()
+            .unwrap()
+            .inbox
+            .move_in(std::slice::from_ref(&alice))
+            .unwrap();
         assert!(!again.changed());
         assert_eq!(again.durable().await.unwrap(), [Arrival::AlreadyHere]);
 
@@ -277,11 +301,18 @@ mod tests {
             vec![bob.clone(), arriving(4, "carol", 10)],
             vec![bob.clone(), arriving(2, "bobby", 40)],
         ] {
-            let written = store.sled_inbox.move_in(&run).unwrap();
+            let written = store.sled().unwrap().inbox.move_in(&run).unwrap();
             assert!(!written.changed());
             let arrivals = written.durable().await.unwrap();
             assert!(matches!(arrivals[1], Arrival::Conflict(_)), "{arrivals:?}");
-            assert!(store.sled_inbox.accounts.by_username("bob").unwrap().is_none());
+            assert!(store
+                .sled()
+                .unwrap()
+                .inbox
+                .accounts
+                .by_username("bob")
+                .unwrap()
+                .is_none());
         }
     }
 
@@ -291,13 +322,15 @@ mod tests {
         let store = Store::open(dir.path()).expect("open");
         let alice = arriving(1, "alice", 10);
         let _ = store
-            .sled_inbox
+            .sled()
+            .unwrap()
+            .inbox
             .move_in(std::slice::from_ref(&alice))
             .unwrap()
             .durable()
             .await
             .unwrap();
-        let accounts = &store.sled_inbox.accounts;
+        let accounts = &store.sled().unwrap().inbox.accounts;
         let old = alice.account.password_hash.clone();
         assert!(accounts
             .upgrade_password(alice.account.id, &old, "$pbkdf2-sha256$new".into())
