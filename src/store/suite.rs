@@ -4,12 +4,22 @@
 //! throwaway cluster). Concerns join as their PostgreSQL implementations do.
 
 use super::inbox::{AddOutcome, ImportOutcome};
-use super::{Accounts, Administration, InboxItems, PaymentEvents, Registration, StoreError, Triggers, Written};
+use super::scheduler::{AddOutcome as SchedulerAddOutcome, ImportIds, ImportOutcome as SchedulerImportOutcome};
+use super::{
+    Accounts, Administration, Deliveries, Emails, InboxItems, PaymentEvents, Registration, ScheduledItems, StoreError,
+    Triggers, Written,
+};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
+use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
 use crate::domain::permissions::Permissions;
-use crate::domain::scheduler::models::{Trigger, TriggerKind};
+use crate::domain::scheduler::models::{
+    Attempt, Day, Delivery, Outcome, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
+    TriggeredItem,
+};
+use crate::domain::scheduler::sync::ScheduledChanges;
+use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::{new_uuid, Timestamp};
 use std::sync::Arc;
 
@@ -607,6 +617,504 @@ pub(crate) async fn administration(admin: Arc<dyn Administration>, accounts: Arc
     assert!(after.is_err(), "a write after the failure fails");
 }
 
+fn scheduled(owner: uuid::Uuid, content: &str, daily: bool, created: i64) -> ScheduledItem {
+    ScheduledItem {
+        id: new_uuid(),
+        owner,
+        tickle: Tickle {
+            content: content.as_bytes().to_vec(),
+            day: Day {
+                year: 2030,
+                month: 1,
+                day: 1,
+            },
+            time: None,
+            recurrence: daily.then_some(Recurrence::EveryDays { days: 1, time: None }),
+        },
+        created: at(created),
+        server_time: 1,
+    }
+}
+
+async fn add_due(items: &dyn ScheduledItems, item: &ScheduledItem, due: Timestamp, cap: Option<u64>) -> bool {
+    let written = items.add_scheduled(item, &|_| due, cap).await.expect("add");
+    matches!(written.durable().await.expect("durable"), SchedulerAddOutcome::Added)
+}
+
+async fn durable<T>(written: crate::store::Result<Written<T>>) -> T {
+    written.expect("write").durable().await.expect("durable")
+}
+
+/// Imports `entries` through the trait from a blocking thread (as the handlers do);
+/// `fail_after`: the feed fails after that many entries. Checks that the check says what the
+/// import does (when it succeeds).
+async fn import_scheduler(
+    items: Arc<dyn ScheduledItems>,
+    account: uuid::Uuid,
+    entries: Vec<SchedulerEntry>,
+    settings: Option<TimeZoneSetting>,
+    cap: Option<u64>,
+    fail_after: Option<usize>,
+) -> crate::store::Result<SchedulerImportOutcome> {
+    tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Handle::current();
+        let mut ids = ImportIds::default();
+        for e in &entries {
+            ids.note(e);
+        }
+        let checked = items.check_import(account, &ids, cap, 0).expect("check");
+        let wait = |w: Written<()>| runtime.block_on(w.durable());
+        let mut feed = |each: &mut dyn FnMut(SchedulerEntry) -> Result<(), StoreError>| {
+            for (n, e) in entries.iter().enumerate() {
+                if fail_after == Some(n) {
+                    return Err(StoreError::Codec("the import breaks off".into()));
+                }
+                each(e.clone())?;
+            }
+            Ok(())
+        };
+        let due_of = |_: &ScheduledItem, z: &TimeZoneSetting| at(7_000 + i64::from(z.offset));
+        let outcome = items.import(account, &ids, settings.as_ref(), &due_of, cap, &mut feed, &wait);
+        if let Ok(outcome) = &outcome {
+            if let (SchedulerImportOutcome::Imported(a), SchedulerImportOutcome::Imported(b)) = (&checked, outcome) {
+                assert_eq!(
+                    (a.scheduled_added, a.triggered_added, a.triggers_added),
+                    (b.scheduled_added, b.triggered_added, b.triggers_added),
+                    "the check says what the import does"
+                );
+            }
+        }
+        outcome
+    })
+    .await
+    .expect("the import's thread")
+}
+
+/// Scheduled items: added (cap), read, listed and paged, edited, moved by a setting,
+/// synced, triggered when due (a recurring one moves to its next occurrence, the other goes;
+/// a stale entry triggers nothing), counted, deleted, imported (all or nothing) and gone
+/// with their account.
+pub(crate) async fn scheduled_items(accounts: Arc<dyn Accounts>, items: Arc<dyn ScheduledItems>) {
+    let alice = account(&*accounts, "alice").await;
+    let bob = account(&*accounts, "bob").await;
+    let daily = scheduled(alice, "daily", true, 20);
+    let once = scheduled(alice, "once", false, 10);
+    assert!(add_due(&*items, &daily, at(1_000), None).await);
+    assert!(add_due(&*items, &once, at(1_100), Some(2)).await);
+    assert!(
+        !add_due(&*items, &scheduled(alice, "over", false, 30), at(1_200), Some(2)).await,
+        "the cap"
+    );
+    assert_eq!(
+        items.scheduled(alice, daily.id).await.expect("read"),
+        Some(daily.clone())
+    );
+    assert_eq!(
+        items.scheduled(bob, daily.id).await.expect("read"),
+        None,
+        "only the owner's"
+    );
+    let ids = |list: Vec<ScheduledItem>| list.into_iter().map(|i| i.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(items.scheduled_items(alice).await.expect("list")),
+        [once.id, daily.id]
+    );
+    assert_eq!(
+        ids(items.scheduled_page(alice, Some(once.id), 5).await.expect("page")),
+        [daily.id]
+    );
+    assert_eq!(items.counts(alice).await.expect("counts"), (2, 0));
+    // editing sees the setting and sets the due instant
+    let mut edit = |mut i: ScheduledItem, _: &TimeZoneSetting| {
+        i.server_time = 2;
+        (i, at(900))
+    };
+    assert!(durable(items.edit_scheduled(alice, daily.id, &mut edit).await).await);
+    assert!(!durable(items.edit_scheduled(bob, daily.id, &mut edit).await).await);
+    assert_eq!(items.next_due().await.expect("next"), Some(at(900)));
+    // a setting moves every due instant
+    let zone = TimeZoneSetting {
+        offset: 60,
+        name: "Europe/Somewhere".into(),
+        summer: false,
+    };
+    let due_of = |i: &ScheduledItem| at(2_000 + i.tickle.content.len() as i64);
+    durable(items.put_settings(alice, &zone, &due_of).await).await;
+    assert_eq!(items.settings(alice).await.expect("settings"), zone);
+    assert_eq!(items.settings(bob).await.expect("settings"), TimeZoneSetting::default());
+    assert_eq!(items.next_due().await.expect("next"), Some(at(2_004)), "\"once\" first");
+    assert_eq!(items.due_count(at(2_004), 10).await.expect("count"), 1);
+    // a sync sees the items and the setting, deletes and stores
+    let synced = scheduled(alice, "synced", false, 40);
+    let mut seen = (0, None);
+    let mut decide = |now: &[ScheduledItem], z: &TimeZoneSetting| {
+        seen = (now.len(), Some(z.clone()));
+        ScheduledChanges {
+            delete: vec![],
+            put: vec![(synced.clone(), at(2_010))],
+        }
+    };
+    durable(items.sync(alice, &mut decide).await).await;
+    assert_eq!(seen, (2, Some(zone.clone())));
+    assert_eq!(items.counts(alice).await.expect("counts"), (3, 0));
+    // triggering what is due
+    let now = at(2_500);
+    let due = items.due_items(now, 10).await.expect("due");
+    assert_eq!(
+        due,
+        [
+            (at(2_004), alice, once.id),
+            (at(2_005), alice, daily.id),
+            (at(2_010), alice, synced.id)
+        ]
+    );
+    let mut next = |i: &ScheduledItem, _: &TimeZoneSetting| i.tickle.recurrence.map(|_| (i.clone(), at(90_000)));
+    let mut copies = Vec::new();
+    for entry in &due {
+        let copy = durable(items.trigger_item(*entry, now, &mut next).await)
+            .await
+            .expect("triggered");
+        assert_eq!((copy.owner, copy.triggered), (alice, now));
+        copies.push(copy);
+    }
+    let stale = durable(items.trigger_item(due[0], now, &mut next).await).await;
+    assert!(stale.is_none(), "gone: nothing");
+    assert_eq!(items.counts(alice).await.expect("counts"), (1, 3));
+    assert_eq!(
+        items.next_due().await.expect("next"),
+        Some(at(90_000)),
+        "the daily one moved"
+    );
+    assert_eq!(ids(items.scheduled_items(alice).await.expect("list")), [daily.id]);
+    let triggered = items.triggered_items(alice).await.expect("triggered");
+    assert_eq!(
+        triggered.iter().map(|t| t.tickle.content.clone()).collect::<Vec<_>>(),
+        [b"once".to_vec(), b"daily".to_vec(), b"synced".to_vec()],
+        "by original creation"
+    );
+    assert_eq!(
+        items.triggered(alice, copies[0].id).await.expect("read"),
+        Some(copies[0].clone())
+    );
+    assert_eq!(
+        items
+            .triggered_page(alice, Some(triggered[1].id), 5)
+            .await
+            .expect("page")
+            .len(),
+        1
+    );
+    assert!(durable(items.delete_item(alice, copies[0].id).await).await);
+    assert!(!durable(items.delete_item(alice, copies[0].id).await).await);
+    assert!(durable(items.delete_triggered_items(alice).await).await);
+    assert_eq!(items.counts(alice).await.expect("counts"), (1, 0));
+    // an import: new entries stored (another account's id under one of its own), known ones
+    // kept, the setting applied; again, nothing; over the cap or broken off midway, nothing
+    let bobs = scheduled(bob, "bob's", false, 50);
+    assert!(add_due(&*items, &bobs, at(3_000), None).await);
+    let trigger = Trigger {
+        id: new_uuid(),
+        owner: alice,
+        created: at(60),
+        kind: TriggerKind::Email {
+            address: "a@example.org".into(),
+            verified: false,
+            key_digest: [7; 32],
+        },
+    };
+    let old = TriggeredItem {
+        id: new_uuid(),
+        owner: alice,
+        tickle: daily.tickle.clone(),
+        created: at(5),
+        triggered: at(6),
+        attempts: vec![Attempt {
+            trigger: trigger.id,
+            trigger_created: trigger.created,
+            delivery: new_uuid(),
+            outcome: Outcome::EmailFailed("bounced".into()),
+        }],
+    };
+    let fresh = scheduled(alice, "imported", false, 70);
+    let entries = vec![
+        SchedulerEntry::Scheduled(fresh.clone()),
+        SchedulerEntry::Scheduled(daily.clone()),
+        SchedulerEntry::Scheduled(bobs.clone()),
+        SchedulerEntry::Triggered(old.clone()),
+        SchedulerEntry::Trigger(trigger.clone()),
+    ];
+    let utc = TimeZoneSetting::default();
+    let outcome = import_scheduler(items.clone(), alice, entries.clone(), Some(utc.clone()), None, None)
+        .await
+        .expect("import");
+    let SchedulerImportOutcome::Imported(done) = outcome else {
+        panic!("imported: {outcome:?}");
+    };
+    assert_eq!(
+        (done.settings_changed, done.scheduled_added, done.scheduled_kept),
+        (true, 2, 1)
+    );
+    assert_eq!((done.triggered_added, done.triggers_added), (1, 1));
+    assert_eq!(done.email_triggers, [trigger.id]);
+    assert_eq!(items.settings(alice).await.expect("settings"), utc);
+    assert_eq!(items.counts(alice).await.expect("counts"), (3, 1));
+    assert_eq!(
+        items.scheduled(bob, bobs.id).await.expect("read"),
+        Some(bobs.clone()),
+        "still bob's"
+    );
+    assert_eq!(items.triggered(alice, old.id).await.expect("read"), Some(old.clone()));
+    assert_eq!(
+        items.due_items(at(7_000), 10).await.expect("due").len(),
+        4,
+        "alice's three due under the imported setting, and bob's"
+    );
+    let again = import_scheduler(items.clone(), alice, entries, None, None, None)
+        .await
+        .expect("import");
+    assert!(matches!(again, SchedulerImportOutcome::Imported(d) if d.scheduled_added == 0 && d.scheduled_kept == 3));
+    let more: Vec<SchedulerEntry> = (0..3)
+        .map(|n| SchedulerEntry::Scheduled(scheduled(alice, "more", false, 80 + n)))
+        .collect();
+    let over = import_scheduler(items.clone(), alice, more.clone(), None, Some(5), None)
+        .await
+        .expect("import");
+    assert_eq!(over, SchedulerImportOutcome::LimitReached);
+    let broken = import_scheduler(items.clone(), alice, more, None, None, Some(2)).await;
+    assert!(broken.is_err(), "{broken:?}");
+    assert_eq!(items.counts(alice).await.expect("counts"), (3, 1), "nothing of either");
+    assert_eq!(items.total_counts().await.expect("totals"), (4, 1));
+    // deleting the account deletes everything of it
+    assert!(durable(items.delete_account(alice).await).await);
+    assert!(!durable(items.delete_account(alice).await).await);
+    assert_eq!(items.counts(alice).await.expect("counts"), (0, 0));
+    assert_eq!(items.total_counts().await.expect("totals"), (1, 0));
+}
+
+/// The delivery and e-mail queues: target lists expanded once, pending deliveries postponed,
+/// finished with each outcome, retried, removed; e-mails through their stages in order; the
+/// queues gone with their account (admin notices stay).
+pub(crate) async fn deliveries_and_emails(
+    accounts: Arc<dyn Accounts>,
+    items: Arc<dyn ScheduledItems>,
+    triggers: Arc<dyn Triggers>,
+    deliveries: Arc<dyn Deliveries>,
+    emails: Arc<dyn Emails>,
+) {
+    let alice = account(&*accounts, "alice").await;
+    let inbox = Trigger {
+        id: new_uuid(),
+        owner: alice,
+        created: at(10),
+        kind: TriggerKind::Inbox {
+            url: "http://127.0.0.1:8001".into(),
+            username: "alice".into(),
+            access_key: "00ff".repeat(8),
+        },
+    };
+    let mail = Trigger {
+        id: new_uuid(),
+        owner: alice,
+        created: at(20),
+        kind: TriggerKind::Email {
+            address: "alice@example.org".into(),
+            verified: true,
+            key_digest: [5; 32],
+        },
+    };
+    for t in [&inbox, &mail] {
+        assert!(durable(triggers.add_trigger(t, None).await).await);
+    }
+    // an item triggers: its target lists wait until expanded, once
+    let fire = |content: &'static str| {
+        let items = items.clone();
+        async move {
+            let item = scheduled(alice, content, false, 30);
+            assert!(add_due(&*items, &item, at(100), None).await);
+            let due = items.due_items(at(200), 10).await.expect("due");
+            let mut next = |_: &ScheduledItem, _: &TimeZoneSetting| None;
+            durable(items.trigger_item(due[0], at(200), &mut next).await)
+                .await
+                .expect("triggered")
+        }
+    };
+    let copy = fire("first").await;
+    assert_eq!(durable(deliveries.expand_targets(false).await).await, 1);
+    assert_eq!(durable(deliveries.expand_targets(true).await).await, 1);
+    assert_eq!(durable(deliveries.expand_targets(false).await).await, 0);
+    let pending = deliveries.pending_deliveries(10).await.expect("pending");
+    assert_eq!(pending.len(), 1);
+    let (k, d) = (pending[0].0.clone(), pending[0].1.as_ref().expect("a delivery").clone());
+    assert_eq!(
+        (d.owner, d.item, d.trigger, d.email, d.failures),
+        (alice, copy.id, inbox.id, false, 0)
+    );
+    // postponed: pending with its failures and back-off
+    let later = Delivery {
+        failures: 1,
+        not_before: at(300),
+        ..d.clone()
+    };
+    durable(deliveries.postpone_delivery(&k, &later).await).await;
+    let pending = deliveries.pending_deliveries(10).await.expect("pending");
+    let again = pending[0].1.as_ref().expect("a delivery");
+    assert_eq!((again.failures, again.not_before), (1, at(300)));
+    // finished: recorded on the item, no longer pending
+    durable(
+        deliveries
+            .finish_delivery(&pending[0].0, &later, Outcome::InboxFailed("refused".into()))
+            .await,
+    )
+    .await;
+    assert!(deliveries.pending_deliveries(10).await.expect("pending").is_empty());
+    // the e-mail: triggered, rendered (next stage, same place), sent
+    let queued = emails.queued_emails(Stage::Triggered, 10).await.expect("queued");
+    assert_eq!(queued.len(), 1);
+    let (ek, email) = queued[0].clone();
+    let EmailKind::Triggered { delivery, to } = email.kind.clone() else {
+        panic!("a triggered e-mail: {email:?}");
+    };
+    assert_eq!(
+        (to.as_str(), delivery.trigger, delivery.email),
+        ("alice@example.org", mail.id, true)
+    );
+    let rendered = QueuedEmail {
+        kind: EmailKind::Rendered {
+            message: Message {
+                to,
+                subject: "s".into(),
+                text: "t".into(),
+                html: "<p>h</p>".into(),
+            },
+            delivery: Some(delivery.clone()),
+        },
+        ..email
+    };
+    durable(emails.replace_email(&ek, &rendered).await).await;
+    assert!(emails
+        .queued_emails(Stage::Triggered, 10)
+        .await
+        .expect("queued")
+        .is_empty());
+    let sending = emails.queued_emails_each(Stage::Rendered, 10).await.expect("queued");
+    assert_eq!(sending.len(), 1);
+    durable(
+        deliveries
+            .finish_delivery(&sending[0].0, &delivery, Outcome::EmailSent)
+            .await,
+    )
+    .await;
+    assert!(emails
+        .queued_emails(Stage::Rendered, 10)
+        .await
+        .expect("queued")
+        .is_empty());
+    let outcomes = |item: Option<TriggeredItem>| {
+        item.expect("the item")
+            .attempts
+            .into_iter()
+            .map(|a| a.outcome)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        outcomes(items.triggered(alice, copy.id).await.expect("read")),
+        [Outcome::InboxFailed("refused".into()), Outcome::EmailSent]
+    );
+    // a retry makes the failed delivery pending again: same id, fresh budget
+    durable(deliveries.retry_failed(alice, &[copy.id]).await).await;
+    let pending = deliveries.pending_deliveries(10).await.expect("pending");
+    let retried = pending[0].1.as_ref().expect("a delivery").clone();
+    assert_eq!((pending.len(), retried.id, retried.failures), (1, d.id, 0));
+    let added = new_uuid();
+    durable(
+        deliveries
+            .finish_delivery(&pending[0].0, &retried, Outcome::InboxAdded(added))
+            .await,
+    )
+    .await;
+    assert_eq!(
+        outcomes(items.triggered(alice, copy.id).await.expect("read")),
+        [Outcome::InboxAdded(added), Outcome::EmailSent]
+    );
+    // a delivery removed without a record
+    fire("second").await;
+    assert_eq!(durable(deliveries.expand_targets(false).await).await, 1);
+    let pending = deliveries.pending_deliveries(10).await.expect("pending");
+    durable(deliveries.remove_pending(&pending[0].0).await).await;
+    assert!(deliveries.pending_deliveries(10).await.expect("pending").is_empty());
+    // e-mails of one stage in the order queued; other stages apart
+    let verification = |n: u8| {
+        QueuedEmail::new(
+            alice,
+            Some(mail.id),
+            EmailKind::Verification {
+                to: format!("{n}@example.org"),
+                key: format!("key-{n}"),
+            },
+        )
+    };
+    for n in 0..3 {
+        durable(emails.queue_email(&verification(n)).await).await;
+    }
+    let notice = QueuedEmail::new(
+        uuid::Uuid::nil(),
+        None,
+        EmailKind::AdminNotice {
+            worker: "triggerer".into(),
+            error: "e".into(),
+        },
+    );
+    durable(emails.queue_email(&notice).await).await;
+    let order: Vec<String> = emails
+        .queued_emails(Stage::Verification, 10)
+        .await
+        .expect("queued")
+        .into_iter()
+        .map(|(_, e)| match e.kind {
+            EmailKind::Verification { to, .. } => to,
+            other => panic!("a verification e-mail: {other:?}"),
+        })
+        .collect();
+    assert_eq!(order, ["0@example.org", "1@example.org", "2@example.org"]);
+    assert_eq!(
+        emails
+            .queued_emails(Stage::Verification, 2)
+            .await
+            .expect("queued")
+            .len(),
+        2
+    );
+    assert_eq!(
+        emails
+            .queued_emails(Stage::AdminNotice, 10)
+            .await
+            .expect("queued")
+            .len(),
+        1
+    );
+    // deleting the account empties its queues (the admin notice is nobody's)
+    fire("third").await;
+    assert_eq!(durable(deliveries.expand_targets(false).await).await, 1);
+    // (the second's e-mail list and the third's)
+    assert_eq!(durable(deliveries.expand_targets(true).await).await, 2);
+    assert!(durable(items.delete_account(alice).await).await);
+    assert!(deliveries.pending_deliveries(10).await.expect("pending").is_empty());
+    for stage in [Stage::Verification, Stage::Triggered, Stage::Rendered] {
+        assert!(
+            emails.queued_emails(stage, 10).await.expect("queued").is_empty(),
+            "{stage:?}"
+        );
+    }
+    assert_eq!(
+        emails
+            .queued_emails(Stage::AdminNotice, 10)
+            .await
+            .expect("queued")
+            .len(),
+        1
+    );
+}
+
 #[cfg(test)]
 mod sled {
     use super::*;
@@ -631,6 +1139,28 @@ mod sled {
         let store = crate::store::Store::open(dir.path()).expect("open");
         triggers(store.scheduler.accounts.clone(), store.scheduler.triggers.clone()).await;
         payment_events(store.scheduler.payments.clone()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn scheduled_items_on_sled() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = crate::store::Store::open(dir.path()).expect("open");
+        scheduled_items(store.scheduler.accounts.clone(), store.scheduler.items.clone()).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deliveries_and_emails_on_sled() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = crate::store::Store::open(dir.path()).expect("open");
+        let s = &store.scheduler;
+        deliveries_and_emails(
+            s.accounts.clone(),
+            s.items.clone(),
+            s.triggers.clone(),
+            s.deliveries.clone(),
+            s.emails.clone(),
+        )
+        .await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

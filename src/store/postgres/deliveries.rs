@@ -5,15 +5,16 @@
 //! the same names, async.
 //!
 //! Target lists are taken with `FOR UPDATE SKIP LOCKED`, one list a transaction, so that
-//! several processes expanding at once never expand one list twice (issue 21 point 3; the
-//! leases of the delivery and e-mail queues come with the workers' claims).
+//! several processes expanding at once never expand one list twice (issue 21 point 3).
+//! Pending deliveries (and queued e-mails) are claimed by the process that reads them, for
+//! the store's lease; postponing or finishing ends the claim.
 
-use super::emails::{at_once, email_from, insert_email, PgQueueKey, EMAIL_COLUMNS};
-use super::rows::{self, from_bigint, instant, to_bigint};
+use super::emails::{at_once, email_from, insert_email, lease_micros, PgQueueKey, EMAIL_COLUMNS};
+use super::rows::{self, from_bigint, instant};
 use super::scheduler::PgScheduler;
 use super::{transaction, PgError, PgResult};
 use crate::domain::email::{EmailKind, QueuedEmail};
-use crate::domain::scheduler::models::{Delivery, Outcome};
+use crate::domain::scheduler::models::{Attempt, Delivery, Outcome};
 use crate::store::Written;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
@@ -65,6 +66,29 @@ fn outcome_columns(outcome: &Outcome) -> (&'static str, Option<Uuid>, Option<&st
         Outcome::EmailSent => ("email_sent", None, None),
         Outcome::EmailFailed(why) => ("email_failed", None, Some(why)),
     }
+}
+
+/// Records `attempt` on the triggered item `item` at `position`.
+pub(super) async fn insert_attempt(tx: &Transaction<'_>, item: Uuid, position: i32, attempt: &Attempt) -> PgResult<()> {
+    let (kind, inbox_item, reason) = outcome_columns(&attempt.outcome);
+    let nanos = rows::nanos(attempt.trigger_created)?;
+    tx.execute(
+        "INSERT INTO trigger_attempts (triggered_item, position, trigger, trigger_created_secs, \
+         trigger_created_nanos, delivery, outcome, inbox_item, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            &item,
+            &position,
+            &attempt.trigger,
+            &attempt.trigger_created.secs,
+            &nanos,
+            &attempt.delivery,
+            &kind,
+            &inbox_item,
+            &reason,
+        ],
+    )
+    .await?;
+    Ok(())
 }
 
 impl PgScheduler {
@@ -140,16 +164,28 @@ impl PgScheduler {
     }
 
     /// Up to `limit` pending inbox deliveries, oldest first, with their keys; a row that
-    /// cannot be read is an error of its own.
+    /// cannot be read is an error of its own. Claims what it answers for this process
+    /// ([`PgScheduler::lease`] long; its own claims it gets again, renewed): another process
+    /// gets them only once the lease ran out (this one died). The delivery's id is its
+    /// Idempotency-Key, so a delivery taken over after a crash lands once in its inbox.
     pub async fn pending_deliveries(&self, limit: usize) -> PgResult<Vec<(PgQueueKey, PgResult<Delivery>)>> {
-        let limit = to_bigint(limit as u64, "limit")?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
-        let rows = client
+        let mut rows = client
             .query(
-                &format!("SELECT {DELIVERY_COLUMNS} FROM deliveries ORDER BY seq LIMIT $1"),
-                &[&limit],
+                &format!(
+                    "UPDATE deliveries SET claimed_by = $2, \
+                     lease_until = now() + make_interval(secs => $3::bigint / 1e6) \
+                     WHERE id IN (SELECT id FROM deliveries \
+                                  WHERE lease_until IS NULL OR lease_until < now() OR claimed_by = $2 \
+                                  ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED) \
+                     RETURNING seq, {DELIVERY_COLUMNS}"
+                ),
+                &[&limit, &self.claimant, &lease],
             )
             .await?;
+        rows.sort_by_key(|row| row.try_get::<_, i64>("seq").unwrap_or(i64::MAX));
         rows.iter()
             .map(|row| Ok((PgQueueKey::Delivery(row.try_get("id")?), delivery_from(row))))
             .collect()

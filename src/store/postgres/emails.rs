@@ -3,12 +3,13 @@
 //! queued e-mail or pending delivery is named by a [`PgQueueKey`] (the sled store's
 //! `QueueKey` is its key bytes; the engine-neutral key is for the traits to settle).
 
-use super::rows::{self, from_bigint, instant, optional_instant, to_bigint};
+use super::rows::{self, from_bigint, instant, optional_instant};
 use super::scheduler::PgScheduler;
 use super::{PgError, PgResult};
 use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
 use crate::domain::scheduler::models::Delivery;
 use crate::domain::wire::Timestamp;
+use crate::store::scheduler::QueueKey;
 use crate::store::Written;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Transaction};
@@ -19,6 +20,43 @@ use uuid::Uuid;
 pub enum PgQueueKey {
     Email(i64),
     Delivery(Uuid),
+}
+
+/// The tags of [`PgQueueKey`] as the store's [`QueueKey`] bytes (no sled key starts with
+/// either: sled's begin with a letter).
+const DELIVERY_TAG: u8 = 0xD1;
+const EMAIL_TAG: u8 = 0xE1;
+
+impl PgQueueKey {
+    /// The engine-neutral key: a tag byte and the id (16 bytes) or sequence (8, big-endian).
+    pub fn to_key(self) -> QueueKey {
+        let mut bytes = Vec::with_capacity(17);
+        match self {
+            PgQueueKey::Delivery(id) => {
+                bytes.push(DELIVERY_TAG);
+                bytes.extend_from_slice(id.as_bytes());
+            }
+            PgQueueKey::Email(seq) => {
+                bytes.push(EMAIL_TAG);
+                bytes.extend_from_slice(&seq.to_be_bytes());
+            }
+        }
+        QueueKey::from_bytes(bytes)
+    }
+
+    /// Reads back a key made by [`PgQueueKey::to_key`]; any other key is
+    /// [`PgError::ForeignQueueKey`].
+    pub fn of(k: &QueueKey) -> PgResult<PgQueueKey> {
+        match k.as_bytes().split_first() {
+            Some((&DELIVERY_TAG, id)) => Uuid::from_slice(id)
+                .map(PgQueueKey::Delivery)
+                .map_err(|_| PgError::ForeignQueueKey("queue keys")),
+            Some((&EMAIL_TAG, seq)) => <[u8; 8]>::try_from(seq)
+                .map(|b| PgQueueKey::Email(i64::from_be_bytes(b)))
+                .map_err(|_| PgError::ForeignQueueKey("queue keys")),
+            _ => Err(PgError::ForeignQueueKey("queue keys")),
+        }
+    }
 }
 
 pub(super) fn stage_column(stage: Stage) -> &'static str {
@@ -246,7 +284,8 @@ impl PgScheduler {
         Ok(Written::committed(key))
     }
 
-    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys.
+    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys (claimed,
+    /// see [`Self::queued_emails_each`]).
     pub async fn queued_emails(&self, stage: Stage, limit: usize) -> PgResult<Vec<(PgQueueKey, QueuedEmail)>> {
         self.queued_emails_each(stage, limit)
             .await?
@@ -255,20 +294,31 @@ impl PgScheduler {
             .collect()
     }
 
-    /// [`Self::queued_emails`], a row that cannot be read being an error of its own.
+    /// [`Self::queued_emails`], a row that cannot be read being an error of its own. Claims
+    /// what it answers for this process ([`PgScheduler::lease`] long; its own claims it
+    /// gets again, renewed), so that another process does not get them meanwhile.
     pub async fn queued_emails_each(
         &self,
         stage: Stage,
         limit: usize,
     ) -> PgResult<Vec<(PgQueueKey, PgResult<QueuedEmail>)>> {
-        let limit = to_bigint(limit as u64, "limit")?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
-        let rows = client
+        let mut rows = client
             .query(
-                &format!("SELECT seq, {EMAIL_COLUMNS} FROM email_queue WHERE stage = $1 ORDER BY seq LIMIT $2"),
-                &[&stage_column(stage), &limit],
+                &format!(
+                    "UPDATE email_queue SET claimed_by = $3, \
+                     lease_until = now() + make_interval(secs => $4::bigint / 1e6) \
+                     WHERE seq IN (SELECT seq FROM email_queue WHERE stage = $1 \
+                                   AND (lease_until IS NULL OR lease_until < now() OR claimed_by = $3) \
+                                   ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                     RETURNING seq, {EMAIL_COLUMNS}"
+                ),
+                &[&stage_column(stage), &limit, &self.claimant, &lease],
             )
             .await?;
+        rows.sort_by_key(|row| row.try_get::<_, i64>("seq").unwrap_or(i64::MAX));
         rows.iter()
             .map(|row| Ok((PgQueueKey::Email(row.try_get("seq")?), email_from(row))))
             .collect()
@@ -293,7 +343,10 @@ impl PgScheduler {
         let client = self.pool.get().await?;
         let n = client
             .execute(
-                &format!("UPDATE email_queue SET {} WHERE seq = $1", sets.join(", ")),
+                &format!(
+                    "UPDATE email_queue SET {}, claimed_by = NULL, lease_until = NULL WHERE seq = $1",
+                    sets.join(", ")
+                ),
                 &values,
             )
             .await?;
@@ -303,6 +356,11 @@ impl PgScheduler {
             Written::unchanged(())
         })
     }
+}
+
+/// A lease in microseconds (the claims' SQL makes an interval of it).
+pub(super) fn lease_micros(lease: std::time::Duration) -> i64 {
+    i64::try_from(lease.as_micros()).unwrap_or(i64::MAX)
 }
 
 /// `not_before` of an e-mail that may go at once.

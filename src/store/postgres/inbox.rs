@@ -254,8 +254,6 @@ impl PgInbox {
 
 /// Items that a batch of an import inserts at once.
 const IMPORT_BATCH: usize = 500;
-/// Ids looked up at once while an import is planned.
-const PLAN_CHUNK: usize = 1_000;
 
 /// What an import of `ids` into an account does: the ids new to it (as they will be
 /// stored), the stored id of each whose own is another account's, and how many it has
@@ -287,51 +285,13 @@ impl PgInbox {
         ids: &[Uuid],
         max_items: Option<u64>,
     ) -> PgResult<Result<Plan, ImportOutcome>> {
-        let mut plan = Plan::default();
-        let mut distinct = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for id in ids {
-            if seen.insert(*id) {
-                distinct.push(*id);
-            } else {
-                plan.skipped += 1;
-            }
-        }
-        for chunk in distinct.chunks(PLAN_CHUNK) {
-            // (original id, candidate), each candidate looked up until it is free or ours
-            let mut open: Vec<(Uuid, Uuid)> = chunk.iter().map(|id| (*id, *id)).collect();
-            for _ in 0..4 {
-                if open.is_empty() {
-                    break;
-                }
-                let candidates: Vec<Uuid> = open.iter().map(|(_, c)| *c).collect();
-                let owners: std::collections::HashMap<Uuid, Uuid> = tx
-                    .query("SELECT id, account FROM inbox_items WHERE id = ANY($1)", &[&candidates])
-                    .await?
-                    .iter()
-                    .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-                    .collect::<PgResult<_>>()?;
-                let mut next = Vec::new();
-                for (original, candidate) in open {
-                    match owners.get(&candidate) {
-                        None => {
-                            if candidate != original {
-                                plan.renamed.insert(original, candidate);
-                            }
-                            plan.new.insert(candidate);
-                        }
-                        Some(owner) if *owner == account => plan.skipped += 1,
-                        Some(_) => next.push((original, crate::store::imports::own_id(account, candidate))),
-                    }
-                }
-                open = next;
-            }
-            if let Some((original, _)) = open.first() {
-                return Err(PgError::Corrupt(format!(
-                    "no free id for the imported entry {original}"
-                )));
-            }
-        }
+        let sorted = super::imports::sort_ids(tx, "inbox_items", account, ids).await?;
+        let mut plan = Plan {
+            new: sorted.new,
+            renamed: sorted.renamed,
+            skipped: sorted.kept,
+            count: 0,
+        };
         plan.count = Self::count_in(tx, account).await?;
         if !plan.new.is_empty() && max_items.is_some_and(|max| plan.count + plan.new.len() as u64 > max) {
             return Ok(Err(ImportOutcome::LimitReached));

@@ -21,12 +21,14 @@ pub mod accounts;
 pub mod administration;
 mod deliveries;
 pub mod emails;
+mod imports;
 pub mod inbox;
 pub mod leader;
 pub mod migrations;
 pub mod notify;
 mod rows;
 pub mod scheduler;
+mod scheduler_import;
 mod signing;
 pub mod throttles;
 mod tls;
@@ -111,6 +113,9 @@ pub enum PgError {
     Corrupt(String),
     /// Serialization failures or deadlocks, retried [`MAX_RETRIES`] times.
     Contention(String),
+    /// A queue key that this engine did not make (another engine's, or of the other queue):
+    /// what was expected.
+    ForeignQueueKey(&'static str),
 }
 
 impl PgError {
@@ -155,6 +160,9 @@ impl fmt::Display for PgError {
                 )
             }
             PgError::Corrupt(why) => write!(f, "a stored value is not valid: {why}"),
+            PgError::ForeignQueueKey(expected) => {
+                write!(f, "a queue key that is not one of this database's {expected}")
+            }
             PgError::Contention(why) => {
                 write!(
                     f,
@@ -310,7 +318,14 @@ pub(crate) fn config_of(
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
+    /// This process's name in claims (a random uuid per store).
+    claimant: String,
+    /// How long a claim on a due item, delivery or e-mail holds unless renewed.
+    lease: Duration,
 }
+
+/// The lease of claims unless [`PgStore::with_lease`] says otherwise.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
 
 /// Connections the pool keeps at most (per process).
 pub const POOL_SIZE: usize = 16;
@@ -335,7 +350,11 @@ impl PgStore {
             .recycle_timeout(Some(Duration::from_secs(5)))
             .build()
             .map_err(|e| PgError::Connect(e.to_string()))?;
-        let store = PgStore { pool };
+        let store = PgStore {
+            pool,
+            claimant: uuid::Uuid::new_v4().to_string(),
+            lease: DEFAULT_LEASE,
+        };
         let mut client = store.pool.get().await?;
         check_durable(&client).await?;
         let applied = migrations::migrate(&mut client).await?;
@@ -360,7 +379,19 @@ impl PgStore {
 
     /// The scheduler service's items (and its accounts).
     pub fn scheduler(&self) -> PgScheduler {
-        PgScheduler::new(self.pool.clone())
+        PgScheduler::new(self.pool.clone(), self.claimant.clone(), self.lease)
+    }
+
+    /// The store with claims held for `lease` (unless renewed): a process killed mid-work
+    /// loses its claims that long after its last pass, then another process takes them.
+    pub fn with_lease(mut self, lease: Duration) -> PgStore {
+        self.lease = lease;
+        self
+    }
+
+    /// How long claims hold.
+    pub fn lease(&self) -> Duration {
+        self.lease
     }
 
     /// The schema version of the database.

@@ -149,17 +149,24 @@ pub type NextOccurrence<'a> =
 pub struct PgScheduler {
     pub(super) pool: Pool,
     pub accounts: PgAccounts,
+    /// Who claims due items, deliveries and e-mails: one id per [`super::PgStore`] (per
+    /// process).
+    pub(super) claimant: String,
+    /// How long a claim holds unless renewed.
+    pub(super) lease: std::time::Duration,
 }
 
 impl PgScheduler {
-    pub(super) fn new(pool: Pool) -> PgScheduler {
+    pub(super) fn new(pool: Pool, claimant: String, lease: std::time::Duration) -> PgScheduler {
         PgScheduler {
             accounts: PgAccounts::new(pool.clone(), Service::Scheduler),
             pool,
+            claimant,
+            lease,
         }
     }
 
-    async fn settings_in(tx: &Transaction<'_>, account: Uuid) -> PgResult<TimeZoneSetting> {
+    pub(super) async fn settings_in(tx: &Transaction<'_>, account: Uuid) -> PgResult<TimeZoneSetting> {
         let row = tx
             .query_opt(
                 "SELECT utc_offset, name, summer FROM scheduler_settings WHERE account = $1",
@@ -195,7 +202,7 @@ impl PgScheduler {
 
     /// Stores `item` (new, or replacing its earlier version, keeping its place in the
     /// listing) due at `due`; answers whether it is new.
-    async fn put_scheduled(tx: &Transaction<'_>, item: &ScheduledItem, due: Timestamp) -> PgResult<bool> {
+    pub(super) async fn put_scheduled(tx: &Transaction<'_>, item: &ScheduledItem, due: Timestamp) -> PgResult<bool> {
         let t = TickleColumns::of(&item.tickle);
         let created_nanos = rows::nanos(item.created)?;
         let server_time = to_bigint(item.server_time, "server time")?;
@@ -233,6 +240,54 @@ impl PgScheduler {
                 item.id
             ))),
         }
+    }
+
+    /// Inserts a triggered item (without its attempts); `occurrence` is the scheduled item
+    /// and due instant it is the copy of (`None` for a copy from elsewhere: an import).
+    pub(super) async fn insert_triggered(
+        tx: &Transaction<'_>,
+        copy: &TriggeredItem,
+        occurrence: Option<(Uuid, Timestamp)>,
+    ) -> PgResult<()> {
+        let t = TickleColumns::of(&copy.tickle);
+        let created_nanos = rows::nanos(copy.created)?;
+        let triggered_nanos = rows::nanos(copy.triggered)?;
+        let scheduled_id = occurrence.map(|(id, _)| id);
+        let occurrence_secs = occurrence.map(|(_, due)| due.secs);
+        let occurrence_nanos = occurrence.map(|(_, due)| rows::nanos(due)).transpose()?;
+        let mut values: Vec<&(dyn ToSql + Sync)> = vec![&copy.id, &copy.owner];
+        values.extend(t.values());
+        values.extend([
+            &copy.created.secs as &(dyn ToSql + Sync),
+            &created_nanos,
+            &copy.triggered.secs,
+            &triggered_nanos,
+            &scheduled_id,
+            &occurrence_secs,
+            &occurrence_nanos,
+        ]);
+        tx.execute(
+            &format!(
+                "INSERT INTO triggered_items (id, account, {TICKLE_COLUMNS}, created_secs, created_nanos, \
+                 triggered_secs, triggered_nanos, scheduled_id, occurrence_secs, occurrence_nanos) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+            ),
+            &values,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The account's scheduled items, in `tx`.
+    pub(super) async fn scheduled_in_tx(tx: &Transaction<'_>, account: Uuid) -> PgResult<Vec<ScheduledItem>> {
+        tx.query(
+            &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 {SCHEDULED_ORDER}"),
+            &[&account],
+        )
+        .await?
+        .iter()
+        .map(scheduled_from)
+        .collect()
     }
 
     pub async fn settings(&self, account: Uuid) -> PgResult<TimeZoneSetting> {
@@ -564,7 +619,8 @@ impl PgScheduler {
     }
 
     /// [`Self::due_items`] for one of several processes (issue 21 point 3): up to `limit`
-    /// entries due at `now` that no other claimant holds, claimed by `claimant` until the
+    /// entries due at `now` that no other claimant holds (its own claims it gets again,
+    /// renewed), claimed by `claimant` until the
     /// database's clock passes `lease` from now. Rows another transaction has locked are
     /// skipped (`FOR UPDATE SKIP LOCKED`), so concurrent claimants get disjoint entries; a
     /// claimant that dies loses its claims when their leases run out. Triggering the item
@@ -586,7 +642,7 @@ impl PgScheduler {
                  lease_until = now() + make_interval(secs => $5::bigint / 1e6) \
                  WHERE id IN (SELECT id FROM scheduled_items \
                               WHERE (due_secs, due_nanos) <= ($1, $2) \
-                              AND (lease_until IS NULL OR lease_until < now()) \
+                              AND (lease_until IS NULL OR lease_until < now() OR claimed_by = $4) \
                               ORDER BY due_secs, due_nanos, id LIMIT $3 FOR UPDATE SKIP LOCKED) \
                  RETURNING due_secs, due_nanos, account, id",
                 &[&now.secs, &nanos, &limit, &claimant, &lease],
@@ -625,30 +681,7 @@ impl PgScheduler {
                 triggered: now,
                 attempts: Vec::new(),
             };
-            let t = TickleColumns::of(&copy.tickle);
-            let created_nanos = rows::nanos(copy.created)?;
-            let triggered_nanos = rows::nanos(now)?;
-            let due_nanos = rows::nanos(due)?;
-            let mut values: Vec<&(dyn ToSql + Sync)> = vec![&copy.id, &owner];
-            values.extend(t.values());
-            values.extend([
-                &copy.created.secs as &(dyn ToSql + Sync),
-                &created_nanos,
-                &now.secs,
-                &triggered_nanos,
-                &id,
-                &due.secs,
-                &due_nanos,
-            ]);
-            tx.execute(
-                &format!(
-                    "INSERT INTO triggered_items (id, account, {TICKLE_COLUMNS}, created_secs, created_nanos, \
-                     triggered_secs, triggered_nanos, scheduled_id, occurrence_secs, occurrence_nanos) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
-                ),
-                &values,
-            )
-            .await?;
+            Self::insert_triggered(&tx, &copy, Some((id, due))).await?;
             let triggers = tx
                 .query(
                     "SELECT id, kind, email_verified FROM triggers WHERE account = $1 ORDER BY seq",

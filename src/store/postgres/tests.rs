@@ -1417,6 +1417,7 @@ mod queues {
     use crate::domain::scheduler::models::{
         Day, Delivery, Outcome, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
     };
+    use crate::store::scheduler::QueueKey;
 
     fn trigger(owner: uuid::Uuid, kind: TriggerKind, secs: i64) -> Trigger {
         Trigger {
@@ -1686,30 +1687,40 @@ mod queues {
         );
     }
 
-    /// Several expanders at once (several processes, or workers): every list is expanded
-    /// exactly once.
+    /// A store of its own: another "process" on the database (its own claimant), claims
+    /// held for `lease`.
+    async fn process(connection: &Connection, lease: std::time::Duration) -> PgScheduler {
+        store_on(connection).await.with_lease(lease).scheduler()
+    }
+
+    /// Several expanders at once in two processes: every list is expanded exactly once.
     #[test]
     fn concurrent_expanders_take_each_target_list_once() {
         let Some((_cluster, connection, _db)) = fresh("concurrent_expanders_take_each_target_list_once") else {
             return;
         };
         runtime().block_on(async {
-            let store = store_on(&connection).await;
-            let s = store.scheduler();
+            let lease = std::time::Duration::from_secs(60);
+            let (one, two) = (process(&connection, lease).await, process(&connection, lease).await);
             let owner = created(
-                s.accounts
+                one.accounts
                     .register("alice", "h".into(), at(1, 0))
                     .await
                     .expect("register"),
             )
             .await
             .id;
-            assert!(s.add_trigger(&inbox_trigger(owner), None).await.expect("add").changed());
+            assert!(one
+                .add_trigger(&inbox_trigger(owner), None)
+                .await
+                .expect("add")
+                .changed());
             for i in 0..20 {
-                triggered(&s, owner, at(100 + i, 0)).await;
+                triggered(&one, owner, at(100 + i, 0)).await;
             }
-            let expanders: Vec<_> = (0..4)
-                .map(|_| {
+            let expanders: Vec<_> = [&one, &two, &one, &two]
+                .into_iter()
+                .map(|s| {
                     let s = s.clone();
                     tokio::spawn(async move { s.expand_targets(false).await })
                 })
@@ -1725,13 +1736,220 @@ mod queues {
                     .expect("durable");
             }
             assert_eq!(total, 20);
-            let pending = s.pending_deliveries(100).await.expect("pending");
+            let pending = one.pending_deliveries(100).await.expect("pending");
             assert_eq!(pending.len(), 20);
             let items: std::collections::HashSet<_> = pending
                 .iter()
                 .map(|(_, d)| d.as_ref().expect("a delivery").item)
                 .collect();
             assert_eq!(items.len(), 20);
+        });
+    }
+
+    /// Two processes read the queues: each gets what the other has not claimed (disjoint),
+    /// and its own claims again at its next pass; postponing ends a claim; a process that
+    /// stops passing (killed) loses its claims when their short lease runs out, and the
+    /// other takes them.
+    #[test]
+    fn two_processes_claim_disjoint_work_and_a_silent_one_loses_its_claims() {
+        use crate::store::{Deliveries, Emails};
+        let Some((_cluster, connection, _db)) = fresh("two_processes_claim_disjoint_work") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (one, two) = (
+                process(&connection, std::time::Duration::from_secs(1)).await,
+                process(&connection, std::time::Duration::from_secs(60)).await,
+            );
+            let owner = created(
+                one.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .await
+            .id;
+            assert!(one
+                .add_trigger(&inbox_trigger(owner), None)
+                .await
+                .expect("add")
+                .changed());
+            assert!(one
+                .add_trigger(&email_trigger(owner, true), None)
+                .await
+                .expect("add")
+                .changed());
+            for i in 0..10 {
+                triggered(&one, owner, at(100 + i, 0)).await;
+            }
+            for email in [false, true] {
+                let expanded = one.expand_targets(email).await.expect("expand");
+                assert_eq!(expanded.durable().await.expect("durable"), 10);
+            }
+            let keys = |list: Vec<(QueueKey, crate::store::Result<Delivery>)>| {
+                list.into_iter()
+                    .map(|(k, _)| k)
+                    .collect::<std::collections::HashSet<_>>()
+            };
+            let a = keys(Deliveries::pending_deliveries(&one, 4).await.expect("pending"));
+            let b = keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending"));
+            assert_eq!((a.len(), b.len()), (4, 6));
+            assert!(a.is_disjoint(&b));
+            // each gets its own again (renewed), nothing of the other's
+            assert_eq!(
+                keys(Deliveries::pending_deliveries(&one, 100).await.expect("pending")),
+                a
+            );
+            assert_eq!(
+                keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending")),
+                b
+            );
+            let mails = |list: Vec<(QueueKey, QueuedEmail)>| {
+                list.into_iter()
+                    .map(|(k, _)| k)
+                    .collect::<std::collections::HashSet<_>>()
+            };
+            let ea = mails(Emails::queued_emails(&one, Stage::Triggered, 3).await.expect("queued"));
+            let eb = mails(
+                Emails::queued_emails(&two, Stage::Triggered, 100)
+                    .await
+                    .expect("queued"),
+            );
+            assert_eq!((ea.len(), eb.len()), (3, 7));
+            assert!(ea.is_disjoint(&eb));
+            // a postponed delivery is free for whoever passes next
+            let (k, d) = Deliveries::pending_deliveries(&two, 1)
+                .await
+                .expect("pending")
+                .remove(0);
+            let d = d.expect("a delivery");
+            Deliveries::postpone_delivery(&two, &k, &Delivery { failures: 1, ..d })
+                .await
+                .expect("postpone")
+                .durable()
+                .await
+                .expect("durable");
+            // "one" stops passing: once its lease ran out, "two" gets all of it
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let all = keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending"));
+                let all_mail = mails(
+                    Emails::queued_emails(&two, Stage::Triggered, 100)
+                        .await
+                        .expect("queued"),
+                );
+                if all.len() == 10 && all_mail.len() == 10 {
+                    assert!(a.is_subset(&all) && ea.is_subset(&all_mail));
+                    break;
+                }
+                assert!(all.is_superset(&b), "two keeps its own");
+                assert!(std::time::Instant::now() < deadline, "one's claims never ran out");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            assert!(Deliveries::pending_deliveries(&one, 100)
+                .await
+                .expect("pending")
+                .is_empty());
+            // a key of another engine is refused, typed
+            let foreign = crate::store::scheduler::QueueKey::from_bytes(b"v-sled-key".to_vec());
+            assert!(matches!(PgQueueKey::of(&foreign), Err(PgError::ForeignQueueKey(_))));
+            assert!(Deliveries::remove_pending(&one, &foreign).await.is_err());
+        });
+    }
+
+    /// 200 items due at one moment, three triggerers (processes) at once, and a fourth that
+    /// claimed some and died: exactly 200 triggered copies, each item once.
+    #[test]
+    fn three_triggerers_trigger_200_due_items_exactly_once() {
+        use crate::store::ScheduledItems;
+        let Some((_cluster, connection, _db)) = fresh("three_triggerers_trigger_200_due_items") else {
+            return;
+        };
+        runtime().block_on(async {
+            let lease = std::time::Duration::from_secs(1);
+            let first = process(&connection, lease).await;
+            let owner = created(
+                first
+                    .accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .await
+            .id;
+            for i in 0..200u32 {
+                let item = ScheduledItem {
+                    id: crate::domain::wire::new_uuid(),
+                    owner,
+                    tickle: Tickle {
+                        content: format!("{i}").into_bytes(),
+                        day: Day {
+                            year: 2030,
+                            month: 1,
+                            day: 1,
+                        },
+                        time: None,
+                        recurrence: None,
+                    },
+                    created: at(1, i),
+                    server_time: 0,
+                };
+                let due = at(1_000, 0);
+                first
+                    .add_scheduled(&item, &mut |_| due, None)
+                    .await
+                    .expect("add")
+                    .durable()
+                    .await
+                    .expect("durable");
+            }
+            let dead = process(&connection, lease).await;
+            assert_eq!(
+                ScheduledItems::due_items(&dead, at(1_000, 0), 20)
+                    .await
+                    .expect("due")
+                    .len(),
+                20
+            );
+            let mut triggerers = vec![first];
+            for _ in 0..2 {
+                triggerers.push(process(&connection, lease).await);
+            }
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            let runs: Vec<_> = triggerers
+                .into_iter()
+                .map(|s| {
+                    tokio::spawn(async move {
+                        let mut copies = Vec::new();
+                        loop {
+                            let due = ScheduledItems::due_items(&s, at(1_000, 0), 30).await.expect("due");
+                            for entry in &due {
+                                let mut done = |_: &ScheduledItem, _: &TimeZoneSetting| None;
+                                let copy = ScheduledItems::trigger_item(&s, *entry, at(1_000, 1), &mut done)
+                                    .await
+                                    .expect("trigger");
+                                copies.extend(copy.durable().await.expect("durable"));
+                            }
+                            if due.is_empty() {
+                                if ScheduledItems::counts(&s, owner).await.expect("counts").0 == 0 {
+                                    return copies;
+                                }
+                                // the dead one's claims: taken when their lease runs out
+                                assert!(std::time::Instant::now() < deadline, "claims never ran out");
+                                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let mut copies = Vec::new();
+            for run in runs {
+                copies.extend(run.await.expect("task"));
+            }
+            assert_eq!(copies.len(), 200);
+            let contents: std::collections::HashSet<_> = copies.iter().map(|c| c.tickle.content.clone()).collect();
+            assert_eq!(contents.len(), 200, "each item once");
+            assert_eq!(ScheduledItems::counts(&dead, owner).await.expect("counts"), (0, 200));
         });
     }
 }
@@ -1781,125 +1999,6 @@ fn writable_says_when_the_database_takes_no_writes() {
     drop(cluster);
     let answer = rt.block_on(store.writable());
     assert!(answer.is_err(), "{answer:?}");
-}
-
-/// Several triggerers (processes) claim due items with leases: disjoint claims, every due
-/// item claimed once, a dead claimant's items claimed again once its leases run out.
-#[test]
-fn due_items_are_claimed_once_with_leases() {
-    use crate::domain::scheduler::models::{Day, ScheduledItem, Tickle, TimeZoneSetting};
-    use std::time::Duration;
-    let Some((_cluster, connection, _db)) = fresh("due_items_are_claimed_once_with_leases") else {
-        return;
-    };
-    runtime().block_on(async {
-        let one = store_on(&connection).await.scheduler();
-        let two = store_on(&connection).await.scheduler();
-        let owner = created(
-            one.accounts
-                .register("alice", "h".into(), at(1, 0))
-                .await
-                .expect("register"),
-        )
-        .await
-        .id;
-        for i in 0..200u32 {
-            let item = ScheduledItem {
-                id: crate::domain::wire::new_uuid(),
-                owner,
-                tickle: Tickle {
-                    content: format!("{i}").into_bytes(),
-                    day: Day {
-                        year: 2030,
-                        month: 1,
-                        day: 1,
-                    },
-                    time: None,
-                    recurrence: None,
-                },
-                created: at(1, i),
-                server_time: 0,
-            };
-            // all due at the same moment
-            let due = at(1_000, 0);
-            one.add_scheduled(&item, &mut |_| due, None)
-                .await
-                .expect("add")
-                .durable()
-                .await
-                .expect("durable");
-        }
-        // two claimants, in turns of 30 at once, concurrently
-        let claim = |s: PgScheduler, name: &'static str| {
-            tokio::spawn(async move {
-                let mut mine = Vec::new();
-                loop {
-                    let got = s
-                        .claim_due(at(1_000, 0), 30, name, Duration::from_secs(60))
-                        .await
-                        .expect("claim");
-                    if got.is_empty() {
-                        return mine;
-                    }
-                    mine.extend(got);
-                }
-            })
-        };
-        // "two" holds twenty before the race, so that it surely has some
-        let mut b = two
-            .claim_due(at(1_000, 0), 20, "two", Duration::from_secs(60))
-            .await
-            .expect("claim");
-        assert_eq!(b.len(), 20);
-        let (racing_a, racing_b) = (claim(one.clone(), "one"), claim(two.clone(), "two"));
-        let a = racing_a.await.expect("task");
-        b.extend(racing_b.await.expect("task"));
-        let ids: std::collections::HashSet<_> = a.iter().chain(&b).map(|(_, _, id)| *id).collect();
-        assert_eq!(a.len() + b.len(), 200);
-        assert_eq!(ids.len(), 200);
-        // "one" triggers what it claimed; "two" dies: its leases run out and "one" claims them
-        let mut done = |_: &ScheduledItem, _: &TimeZoneSetting| None;
-        for entry in &a {
-            let copy = one
-                .trigger_item(*entry, at(1_000, 1), &mut done)
-                .await
-                .expect("trigger");
-            assert!(copy.durable().await.expect("durable").is_some());
-        }
-        assert!(one
-            .claim_due(at(1_000, 0), 500, "one", Duration::from_secs(60))
-            .await
-            .expect("claim")
-            .is_empty());
-        let left: Vec<_> = b.iter().map(|(_, _, id)| *id).collect();
-        // shorten two's leases to the past, as if a minute went by
-        let client = one.pool.get().await.expect("connection");
-        client
-            .execute(
-                "UPDATE scheduled_items SET lease_until = now() - interval '1 second' WHERE claimed_by = 'two'",
-                &[],
-            )
-            .await
-            .expect("expire");
-        let again = one
-            .claim_due(at(1_000, 0), 500, "one", Duration::from_secs(60))
-            .await
-            .expect("claim");
-        let mut again: Vec<_> = again.iter().map(|(_, _, id)| *id).collect();
-        let mut left = left;
-        again.sort();
-        left.sort();
-        assert_eq!(again, left);
-        for entry in b {
-            one.trigger_item(entry, at(1_000, 1), &mut done)
-                .await
-                .expect("trigger")
-                .durable()
-                .await
-                .expect("durable");
-        }
-        assert_eq!(one.counts(owner).await.expect("counts"), (0, 200));
-    });
 }
 
 /// The store test suite (src/store/suite.rs) on PostgreSQL, as on sled.
@@ -1970,6 +2069,42 @@ mod suite_administration {
             assert!(refused.to_string().contains("pg_dump"), "{refused}");
             let accounts = Arc::new(store.accounts(Service::Inbox));
             crate::store::suite::administration(Arc::new(store), accounts).await;
+        });
+    }
+}
+
+mod suite_queues {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn scheduled_items_on_postgres() {
+        let Some((_cluster, connection, _db)) = fresh("suite_scheduled_items_on_postgres") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (store, _) = PgStore::connect(&connection).await.expect("store");
+            let scheduler = store.scheduler();
+            crate::store::suite::scheduled_items(Arc::new(scheduler.accounts.clone()), Arc::new(scheduler)).await;
+        });
+    }
+
+    #[test]
+    fn deliveries_and_emails_on_postgres() {
+        let Some((_cluster, connection, _db)) = fresh("suite_deliveries_and_emails_on_postgres") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (store, _) = PgStore::connect(&connection).await.expect("store");
+            let s = Arc::new(store.scheduler());
+            crate::store::suite::deliveries_and_emails(
+                Arc::new(s.accounts.clone()),
+                s.clone(),
+                s.clone(),
+                s.clone(),
+                s,
+            )
+            .await;
         });
     }
 }

@@ -5,20 +5,26 @@
 //! and join the traits next (docs/scaling.md, "Status").
 
 use super::accounts::PgAccounts;
+use super::emails::PgQueueKey;
 use super::inbox::PgInbox;
 use super::scheduler::PgScheduler;
 use super::PgStore;
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
-use crate::domain::email::QueuedEmail;
+use crate::domain::email::{QueuedEmail, Stage};
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::inbox::sync::ItemChanges;
-use crate::domain::scheduler::models::Trigger;
+use crate::domain::scheduler::models::{Delivery, Outcome, ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
+use crate::domain::scheduler::sync::ScheduledChanges;
+use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
 use crate::store::api::Feed;
 use crate::store::inbox::{AddOutcome, ImportOutcome};
+use crate::store::scheduler::{
+    AddOutcome as SchedulerAddOutcome, ImportIds, ImportOutcome as SchedulerImportOutcome, QueueKey,
+};
 use crate::store::{
-    Accounts, Administration, BackupSummary, CycleStats, InboxItems, PaymentEvents, Registration, Result, StoreError,
-    Triggers, WaitDurable, WriterStats, Written,
+    Accounts, Administration, BackupSummary, CycleStats, Deliveries, Emails, InboxItems, PaymentEvents, Registration,
+    Result, ScheduledItems, StoreError, Triggers, WaitDurable, WriterStats, Written,
 };
 use uuid::Uuid;
 
@@ -260,5 +266,204 @@ impl Administration for PgStore {
              backups; `pigeonhole backup` copies a sled data directory"
                 .into(),
         ))
+    }
+}
+
+#[async_trait::async_trait]
+impl ScheduledItems for PgScheduler {
+    async fn settings(&self, account: Uuid) -> Result<TimeZoneSetting> {
+        Ok(PgScheduler::settings(self, account).await?)
+    }
+
+    async fn put_settings(
+        &self,
+        account: Uuid,
+        settings: &TimeZoneSetting,
+        due_of: &(dyn for<'a> Fn(&'a ScheduledItem) -> Timestamp + Send + Sync),
+    ) -> Result<Written<()>> {
+        Ok(PgScheduler::put_settings(self, account, settings, due_of).await?)
+    }
+
+    async fn add_scheduled(
+        &self,
+        item: &ScheduledItem,
+        due_of: &(dyn for<'a> Fn(&'a TimeZoneSetting) -> Timestamp + Send + Sync),
+        cap: Option<u64>,
+    ) -> Result<Written<SchedulerAddOutcome>> {
+        Ok(PgScheduler::add_scheduled(self, item, &mut |s: &TimeZoneSetting| due_of(s), cap).await?)
+    }
+
+    async fn scheduled(&self, account: Uuid, id: Uuid) -> Result<Option<ScheduledItem>> {
+        Ok(PgScheduler::scheduled(self, account, id).await?)
+    }
+
+    async fn edit_scheduled(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        edit: &mut (dyn for<'a> FnMut(ScheduledItem, &'a TimeZoneSetting) -> (ScheduledItem, Timestamp) + Send),
+    ) -> Result<Written<bool>> {
+        Ok(PgScheduler::edit_scheduled(self, account, id, edit).await?)
+    }
+
+    async fn triggered(&self, account: Uuid, id: Uuid) -> Result<Option<TriggeredItem>> {
+        Ok(PgScheduler::triggered(self, account, id).await?)
+    }
+
+    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        Ok(PgScheduler::delete_item(self, account, id).await?)
+    }
+
+    async fn delete_triggered_items(&self, account: Uuid) -> Result<Written<bool>> {
+        Ok(PgScheduler::delete_triggered_items(self, account).await?)
+    }
+
+    async fn scheduled_items(&self, account: Uuid) -> Result<Vec<ScheduledItem>> {
+        Ok(PgScheduler::scheduled_items(self, account).await?)
+    }
+
+    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<ScheduledItem>> {
+        Ok(PgScheduler::scheduled_page(self, account, after, limit).await?)
+    }
+
+    async fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>> {
+        Ok(PgScheduler::triggered_items(self, account).await?)
+    }
+
+    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>> {
+        Ok(PgScheduler::triggered_page(self, account, after, limit).await?)
+    }
+
+    async fn sync(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a, 'b> FnMut(&'a [ScheduledItem], &'b TimeZoneSetting) -> ScheduledChanges + Send),
+    ) -> Result<Written<()>> {
+        Ok(PgScheduler::sync(self, account, decide).await?)
+    }
+
+    async fn next_due(&self) -> Result<Option<Timestamp>> {
+        Ok(PgScheduler::next_due(self).await?)
+    }
+
+    async fn due_count(&self, now: Timestamp, limit: usize) -> Result<usize> {
+        Ok(PgScheduler::due_count(self, now, limit).await?)
+    }
+
+    /// Claims what it answers for this process (`claim_due` with the store's lease), so
+    /// that several triggerers split the due items.
+    async fn due_items(&self, now: Timestamp, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {
+        Ok(PgScheduler::claim_due(self, now, limit, &self.claimant, self.lease).await?)
+    }
+
+    async fn trigger_item(
+        &self,
+        due: (Timestamp, Uuid, Uuid),
+        now: Timestamp,
+        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
+                  + Send),
+    ) -> Result<Written<Option<TriggeredItem>>> {
+        Ok(PgScheduler::trigger_item(self, due, now, next).await?)
+    }
+
+    async fn counts(&self, account: Uuid) -> Result<(u64, u64)> {
+        Ok(PgScheduler::counts(self, account).await?)
+    }
+
+    async fn total_counts(&self) -> Result<(u64, u64)> {
+        Ok(PgScheduler::total_counts(self).await?)
+    }
+
+    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
+        Ok(PgScheduler::delete_account(self, account).await?)
+    }
+
+    fn check_import(
+        &self,
+        account: Uuid,
+        ids: &ImportIds,
+        cap: Option<u64>,
+        new_before: u64,
+    ) -> Result<SchedulerImportOutcome> {
+        let runtime = tokio::runtime::Handle::current();
+        Ok(runtime.block_on(PgScheduler::check_import(self, account, ids, cap, new_before))?)
+    }
+
+    fn import(
+        &self,
+        account: Uuid,
+        ids: &ImportIds,
+        settings: Option<&TimeZoneSetting>,
+        due_of: &(dyn Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp + Send + Sync),
+        cap: Option<u64>,
+        entries: Feed<'_, SchedulerEntry>,
+        _wait: WaitDurable<'_>,
+    ) -> Result<SchedulerImportOutcome> {
+        // one transaction: committed whole or not at all, so there are no batches to wait for
+        Ok(self.import_blocking(account, ids, settings, due_of, cap, entries)?)
+    }
+}
+
+/// The engine-neutral key of a PostgreSQL queue entry.
+fn keyed<T>(entries: Vec<(PgQueueKey, T)>) -> Vec<(QueueKey, T)> {
+    entries.into_iter().map(|(k, v)| (k.to_key(), v)).collect()
+}
+
+#[async_trait::async_trait]
+impl Deliveries for PgScheduler {
+    async fn expand_targets(&self, email: bool) -> Result<Written<usize>> {
+        Ok(PgScheduler::expand_targets(self, email).await?)
+    }
+
+    async fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Result<Delivery>)>> {
+        let pending = PgScheduler::pending_deliveries(self, limit).await?;
+        Ok(keyed(
+            pending
+                .into_iter()
+                .map(|(k, d)| (k, d.map_err(StoreError::from)))
+                .collect(),
+        ))
+    }
+
+    async fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<Written<()>> {
+        Ok(PgScheduler::postpone_delivery(self, &PgQueueKey::of(k)?, delivery).await?)
+    }
+
+    async fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<Written<()>> {
+        Ok(PgScheduler::finish_delivery(self, &PgQueueKey::of(k)?, delivery, outcome).await?)
+    }
+
+    async fn remove_pending(&self, k: &QueueKey) -> Result<Written<()>> {
+        Ok(PgScheduler::remove_pending(self, &PgQueueKey::of(k)?).await?)
+    }
+
+    async fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> Result<Written<()>> {
+        Ok(PgScheduler::retry_failed(self, account, ids).await?)
+    }
+}
+
+#[async_trait::async_trait]
+impl Emails for PgScheduler {
+    async fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>> {
+        PgScheduler::queue_email(self, email).await?.durable().await?;
+        Ok(Written::committed(()))
+    }
+
+    async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>> {
+        Ok(keyed(PgScheduler::queued_emails(self, stage, limit).await?))
+    }
+
+    async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
+        let queued = PgScheduler::queued_emails_each(self, stage, limit).await?;
+        Ok(keyed(
+            queued
+                .into_iter()
+                .map(|(k, e)| (k, e.map_err(StoreError::from)))
+                .collect(),
+        ))
+    }
+
+    async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>> {
+        Ok(PgScheduler::replace_email(self, &PgQueueKey::of(k)?, email).await?)
     }
 }

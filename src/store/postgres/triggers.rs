@@ -45,7 +45,7 @@ fn trigger_from(row: &Row) -> PgResult<Trigger> {
 }
 
 /// Writes the trigger's kind columns (and created) over the row of `trigger.id`, or inserts it.
-async fn put_trigger(tx: &Transaction<'_>, trigger: &Trigger, insert: bool) -> PgResult<()> {
+pub(super) async fn put_trigger(tx: &Transaction<'_>, trigger: &Trigger, insert: bool) -> PgResult<()> {
     let nanos = rows::nanos(trigger.created)?;
     let mut email: (Option<&str>, Option<bool>, Option<&[u8]>) = (None, None, None);
     let mut inbox: (Option<&str>, Option<&str>, Option<&str>) = (None, None, None);
