@@ -1,8 +1,16 @@
 //! The store's traits (src/store/api.rs) on PostgreSQL, concern by concern: each method is
 //! the operation of the same name of this module's stores, its errors made the store's.
-//! Done so far: [`Accounts`], [`InboxItems`], [`Triggers`], [`PaymentEvents`] and
-//! [`Administration`]. The other concerns' operations exist (src/store/postgres/)
-//! and join the traits next (docs/scaling.md, "Status").
+//! Every concern is behind its trait: [`Accounts`], [`InboxItems`], [`ScheduledItems`],
+//! [`Triggers`], [`Deliveries`], [`Emails`], [`PaymentEvents`] (all six of the scheduler's on
+//! [`PgScheduler`]) and [`Administration`].
+//!
+//! Claims (several processes on one database, issue 21 point 3): `due_items`,
+//! `pending_deliveries` and `queued_emails(_each)` claim what they answer for this process
+//! (the store's claimant id, for its lease: [`PgStore::with_lease`]); a process gets its own
+//! claims back renewed, another gets them once the lease ran out. Postponing, finishing,
+//! removing and replacing end a claim. Queue keys are [`PgQueueKey`]s carried as the
+//! store's opaque [`QueueKey`] bytes. Imports are one transaction each (blocking on the
+//! runtime of their blocking thread), so there are no batches to wait for.
 
 use super::accounts::PgAccounts;
 use super::emails::PgQueueKey;
