@@ -1762,8 +1762,9 @@ mod suite_queues {
         };
         runtime().block_on(async {
             let (store, _) = PgStore::connect(&connection).await.expect("store");
-            let scheduler = store.scheduler();
-            crate::store::suite::scheduled_items(Arc::new(scheduler.accounts.clone()), Arc::new(scheduler)).await;
+            // one Arc<PgScheduler> as each trait object, as the store holds them
+            let scheduler = Arc::new(store.scheduler());
+            crate::store::suite::scheduled_items(scheduler.clone(), scheduler).await;
         });
     }
 
@@ -1775,14 +1776,7 @@ mod suite_queues {
         runtime().block_on(async {
             let (store, _) = PgStore::connect(&connection).await.expect("store");
             let s = Arc::new(store.scheduler());
-            crate::store::suite::deliveries_and_emails(
-                Arc::new(s.accounts.clone()),
-                s.clone(),
-                s.clone(),
-                s.clone(),
-                s,
-            )
-            .await;
+            crate::store::suite::deliveries_and_emails(s.clone(), s.clone(), s.clone(), s.clone(), s).await;
         });
     }
 }
