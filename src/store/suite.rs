@@ -960,13 +960,14 @@ pub(crate) async fn deliveries_and_emails(
     let again = pending[0].1.as_ref().expect("a delivery");
     assert_eq!((again.failures, again.not_before), (1, at(300)));
     // finished: recorded on the item, no longer pending
-    durable(
-        deliveries
-            .finish_delivery(&pending[0].0, &later, Outcome::InboxFailed("refused".into()))
-            .await,
-    )
-    .await;
+    let failed = Outcome::InboxFailed("refused".into());
+    durable(deliveries.finish_delivery(&pending[0].0, &later, failed.clone()).await).await;
     assert!(deliveries.pending_deliveries(10).await.expect("pending").is_empty());
+    let twice = deliveries
+        .finish_delivery(&pending[0].0, &later, failed)
+        .await
+        .expect("finish");
+    assert!(!twice.changed(), "finished once");
     // the e-mail: triggered, rendered (next stage, same place), sent
     let queued = emails.queued_emails(Stage::Triggered, 10).await.expect("queued");
     assert_eq!(queued.len(), 1);
@@ -1092,9 +1093,12 @@ pub(crate) async fn deliveries_and_emails(
             .len(),
         1
     );
-    // deleting the account empties its queues (the admin notice is nobody's)
+    // deleting a trigger drops its pending deliveries; deleting the account empties its
+    // queues (the admin notice is nobody's)
     fire("third").await;
     assert_eq!(durable(deliveries.expand_targets(false).await).await, 1);
+    assert!(durable(triggers.delete_trigger(alice, inbox.id).await).await);
+    assert!(deliveries.pending_deliveries(10).await.expect("pending").is_empty());
     // (the second's e-mail list and the third's)
     assert_eq!(durable(deliveries.expand_targets(true).await).await, 2);
     assert!(durable(items.delete_account(alice).await).await);

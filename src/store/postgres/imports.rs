@@ -9,6 +9,40 @@ use std::collections::{HashMap, HashSet};
 use tokio_postgres::Transaction;
 use uuid::Uuid;
 
+/// Entries an import holds in memory before it writes them.
+const IMPORT_BATCH: usize = 500;
+
+/// Reads an import's feed to its end: `accept` says what of each entry is written (`None`:
+/// nothing, a repeat or a known id), `write` writes a batch of at most [`IMPORT_BATCH`] of
+/// them (in the import's transaction), the last one too. A failed write, or a feed that
+/// cannot be read, ends the import (the caller's transaction is then not committed).
+pub(super) fn feed_in_batches<T, U>(
+    feed: crate::store::api::Feed<'_, T>,
+    mut accept: impl FnMut(T) -> Option<U>,
+    mut write: impl FnMut(&[U]) -> PgResult<()>,
+) -> PgResult<()> {
+    let mut batch: Vec<U> = Vec::with_capacity(IMPORT_BATCH);
+    let mut failed: Option<PgError> = None;
+    let fed = feed(&mut |entry| {
+        if let Some(u) = accept(entry) {
+            batch.push(u);
+        }
+        if batch.len() >= IMPORT_BATCH {
+            if let Err(e) = write(&batch) {
+                failed = Some(e);
+                return Err(crate::store::StoreError::Engine("an import batch failed".into()));
+            }
+            batch.clear();
+        }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    fed.map_err(|e| PgError::Corrupt(format!("the import could not be read: {e}")))?;
+    write(&batch)
+}
+
 /// Ids looked up at once while an import is planned.
 const PLAN_CHUNK: usize = 1_000;
 

@@ -252,9 +252,6 @@ impl PgInbox {
     }
 }
 
-/// Items that a batch of an import inserts at once.
-const IMPORT_BATCH: usize = 500;
-
 /// What an import of `ids` into an account does: the ids new to it (as they will be
 /// stored), the stored id of each whose own is another account's, and how many it has
 /// already (one of several identical ids counts once).
@@ -348,32 +345,16 @@ impl PgInbox {
         if added == 0 {
             return Ok(ImportOutcome::Imported { added, skipped });
         }
-        let mut batch: Vec<InboxItem> = Vec::with_capacity(IMPORT_BATCH);
-        let mut failed: Option<PgError> = None;
-        let fed = items(&mut |mut item| {
+        let accept = |mut item: InboxItem| {
             item.id = renamed.get(&item.id).copied().unwrap_or(item.id);
             // the first of repeated ids is stored
-            if !new.remove(&item.id) {
-                return Ok(());
-            }
-            batch.push(item);
-            if batch.len() >= IMPORT_BATCH {
-                if let Err(e) = runtime.block_on(Self::insert_all(&tx, account, &batch)) {
-                    failed = Some(e);
-                    return Err(crate::store::StoreError::Engine("an import batch failed".into()));
-                }
-                batch.clear();
-            }
-            Ok(())
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        fed.map_err(|e| PgError::Corrupt(format!("the import could not be read: {e}")))?;
+            new.remove(&item.id).then_some(item)
+        };
+        let write = |batch: &[InboxItem]| runtime.block_on(Self::insert_all(&tx, account, batch));
+        super::imports::feed_in_batches(items, accept, write)?;
         if !new.is_empty() {
             return Err(PgError::Corrupt("the import changed while it was read".into()));
         }
-        runtime.block_on(Self::insert_all(&tx, account, &batch))?;
         runtime.block_on(tx.commit())?;
         Ok(ImportOutcome::Imported { added, skipped })
     }

@@ -501,16 +501,9 @@ impl PgScheduler {
 
     /// The account's scheduled items in creation order.
     pub async fn scheduled_items(&self, account: Uuid) -> PgResult<Vec<ScheduledItem>> {
-        let client = self.pool.get().await?;
-        client
-            .query(
-                &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 {SCHEDULED_ORDER}"),
-                &[&account],
-            )
-            .await?
-            .iter()
-            .map(scheduled_from)
-            .collect()
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        Self::scheduled_in_tx(&tx, account).await
     }
 
     /// The account's triggered items by original `created`, then by triggering time.
@@ -538,15 +531,7 @@ impl PgScheduler {
     ) -> PgResult<Written<()>> {
         transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
-            let items = tx
-                .query(
-                    &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 {SCHEDULED_ORDER}"),
-                    &[&account],
-                )
-                .await?
-                .iter()
-                .map(scheduled_from)
-                .collect::<PgResult<Vec<_>>>()?;
+            let items = Self::scheduled_in_tx(&tx, account).await?;
             let settings = Self::settings_in(&tx, account).await?;
             let changes = decide(&items, &settings);
             if changes.delete.is_empty() && changes.put.is_empty() {

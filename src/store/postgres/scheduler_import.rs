@@ -6,7 +6,7 @@
 //! scheduled items would take the account over its cap), then the entries in batches of
 //! bounded size as the feed hands them over; it commits only when every planned entry came.
 
-use super::imports::{sort_ids, Sorted};
+use super::imports::{feed_in_batches, sort_ids, Sorted};
 use super::rows::{self, from_bigint};
 use super::scheduler::PgScheduler;
 use super::triggers::put_trigger;
@@ -17,9 +17,6 @@ use crate::domain::wire::Timestamp;
 use crate::store::scheduler::{ImportIds, ImportOutcome, Imported};
 use tokio_postgres::Transaction;
 use uuid::Uuid;
-
-/// Entries an import holds in memory before it writes them.
-const IMPORT_BATCH: usize = 500;
 
 /// The ids new to the account, per kind, and what the import would do.
 struct Plan {
@@ -174,22 +171,16 @@ impl PgScheduler {
             runtime.block_on(Self::import_settings(&tx, account, &settings, due_of))?;
             done.settings_changed = true;
         }
-        let mut batch: Vec<SchedulerEntry> = Vec::with_capacity(IMPORT_BATCH);
-        let mut failed: Option<PgError> = None;
-        let fed = entries(&mut |entry| {
-            let entry = match entry {
+        let accept = |entry: SchedulerEntry| -> Option<SchedulerEntry> {
+            Some(match entry {
                 SchedulerEntry::Scheduled(mut item) => {
-                    let Some(id) = plan.scheduled.take(item.id) else {
-                        return Ok(());
-                    };
+                    let id = plan.scheduled.take(item.id)?;
                     (item.id, item.owner) = (id, account);
                     done.scheduled_added += 1;
                     SchedulerEntry::Scheduled(item)
                 }
                 SchedulerEntry::Triggered(mut item) => {
-                    let Some(id) = plan.triggered.take(item.id) else {
-                        return Ok(());
-                    };
+                    let id = plan.triggered.take(item.id)?;
                     (item.id, item.owner) = (id, account);
                     // attempts name the import's triggers as they are stored
                     for attempt in &mut item.attempts {
@@ -201,9 +192,7 @@ impl PgScheduler {
                     SchedulerEntry::Triggered(item)
                 }
                 SchedulerEntry::Trigger(mut trigger) => {
-                    let Some(id) = plan.triggers.take(trigger.id) else {
-                        return Ok(());
-                    };
+                    let id = plan.triggers.take(trigger.id)?;
                     (trigger.id, trigger.owner) = (id, account);
                     done.triggers_added += 1;
                     if matches!(trigger.kind, TriggerKind::Email { verified: false, .. }) {
@@ -211,28 +200,16 @@ impl PgScheduler {
                     }
                     SchedulerEntry::Trigger(trigger)
                 }
-            };
-            batch.push(entry);
-            if batch.len() >= IMPORT_BATCH {
-                if let Err(e) = runtime.block_on(Self::import_batch(&tx, &batch, &settings, due_of)) {
-                    failed = Some(e);
-                    return Err(crate::store::StoreError::Engine("an import batch failed".into()));
-                }
-                batch.clear();
-            }
-            Ok(())
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        fed.map_err(|e| PgError::Corrupt(format!("the import could not be read: {e}")))?;
+            })
+        };
+        let write = |batch: &[SchedulerEntry]| runtime.block_on(Self::import_batch(&tx, batch, &settings, due_of));
+        feed_in_batches(entries, accept, write)?;
         let complete = done.scheduled_added == planned.scheduled_added
             && done.triggered_added == planned.triggered_added
             && done.triggers_added == planned.triggers_added;
         if !complete {
             return Err(PgError::Corrupt("the import changed while it was read".into()));
         }
-        runtime.block_on(Self::import_batch(&tx, &batch, &settings, due_of))?;
         runtime.block_on(tx.commit())?;
         Ok(ImportOutcome::Imported(done))
     }

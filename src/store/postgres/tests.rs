@@ -1039,7 +1039,6 @@ fn tls_is_rustls_and_sslmode_is_honoured() {
 mod scheduler_items {
     use super::*;
     use crate::domain::scheduler::models::{Day, Recurrence, ScheduledItem, Tickle, TimeOfDay, TimeZoneSetting};
-    use crate::domain::scheduler::sync::ScheduledChanges;
     use crate::domain::wire::Timestamp;
     use crate::store::scheduler::AddOutcome;
 
@@ -1079,52 +1078,6 @@ mod scheduler_items {
     async fn add(s: &PgScheduler, item: &ScheduledItem, due: Timestamp) {
         let written = s.add_scheduled(item, &mut |_| due, None).await.expect("add");
         assert!(matches!(written.durable().await, Ok(AddOutcome::Added)));
-    }
-
-    #[test]
-    fn scheduled_items_are_read_in_pages_in_creation_order() {
-        let Some((_cluster, connection, _db)) = fresh("scheduled_items_are_read_in_pages") else {
-            return;
-        };
-        runtime().block_on(async {
-            let store = store_on(&connection).await;
-            let s = store.scheduler();
-            let owner = created(
-                s.accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
-            let mut ids = Vec::new();
-            for (n, secs) in [(0, 30), (1, 10), (2, 20), (3, 20)] {
-                let mut it = item(owner, &format!("item {n}"), None, None);
-                it.created = at(secs, 0);
-                add(&s, &it, at(2_000_000_000, 0)).await;
-                ids.push((secs, n, it.id));
-            }
-            ids.sort();
-            let order: Vec<uuid::Uuid> = ids.iter().map(|(_, _, id)| *id).collect();
-            let first = s.scheduled_page(owner, None, 3).await.expect("page");
-            assert_eq!(first.iter().map(|i| i.id).collect::<Vec<_>>(), order[..3]);
-            let rest = s.scheduled_page(owner, Some(first[2].id), 3).await.expect("page");
-            assert_eq!(rest.iter().map(|i| i.id).collect::<Vec<_>>(), order[3..]);
-            assert!(s
-                .scheduled_page(owner, Some(order[3]), 3)
-                .await
-                .expect("page")
-                .is_empty());
-            let unknown = crate::domain::wire::new_uuid();
-            assert!(
-                s.scheduled_page(owner, Some(unknown), 3)
-                    .await
-                    .expect("page")
-                    .is_empty(),
-                "a gone item ends the listing"
-            );
-            assert!(s.triggered_page(owner, None, 3).await.expect("page").is_empty());
-        });
     }
 
     #[test]
@@ -1341,81 +1294,13 @@ mod scheduler_items {
             .expect("psql");
         assert_eq!(left, "0");
     }
-
-    #[test]
-    fn a_scheduler_sync_sees_the_items_and_settings_and_applies_its_changes() {
-        let Some((_cluster, connection, _db)) = fresh("a_scheduler_sync") else {
-            return;
-        };
-        runtime().block_on(async {
-            let store = store_on(&connection).await;
-            let s = store.scheduler();
-            let owner = created(
-                s.accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
-            let kept = item(owner, "kept", None, None);
-            let dropped = item(owner, "dropped", None, None);
-            add(&s, &kept, at(100, 0)).await;
-            add(&s, &dropped, at(100, 0)).await;
-            let new = item(owner, "new", None, None);
-            let mut changed_kept = kept.clone();
-            changed_kept.server_time = 8;
-            let mut seen = 0;
-            let mut decide = |items: &[ScheduledItem], _: &TimeZoneSetting| {
-                seen = items.len();
-                ScheduledChanges {
-                    delete: vec![dropped.id],
-                    put: vec![(changed_kept.clone(), at(200, 1)), (new.clone(), at(150, 0))],
-                }
-            };
-            let written = s.sync(owner, &mut decide).await.expect("sync");
-            assert!(written.changed());
-            assert_eq!(seen, 2);
-            let items = s.scheduled_items(owner).await.expect("list");
-            assert_eq!(items.iter().map(|i| i.id).collect::<Vec<_>>(), [kept.id, new.id]);
-            assert_eq!(items[0].server_time, 8);
-            assert_eq!(s.next_due().await.expect("next"), Some(at(150, 0)));
-            // an item of another account is refused, and nothing of that sync stays
-            let mut foreign = item(uuid::Uuid::nil(), "foreign", None, None);
-            foreign.owner = crate::domain::wire::new_uuid();
-            let mut bad = |_: &[ScheduledItem], _: &TimeZoneSetting| ScheduledChanges {
-                delete: vec![kept.id],
-                put: vec![(foreign.clone(), at(1, 0))],
-            };
-            assert!(s.sync(owner, &mut bad).await.is_err());
-            assert_eq!(s.counts(owner).await.expect("counts"), (2, 0));
-            // so is one that would overwrite another account's item by its id
-            let bob = created(
-                s.accounts
-                    .register("bob", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
-            let bobs = item(bob, "bob's", None, None);
-            add(&s, &bobs, at(300, 0)).await;
-            let mut stealing = |_: &[ScheduledItem], _: &TimeZoneSetting| ScheduledChanges {
-                delete: vec![kept.id],
-                put: vec![(ScheduledItem { owner, ..bobs.clone() }, at(1, 0))],
-            };
-            assert!(s.sync(owner, &mut stealing).await.is_err());
-            assert_eq!(s.scheduled(bob, bobs.id).await.expect("read"), Some(bobs.clone()));
-            assert_eq!(s.counts(owner).await.expect("counts"), (2, 0));
-        });
-    }
 }
 
 mod queues {
     use super::*;
-    use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
+    use crate::domain::email::{QueuedEmail, Stage};
     use crate::domain::scheduler::models::{
-        Day, Delivery, Outcome, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
+        Day, Delivery, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
     };
     use crate::store::scheduler::QueueKey;
 
@@ -1478,213 +1363,6 @@ mod queues {
             .await
             .expect("trigger");
         copy.durable().await.expect("durable").expect("a copy").id
-    }
-
-    #[test]
-    fn triggers_queues_and_payment_events() {
-        let Some((cluster, connection, db)) = fresh("triggers_queues_and_payment_events") else {
-            return;
-        };
-        runtime().block_on(async {
-            let store = store_on(&connection).await;
-            let s = store.scheduler();
-            let owner = created(
-                s.accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
-            // triggers, with the verification e-mail in the same transaction
-            let inbox = inbox_trigger(owner);
-            let email = email_trigger(owner, false);
-            let verification = QueuedEmail::new(
-                owner,
-                Some(email.id),
-                EmailKind::Verification {
-                    to: "a@example.org".into(),
-                    key: "k".into(),
-                },
-            );
-            assert!(s.add_trigger(&inbox, None).await.expect("add").changed());
-            assert!(s.add_trigger(&email, Some(verification)).await.expect("add").changed());
-            assert!(!s
-                .add_trigger(&email_trigger(uuid::Uuid::nil(), true), None)
-                .await
-                .expect("add")
-                .changed());
-            assert_eq!(s.trigger_owner(email.id).await.expect("owner"), Some(owner));
-            assert_eq!(s.trigger(owner, inbox.id).await.expect("trigger"), Some(inbox.clone()));
-            let listed: Vec<_> = s
-                .triggers(owner)
-                .await
-                .expect("triggers")
-                .into_iter()
-                .map(|t| t.id)
-                .collect();
-            assert_eq!(listed, [inbox.id, email.id]);
-            let queued = s.queued_emails(Stage::Verification, 10).await.expect("queued");
-            assert_eq!(queued.len(), 1);
-            assert!(matches!(&queued[0].1.kind, EmailKind::Verification { key, .. } if key == "k"));
-            assert_eq!(queued[0].1.trigger, Some(email.id));
-            // verified by an update
-            let mut verify = |mut t: Trigger| {
-                if let TriggerKind::Email { verified, .. } = &mut t.kind {
-                    *verified = true;
-                }
-                Some((t, None))
-            };
-            assert!(s
-                .update_trigger(owner, email.id, &mut verify)
-                .await
-                .expect("update")
-                .changed());
-            let verified = s.trigger(owner, email.id).await.expect("trigger").expect("there");
-            assert!(matches!(verified.kind, TriggerKind::Email { verified: true, .. }));
-            // an item triggers: its lists expand into one inbox delivery and one e-mail
-            let item = triggered(&s, owner, at(50, 0)).await;
-            assert_eq!(
-                s.expand_targets(false)
-                    .await
-                    .expect("expand")
-                    .durable()
-                    .await
-                    .expect("durable"),
-                1
-            );
-            assert_eq!(
-                s.expand_targets(true)
-                    .await
-                    .expect("expand")
-                    .durable()
-                    .await
-                    .expect("durable"),
-                1
-            );
-            assert!(!s.expand_targets(true).await.expect("expand").changed());
-            let pending = s.pending_deliveries(10).await.expect("pending");
-            assert_eq!(pending.len(), 1);
-            let (key, delivery) = (pending[0].0, pending[0].1.clone().expect("a delivery"));
-            assert_eq!(
-                (delivery.item, delivery.trigger, delivery.trigger_created),
-                (item, inbox.id, at(10, 9))
-            );
-            // a transient failure postpones it; the final failure is recorded on the item
-            let later = Delivery {
-                failures: 2,
-                not_before: at(99, 1),
-                ..delivery.clone()
-            };
-            assert!(s.postpone_delivery(&key, &later).await.expect("postpone").changed());
-            let read = s.pending_deliveries(10).await.expect("pending")[0]
-                .1
-                .clone()
-                .expect("a delivery");
-            assert_eq!(read, later);
-            let failed = Outcome::InboxFailed("refused".into());
-            assert!(s
-                .finish_delivery(&key, &later, failed.clone())
-                .await
-                .expect("finish")
-                .changed());
-            assert!(!s.finish_delivery(&key, &later, failed).await.expect("finish").changed());
-            assert!(s.pending_deliveries(10).await.expect("pending").is_empty());
-            // the e-mail is rendered (keeping its key) and sent
-            let to_render = s.queued_emails(Stage::Triggered, 10).await.expect("queued");
-            assert_eq!(to_render.len(), 1);
-            let (email_key, queued) = to_render[0].clone();
-            let EmailKind::Triggered {
-                delivery: email_delivery,
-                to,
-            } = queued.kind.clone()
-            else {
-                panic!("a triggered e-mail: {queued:?}");
-            };
-            assert_eq!(to, "a@example.org");
-            let rendered = QueuedEmail {
-                kind: EmailKind::Rendered {
-                    message: Message {
-                        to,
-                        subject: "s".into(),
-                        text: "t".into(),
-                        html: "<p>h</p>".into(),
-                    },
-                    delivery: Some(email_delivery.clone()),
-                },
-                ..queued
-            };
-            assert!(s.replace_email(&email_key, &rendered).await.expect("replace").changed());
-            let sending = s.queued_emails(Stage::Rendered, 10).await.expect("queued");
-            assert_eq!(sending.len(), 1);
-            assert_eq!(sending[0].0, email_key);
-            assert!(s
-                .finish_delivery(&email_key, &email_delivery, Outcome::EmailSent)
-                .await
-                .expect("finish")
-                .changed());
-            let attempts = s.triggered(owner, item).await.expect("read").expect("there").attempts;
-            let outcomes: Vec<_> = attempts.iter().map(|a| a.outcome.clone()).collect();
-            assert_eq!(outcomes, [Outcome::InboxFailed("refused".into()), Outcome::EmailSent]);
-            // a retry makes the failed delivery pending again, same id, fresh budget
-            assert!(s.retry_failed(owner, &[item]).await.expect("retry").changed());
-            let again = s.pending_deliveries(10).await.expect("pending");
-            assert_eq!(again.len(), 1);
-            let again = again[0].1.clone().expect("a delivery");
-            assert_eq!((again.id, again.failures), (delivery.id, 0));
-            let attempts = s.triggered(owner, item).await.expect("read").expect("there").attempts;
-            assert_eq!(attempts.len(), 1);
-            assert!(!s.retry_failed(owner, &[item]).await.expect("retry").changed());
-            // deleting the trigger drops its pending delivery
-            assert!(s.delete_trigger(owner, inbox.id).await.expect("delete").changed());
-            assert!(s.pending_deliveries(10).await.expect("pending").is_empty());
-            // an admin notice has no owner of its own
-            let notice = QueuedEmail::new(
-                uuid::Uuid::nil(),
-                None,
-                EmailKind::AdminNotice {
-                    worker: "triggerer".into(),
-                    error: "e".into(),
-                },
-            );
-            let key = s
-                .queue_email(&notice)
-                .await
-                .expect("queue")
-                .durable()
-                .await
-                .expect("durable");
-            let read = s.queued_email(&key).await.expect("read").expect("queued");
-            assert!(matches!(read.kind, EmailKind::AdminNotice { worker, .. } if worker == "triggerer"));
-            assert!(s.remove_pending(&key).await.expect("remove").changed());
-            assert!(s.queued_email(&key).await.expect("read").is_none());
-            // payment events
-            assert!(!s.event_seen("evt_1").await.expect("seen"));
-            s.mark_event("evt_1", Some(b"{\"id\":\"evt_1\"}"))
-                .await
-                .expect("mark")
-                .durable()
-                .await
-                .expect("durable");
-            assert!(s.event_seen("evt_1").await.expect("seen"));
-            assert_eq!(
-                s.failed_events().await.expect("failed"),
-                [b"{\"id\":\"evt_1\"}".to_vec()]
-            );
-            s.mark_event("evt_1", None)
-                .await
-                .expect("mark")
-                .durable()
-                .await
-                .expect("durable");
-            assert!(s.event_seen("evt_1").await.expect("seen"));
-            assert!(s.failed_events().await.expect("failed").is_empty());
-        });
-        // the verification e-mail is still queued (no delivery or trigger deletion touched it)
-        assert_eq!(
-            cluster.psql(&db, "SELECT count(*) FROM email_queue").expect("psql"),
-            "1"
-        );
     }
 
     /// A store of its own: another "process" on the database (its own claimant), claims
@@ -2084,8 +1762,9 @@ mod suite_queues {
         };
         runtime().block_on(async {
             let (store, _) = PgStore::connect(&connection).await.expect("store");
-            let scheduler = store.scheduler();
-            crate::store::suite::scheduled_items(Arc::new(scheduler.accounts.clone()), Arc::new(scheduler)).await;
+            // one Arc<PgScheduler> as each trait object, as the store holds them
+            let scheduler = Arc::new(store.scheduler());
+            crate::store::suite::scheduled_items(scheduler.clone(), scheduler).await;
         });
     }
 
@@ -2097,14 +1776,7 @@ mod suite_queues {
         runtime().block_on(async {
             let (store, _) = PgStore::connect(&connection).await.expect("store");
             let s = Arc::new(store.scheduler());
-            crate::store::suite::deliveries_and_emails(
-                Arc::new(s.accounts.clone()),
-                s.clone(),
-                s.clone(),
-                s.clone(),
-                s,
-            )
-            .await;
+            crate::store::suite::deliveries_and_emails(s.clone(), s.clone(), s.clone(), s.clone(), s).await;
         });
     }
 }

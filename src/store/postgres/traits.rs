@@ -1,8 +1,18 @@
 //! The store's traits (src/store/api.rs) on PostgreSQL, concern by concern: each method is
 //! the operation of the same name of this module's stores, its errors made the store's.
-//! Done so far: [`Accounts`], [`InboxItems`], [`Triggers`], [`PaymentEvents`] and
-//! [`Administration`]. The other concerns' operations exist (src/store/postgres/)
-//! and join the traits next (docs/scaling.md, "Status").
+//! Every concern is behind its trait: [`Accounts`], [`InboxItems`], [`ScheduledItems`],
+//! [`Triggers`], [`Deliveries`], [`Emails`], [`PaymentEvents`] and [`Administration`]. All six
+//! of the scheduler's part of the store (its accounts, by delegation to
+//! [`PgScheduler::accounts`], included) are implemented by [`PgScheduler`], so that one
+//! `Arc<PgScheduler>` serves as each of its trait objects.
+//!
+//! Claims (several processes on one database, issue 21 point 3): `due_items`,
+//! `pending_deliveries` and `queued_emails(_each)` claim what they answer for this process
+//! (the store's claimant id, for its lease: [`PgStore::with_lease`]); a process gets its own
+//! claims back renewed, another gets them once the lease ran out. Postponing, finishing,
+//! removing and replacing end a claim. Queue keys are [`PgQueueKey`]s carried as the
+//! store's opaque [`QueueKey`] bytes. Imports are one transaction each (blocking on the
+//! runtime of their blocking thread), so there are no batches to wait for.
 
 use super::accounts::PgAccounts;
 use super::emails::PgQueueKey;
@@ -102,6 +112,85 @@ impl Accounts for PgAccounts {
 
     async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         Ok(PgAccounts::delete_access_key(self, account, id).await?)
+    }
+}
+
+/// The scheduler service's accounts, so that one `Arc<PgScheduler>` serves as every trait
+/// object of the scheduler's part of the store.
+#[async_trait::async_trait]
+impl Accounts for PgScheduler {
+    async fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
+        Accounts::register(&self.accounts, username, password_hash, now).await
+    }
+
+    async fn get(&self, id: Uuid) -> Result<Option<Account>> {
+        Accounts::get(&self.accounts, id).await
+    }
+
+    async fn by_username(&self, username: &str) -> Result<Option<Account>> {
+        Accounts::by_username(&self.accounts, username).await
+    }
+
+    async fn all(&self) -> Result<Vec<Account>> {
+        Accounts::all(&self.accounts).await
+    }
+
+    async fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
+        Accounts::set_last_login(&self.accounts, id, at).await
+    }
+
+    async fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        Accounts::change_password(&self.accounts, id, expected, new_hash).await
+    }
+
+    async fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        Accounts::upgrade_password(&self.accounts, id, expected, new_hash).await
+    }
+
+    async fn customer(&self, id: Uuid) -> Result<Option<String>> {
+        Accounts::customer(&self.accounts, id).await
+    }
+
+    async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
+        Accounts::set_customer(&self.accounts, id, customer).await
+    }
+
+    async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
+        Accounts::add_access_key(&self.accounts, account, access_key).await
+    }
+
+    async fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        Accounts::legacy_access_keys(&self.accounts, account).await
+    }
+
+    async fn upgrade_access_key(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        expected: &KeySecret,
+        digest: [u8; 32],
+    ) -> Result<Written<bool>> {
+        Accounts::upgrade_access_key(&self.accounts, account, id, expected, digest).await
+    }
+
+    async fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        Accounts::access_keys(&self.accounts, account).await
+    }
+
+    async fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
+        Accounts::access_key(&self.accounts, account, id).await
+    }
+
+    async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
+        Accounts::access_key_by_digest(&self.accounts, digest).await
+    }
+
+    async fn next_key_seq(&self) -> Result<u64> {
+        Accounts::next_key_seq(&self.accounts).await
+    }
+
+    async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        Accounts::delete_access_key(&self.accounts, account, id).await
     }
 }
 
