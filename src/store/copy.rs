@@ -18,8 +18,8 @@
 //! kind (each engine dumps in its own index order, in pages): a record's hash is added to
 //! its kind's 256-bit sum, and the digest is the SHA-256 of every kind's count and sum. The
 //! queues are the exception where order is a fact: deliveries, delivery targets and e-mails
-//! are dumped in queue order (e-mails stage by stage in [`Stage`] order), and their
-//! position within their kind is part of what is hashed, so a copy that reorders a queue
+//! are dumped in queue order, and their position within their queue (an e-mail stage, the
+//! e-mail or the inbox targets) is part of what is hashed, so a copy that reorders a queue
 //! does not match.
 
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
@@ -95,7 +95,7 @@ pub enum Record {
     },
     /// A pending inbox delivery, in queue order.
     Delivery(Delivery),
-    /// A queued e-mail, stage by stage in [`Stage`] order, each in queue order.
+    /// A queued e-mail, in the queue order of its stage.
     Email(QueuedEmail),
     /// A payment event seen: handled (`failed: None`) or failed, with the event.
     PaymentEvent {
@@ -174,6 +174,17 @@ impl Kind {
 }
 
 impl Record {
+    /// Which queue of its kind a queued record is in (e-mails: their stage; delivery
+    /// targets: e-mail or inbox), 0 for the rest: the order within a queue is a fact, the
+    /// order between queues is not.
+    fn queue(&self) -> u8 {
+        match self {
+            Record::Email(m) => stage_tag(m.kind.stage()),
+            Record::Targets { email, .. } => *email as u8,
+            _ => 0,
+        }
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             Record::SigningKey(_) => Kind::SigningKey,
@@ -249,11 +260,27 @@ impl From<super::StoreError> for CopyError {
     }
 }
 
+/// Calls `out` with every record of the sled database in the data directory `dir`, which
+/// must be stopped: it is opened under its lock ([`super::StoreError::Locked`] while a server
+/// runs on it). A directory without a database is refused rather than made. The signing key
+/// is not in the database (the data directory's key file, read by `auth`): the command adds
+/// its [`Record::SigningKey`].
+pub fn dump_sled(dir: &std::path::Path, out: &mut dyn FnMut(Record) -> Result<(), CopyError>) -> Result<(), CopyError> {
+    if !dir.join("db").is_dir() {
+        return Err(CopyError::Invalid(format!("{} holds no sled database", dir.display())));
+    }
+    let store = super::Store::open(dir)?;
+    super::sled::copy::dump(&store, out)
+}
+
 /// Counts per kind and the digest of a stream, fed record by record in bounded memory.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     /// Per kind: the count and the 256-bit wrapping sum of the records' hashes.
     kinds: BTreeMap<Kind, (u64, [u8; 32])>,
+    /// Per queue (kind and [`Record::queue`]): the records seen so far, the next one's
+    /// position.
+    positions: BTreeMap<(Kind, u8), u64>,
 }
 
 impl Tally {
@@ -262,7 +289,9 @@ impl Tally {
         let (count, sum) = self.kinds.entry(kind).or_insert((0, [0; 32]));
         let mut hasher = Sha256::new();
         if kind.ordered() {
-            hasher.update(count.to_be_bytes());
+            let position = self.positions.entry((kind, record.queue())).or_insert(0);
+            hasher.update(position.to_be_bytes());
+            *position += 1;
         }
         hasher.update(encode(record));
         add_into(sum, &hasher.finalize().into());
