@@ -13,6 +13,7 @@
 //! commits before it answers: at once; see [`written`]).
 
 pub mod api;
+pub mod copy;
 pub mod format;
 pub mod postgres;
 mod sled;

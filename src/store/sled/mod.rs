@@ -15,6 +15,7 @@ pub(crate) mod accounts;
 mod admin;
 pub(crate) mod backup;
 pub(crate) mod chunks;
+pub(crate) mod copy;
 pub(crate) mod imports;
 pub mod inbox;
 pub(crate) mod keys;
