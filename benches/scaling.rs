@@ -350,9 +350,66 @@ async fn measure(name: &str, processes: &[Process], http: &reqwest::Client) -> R
     })
 }
 
+/// A throwaway cluster (tools/throwaway-postgres), stopped and removed when dropped.
+struct Cluster {
+    dir: PathBuf,
+    admin: String,
+}
+
+impl Cluster {
+    fn start(dir: &Path) -> R<Cluster> {
+        let dir = dir.join("cluster");
+        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/throwaway-postgres"))
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .map_err(|e| format!("tools/throwaway-postgres: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "tools/throwaway-postgres start: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let admin = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        Ok(Cluster { dir, admin })
+    }
+
+    /// A new database; its URL.
+    fn database(&self, name: &str) -> R<String> {
+        let out = Command::new("psql")
+            .args([self.admin.as_str(), "-qc", &format!("CREATE DATABASE {name}")])
+            .output()
+            .map_err(|e| format!("psql: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("psql: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        Ok(self.admin.replacen("/postgres?", &format!("/{name}?"), 1))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/throwaway-postgres"))
+            .arg("stop")
+            .arg(&self.dir)
+            .output();
+    }
+}
+
 /// The PostgreSQL rows: a throwaway cluster, one database per setup, 1, 2 and 4 processes.
-async fn postgres_rows(_dir: &Path, _http: &reqwest::Client) -> R<Vec<Row>> {
-    Err("PostgreSQL storage is not wired into `serve` yet".into())
+async fn postgres_rows(dir: &Path, http: &reqwest::Client) -> R<Vec<Row>> {
+    let cluster = Cluster::start(dir)?;
+    let mut rows = Vec::new();
+    for n in [1usize, 2, 4] {
+        let url = cluster.database(&format!("bench{n}"))?;
+        let mut processes = Vec::new();
+        for i in 0..n {
+            processes.push(Process::start(&dir.join(format!("pg{n}-{i}")), Some(&url), http).await?);
+        }
+        let name = format!("PostgreSQL, {n} process{}", if n == 1 { "" } else { "es" });
+        rows.push(measure(&name, &processes, http).await?);
+    }
+    Ok(rows)
 }
 
 #[tokio::main]

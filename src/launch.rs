@@ -43,6 +43,8 @@ pub struct Running {
     store: Arc<store::Store>,
     settings: Arc<Settings>,
     tasks: Vec<JoinHandle<()>>,
+    /// On a shared database: the data directory's lock (sled's store holds its own).
+    _dir_lock: Option<std::fs::File>,
 }
 
 /// [`launch`] until everything runs: the store is open and the services and workers are
@@ -55,37 +57,44 @@ pub async fn start(
 ) -> Result<Running, String> {
     // reqwest (inbox deliveries) and lettre use rustls with ring; install it once
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // `--database` is parsed and checked, but the PostgreSQL store is not wired into the
-    // services yet (issue 21): refuse plainly rather than quietly use sled
-    if let Some(db) = &settings.database {
-        return Err(format!(
-            "--database {}: PostgreSQL storage is not yet available in this version of Pigeonhole \
-             ({}); nothing was started. Run without --database to keep the data in the data directory",
-            db.redacted(),
-            env!("CARGO_PKG_VERSION")
-        ));
-    }
-    // a database of a newer format stops the start before anything in the directory is
-    // touched (the process exits with status 1)
-    store::format::check(&settings.data_dir).map_err(|e| e.to_string())?;
     let settings = Arc::new(settings);
+    // PostgreSQL connects first (a database that cannot be reached leaves the data
+    // directory untouched); a sled database of a newer format stops the start before
+    // anything in the directory is touched (the process exits with status 1)
+    let shared = match &settings.database {
+        Some(url) => Some(open_postgres(&settings, url).await?),
+        None => {
+            store::format::check(&settings.data_dir).map_err(|e| e.to_string())?;
+            None
+        }
+    };
     let tightened = datadir::prepare(&settings.data_dir)?;
+    // the directory's lock: with sled the store takes it; on a shared database, this
+    // process's local files (the outbox) still need a directory of their own
+    let dir_lock = match &shared {
+        Some(_) => Some(store::lock_dir(&settings.data_dir).map_err(|e| e.to_string())?),
+        None => None,
+    };
     if tightened > 0 {
         tracing::warn!(
             "the data directory {} was readable by others: {tightened} files and directories made private to this user",
             settings.data_dir.display()
         );
     }
-    // With much data, opening the database is the slow part of a start: it runs on another
-    // thread while the rest is built.
-    let opening = {
-        let dir = settings.data_dir.clone();
-        tokio::task::spawn_blocking(move || store::Store::open(&dir))
+    // With much data, opening the sled database is the slow part of a start: it runs on
+    // another thread while the rest is built.
+    let opening = match shared {
+        Some(_) => None,
+        None => {
+            let dir = settings.data_dir.clone();
+            Some(tokio::task::spawn_blocking(move || store::Store::open(&dir)))
+        }
     };
-    let tokens = Arc::new(
-        auth::TokenKeys::load_or_create(&settings.data_dir, settings.token_lifetime)
+    let tokens = Arc::new(match &shared {
+        Some(shared) => shared.tokens(settings.token_lifetime).await?,
+        None => auth::TokenKeys::load_or_create(&settings.data_dir, settings.token_lifetime)
             .map_err(|e| format!("cannot load the token signing key: {e}"))?,
-    );
+    });
     let decoy = auth::passwords::Decoy::start(settings.password_iterations);
     let http = outbound::client();
     let open_files = http::server::raise_open_file_limit();
@@ -103,17 +112,24 @@ pub async fn start(
         Some(_) => Some(mail::Mailer::new(&settings)?),
         None => None,
     };
-    let store = opening
-        .await
-        .map_err(|e| format!("opening the database failed: {e}"))?
-        .map_err(|e| match e {
-            // already names the directory
-            store::StoreError::Locked(_) => e.to_string(),
-            e => format!(
-                "cannot open the database in {}: {e}",
-                settings.data_dir.join("db").display()
-            ),
-        })?;
+    let (store, shared) = match (opening, shared) {
+        (Some(opening), _) => (
+            opening
+                .await
+                .map_err(|e| format!("opening the database failed: {e}"))?
+                .map_err(|e| match e {
+                    // already names the directory
+                    store::StoreError::Locked(_) => e.to_string(),
+                    e => format!(
+                        "cannot open the database in {}: {e}",
+                        settings.data_dir.join("db").display()
+                    ),
+                })?,
+            None,
+        ),
+        (None, Some(shared)) => (shared.store.clone(), Some(shared)),
+        (None, None) => unreachable!("a store is opening or open"),
+    };
     warn_about_unregistered_admins(
         &settings,
         &store,
@@ -124,6 +140,10 @@ pub async fn start(
     // without the scheduler service no worker runs: they show as disabled, not starting
     let scheduler_on = listeners.scheduler.is_some();
     let workers = Arc::new(Workers::new(&settings, |w| scheduler_on && loopers::runs(w, &settings)));
+    let mut tasks = Vec::new();
+    if let Some(shared) = &shared {
+        tasks.push(shared.wake_across(&workers, shutdown.clone()));
+    }
     let metrics = Arc::new(match metrics_listener {
         Some(_) => Metrics::on(sampler(store.clone(), workers.clone(), clock.clone())),
         None => Metrics::off(),
@@ -154,7 +174,6 @@ pub async fn start(
         metrics: metrics.clone(),
         started: std::time::Instant::now(),
     });
-    let mut tasks = Vec::new();
     tasks.push(tokio::spawn(memory::release_when_idle(shutdown.clone())));
     let mut metrics_address = None;
     if let Some(listener) = metrics_listener {
@@ -207,6 +226,7 @@ pub async fn start(
         store,
         settings,
         tasks,
+        _dir_lock: dir_lock,
     })
 }
 
@@ -220,11 +240,17 @@ impl Running {
     /// flushes the database.
     pub async fn finish(self) -> Result<(), String> {
         let Running {
-            store, settings, tasks, ..
+            store,
+            settings,
+            tasks,
+            _dir_lock,
+            ..
         } = self;
         for t in tasks {
             let _ = t.await;
         }
+        // the workers have stopped: what they had claimed goes back to the queue
+        store.coordination.release().await;
         store.admin.flush().map_err(|e| e.to_string())?;
         let w = store.admin.writer_stats();
         tracing::info!(
@@ -233,8 +259,72 @@ impl Running {
             w.cycles,
             w.syncs
         );
-        leave_fresh_snapshot(store, &settings.data_dir);
+        if store.is_sled() {
+            leave_fresh_snapshot(store, &settings.data_dir);
+        }
         Ok(())
+    }
+}
+
+/// A store in a PostgreSQL database that other processes may share, with what only the
+/// launch does with it.
+struct Shared {
+    store: Arc<store::Store>,
+    pg: store::postgres::PgStore,
+    connection: store::postgres::Connection,
+}
+
+/// Connects to the PostgreSQL database of `--database` (migrating its schema).
+async fn open_postgres(settings: &Settings, url: &crate::config::DatabaseUrl) -> Result<Shared, String> {
+    if settings.data_dir.join("db").exists() {
+        tracing::warn!(
+            "the data directory {} holds a sled database, which is not used with --database: copy it into \
+             PostgreSQL with `pigeonhole migrate-store` to keep its data",
+            settings.data_dir.display()
+        );
+    }
+    let connection = database::connection(url);
+    let (store, pg) = store::postgres::open(&connection, settings.database_lease)
+        .await
+        .map_err(|e| format!("cannot open the PostgreSQL database {}: {e}", url.redacted()))?;
+    tracing::info!("keeping the data in the PostgreSQL database {}", url.redacted());
+    Ok(Shared {
+        store: Arc::new(store),
+        pg,
+        connection,
+    })
+}
+
+/// How long a lost wake-up connection waits before listening again.
+const LISTEN_RETRY: Duration = Duration::from_secs(5);
+
+impl Shared {
+    /// The signing key every process on the database shares (made by the first).
+    async fn tokens(&self, lifetime: Option<u64>) -> Result<auth::TokenKeys, String> {
+        let fresh = crate::domain::wire::random_bytes::<64>();
+        let secret = self
+            .pg
+            .signing_key(&fresh)
+            .await
+            .map_err(|e| format!("cannot read the token signing key from the database: {e}"))?;
+        Ok(auth::TokenKeys::from_secret(&secret, lifetime))
+    }
+
+    /// Wakes the other processes' workers when this one's have new work, and this one's
+    /// when theirs have; the listening ends at the shutdown.
+    fn wake_across(&self, workers: &Arc<Workers>, mut shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
+        let coordination = self.store.coordination.clone();
+        workers.announce_with(move |w| coordination.announce(w.name()));
+        let here = workers.clone();
+        let listening = store::postgres::listen(self.connection.clone(), LISTEN_RETRY, move |name| {
+            if let Some(w) = Worker::parse(name) {
+                here.wake_here(w);
+            }
+        });
+        tokio::spawn(async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+            listening.abort();
+        })
     }
 }
 

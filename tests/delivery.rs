@@ -8,6 +8,7 @@ mod common;
 
 use base64::Engine;
 use common::process::{Proc, Services};
+use common::scheduler::add_inbox_trigger;
 use common::{test_settings, text_item, Api, Auth, Server, Worker, EMAIL_DELIVERY, INBOX_DELIVERY};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -164,23 +165,6 @@ async fn assert_tried_and_pending(server: &Server, auth: &Auth, stages: &[Worker
         "nothing can have finished while the target is down: {}",
         items[0]
     );
-}
-
-/// Creates an inbox trigger (the scheduler logs in at `url` to check the credentials).
-async fn add_inbox_trigger(api: &Api, auth: &Auth, url: &str, username: &str, key: &str) -> String {
-    let v = api
-        .post(
-            "/trigger/inbox",
-            auth,
-            &json!({"addInboxTriggerUrl": url, "addInboxTriggerUsername": username,
-                    "addInboxTriggerAccessKey": key}),
-        )
-        .await
-        .expect_json(200);
-    v["Right"]
-        .as_str()
-        .unwrap_or_else(|| panic!("the inbox trigger was refused: {v}"))
-        .to_owned()
 }
 
 fn inbox_attempt(trigger: &str, inbox_item: &str) -> Value {

@@ -2418,12 +2418,11 @@ async fn due_instants_follow_the_final_zone_despite_concurrent_writes() {
     let accounts =
         futures_util::future::join_all(["alice", "bob", "carol"].map(|name| race_zone_changes(api, name))).await;
 
-    let (dir, _) = s.stop().await;
-    let store = pigeonhole::store::Store::open(dir.path()).expect("open the database");
-    let far = Timestamp::from_unix(400_000_000_000, 0);
+    let (_dir, settings) = s.stop().await;
+    let store = common::open_store(&settings).await;
     let index: std::collections::HashMap<uuid::Uuid, Timestamp> = store
         .scheduler
-        .due_items(far, usize::MAX)
+        .upcoming(usize::MAX)
         .await
         .unwrap()
         .into_iter()

@@ -100,7 +100,7 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
     }
     // the earliest entry not set aside
     let next = s
-        .due_items(Timestamp::from_unix(i64::MAX, u32::MAX), aside.len() + 1)
+        .upcoming(aside.len() + 1)
         .await?
         .into_iter()
         .find(|&(at, _, id)| !aside.contains(at, id))

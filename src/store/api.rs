@@ -188,6 +188,9 @@ pub trait ScheduledItems: Send + Sync {
     async fn due_count(&self, now: Timestamp, limit: usize) -> Result<usize>;
     /// Up to `limit` (due, owner, item) entries of the due index due at `now`, earliest first.
     async fn due_items(&self, now: Timestamp, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>>;
+    /// Up to `limit` of the earliest entries of the due index, however far off, without
+    /// claiming them (the triggerer's next wake-up; another process may be triggering them).
+    async fn upcoming(&self, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>>;
     /// Triggers the due entry `due` (one transaction: the triggered copy, its target lists,
     /// the item moved to its `next` occurrence or deleted); `None` when it is gone or moved.
     async fn trigger_item(
@@ -327,4 +330,7 @@ pub trait Coordination: Send + Sync {
     /// Wakes the worker named `worker` in the other processes (new work for it was
     /// committed); best effort: every worker also looks at the database at its period.
     fn announce(&self, worker: &'static str);
+    /// Gives up this process's claims on queued work (a graceful stop), so that another
+    /// process, or this one started again, takes it at once rather than after the lease.
+    async fn release(&self);
 }

@@ -239,6 +239,8 @@ impl Coordination for Alone {
     }
 
     fn announce(&self, _worker: &'static str) {}
+
+    async fn release(&self) {}
 }
 
 /// The inbox service's data: its accounts and (through `Deref`) its items.
@@ -274,8 +276,9 @@ impl std::ops::Deref for Scheduler {
 
 /// Creates `dir` if needed and takes the exclusive lock on it that every user of its
 /// database holds (a server, a restore, moving in): `StoreError::Locked` when another has it.
-/// The lock lasts as long as the returned file is open.
-pub(crate) fn lock_dir(dir: &Path) -> Result<File> {
+/// The lock lasts as long as the returned file is open. A server on a shared database
+/// takes it too: each process keeps its local files (the outbox) in a directory of its own.
+pub fn lock_dir(dir: &Path) -> Result<File> {
     // errors name the file (a read-only or full file system, a wrong owner)
     let named = |path: &Path, e: std::io::Error| {
         StoreError::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
@@ -349,7 +352,6 @@ impl Store {
 
     /// A store of another engine over the traits' implementations (the PostgreSQL store
     /// makes it, [`postgres::open`]).
-    #[allow(dead_code)] // the PostgreSQL store makes one next
     pub(crate) fn of_engine(
         inbox: Inbox,
         scheduler: Scheduler,
@@ -366,6 +368,11 @@ impl Store {
             undecodable: Arc::default(),
             sled: None,
         }
+    }
+
+    /// Whether the engine is sled (in the data directory, opened by this process alone).
+    pub fn is_sled(&self) -> bool {
+        self.sled.is_some()
     }
 
     /// The sled engine's own parts, for the operations only it has (moving in from Intray

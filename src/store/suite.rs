@@ -785,6 +785,16 @@ pub(crate) async fn scheduled_items(accounts: Arc<dyn Accounts>, items: Arc<dyn 
         Some(at(90_000)),
         "the daily one moved"
     );
+    // the next wake-up (the triggerer reads it, however far off), then due when it comes
+    assert_eq!(
+        items.upcoming(5).await.expect("upcoming"),
+        [(at(90_000), alice, daily.id)]
+    );
+    assert_eq!(items.upcoming(5).await.expect("again"), [(at(90_000), alice, daily.id)]);
+    assert_eq!(
+        items.due_items(at(90_000), 5).await.expect("due"),
+        [(at(90_000), alice, daily.id)]
+    );
     assert_eq!(ids(items.scheduled_items(alice).await.expect("list")), [daily.id]);
     let triggered = items.triggered_items(alice).await.expect("triggered");
     assert_eq!(

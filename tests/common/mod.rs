@@ -464,6 +464,7 @@ impl Server {
     /// ago may not be released yet: a start that fails is tried again for a while.
     async fn launch(dir: TempDir, mut settings: Settings, clock: Clock) -> Server {
         settings.data_dir = dir.path().to_path_buf();
+        on_test_database(&mut settings);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             let inbox = TcpListener::bind("127.0.0.1:0").await.expect("bind the inbox port");
@@ -550,6 +551,70 @@ impl Server {
     /// Moves the workers' manual clock forward by `by`; every worker takes a look.
     pub fn advance_clock(&self, by: Duration) {
         self.clock.advance(by);
+    }
+}
+
+/// The test binaries whose servers stay on sled whatever `PIGEONHOLE_TEST_POSTGRES` says:
+/// they test what only the sled engine has (its backups of the data directory).
+const SLED_ONLY: &[&str] = &["backup"];
+
+/// With `PIGEONHOLE_TEST_POSTGRES=<admin URL>` (as the conformance suite takes it), the
+/// in-process test servers keep their data in PostgreSQL: each data directory gets a
+/// database of its own, named after it (so a server restarted on the same directory finds
+/// its data again), made with `psql` if missing. Unset, or in a [`SLED_ONLY`] binary: sled.
+fn on_test_database(settings: &mut Settings) {
+    use std::hash::{Hash, Hasher};
+    let admin = match std::env::var("PIGEONHOLE_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => url,
+        _ => return,
+    };
+    let binary = std::env::current_exe().expect("the test binary's path");
+    let stem = binary.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let name = stem.rsplit_once('-').map_or(stem, |(name, _hash)| name);
+    if settings.database.is_some() || SLED_ONLY.contains(&name) {
+        return;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    settings.data_dir.hash(&mut hasher);
+    let db = format!("rt_{:016x}", hasher.finish());
+    let psql = |sql: &str| {
+        let out = std::process::Command::new("psql")
+            .args([admin.as_str(), "-tAc", sql])
+            .output()
+            .expect("psql runs (PIGEONHOLE_TEST_POSTGRES needs the PostgreSQL client)");
+        assert!(
+            out.status.success(),
+            "psql {sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    if psql(&format!("SELECT 1 FROM pg_database WHERE datname = '{db}'")) != "1" {
+        psql(&format!("CREATE DATABASE {db}"));
+    }
+    // the admin URL with the database's name in place of its own
+    let (scheme, rest) = admin.split_once("://").expect("PIGEONHOLE_TEST_POSTGRES is a URL");
+    let (authority, after) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let query = after.find('?').map_or("", |i| &after[i..]);
+    let url = format!("{scheme}://{authority}/{db}{query}");
+    settings.database = Some(
+        pigeonhole::config::DatabaseUrl::parse(&url)
+            .unwrap_or_else(|e| panic!("PIGEONHOLE_TEST_POSTGRES {admin} makes a bad URL {url}: {e}")),
+    );
+}
+
+/// The database of a stopped server, opened as the server opens it (sled in its data
+/// directory, or its PostgreSQL database), to look at what it stored.
+pub async fn open_store(settings: &Settings) -> Arc<pigeonhole::store::Store> {
+    match &settings.database {
+        Some(url) => {
+            let connection = pigeonhole::launch::database::connection(url);
+            let (store, _) = pigeonhole::store::postgres::open(&connection, settings.database_lease)
+                .await
+                .expect("open the PostgreSQL database");
+            Arc::new(store)
+        }
+        None => pigeonhole::store::Store::open(&settings.data_dir).expect("open the database"),
     }
 }
 

@@ -228,3 +228,20 @@ pub fn keys(v: &Value) -> Vec<String> {
     k.sort();
     k
 }
+
+/// Creates an inbox trigger (the scheduler logs in at `url` to check the credentials).
+pub async fn add_inbox_trigger(api: &Api, auth: &Auth, url: &str, username: &str, key: &str) -> String {
+    let v = api
+        .post(
+            "/trigger/inbox",
+            auth,
+            &json!({"addInboxTriggerUrl": url, "addInboxTriggerUsername": username,
+                    "addInboxTriggerAccessKey": key}),
+        )
+        .await
+        .expect_json(200);
+    v["Right"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the inbox trigger was refused: {v}"))
+        .to_owned()
+}

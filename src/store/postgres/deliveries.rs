@@ -169,7 +169,7 @@ impl PgScheduler {
     /// gets them only once the lease ran out (this one died). The delivery's id is its
     /// Idempotency-Key, so a delivery taken over after a crash lands once in its inbox.
     pub async fn pending_deliveries(&self, limit: usize) -> PgResult<Vec<(PgQueueKey, PgResult<Delivery>)>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let limit = rows::limit(limit);
         let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
         let mut rows = client

@@ -302,7 +302,7 @@ impl PgScheduler {
         stage: Stage,
         limit: usize,
     ) -> PgResult<Vec<(PgQueueKey, PgResult<QueuedEmail>)>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let limit = rows::limit(limit);
         let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
         let mut rows = client

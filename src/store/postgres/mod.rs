@@ -26,6 +26,7 @@ pub mod inbox;
 pub mod leader;
 pub mod migrations;
 pub mod notify;
+mod open;
 mod rows;
 pub mod scheduler;
 mod scheduler_import;
@@ -46,6 +47,8 @@ use std::time::Duration;
 pub use accounts::{PgAccounts, Service};
 pub use emails::PgQueueKey;
 pub use inbox::PgInbox;
+pub use notify::listen;
+pub use open::open;
 pub use scheduler::PgScheduler;
 
 /// Where and how to connect (made from `--database` by the launch code).

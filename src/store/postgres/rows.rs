@@ -54,7 +54,7 @@ pub(super) async fn page(
     after: Option<uuid::Uuid>,
     limit: usize,
 ) -> PgResult<Vec<Row>> {
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let limit = self::limit(limit);
     Ok(match after {
         None => {
             let sql = format!("SELECT {columns} FROM {table} WHERE account = $1 ORDER BY {keys} LIMIT $2");
@@ -68,4 +68,9 @@ pub(super) async fn page(
             client.query(&sql, &[&account, &after, &limit]).await?
         }
     })
+}
+
+/// A `LIMIT` of `n` rows: more than a bigint holds means all of them.
+pub(super) fn limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

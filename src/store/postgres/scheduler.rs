@@ -570,10 +570,27 @@ impl PgScheduler {
             .transpose()
     }
 
+    /// Up to `limit` of the earliest entries of the due index (due instant, account, id),
+    /// claimed or not.
+    pub async fn upcoming(&self, limit: usize) -> PgResult<Vec<(Timestamp, Uuid, Uuid)>> {
+        let limit = rows::limit(limit);
+        let client = self.pool.get().await?;
+        client
+            .query(
+                "SELECT due_secs, due_nanos, account, id FROM scheduled_items \
+                 ORDER BY due_secs, due_nanos, id LIMIT $1",
+                &[&limit],
+            )
+            .await?
+            .iter()
+            .map(|row| Ok((instant(row, "due")?, row.try_get("account")?, row.try_get("id")?)))
+            .collect()
+    }
+
     /// How many scheduled items are due at `now`, counting at most `limit`.
     pub async fn due_count(&self, now: Timestamp, limit: usize) -> PgResult<usize> {
         let nanos = rows::nanos(now)?;
-        let limit = to_bigint(limit as u64, "limit")?;
+        let limit = rows::limit(limit);
         let client = self.pool.get().await?;
         let n: i64 = client
             .query_one(
@@ -589,7 +606,7 @@ impl PgScheduler {
     /// Up to `limit` (due instant, owner, item id) due at or before `now`, earliest first.
     pub async fn due_items(&self, now: Timestamp, limit: usize) -> PgResult<Vec<(Timestamp, Uuid, Uuid)>> {
         let nanos = rows::nanos(now)?;
-        let limit = to_bigint(limit as u64, "limit")?;
+        let limit = rows::limit(limit);
         let client = self.pool.get().await?;
         client
             .query(
@@ -618,7 +635,7 @@ impl PgScheduler {
         lease: std::time::Duration,
     ) -> PgResult<Vec<(Timestamp, Uuid, Uuid)>> {
         let nanos = rows::nanos(now)?;
-        let limit = to_bigint(limit as u64, "limit")?;
+        let limit = rows::limit(limit);
         let lease = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
         let client = self.pool.get().await?;
         let mut claimed = client

@@ -445,6 +445,10 @@ impl ScheduledItems for PgScheduler {
         Ok(PgScheduler::claim_due(self, now, limit, &self.claimant, self.lease).await?)
     }
 
+    async fn upcoming(&self, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {
+        Ok(PgScheduler::upcoming(self, limit).await?)
+    }
+
     async fn trigger_item(
         &self,
         due: (Timestamp, Uuid, Uuid),

@@ -16,10 +16,11 @@ use crate::store::copy::{CopyError, Record, Service};
 /// directory's lock), in key order: accounts before what they own in each tree.
 pub(crate) fn dump(store: &Store, out: &mut dyn FnMut(Record) -> Result<(), CopyError>) -> Result<(), CopyError> {
     let mut failed = None;
+    let writer = &store.sled()?.writer;
     // between two write cycles: one consistent state (the source is stopped anyway)
-    store.writer.between_cycles(|trees| {
+    writer.between_cycles(|trees| {
         for (tree, service) in [(0, Service::Inbox), (1, Service::Scheduler)] {
-            let lookup = store.writer.tree(tree);
+            let lookup = writer.tree(tree);
             for entry in trees.records(tree) {
                 let (key, value) = entry?;
                 let written = match record_of(&lookup, tree, service, &key, &value) {
@@ -201,7 +202,7 @@ mod tests {
         batch.insert(keys::username("carol"), records::raw::uuid(owner));
         batch.insert(keys::customer(owner), records::raw::customer("cus_1"));
         batch.insert(keys::idempotency(owner, "idem-1"), records::raw::uuid(item));
-        let _ = store.writer.tree(0).apply_batch(batch);
+        let _ = store.sled().unwrap().writer.tree(0).apply_batch(batch);
         store.flush().expect("flush");
 
         let records = dumped(&store).expect("dump");
@@ -215,7 +216,7 @@ mod tests {
         assert!(records.iter().any(|r| matches!(r,
             Record::Idempotency { key, item: i, .. } if key == "idem-1" && *i == item)));
 
-        let _ = store.writer.tree(1).insert(b"Zunknown", b"x".to_vec());
+        let _ = store.sled().unwrap().writer.tree(1).insert(b"Zunknown", b"x".to_vec());
         store.flush().expect("flush");
         match dumped(&store) {
             Err(CopyError::Unrepresentable { what, .. }) => assert!(what.contains("tree 1"), "{what}"),
