@@ -109,6 +109,7 @@ impl InboxSender {
         }
         let s = &store.scheduler;
         let now = self.clock.now();
+        self.dispatcher.pass_begins();
         let pending = s.deliveries.pending_deliveries(usize::MAX).await?;
         let mut next: Option<Timestamp> = None;
         let mut dropped = Vec::new();

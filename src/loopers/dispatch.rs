@@ -63,6 +63,9 @@ pub struct Dispatcher {
 struct State {
     /// Queue keys of the deliveries in flight.
     running: HashSet<Vec<u8>>,
+    /// Queue keys of the deliveries that ended since the worker's current pass began (see
+    /// [`Dispatcher::pass_begins`]); `None` outside a pass.
+    ended: Option<HashSet<Vec<u8>>>,
     /// Deliveries in flight per destination host.
     hosts: HashMap<String, usize>,
     /// Deliveries in flight per account.
@@ -110,8 +113,20 @@ impl Dispatcher {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the queue entry `key` is in flight, or ended since the current pass began:
+    /// either way the pass must not start it (what the pass read of the queue may predate
+    /// the entry's removal by its task).
     pub fn is_running(&self, key: &[u8]) -> bool {
-        self.state().running.contains(key)
+        let state = self.state();
+        state.running.contains(key) || state.ended.as_ref().is_some_and(|e| e.contains(key))
+    }
+
+    /// A pass begins, before it reads the queue: deliveries that end from now on are
+    /// remembered until the next pass, so that an entry read before its task removed it is
+    /// not started again (a second e-mail, a second request to an inbox). Bounded: only
+    /// the tasks that end during one pass.
+    pub fn pass_begins(&self) {
+        self.state().ended = Some(HashSet::new());
     }
 
     /// Starts `job`, the delivery of queue entry `key` to `to`, as a task of its own,
@@ -136,7 +151,7 @@ impl Dispatcher {
         }
         {
             let mut state = self.state();
-            if state.running.contains(&key) {
+            if state.running.contains(&key) || state.ended.as_ref().is_some_and(|e| e.contains(&key)) {
                 return Start::Running;
             }
             let on_host = state.hosts.get(&to.host).copied().unwrap_or(0);
@@ -258,6 +273,9 @@ impl Drop for Place {
         let starved = {
             let mut state = self.dispatcher.state();
             state.running.remove(&self.key);
+            if let Some(ended) = state.ended.as_mut() {
+                ended.insert(std::mem::take(&mut self.key));
+            }
             release(&mut state.hosts, &self.to.host);
             release(&mut state.accounts, &self.to.account);
             std::mem::take(&mut state.starved)
@@ -328,6 +346,29 @@ mod tests {
         }
         assert!(d.state().resting.len() <= MOST_RESTING_HOSTS);
         assert!(d.rests_until(&format!("h{}:1", MOST_RESTING_HOSTS + 99), now).is_some());
+    }
+
+    /// A delivery that ends while a pass runs is not started again by that pass (its read
+    /// of the queue may predate the task's removal of the entry): not before the next pass.
+    #[tokio::test]
+    async fn an_entry_that_ended_during_a_pass_is_not_started_again_by_it() {
+        let workers = workers();
+        let d = Dispatcher::new(bounds(3, 3, 3), workers.clone(), WORKER);
+        d.pass_begins();
+        let release = Arc::new(Notify::new());
+        assert_eq!(d.start(vec![7], to("a", 1), held(&release)), Start::Started);
+        release.notify_one();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while in_flight(&workers) > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the job did not end");
+            tokio::task::yield_now().await;
+        }
+        assert!(d.is_running(&[7]), "ended during this pass");
+        assert_eq!(d.start(vec![7], to("a", 1), held(&release)), Start::Running);
+        d.pass_begins();
+        assert!(!d.is_running(&[7]), "a new pass reads the queue after the end");
+        assert_eq!(d.start(vec![7], to("a", 1), held(&release)), Start::Started);
+        release.notify_one();
     }
 
     #[tokio::test]

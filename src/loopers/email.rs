@@ -138,6 +138,7 @@ impl Emailer {
             return Err(e);
         }
         let now = self.clock.now();
+        self.dispatcher.pass_begins();
         let queued = store
             .scheduler
             .emails
