@@ -11,7 +11,7 @@ mod common;
 use base64::Engine;
 use common::postgres::Cluster;
 use common::process::{Proc, Services};
-use common::scheduler::add_inbox_trigger;
+use common::scheduler::{add_inbox_trigger, wait_for_within};
 use common::{Api, Auth};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -185,21 +185,6 @@ async fn arrived(target: &Api, auth: &Auth) -> BTreeMap<String, usize> {
 /// lease that must run out first).
 const DELIVERED_WITHIN: Duration = Duration::from_secs(120);
 
-/// Polls `check` every 100 ms until it yields `Some`, at most [`DELIVERED_WITHIN`].
-async fn wait_for<T, Fut: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> Fut) -> T {
-    let deadline = tokio::time::Instant::now() + DELIVERED_WITHIN;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {DELIVERED_WITHIN:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await; // poll
-    }
-}
-
 /// Waits until every one of the `n` triggered items of `planner` has its one delivery
 /// finished (so nothing is pending that could still arrive twice).
 async fn wait_delivered(scheduler: &Api, planner: &Auth, n: usize) {
@@ -351,9 +336,11 @@ async fn a_process_killed_mid_delivery_leaves_nothing_lost_and_nothing_doubled()
     for text in &items {
         first.scheduler.add_tickle(&planner, &due_now(text)).await;
     }
-    wait_for("deliveries in the middle (stored by the inbox, unanswered)", || async {
-        (proxy.held.load(Ordering::SeqCst) >= 2).then_some(())
-    })
+    wait_for_within(
+        DELIVERED_WITHIN,
+        "deliveries in the middle (stored by the inbox, unanswered)",
+        || async { (proxy.held.load(Ordering::SeqCst) >= 2).then_some(()) },
+    )
     .await;
     let stored_before = arrived(&target.api, &collector).await.len();
     assert!(

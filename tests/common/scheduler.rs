@@ -117,18 +117,27 @@ impl Api {
 }
 
 /// Polls `check` every 50 ms until it yields `Some`, at most `WAIT`; panics naming `what`.
-pub async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn wait_for<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
+    wait_for_within(WAIT, what, check).await
+}
+
+/// [`wait_for`] with a deadline of `within` (work that takes longer than [`WAIT`] allows).
+pub async fn wait_for_within<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
     loop {
         if let Some(v) = check().await {
             return v;
         }
         if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {WAIT:?} waiting for {what}");
+            panic!("timed out after {within:?} waiting for {what}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await; // poll
     }
