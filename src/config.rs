@@ -55,6 +55,9 @@ pub enum Command {
     Backup(BackupArgs),
     /// Bring a backup back into the data directory of a stopped server (docs/backup.md).
     Restore(RestoreArgs),
+    /// Copy a stopped server's whole database between engines: from a data directory's sled
+    /// database into an empty PostgreSQL database, or back (docs/scaling.md).
+    MigrateStore(MigrateStoreArgs),
     /// Print this command's completions for bash, zsh or fish (to standard output).
     Completions(CompletionsArgs),
     /// Print the manual page (roff, section 1): `pigeonhole man | man -l -`.
@@ -107,6 +110,17 @@ pub struct RestoreArgs {
     /// Replace a database that is already there (it is kept as db.replaced-<time>)
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct MigrateStoreArgs {
+    /// The data: a data directory (its sled database and signing key) or
+    /// postgres://user[:pass]@host[:port]/db[?host=/socket/dir] (no server running on either)
+    #[arg(long, value_name = "DIR|URL")]
+    pub from: String,
+    /// Where to copy it: a data directory without a database, or an empty PostgreSQL database
+    #[arg(long, value_name = "DIR|URL")]
+    pub to: String,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub mod database;
+pub mod migrate;
 
 /// Listeners for the services to run (`None`: that service is off).
 pub struct Listeners {

@@ -27,6 +27,7 @@ fn main() -> ExitCode {
         Command::ImportTickler(args) => return move_in(pigeonhole::moving_in::Origin::Tickler, args),
         Command::Backup(args) => return report(pigeonhole::control::backup(args)),
         Command::Restore(args) => return report(pigeonhole::control::restore(args)),
+        Command::MigrateStore(args) => return report(pigeonhole::launch::migrate::migrate_store(args)),
         Command::Completions(args) => return print_with(|out| pigeonhole::manual::completions(args.shell, out)),
         Command::Man => return print_with(pigeonhole::manual::man_page),
         client => return run_client(client),

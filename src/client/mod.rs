@@ -49,6 +49,7 @@ pub async fn run(command: Command) -> Result<(), String> {
         | Command::ImportTickler(_)
         | Command::Backup(_)
         | Command::Restore(_)
+        | Command::MigrateStore(_)
         | Command::Completions(_)
         | Command::Man => Err("not a client command".into()),
         Command::Export(args) => transfer::export(args).await,

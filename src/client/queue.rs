@@ -394,6 +394,7 @@ pub async fn deliver_before(command: &Command) {
         | Command::ImportTickler(_)
         | Command::Backup(_)
         | Command::Restore(_)
+        | Command::MigrateStore(_)
         | Command::Completions(_)
         | Command::Man => return,
     };

@@ -34,19 +34,19 @@ impl Service {
     }
 }
 
-const ACCOUNT_COLUMNS: &str = "id, username, password_kind, password_hash, created_secs, created_nanos, \
+pub(super) const ACCOUNT_COLUMNS: &str = "id, username, password_kind, password_hash, created_secs, created_nanos, \
                                last_login_secs, last_login_nanos, epoch";
-const KEY_COLUMNS: &str =
+pub(super) const KEY_COLUMNS: &str =
     "account, id, name, created_secs, created_nanos, seq, permissions, secret_digest, secret_bcrypt";
 
-fn password_columns(hash: &PasswordHash) -> (&'static str, &str) {
+pub(super) fn password_columns(hash: &PasswordHash) -> (&'static str, &str) {
     match hash {
         PasswordHash::Pbkdf2(phc) => ("pbkdf2", phc),
         PasswordHash::LegacyBcrypt(h) => ("bcrypt", h),
     }
 }
 
-fn account_from(row: &Row) -> PgResult<Account> {
+pub(super) fn account_from(row: &Row) -> PgResult<Account> {
     let kind: String = row.try_get("password_kind")?;
     let hash: String = row.try_get("password_hash")?;
     Ok(Account {
@@ -63,7 +63,7 @@ fn account_from(row: &Row) -> PgResult<Account> {
     })
 }
 
-fn key_from(row: &Row) -> PgResult<AccessKey> {
+pub(super) fn key_from(row: &Row) -> PgResult<AccessKey> {
     let digest: Option<Vec<u8>> = row.try_get("secret_digest")?;
     let bcrypt: Option<String> = row.try_get("secret_bcrypt")?;
     let secret = match (digest, bcrypt) {

@@ -19,10 +19,11 @@ use crate::store::Written;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
-const DELIVERY_COLUMNS: &str = "id, account, item, trigger, trigger_created_secs, trigger_created_nanos, email, \
+pub(super) const DELIVERY_COLUMNS: &str =
+    "id, account, item, trigger, trigger_created_secs, trigger_created_nanos, email, \
      failures, not_before_secs, not_before_nanos";
 
-fn delivery_from(row: &Row) -> PgResult<Delivery> {
+pub(super) fn delivery_from(row: &Row) -> PgResult<Delivery> {
     Ok(Delivery {
         id: row.try_get("id")?,
         owner: row.try_get("account")?,
@@ -35,7 +36,7 @@ fn delivery_from(row: &Row) -> PgResult<Delivery> {
     })
 }
 
-async fn insert_delivery(tx: &Transaction<'_>, d: &Delivery) -> PgResult<()> {
+pub(super) async fn insert_delivery(tx: &Transaction<'_>, d: &Delivery) -> PgResult<()> {
     let created_nanos = rows::nanos(d.trigger_created)?;
     let not_before_nanos = rows::nanos(d.not_before)?;
     let failures = i64::from(d.failures);

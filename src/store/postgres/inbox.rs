@@ -14,11 +14,11 @@ use deadpool_postgres::Pool;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
-const ITEM_COLUMNS: &str = "id, kind, data, created_secs, created_nanos";
+pub(super) const ITEM_COLUMNS: &str = "id, kind, data, created_secs, created_nanos";
 const ORDER_KEYS: &str = "created_secs, created_nanos, seq";
 const ORDER: &str = "ORDER BY created_secs, created_nanos, seq";
 
-fn item_from(row: &Row) -> PgResult<InboxItem> {
+pub(super) fn item_from(row: &Row) -> PgResult<InboxItem> {
     let kind: String = row.try_get("kind")?;
     Ok(InboxItem {
         id: row.try_get("id")?,
@@ -51,7 +51,7 @@ impl PgInbox {
         from_bigint(n, "item count")
     }
 
-    async fn insert(tx: &Transaction<'_>, account: Uuid, item: &InboxItem) -> PgResult<()> {
+    pub(super) async fn insert(tx: &Transaction<'_>, account: Uuid, item: &InboxItem) -> PgResult<()> {
         let nanos = rows::nanos(item.created)?;
         tx.execute(
             "INSERT INTO inbox_items (id, account, kind, data, created_secs, created_nanos) \

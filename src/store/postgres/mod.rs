@@ -19,6 +19,7 @@
 
 pub mod accounts;
 pub mod administration;
+pub(crate) mod copy;
 mod deliveries;
 pub mod emails;
 mod imports;

@@ -26,9 +26,11 @@ use uuid::Uuid;
 /// The columns of a Tickle (see the schema), in this order.
 const TICKLE_COLUMNS: &str =
     "content, day, time_of_day, recurrence_kind, recurrence_every, recurrence_day, recurrence_time";
-const SCHEDULED_COLUMNS: &str = "id, account, content, day, time_of_day, recurrence_kind, recurrence_every, \
+pub(super) const SCHEDULED_COLUMNS: &str =
+    "id, account, content, day, time_of_day, recurrence_kind, recurrence_every, \
      recurrence_day, recurrence_time, created_secs, created_nanos, server_time, due_secs, due_nanos";
-const TRIGGERED_COLUMNS: &str = "id, account, content, day, time_of_day, recurrence_kind, recurrence_every, \
+pub(super) const TRIGGERED_COLUMNS: &str =
+    "id, account, content, day, time_of_day, recurrence_kind, recurrence_every, \
      recurrence_day, recurrence_time, created_secs, created_nanos, triggered_secs, triggered_nanos";
 const SCHEDULED_ORDER: &str = "ORDER BY created_secs, created_nanos, seq";
 const TRIGGERED_ORDER: &str = "ORDER BY created_secs, created_nanos, triggered_secs, triggered_nanos, seq";
@@ -117,7 +119,7 @@ fn tickle_from(row: &Row) -> PgResult<Tickle> {
     })
 }
 
-fn scheduled_from(row: &Row) -> PgResult<ScheduledItem> {
+pub(super) fn scheduled_from(row: &Row) -> PgResult<ScheduledItem> {
     Ok(ScheduledItem {
         id: row.try_get("id")?,
         owner: row.try_get("account")?,
@@ -128,7 +130,7 @@ fn scheduled_from(row: &Row) -> PgResult<ScheduledItem> {
 }
 
 /// A triggered item without its attempts (read separately).
-fn triggered_from(row: &Row) -> PgResult<TriggeredItem> {
+pub(super) fn triggered_from(row: &Row) -> PgResult<TriggeredItem> {
     Ok(TriggeredItem {
         id: row.try_get("id")?,
         owner: row.try_get("account")?,
@@ -136,6 +138,27 @@ fn triggered_from(row: &Row) -> PgResult<TriggeredItem> {
         created: instant(row, "created")?,
         triggered: instant(row, "triggered")?,
         attempts: Vec::new(),
+    })
+}
+
+/// The attempt in a row of `trigger_attempts`.
+pub(super) fn attempt_from(row: &Row) -> PgResult<crate::domain::scheduler::models::Attempt> {
+    use crate::domain::scheduler::models::{Attempt, Outcome};
+    let outcome: String = row.try_get("outcome")?;
+    let inbox_item: Option<Uuid> = row.try_get("inbox_item")?;
+    let reason: Option<String> = row.try_get("reason")?;
+    let outcome = match (outcome.as_str(), inbox_item, reason) {
+        ("inbox_added", Some(id), None) => Outcome::InboxAdded(id),
+        ("inbox_failed", None, Some(why)) => Outcome::InboxFailed(why),
+        ("email_sent", None, None) => Outcome::EmailSent,
+        ("email_failed", None, Some(why)) => Outcome::EmailFailed(why),
+        (o, _, _) => return Err(PgError::Corrupt(format!("attempt outcome {o:?}"))),
+    };
+    Ok(Attempt {
+        trigger: row.try_get("trigger")?,
+        trigger_created: instant(row, "trigger_created")?,
+        delivery: row.try_get("delivery")?,
+        outcome,
     })
 }
 
@@ -398,7 +421,7 @@ impl PgScheduler {
     /// The attempts recorded on triggered items, in the order the sled store keeps them
     /// (inbox before e-mail, then by the trigger's creation and id, then as recorded).
     async fn attempts_of(client: &tokio_postgres::Client, items: &mut [TriggeredItem]) -> PgResult<()> {
-        use crate::domain::scheduler::models::{Attempt, Outcome};
+        use crate::domain::scheduler::models::Attempt;
         if items.is_empty() {
             return Ok(());
         }
@@ -414,25 +437,10 @@ impl PgScheduler {
             .await?;
         let mut by_item: std::collections::HashMap<Uuid, Vec<Attempt>> = std::collections::HashMap::new();
         for row in &rows {
-            let outcome: String = row.try_get("outcome")?;
-            let inbox_item: Option<Uuid> = row.try_get("inbox_item")?;
-            let reason: Option<String> = row.try_get("reason")?;
-            let outcome = match (outcome.as_str(), inbox_item, reason) {
-                ("inbox_added", Some(id), None) => Outcome::InboxAdded(id),
-                ("inbox_failed", None, Some(why)) => Outcome::InboxFailed(why),
-                ("email_sent", None, None) => Outcome::EmailSent,
-                ("email_failed", None, Some(why)) => Outcome::EmailFailed(why),
-                (o, _, _) => return Err(PgError::Corrupt(format!("attempt outcome {o:?}"))),
-            };
             by_item
                 .entry(row.try_get("triggered_item")?)
                 .or_default()
-                .push(Attempt {
-                    trigger: row.try_get("trigger")?,
-                    trigger_created: instant(row, "trigger_created")?,
-                    delivery: row.try_get("delivery")?,
-                    outcome,
-                });
+                .push(attempt_from(row)?);
         }
         for item in items {
             item.attempts = by_item.remove(&item.id).unwrap_or_default();

@@ -1780,3 +1780,177 @@ mod suite_queues {
         });
     }
 }
+
+/// Moving between engines (issue 21 point 4): every kind of record loads into PostgreSQL
+/// and dumps back the same; a load that fails anywhere leaves the database empty; a
+/// database with data, or with a server connected, is refused; and a whole copy goes
+/// sled → PostgreSQL → sled with the same tally.
+mod copying {
+    use super::*;
+    use crate::store::copy::samples::{every_kind, every_kind_for_sled, pieces};
+    use crate::store::copy::{copy, CopyError, Piece, Place, Record, Tally};
+
+    async fn load(connection: &Connection, pieces: Vec<Piece>) -> Result<Tally, CopyError> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let feed = tokio::spawn(async move {
+            for p in pieces {
+                if tx.send(p).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let loaded = super::copy::load(connection, &mut rx).await;
+        drop(rx);
+        let _ = feed.await;
+        loaded
+    }
+
+    fn rows(cluster: &Cluster, db: &str) -> String {
+        cluster
+            .psql(
+                db,
+                "SELECT (SELECT count(*) FROM inbox_accounts) + (SELECT count(*) FROM scheduler_accounts) + \
+                 (SELECT count(*) FROM inbox_items) + (SELECT count(*) FROM triggered_items) + \
+                 (SELECT count(*) FROM email_queue) + (SELECT count(*) FROM payment_events)",
+            )
+            .expect("psql")
+    }
+
+    #[test]
+    fn every_kind_loads_into_postgresql_and_dumps_back_the_same() {
+        let Some((cluster, connection, db)) = fresh("every_kind_loads_into_postgresql") else {
+            return;
+        };
+        runtime().block_on(async {
+            let records = every_kind();
+            let mut expected = Tally::default();
+            records.iter().for_each(|r| expected.add(r));
+            let loaded = load(&connection, pieces(records, true)).await.expect("load");
+            assert_eq!(loaded, expected);
+            // a dump through the copy's own path, from the committed database
+            let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+            let dump = tokio::spawn({
+                let c = connection.clone();
+                async move { super::copy::dump(&c, &tx).await }
+            });
+            let mut dumped = Tally::default();
+            while let Some(r) = rx.recv().await {
+                dumped.add(&r);
+            }
+            dump.await.expect("join").expect("dump");
+            assert_eq!(dumped, expected);
+            // the access-key sequence is past the keys loaded
+            let next = cluster.psql(&db, "SELECT nextval('access_key_seq')").expect("psql");
+            assert!(next.parse::<u64>().expect("a number") > 13, "{next}");
+        });
+    }
+
+    #[test]
+    fn a_load_that_fails_anywhere_leaves_the_database_empty() {
+        let Some((cluster, connection, db)) = fresh("a_load_that_fails_anywhere_leaves_the_database_empty") else {
+            return;
+        };
+        runtime().block_on(async {
+            let cut = load(&connection, pieces(every_kind(), false)).await;
+            assert!(
+                matches!(cut, Err(CopyError::Invalid(ref m)) if m.contains("before its end")),
+                "{cut:?}"
+            );
+            assert_eq!(rows(&cluster, &db), "0");
+            // a record the database's constraints refuse, after many it took
+            let mut records = every_kind();
+            records.push(records[5].clone());
+            let refused = load(&connection, pieces(records, true)).await;
+            assert!(matches!(refused, Err(CopyError::Store(_))), "{refused:?}");
+            assert_eq!(rows(&cluster, &db), "0");
+            let mut wrong = pieces(every_kind(), true);
+            if let Some(Piece::End(tally)) = wrong.last_mut() {
+                tally.add(&Record::PaymentEvent {
+                    id: "evt_more".into(),
+                    failed: None,
+                });
+            }
+            assert!(matches!(
+                load(&connection, wrong).await,
+                Err(CopyError::Mismatch { .. })
+            ));
+            assert_eq!(rows(&cluster, &db), "0");
+
+            load(&connection, pieces(every_kind(), true))
+                .await
+                .expect("into the empty database");
+            let full = load(&connection, pieces(every_kind(), true)).await;
+            assert!(
+                matches!(full, Err(CopyError::NotEmpty(ref m)) if m.contains("inbox_accounts")),
+                "{full:?}"
+            );
+        });
+    }
+
+    #[test]
+    fn a_database_a_server_is_connected_to_is_refused() {
+        let Some((_cluster, connection, _db)) = fresh("a_database_a_server_is_connected_to_is_refused") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (running, _) = PgStore::connect(&connection).await.expect("a server's store");
+            let _held = running.pool.get().await.expect("its connection");
+            let refused = load(&connection, pieces(every_kind(), true)).await;
+            assert!(
+                matches!(refused, Err(CopyError::Invalid(ref m)) if m.contains("stop its servers")),
+                "{refused:?}"
+            );
+        });
+    }
+
+    /// sled → PostgreSQL → sled through [`copy`]: the same tally at every step; from
+    /// PostgreSQL to sled the occurrence is left out, and counted.
+    #[test]
+    fn a_copy_goes_from_sled_to_postgresql_and_back() {
+        let Some((cluster, connection, _db)) = fresh("a_copy_goes_from_sled_to_postgresql_and_back") else {
+            return;
+        };
+        runtime().block_on(async {
+            let dirs = tempfile::tempdir().expect("temporary directory");
+            let source = dirs.path().join("source");
+            let mut feed = pieces(every_kind_for_sled(), true).into_iter();
+            let original = crate::store::copy::load_sled(&source, "signing.key", &mut || feed.next()).expect("source");
+            let there = copy(
+                &Place::Sled(source.clone()),
+                &Place::Postgres(connection.clone()),
+                "signing.key",
+            )
+            .await
+            .expect("sled to PostgreSQL");
+            assert_eq!(there.tally, original);
+            let back_dir = dirs.path().join("back");
+            let back = copy(
+                &Place::Postgres(connection.clone()),
+                &Place::Sled(back_dir.clone()),
+                "signing.key",
+            )
+            .await
+            .expect("PostgreSQL to sled");
+            assert_eq!((back.tally, back.occurrences_left_out), (original.clone(), 0));
+            // into a directory that has a database: refused, and the source is untouched
+            let again = copy(&Place::Sled(source.clone()), &Place::Sled(back_dir), "signing.key").await;
+            assert!(matches!(again, Err(CopyError::NotEmpty(_))), "{again:?}");
+
+            // a database with an occurrence (made by triggering on PostgreSQL)
+            let db = cluster.fresh_database();
+            let other = Connection {
+                database: db,
+                ..connection.clone()
+            };
+            load(&other, pieces(every_kind(), true)).await.expect("load");
+            let out = copy(
+                &Place::Postgres(other),
+                &Place::Sled(dirs.path().join("third")),
+                "signing.key",
+            )
+            .await
+            .expect("to sled");
+            assert_eq!((out.tally, out.occurrences_left_out), (original, 1));
+        });
+    }
+}

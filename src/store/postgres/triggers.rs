@@ -13,10 +13,11 @@ use crate::store::Written;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
-const TRIGGER_COLUMNS: &str = "id, account, created_secs, created_nanos, kind, email_address, email_verified, \
+pub(super) const TRIGGER_COLUMNS: &str =
+    "id, account, created_secs, created_nanos, kind, email_address, email_verified, \
      email_key_digest, inbox_url, inbox_username, inbox_access_key";
 
-fn trigger_from(row: &Row) -> PgResult<Trigger> {
+pub(super) fn trigger_from(row: &Row) -> PgResult<Trigger> {
     let kind: String = row.try_get("kind")?;
     let kind = match kind.as_str() {
         "email" => {

@@ -1,44 +1,117 @@
 //! The sled engine's side of moving between engines ([`crate::store::copy`]): its database
-//! dumped as the stream of records.
+//! dumped as the stream of records, and a stream loaded into a new database.
 //!
-//! The dump reads every record of both trees in key order (the backup's scan: values whole,
-//! one record at a time, so memory stays bounded) and turns each into a stream record, or
-//! skips it when it is an index or a count derived from the others (the username, item,
-//! digest, due and owner indexes, the per-account counts, the import journal of a finished
-//! import). A key of any other prefix is a fact this version does not know how to carry:
-//! [`CopyError::Unrepresentable`], so that nothing is dropped silently. The signing key lives
-//! beside the database (the data directory's key file), so the caller adds it.
+//! The dump reads the records of both trees prefix by prefix, in the order of
+//! [`crate::store::copy::Kind`] (accounts before what they own, triggered items before their
+//! queues: the order a load into a database with foreign keys needs), with values whole and
+//! one record at a time, so memory stays bounded; the source is stopped (opened under its
+//! lock), so nothing changes between two prefixes. Indexes and counts derived from the
+//! records (the username, item, digest, due and owner indexes, the per-account counts) are
+//! not records of the stream. A key of any other prefix is a fact this version does not know
+//! how to carry: [`CopyError::Unrepresentable`], so that nothing is dropped silently. The
+//! signing key lives beside the database (the data directory's key file), so the caller
+//! adds it.
+//!
+//! The load writes each record with the indexes the store keeps for it, through the store's
+//! writer (every few thousand records flushed, so memory stays bounded), checking what the
+//! store relies on: the account of each record is loaded before it, no id or username is
+//! there twice, a queue entry's triggered item exists. It ends by writing the per-account
+//! counts and dumping the new database again: the copy is kept only when that dump's tally
+//! is the source's. The caller builds into a directory of its own and moves the database
+//! into place only after this answered.
 
 use super::{keys, records, Store};
-use crate::store::copy::{CopyError, Record, Service};
+use crate::domain::email::Stage;
+use crate::store::copy::{CopyError, Piece, Record, Service, Tally, STAGES};
+use crate::store::writer::Batch;
+use uuid::Uuid;
+
+/// The record prefixes of the trees (tree, prefix) in dump order (`u`, the payment
+/// customers, are carried with their accounts and read to refuse one without its account).
+fn dump_order() -> Vec<(usize, u8)> {
+    let mut order = vec![
+        (0, b'a'),
+        (1, b'a'),
+        (0, b'u'),
+        (1, b'u'),
+        (0, b'k'),
+        (1, b'k'),
+        (0, b'i'),
+        (0, b'p'),
+        (1, b'z'),
+        (1, b's'),
+        (1, b'x'),
+        (1, b'g'),
+        (1, b'r'),
+        (1, b'v'),
+    ];
+    order.extend(STAGES.iter().map(|s| (1, keys::stage_prefix(*s))));
+    order.extend([(1, b'E'), (1, b'F')]);
+    order
+}
+
+/// Prefixes derived from the records (indexes, counts), never records of the stream.
+const DERIVED: &[(usize, u8)] = &[
+    (0, b'n'),
+    (1, b'n'),
+    (0, b'c'),
+    (1, b'c'),
+    (0, b'd'),
+    (0, b'h'),
+    (1, b'h'),
+    (1, b'S'),
+    (1, b'X'),
+    (1, b'q'),
+    (1, b'G'),
+    (1, b'o'),
+    // the chunks of long values (read with their record)
+    (0, super::chunks::CHUNK_PREFIX),
+    (1, super::chunks::CHUNK_PREFIX),
+];
 
 /// Calls `out` with every record of the database in `store` (opened, so under its
-/// directory's lock), in key order: accounts before what they own in each tree.
+/// directory's lock), in [`Kind`] order.
 pub(crate) fn dump(store: &Store, out: &mut dyn FnMut(Record) -> Result<(), CopyError>) -> Result<(), CopyError> {
-    let mut failed = None;
     let writer = &store.sled()?.writer;
-    // between two write cycles: one consistent state (the source is stopped anyway)
-    writer.between_cycles(|trees| {
-        for (tree, service) in [(0, Service::Inbox), (1, Service::Scheduler)] {
-            let lookup = writer.tree(tree);
-            for entry in trees.records(tree) {
-                let (key, value) = entry?;
-                let written = match record_of(&lookup, tree, service, &key, &value) {
-                    Ok(Some(record)) => out(record),
-                    Ok(None) => Ok(()),
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = written {
-                    failed = Some(e);
-                    return Ok(());
-                }
+    let order = dump_order();
+    // a prefix the dump does not know: refused before anything is given out
+    for tree in 0..2 {
+        let lookup = writer.tree(tree);
+        for first in 0..=u8::MAX {
+            if order.contains(&(tree, first)) || DERIVED.contains(&(tree, first)) {
+                continue;
+            }
+            if let Some(entry) = lookup.scan_prefix([first]).next() {
+                let (key, _) = entry?;
+                return Err(unknown(tree, &key));
             }
         }
-        Ok(())
-    })?;
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(()),
+    }
+    for (tree, prefix) in order {
+        let service = [Service::Inbox, Service::Scheduler][tree];
+        let lookup = writer.tree(tree);
+        for entry in lookup.scan_prefix([prefix]) {
+            let (key, value) = entry?;
+            if let Some(record) = record_of(&lookup, tree, service, &key, &value)? {
+                out(record)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn unknown(tree: usize, key: &[u8]) -> CopyError {
+    match key.first() {
+        Some(b'j' | b'J') => CopyError::Unrepresentable {
+            kind: "an account import's journal",
+            what: "the data directory holds an interrupted import: start the server once and stop it (it \
+                   settles the import), then copy"
+                .into(),
+        },
+        _ => CopyError::Unrepresentable {
+            kind: "a record of an unknown kind",
+            what: format!("tree {tree}, key {}", hex::encode(key)),
+        },
     }
 }
 
@@ -83,17 +156,6 @@ fn record_of(
                 what: format!("of an account that does not exist (key {})", hex::encode(key)),
             });
         }
-        // indexes and counts, derived from the records above
-        (_, b'n' | b'c') | (0, b'd' | b'h') | (1, b'S' | b'X' | b'q' | b'G' | b'o') => return Ok(None),
-        // the journal of an import: settled at open, so only a finished one's leftovers
-        (_, b'j' | b'J') => {
-            return Err(CopyError::Unrepresentable {
-                kind: "an account import's journal",
-                what: "the data directory holds an interrupted import: start the server once and stop it \
-                       (it settles the import), then copy"
-                    .into(),
-            })
-        }
         (0, b'i') => {
             let created = keys::created_of(key).ok_or_else(|| malformed("an inbox item", key))?;
             Record::InboxItem {
@@ -101,7 +163,7 @@ fn record_of(
                 item: records::item::decode(key, value, created)?,
             }
         }
-        (0, b'k') => Record::AccessKey {
+        (_, b'k') => Record::AccessKey {
             service,
             account: account_at_1()?,
             key: records::access_key::decode(key, value)?,
@@ -145,18 +207,341 @@ fn record_of(
             id: event_id(key)?,
             failed: Some(value.to_vec()),
         },
-        _ => {
-            return Err(CopyError::Unrepresentable {
-                kind: "a record of an unknown kind",
-                what: format!("tree {tree}, key {}", hex::encode(key)),
-            })
-        }
+        _ => return Err(unknown(tree, key)),
     };
     Ok(Some(record))
 }
 
 fn event_id(key: &[u8]) -> Result<String, CopyError> {
     String::from_utf8(key.get(1..).unwrap_or_default().to_vec()).map_err(|_| malformed("a payment event", key))
+}
+
+/// Records written between two flushes of a load (and at most these many bytes of them):
+/// what a load keeps in memory.
+const LOAD_BATCH: usize = 5_000;
+const LOAD_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
+/// What a load answers: the signing key of the stream (the caller writes it beside the
+/// database) and the tally of the new database, dumped again, which is the source's.
+pub(crate) struct Loaded {
+    pub(crate) signing_key: Option<Vec<u8>>,
+    pub(crate) tally: Tally,
+}
+
+/// Writes the records `next` gives into `store`, which must be new (opened on an empty
+/// directory), until [`Piece::End`]; then writes the per-account counts, flushes, dumps the
+/// database again and compares its tally with the one the end carries. A stream that stops
+/// without its end, a record that breaks a rule of the store or a tally that differs is an
+/// error, and the caller throws the directory away.
+pub(crate) fn load(store: &Store, next: &mut dyn FnMut() -> Option<Piece>) -> Result<Loaded, CopyError> {
+    let writer = &store.sled()?.writer;
+    let mut loader = Loader {
+        trees: [writer.tree(0), writer.tree(1)],
+        signing_key: None,
+        since_flush: 0,
+        bytes: 0,
+    };
+    let expected = loop {
+        match next() {
+            Some(Piece::Record(record)) => {
+                loader.put(record)?;
+                if loader.since_flush >= LOAD_BATCH || loader.bytes >= LOAD_BATCH_BYTES {
+                    writer.flush_now()?;
+                    loader.since_flush = 0;
+                    loader.bytes = 0;
+                }
+            }
+            Some(Piece::End(tally)) => break tally,
+            None => return Err(CopyError::Invalid("the source's stream stopped before its end".into())),
+        }
+    };
+    loader.put_counts()?;
+    writer.flush_now()?;
+    let mut tally = Tally::default();
+    if let Some(key) = &loader.signing_key {
+        tally.add(&Record::SigningKey(key.clone()));
+    }
+    dump(store, &mut |r| {
+        tally.add(&r);
+        Ok(())
+    })?;
+    if tally != expected {
+        return Err(CopyError::Mismatch {
+            source: expected,
+            target: tally,
+        });
+    }
+    Ok(Loaded {
+        signing_key: loader.signing_key,
+        tally,
+    })
+}
+
+struct Loader {
+    trees: [super::writer::Tree; 2],
+    signing_key: Option<Vec<u8>>,
+    since_flush: usize,
+    bytes: usize,
+}
+
+fn tree_of(service: Service) -> usize {
+    match service {
+        Service::Inbox => 0,
+        Service::Scheduler => 1,
+    }
+}
+
+impl Loader {
+    /// Applies `batch` to tree `tree` (queued for the next flush; reads see it at once).
+    fn apply(&mut self, tree: usize, batch: Batch) {
+        self.since_flush += 1;
+        // the writer's tickets resolve at the flush the load waits for itself
+        let _ = self.trees[tree].apply_batch(batch);
+    }
+
+    /// Refuses a record whose account `account` of `tree` is not loaded (yet).
+    fn needs_account(&self, tree: usize, account: Uuid, what: &str) -> Result<(), CopyError> {
+        if self.trees[tree].contains_key(keys::account(account))? {
+            Ok(())
+        } else {
+            Err(CopyError::Invalid(format!(
+                "{what} of the account {account}, which is not in the stream before it"
+            )))
+        }
+    }
+
+    /// Refuses a second record under the key `key` of `tree`.
+    fn once(&self, tree: usize, key: &[u8], what: impl FnOnce() -> String) -> Result<(), CopyError> {
+        if self.trees[tree].contains_key(key)? {
+            Err(CopyError::Invalid(format!("{} is in the stream twice", what())))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn seq(&self) -> Result<u64, CopyError> {
+        Ok(self.trees[0].next_id()?)
+    }
+
+    fn put(&mut self, record: Record) -> Result<(), CopyError> {
+        let mut batch = Batch::default();
+        let tree = match record {
+            Record::SigningKey(key) => {
+                if self.signing_key.replace(key).is_some() {
+                    return Err(CopyError::Invalid("the signing key is in the stream twice".into()));
+                }
+                return Ok(());
+            }
+            Record::Account {
+                service,
+                account,
+                customer,
+            } => {
+                let tree = tree_of(service);
+                self.once(tree, &keys::account(account.id), || {
+                    format!("the account {}", account.id)
+                })?;
+                self.once(tree, &keys::username(&account.username), || {
+                    format!("the username {:?}", account.username)
+                })?;
+                batch.insert(keys::username(&account.username), records::raw::uuid(account.id));
+                batch.insert(keys::account(account.id), records::account::encode(&account));
+                if let Some(customer) = customer {
+                    batch.insert(keys::customer(account.id), records::raw::customer(&customer));
+                }
+                tree
+            }
+            Record::AccessKey { service, account, key } => {
+                let tree = tree_of(service);
+                self.needs_account(tree, account, "an access key")?;
+                self.once(tree, &keys::access_key(account, key.id), || {
+                    format!("the access key {}", key.id)
+                })?;
+                if let Some(digest) = key.secret.digest() {
+                    self.once(tree, &keys::key_digest(digest), || {
+                        format!("the secret of the access key {}", key.id)
+                    })?;
+                    batch.insert(keys::key_digest(digest), keys::key_owner(account, key.id));
+                }
+                batch.insert(keys::access_key(account, key.id), records::access_key::encode(&key));
+                tree
+            }
+            Record::InboxItem { account, item } => {
+                self.needs_account(0, account, "an inbox item")?;
+                self.once(0, &keys::item_id(item.id), || format!("the inbox item {}", item.id))?;
+                let place = keys::item_place(account, item.created, self.seq()?);
+                self.bytes += item.data.len();
+                batch.insert(keys::item(&place), records::item::encode(&item));
+                batch.insert(keys::item_id(item.id), place);
+                0
+            }
+            Record::Idempotency { account, key, item } => {
+                self.needs_account(0, account, "an idempotency key")?;
+                if key.len() > 200 {
+                    return Err(CopyError::Unrepresentable {
+                        kind: "an idempotency key",
+                        what: format!("one of {} bytes (sled keeps keys of up to 200)", key.len()),
+                    });
+                }
+                self.once(0, &keys::idempotency(account, &key), || {
+                    format!("the idempotency key {key:?}")
+                })?;
+                batch.insert(keys::idempotency(account, &key), records::raw::uuid(item));
+                0
+            }
+            Record::Settings { account, setting } => {
+                self.needs_account(1, account, "a time-zone setting")?;
+                self.once(1, &keys::settings(account), || {
+                    format!("the setting of the account {account}")
+                })?;
+                batch.insert(keys::settings(account), records::settings::encode(&setting));
+                1
+            }
+            Record::Scheduled { item, due } => {
+                self.needs_account(1, item.owner, "a scheduled item")?;
+                self.new_scheduler_id(item.id)?;
+                let place = keys::item_place(item.owner, item.created, self.seq()?);
+                self.bytes += item.tickle.content.len();
+                batch.insert(keys::scheduled_id(item.id), place.clone());
+                batch.insert(keys::scheduled(&place), records::scheduled::encode(&item, due));
+                batch.insert(keys::due(due, item.id), records::raw::uuid(item.owner));
+                1
+            }
+            // sled keeps no occurrence (one process triggers; the copy adds none): the
+            // command takes it out of the stream before it reaches here, and says so
+            Record::Triggered { item, occurrence } => {
+                if occurrence.is_some() {
+                    return Err(CopyError::Unrepresentable {
+                        kind: "a triggered item's occurrence",
+                        what: format!("the triggered item {}", item.id),
+                    });
+                }
+                self.needs_account(1, item.owner, "a triggered item")?;
+                self.new_scheduler_id(item.id)?;
+                let place = keys::triggered_place(item.owner, item.created, item.triggered, self.seq()?);
+                self.bytes += item.tickle.content.len();
+                batch.insert(keys::triggered(&place), records::triggered::encode(&item));
+                batch.insert(keys::triggered_id(item.id), place);
+                1
+            }
+            Record::Trigger(trigger) => {
+                self.needs_account(1, trigger.owner, "a trigger")?;
+                self.new_scheduler_id(trigger.id)?;
+                let place = keys::trigger_place(trigger.owner, self.seq()?, trigger.id);
+                batch.insert(keys::trigger(&place), records::trigger::encode(&trigger));
+                batch.insert(keys::trigger_id(trigger.id), place);
+                1
+            }
+            Record::Targets {
+                item,
+                owner,
+                email,
+                triggers,
+            } => {
+                self.needs_account(1, owner, "delivery targets")?;
+                self.needs_triggered(item, "delivery targets")?;
+                let kind = if email {
+                    keys::TargetKind::Email
+                } else {
+                    keys::TargetKind::Inbox
+                };
+                let value = records::targets::encode(&records::targets::Targets { owner, triggers });
+                batch.insert(keys::targets(kind, self.seq()?, item), value);
+                1
+            }
+            Record::Delivery(delivery) => {
+                self.needs_account(1, delivery.owner, "a pending delivery")?;
+                self.needs_triggered(delivery.item, "a pending delivery")?;
+                batch.insert(
+                    keys::delivery(self.seq()?, delivery.id),
+                    records::delivery::encode(&delivery),
+                );
+                1
+            }
+            Record::Email(email) => {
+                let stage: Stage = email.kind.stage();
+                let seq = self.seq()?;
+                let value = records::email::encode(&email);
+                self.bytes += value.len();
+                batch.insert(keys::email(stage, seq), value);
+                if !email.owner.is_nil() {
+                    batch.insert(keys::email_of_owner(email.owner, seq), vec![keys::stage_prefix(stage)]);
+                }
+                1
+            }
+            Record::PaymentEvent { id, failed } => {
+                self.once(1, &keys::event_handled(&id), || format!("the payment event {id:?}"))?;
+                self.once(1, &keys::event_failed(&id), || format!("the payment event {id:?}"))?;
+                match failed {
+                    Some(event) => batch.insert(keys::event_failed(&id), event),
+                    None => batch.insert(keys::event_handled(&id), &[] as &[u8]),
+                }
+                1
+            }
+        };
+        self.apply(tree, batch);
+        Ok(())
+    }
+
+    /// Scheduled items, triggered items and triggers are found by id alone: one id names
+    /// one of them.
+    fn new_scheduler_id(&self, id: Uuid) -> Result<(), CopyError> {
+        for key in [keys::scheduled_id(id), keys::triggered_id(id), keys::trigger_id(id)] {
+            self.once(1, &key, || {
+                format!("the id {id} of a scheduled or triggered item or trigger")
+            })?;
+        }
+        Ok(())
+    }
+
+    fn needs_triggered(&self, item: Uuid, what: &str) -> Result<(), CopyError> {
+        if self.trees[1].contains_key(keys::triggered_id(item))? {
+            Ok(())
+        } else {
+            Err(CopyError::Invalid(format!(
+                "{what} of the triggered item {item}, which is not in the stream before it"
+            )))
+        }
+    }
+
+    /// The per-account counts the store keeps beside the records, counted from them.
+    fn put_counts(&mut self) -> Result<(), CopyError> {
+        for tree in 0..2 {
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                // a page of accounts at a time: memory stays bounded whatever their number
+                let page: Vec<Uuid> = match &after {
+                    None => self.trees[tree].scan_prefix(keys::accounts()),
+                    Some(last) => self.trees[tree].scan_prefix_after(&keys::accounts(), last),
+                }
+                .take(1_000)
+                .map(|kv| {
+                    let (k, _) = kv?;
+                    keys::uuid_at(&k, 1).ok_or_else(|| CopyError::Invalid("a malformed account key".into()))
+                })
+                .collect::<Result<_, CopyError>>()?;
+                let Some(last) = page.last() else { break };
+                after = Some(keys::account(*last));
+                for account in page {
+                    let mut batch = Batch::default();
+                    if tree == 0 {
+                        let n = self.trees[0].scan_prefix(keys::items_of(account)).count() as u64;
+                        if n > 0 {
+                            batch.insert(keys::count(account), records::raw::count(n));
+                        }
+                    } else {
+                        let s = self.trees[1].scan_prefix(keys::scheduled_of(account)).count() as u64;
+                        let t = self.trees[1].scan_prefix(keys::triggered_of(account)).count() as u64;
+                        if s + t > 0 {
+                            batch.insert(keys::count(account), records::raw::counts((s, t)));
+                        }
+                    }
+                    self.apply(tree, batch);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
