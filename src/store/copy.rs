@@ -385,13 +385,13 @@ async fn dump_place(from: Place, key_file: String, out: tokio::sync::mpsc::Sende
             if !dir.join("db").is_dir() {
                 return Err(CopyError::Invalid(format!("{} holds no sled database", dir.display())));
             }
-            let store = super::Store::open(&dir)?;
+            let lock = super::lock_dir(&dir)?;
             match std::fs::read(dir.join(&key_file)) {
                 Ok(key) => send(Record::SigningKey(key))?,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(super::StoreError::Io(e).into()),
             }
-            super::sled::copy::dump(&store, &mut send)
+            super::sled::copy::dump(&mut || super::Store::open_holding(&dir, lock.try_clone()?), &mut send)
         })
         .await
         .unwrap_or_else(|e| Err(CopyError::Invalid(format!("the dump failed: {e}")))),
@@ -434,10 +434,11 @@ pub(crate) fn load_sled(
         std::fs::remove_dir_all(&building).map_err(super::StoreError::Io)?;
     }
     let built = (|| {
-        let store = super::Store::open(&building)?;
-        let loaded = super::sled::copy::load(&store, next)?;
-        drop(store);
-        Ok::<_, CopyError>(loaded)
+        let building_lock = super::lock_dir(&building)?;
+        super::sled::copy::load(
+            &mut || super::Store::open_holding(&building, building_lock.try_clone()?),
+            next,
+        )
     })();
     let loaded = match built {
         Ok(loaded) => loaded,
@@ -465,8 +466,8 @@ pub fn dump_sled(dir: &std::path::Path, out: &mut dyn FnMut(Record) -> Result<()
     if !dir.join("db").is_dir() {
         return Err(CopyError::Invalid(format!("{} holds no sled database", dir.display())));
     }
-    let store = super::Store::open(dir)?;
-    super::sled::copy::dump(&store, out)
+    let lock = super::lock_dir(dir)?;
+    super::sled::copy::dump(&mut || super::Store::open_holding(dir, lock.try_clone()?), out)
 }
 
 /// Counts per kind and the digest of a stream, fed record by record in bounded memory.

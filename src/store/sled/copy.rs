@@ -12,13 +12,16 @@
 //! signing key lives beside the database (the data directory's key file), so the caller
 //! adds it.
 //!
-//! The load writes each record with the indexes the store keeps for it, through the store's
-//! writer (every few thousand records flushed, so memory stays bounded), checking what the
-//! store relies on: the account of each record is loaded before it, no id or username is
-//! there twice, a queue entry's triggered item exists. It ends by writing the per-account
-//! counts and dumping the new database again: the copy is kept only when that dump's tally
-//! is the source's. The caller builds into a directory of its own and moves the database
-//! into place only after this answered.
+//! The load writes each record with the indexes and per-account counts the store keeps for
+//! it, through the store's writer (every few thousand records flushed, so memory stays
+//! bounded), checking what the store relies on: the account of each record is loaded before
+//! it, no id or username is there twice, a queue entry's triggered item exists. It ends by
+//! dumping the new database again: the copy is kept only when that dump's tally is the
+//! source's. The caller builds into a directory of its own and moves the database into
+//! place only after this answered.
+//!
+//! sled 0.34 keeps every page it has read until the database is closed, so a dump closes
+//! and opens the database again every [`REOPEN_BYTES`] (measured in docs/performance.md).
 
 use super::{keys, records, Store};
 use crate::domain::email::Stage;
@@ -69,14 +72,25 @@ const DERIVED: &[(usize, u8)] = &[
     (1, super::chunks::CHUNK_PREFIX),
 ];
 
-/// Calls `out` with every record of the database in `store` (opened, so under its
-/// directory's lock), in [`Kind`] order.
-pub(crate) fn dump(store: &Store, out: &mut dyn FnMut(Record) -> Result<(), CopyError>) -> Result<(), CopyError> {
-    let writer = &store.sled()?.writer;
+/// Bytes a copy reads or writes through one opening of a sled database before it closes
+/// and opens it again: sled 0.34 keeps every page it has loaded until the database is
+/// closed, whatever its cache capacity (sled issue #1036; measured: iterating a 240 MB tree
+/// left 235 MB resident, reopening every 32 MiB kept it at 47 MB), so a copy of a large
+/// database reopens it to stay within its memory budget.
+/// (The tests reopen every 64 KiB, so that small databases cross it.)
+const REOPEN_BYTES: usize = if cfg!(test) { 64 * 1024 } else { 32 * 1024 * 1024 };
+
+/// Opens the database being copied (again), under the lock the caller holds.
+pub(crate) type Open<'a> = dyn FnMut() -> crate::store::Result<std::sync::Arc<Store>> + 'a;
+
+/// Calls `out` with every record of the database that `open` opens (under its directory's
+/// lock), in [`Kind`] order, reopening it every [`REOPEN_BYTES`] read.
+pub(crate) fn dump(open: &mut Open<'_>, out: &mut dyn FnMut(Record) -> Result<(), CopyError>) -> Result<(), CopyError> {
     let order = dump_order();
+    let mut store = open()?;
     // a prefix the dump does not know: refused before anything is given out
     for tree in 0..2 {
-        let lookup = writer.tree(tree);
+        let lookup = store.sled()?.writer.tree(tree);
         for first in 0..=u8::MAX {
             if order.contains(&(tree, first)) || DERIVED.contains(&(tree, first)) {
                 continue;
@@ -87,14 +101,37 @@ pub(crate) fn dump(store: &Store, out: &mut dyn FnMut(Record) -> Result<(), Copy
             }
         }
     }
+    let mut read = 0usize;
     for (tree, prefix) in order {
         let service = [Service::Inbox, Service::Scheduler][tree];
-        let lookup = writer.tree(tree);
-        for entry in lookup.scan_prefix([prefix]) {
-            let (key, value) = entry?;
-            if let Some(record) = record_of(&lookup, tree, service, &key, &value)? {
-                out(record)?;
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            // a part: up to REOPEN_BYTES from `after` (the iterator and the tree are gone
+            // before the database is closed)
+            let mut stopped_at = None;
+            {
+                let lookup = store.sled()?.writer.tree(tree);
+                let entries = match &after {
+                    None => lookup.scan_prefix([prefix]),
+                    Some(last) => lookup.scan_prefix_after(&[prefix], last),
+                };
+                for entry in entries {
+                    let (key, value) = entry?;
+                    read += key.len() + value.len();
+                    if let Some(record) = record_of(&lookup, tree, service, &key, &value)? {
+                        out(record)?;
+                    }
+                    if read >= REOPEN_BYTES {
+                        stopped_at = Some(key.to_vec());
+                        break;
+                    }
+                }
             }
+            let Some(key) = stopped_at else { break };
+            read = 0;
+            after = Some(key);
+            drop(store);
+            store = open()?;
         }
     }
     Ok(())
@@ -233,10 +270,9 @@ pub(crate) struct Loaded {
 /// database again and compares its tally with the one the end carries. A stream that stops
 /// without its end, a record that breaks a rule of the store or a tally that differs is an
 /// error, and the caller throws the directory away.
-pub(crate) fn load(store: &Store, next: &mut dyn FnMut() -> Option<Piece>) -> Result<Loaded, CopyError> {
-    let writer = &store.sled()?.writer;
+pub(crate) fn load(open: &mut Open<'_>, next: &mut dyn FnMut() -> Option<Piece>) -> Result<Loaded, CopyError> {
     let mut loader = Loader {
-        trees: [writer.tree(0), writer.tree(1)],
+        store: open()?,
         signing_key: None,
         since_flush: 0,
         bytes: 0,
@@ -245,23 +281,20 @@ pub(crate) fn load(store: &Store, next: &mut dyn FnMut() -> Option<Piece>) -> Re
         match next() {
             Some(Piece::Record(record)) => {
                 loader.put(record)?;
-                if loader.since_flush >= LOAD_BATCH || loader.bytes >= LOAD_BATCH_BYTES {
-                    writer.flush_now()?;
-                    loader.since_flush = 0;
-                    loader.bytes = 0;
-                }
+                loader.settle()?;
             }
             Some(Piece::End(tally)) => break tally,
             None => return Err(CopyError::Invalid("the source's stream stopped before its end".into())),
         }
     };
-    loader.put_counts()?;
-    writer.flush_now()?;
+    loader.flush()?;
+    let signing_key = loader.signing_key.take();
+    drop(loader);
     let mut tally = Tally::default();
-    if let Some(key) = &loader.signing_key {
+    if let Some(key) = &signing_key {
         tally.add(&Record::SigningKey(key.clone()));
     }
-    dump(store, &mut |r| {
+    dump(open, &mut |r| {
         tally.add(&r);
         Ok(())
     })?;
@@ -271,15 +304,13 @@ pub(crate) fn load(store: &Store, next: &mut dyn FnMut() -> Option<Piece>) -> Re
             target: tally,
         });
     }
-    Ok(Loaded {
-        signing_key: loader.signing_key,
-        tally,
-    })
+    Ok(Loaded { signing_key, tally })
 }
 
 struct Loader {
-    trees: [super::writer::Tree; 2],
+    store: std::sync::Arc<Store>,
     signing_key: Option<Vec<u8>>,
+    /// Records and bytes since the last flush.
     since_flush: usize,
     bytes: usize,
 }
@@ -292,16 +323,37 @@ fn tree_of(service: Service) -> usize {
 }
 
 impl Loader {
+    /// Flushes every [`LOAD_BATCH`] records or [`LOAD_BATCH_BYTES`]. (Writing does not
+    /// keep pages the way reading does: a load reads only small index records until its
+    /// check, which reopens as any dump does.)
+    fn settle(&mut self) -> Result<(), CopyError> {
+        if self.since_flush >= LOAD_BATCH || self.bytes >= LOAD_BATCH_BYTES {
+            self.flush()?;
+            self.since_flush = 0;
+            self.bytes = 0;
+        }
+        Ok(())
+    }
+
+    fn tree(&self, index: usize) -> Result<super::writer::Tree, CopyError> {
+        Ok(self.store.sled()?.writer.tree(index))
+    }
+
+    fn flush(&self) -> Result<(), CopyError> {
+        Ok(self.store.flush()?)
+    }
+
     /// Applies `batch` to tree `tree` (queued for the next flush; reads see it at once).
-    fn apply(&mut self, tree: usize, batch: Batch) {
+    fn apply(&mut self, tree: usize, batch: Batch) -> Result<(), CopyError> {
         self.since_flush += 1;
         // the writer's tickets resolve at the flush the load waits for itself
-        let _ = self.trees[tree].apply_batch(batch);
+        let _ = self.tree(tree)?.apply_batch(batch);
+        Ok(())
     }
 
     /// Refuses a record whose account `account` of `tree` is not loaded (yet).
     fn needs_account(&self, tree: usize, account: Uuid, what: &str) -> Result<(), CopyError> {
-        if self.trees[tree].contains_key(keys::account(account))? {
+        if self.tree(tree)?.contains_key(keys::account(account))? {
             Ok(())
         } else {
             Err(CopyError::Invalid(format!(
@@ -312,7 +364,7 @@ impl Loader {
 
     /// Refuses a second record under the key `key` of `tree`.
     fn once(&self, tree: usize, key: &[u8], what: impl FnOnce() -> String) -> Result<(), CopyError> {
-        if self.trees[tree].contains_key(key)? {
+        if self.tree(tree)?.contains_key(key)? {
             Err(CopyError::Invalid(format!("{} is in the stream twice", what())))
         } else {
             Ok(())
@@ -320,7 +372,7 @@ impl Loader {
     }
 
     fn seq(&self) -> Result<u64, CopyError> {
-        Ok(self.trees[0].next_id()?)
+        Ok(self.tree(0)?.next_id()?)
     }
 
     fn put(&mut self, record: Record) -> Result<(), CopyError> {
@@ -373,6 +425,7 @@ impl Loader {
                 self.bytes += item.data.len();
                 batch.insert(keys::item(&place), records::item::encode(&item));
                 batch.insert(keys::item_id(item.id), place);
+                self.count_one(&mut batch, 0, account, false)?;
                 0
             }
             Record::Idempotency { account, key, item } => {
@@ -405,6 +458,7 @@ impl Loader {
                 batch.insert(keys::scheduled_id(item.id), place.clone());
                 batch.insert(keys::scheduled(&place), records::scheduled::encode(&item, due));
                 batch.insert(keys::due(due, item.id), records::raw::uuid(item.owner));
+                self.count_one(&mut batch, 1, item.owner, false)?;
                 1
             }
             // sled keeps no occurrence (one process triggers; the copy adds none): the
@@ -422,6 +476,7 @@ impl Loader {
                 self.bytes += item.tickle.content.len();
                 batch.insert(keys::triggered(&place), records::triggered::encode(&item));
                 batch.insert(keys::triggered_id(item.id), place);
+                self.count_one(&mut batch, 1, item.owner, true)?;
                 1
             }
             Record::Trigger(trigger) => {
@@ -479,8 +534,7 @@ impl Loader {
                 1
             }
         };
-        self.apply(tree, batch);
-        Ok(())
+        self.apply(tree, batch)
     }
 
     /// Scheduled items, triggered items and triggers are found by id alone: one id names
@@ -495,7 +549,7 @@ impl Loader {
     }
 
     fn needs_triggered(&self, item: Uuid, what: &str) -> Result<(), CopyError> {
-        if self.trees[1].contains_key(keys::triggered_id(item))? {
+        if self.tree(1)?.contains_key(keys::triggered_id(item))? {
             Ok(())
         } else {
             Err(CopyError::Invalid(format!(
@@ -504,41 +558,25 @@ impl Loader {
         }
     }
 
-    /// The per-account counts the store keeps beside the records, counted from them.
-    fn put_counts(&mut self) -> Result<(), CopyError> {
-        for tree in 0..2 {
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                // a page of accounts at a time: memory stays bounded whatever their number
-                let page: Vec<Uuid> = match &after {
-                    None => self.trees[tree].scan_prefix(keys::accounts()),
-                    Some(last) => self.trees[tree].scan_prefix_after(&keys::accounts(), last),
-                }
-                .take(1_000)
-                .map(|kv| {
-                    let (k, _) = kv?;
-                    keys::uuid_at(&k, 1).ok_or_else(|| CopyError::Invalid("a malformed account key".into()))
-                })
-                .collect::<Result<_, CopyError>>()?;
-                let Some(last) = page.last() else { break };
-                after = Some(keys::account(*last));
-                for account in page {
-                    let mut batch = Batch::default();
-                    if tree == 0 {
-                        let n = self.trees[0].scan_prefix(keys::items_of(account)).count() as u64;
-                        if n > 0 {
-                            batch.insert(keys::count(account), records::raw::count(n));
-                        }
-                    } else {
-                        let s = self.trees[1].scan_prefix(keys::scheduled_of(account)).count() as u64;
-                        let t = self.trees[1].scan_prefix(keys::triggered_of(account)).count() as u64;
-                        if s + t > 0 {
-                            batch.insert(keys::count(account), records::raw::counts((s, t)));
-                        }
-                    }
-                    self.apply(tree, batch);
-                }
-            }
+    /// Adds one to the account's count of inbox items (tree 0) or of scheduled or
+    /// triggered items (tree 1; `triggered`), in `batch`: the counts the store keeps beside
+    /// the records, counted as the records come (one small read each, whatever the order).
+    fn count_one(&self, batch: &mut Batch, tree: usize, account: Uuid, triggered: bool) -> Result<(), CopyError> {
+        let key = keys::count(account);
+        let stored = self.tree(tree)?.get(&key)?;
+        if tree == 0 {
+            let n = stored
+                .map(|v| records::raw::to_count(&key, &v))
+                .transpose()?
+                .unwrap_or(0);
+            batch.insert(key, records::raw::count(n + 1));
+        } else {
+            let (s, t) = stored
+                .map(|v| records::raw::to_counts(&key, &v))
+                .transpose()?
+                .unwrap_or((0, 0));
+            let counts = if triggered { (s, t + 1) } else { (s + 1, t) };
+            batch.insert(key, records::raw::counts(counts));
         }
         Ok(())
     }
@@ -564,9 +602,9 @@ mod tests {
         }
     }
 
-    fn dumped(store: &Store) -> Result<Vec<Record>, CopyError> {
+    fn dumped(store: &std::sync::Arc<Store>) -> Result<Vec<Record>, CopyError> {
         let mut out = Vec::new();
-        dump(store, &mut |r| {
+        dump(&mut || Ok(store.clone()), &mut |r| {
             out.push(r);
             Ok(())
         })?;
@@ -628,5 +666,61 @@ mod tests {
             Err(CopyError::Invalid(_))
         ));
         assert!(!missing.exists(), "nothing made");
+    }
+
+    /// A database larger than what one opening may read is dumped in parts (by the load's
+    /// check too), closing and opening it again between them (sled keeps what it read until
+    /// closed), and nothing is lost or doubled at the seams; the counts are the items'.
+    #[test]
+    fn a_large_database_is_copied_in_parts_reopened_between_them() {
+        use crate::domain::inbox::models::{InboxItem, ItemType};
+        use crate::store::copy::samples::{id, pieces, t};
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let lock = crate::store::lock_dir(dir.path()).expect("lock");
+        let opens = std::cell::Cell::new(0);
+        let mut open = || {
+            opens.set(opens.get() + 1);
+            Store::open_holding(dir.path(), lock.try_clone()?)
+        };
+        let mut records = vec![Record::Account {
+            service: Service::Inbox,
+            account: account(id(1)),
+            customer: None,
+        }];
+        for n in 0..300u32 {
+            records.push(Record::InboxItem {
+                account: id(1),
+                item: InboxItem {
+                    id: Uuid::from_u128(u128::from(n) + 1000),
+                    kind: ItemType::Text,
+                    data: vec![n as u8; 5_000],
+                    // a few share an instant: their order is kept by the sequence
+                    created: t(1_700_000_000 + i64::from(n / 3), 0),
+                },
+            });
+        }
+        let mut expected = Tally::default();
+        records.iter().for_each(|r| expected.add(r));
+        let mut feed = pieces(records, true).into_iter();
+        let loaded = load(&mut open, &mut || feed.next()).expect("load");
+        assert_eq!(loaded.tally, expected);
+        let after_load = opens.get();
+        assert!(after_load > 10, "opened {after_load} times for 1.5 MB");
+        let mut again = Tally::default();
+        dump(&mut open, &mut |r| {
+            again.add(&r);
+            Ok(())
+        })
+        .expect("dump");
+        assert_eq!(again, expected);
+        assert!(opens.get() - after_load > 10);
+        let store = open().expect("open");
+        let listed = store.sled().unwrap().inbox.item_ids(id(1)).expect("ids");
+        assert_eq!(listed.len(), 300);
+        assert_eq!(
+            listed[..3],
+            [Uuid::from_u128(1000), Uuid::from_u128(1001), Uuid::from_u128(1002)]
+        );
+        assert_eq!(store.sled().unwrap().inbox.count(id(1)).expect("count"), 300);
     }
 }
