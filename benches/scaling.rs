@@ -29,6 +29,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+#[path = "common/cluster.rs"]
+mod cluster;
+
+use cluster::Cluster;
+
 type R<T> = Result<T, String>;
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -348,52 +353,6 @@ async fn measure(name: &str, processes: &[Process], http: &reqwest::Client) -> R
         p99: percentile(&latencies, 0.99),
         max: latencies.last().copied().unwrap_or(f64::NAN),
     })
-}
-
-/// A throwaway cluster (tools/throwaway-postgres), stopped and removed when dropped.
-struct Cluster {
-    dir: PathBuf,
-    admin: String,
-}
-
-impl Cluster {
-    fn start(dir: &Path) -> R<Cluster> {
-        let dir = dir.join("cluster");
-        let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/throwaway-postgres"))
-            .arg("start")
-            .arg(&dir)
-            .output()
-            .map_err(|e| format!("tools/throwaway-postgres: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "tools/throwaway-postgres start: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        let admin = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-        Ok(Cluster { dir, admin })
-    }
-
-    /// A new database; its URL.
-    fn database(&self, name: &str) -> R<String> {
-        let out = Command::new("psql")
-            .args([self.admin.as_str(), "-qc", &format!("CREATE DATABASE {name}")])
-            .output()
-            .map_err(|e| format!("psql: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("psql: {}", String::from_utf8_lossy(&out.stderr)));
-        }
-        Ok(self.admin.replacen("/postgres?", &format!("/{name}?"), 1))
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/throwaway-postgres"))
-            .arg("stop")
-            .arg(&self.dir)
-            .output();
-    }
 }
 
 /// The PostgreSQL rows: a throwaway cluster, one database per setup, 1, 2 and 4 processes.

@@ -25,6 +25,8 @@ pub fn migrate_store(args: MigrateStoreArgs) -> Result<String, String> {
     let (from, from_name) = place_of(&args.from, "--from")?;
     let (to, to_name) = place_of(&args.to, "--to")?;
     crate::datadir::private_umask();
+    // items pass through every thread: without the limit, each thread's arena keeps its own
+    crate::memory::limit_arenas();
     if let Place::Sled(dir) = &to {
         crate::datadir::prepare(dir)?;
     }
