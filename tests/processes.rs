@@ -354,3 +354,62 @@ async fn a_process_killed_mid_delivery_leaves_nothing_lost_and_nothing_doubled()
     wait_delivered(&second.scheduler, &planner, items.len()).await;
     assert_each_once(&target.api, &collector, &items).await;
 }
+
+/// Pending deliveries are spread over the processes: one process works at most its bounds'
+/// worth at a time (4 to one host) and gives back what it read but could not start, so a
+/// second process delivers the rest at the same time: with a host that answers nothing, 8
+/// deliveries hang at once, 4 from each process. (A process that kept every delivery it
+/// read would leave the other idle, and 4 would hang.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_deliveries_are_spread_over_the_processes() {
+    let Some((_cluster, url)) = database("pending_deliveries_are_spread_over_the_processes") else {
+        return;
+    };
+    let dirs = tempfile::tempdir().expect("temporary directory");
+    let (target, credentials, _collector) = target_inbox(&dirs).await;
+    let proxy = Proxy::start(target.api.url("")).await;
+    // claims that outlast the test: no delivery changes process by its lease running out
+    let mut ps = Vec::new();
+    for _ in 0..2 {
+        let data = tempfile::tempdir_in(dirs.path()).expect("a data directory").keep();
+        let args = [
+            "--database",
+            url.as_str(),
+            "--looper-period",
+            "1",
+            "--database-lease-secs",
+            "600",
+        ];
+        ps.push(Proc::start(&data, dirs.path(), Services::Both, &args).await);
+    }
+    ps[0]
+        .scheduler
+        .register("planner", "plans things")
+        .await
+        .expect_registered();
+    let planner = ps[0].scheduler.login_ok("planner", "plans things").await;
+    proxy.holding.store(false, Ordering::SeqCst); // the trigger's check logs in and adds nothing
+    add_inbox_trigger(&ps[0].scheduler, &planner, &proxy.url, &credentials.0, &credentials.1).await;
+    proxy.holding.store(true, Ordering::SeqCst);
+    // all due at one second: one process's pass reads all 12 deliveries before the other's
+    let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(3);
+    for n in 0..12 {
+        ps[n % 2]
+            .scheduler
+            .add_tickle(&planner, &due_at(&format!("errand {n:02}"), at))
+            .await;
+    }
+    wait_for_within(
+        DELIVERED_WITHIN,
+        "8 deliveries hanging at once: 4 from each of the two processes",
+        || async { (proxy.held.load(Ordering::SeqCst) >= 8).then_some(()) },
+    )
+    .await;
+    // first attempts from both processes, none retried (a delivery whose request timed out
+    // is postponed and tried again, which would also reach the proxy)
+    for (n, p) in ps.iter().enumerate() {
+        let log = p.log_text();
+        assert!(log.contains(", attempt 1"), "process {n} delivered nothing:\n{log}");
+        assert!(!log.contains(", attempt 2"), "process {n} retried:\n{log}");
+    }
+}

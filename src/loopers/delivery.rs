@@ -3,7 +3,7 @@
 //! `Idempotency-Key`, retrying transient failures with exponential back-off and recording
 //! the final outcome on the triggered item.
 
-use super::dispatch::{Bounds, Destination, Dispatcher};
+use super::dispatch::{Bounds, Destination, Dispatcher, Start};
 use super::PassError;
 use super::{retry_wait, set_aside};
 use crate::clock::Clock;
@@ -113,6 +113,9 @@ impl InboxSender {
         let pending = s.deliveries.pending_deliveries(usize::MAX).await?;
         let mut next: Option<Timestamp> = None;
         let mut dropped = Vec::new();
+        // read (and so, with several processes, claimed) but not started here: given back
+        // at the end of the pass, for another process to deliver
+        let mut not_started = Vec::new();
         for (k, d) in pending {
             if self.dispatcher.is_running(k.as_bytes()) {
                 continue;
@@ -122,6 +125,7 @@ impl InboxSender {
             let Some(d) = set_aside(store, d)? else { continue };
             if d.not_before > now {
                 next = Some(next.map_or(d.not_before, |n| n.min(d.not_before)));
+                not_started.push(k);
                 continue;
             }
             let Some(trigger) = set_aside(store, s.triggers.trigger(d.owner, d.trigger).await)? else {
@@ -142,13 +146,17 @@ impl InboxSender {
             // the host failed lately: its deliveries wait for its back-off together
             if let Some(until) = self.dispatcher.rests_until(&target.host, now) {
                 next = Some(next.map_or(until, |n| n.min(until)));
+                not_started.push(k);
                 continue;
             }
             let running = k.as_bytes().to_vec();
-            let job = self.clone().deliver(store.clone(), k, d, trigger);
-            self.dispatcher.start(running, target, job);
+            let job = self.clone().deliver(store.clone(), k.clone(), d, trigger);
+            if self.dispatcher.start(running, target, job) == Start::Full {
+                not_started.push(k);
+            }
         }
         Written::all(dropped).durable().await?;
+        s.deliveries.release_deliveries(&not_started).await?;
         Ok(next.map(|at| self.clock.until(at)))
     }
 

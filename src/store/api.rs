@@ -256,8 +256,15 @@ pub trait Deliveries: Send + Sync {
     /// Expands the target lists of triggered items into pending deliveries (inbox, or
     /// e-mail with `email`); how many.
     async fn expand_targets(&self, email: bool) -> Result<Written<usize>>;
-    /// Up to `limit` pending inbox deliveries, each decoded or its error.
+    /// Up to `limit` pending inbox deliveries, each decoded or its error. With several
+    /// processes on one database, reading claims them for this process.
     async fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Result<Delivery>)>>;
+    /// Gives back the claims on the pending deliveries `keys`, read by this process but not
+    /// started (not due yet, or its delivery bounds were full), so that another process on
+    /// the database may deliver them; one process alone has nothing to give back.
+    async fn release_deliveries(&self, _keys: &[QueueKey]) -> Result<()> {
+        Ok(())
+    }
     async fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<Written<()>>;
     async fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<Written<()>>;
     /// Drops a pending delivery that cannot be decoded.

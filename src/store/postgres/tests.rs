@@ -1482,6 +1482,20 @@ mod queues {
                 keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending")),
                 b
             );
+            // what "two" gives back (read, not started), "one" gets at its next read; giving
+            // back another process's claim changes nothing
+            let given: Vec<QueueKey> = b.iter().take(2).cloned().collect();
+            let others: Vec<QueueKey> = a.iter().take(1).cloned().collect();
+            Deliveries::release_deliveries(&two, &given).await.expect("release");
+            Deliveries::release_deliveries(&two, &others).await.expect("release");
+            let a_more = keys(Deliveries::pending_deliveries(&one, 100).await.expect("pending"));
+            assert_eq!(a_more.len(), 6);
+            assert!(a.is_subset(&a_more) && given.iter().all(|k| a_more.contains(k)));
+            Deliveries::release_deliveries(&one, &given).await.expect("release");
+            assert_eq!(
+                keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending")),
+                b
+            );
             let mails = |list: Vec<(QueueKey, QueuedEmail)>| {
                 list.into_iter()
                     .map(|(k, _)| k)

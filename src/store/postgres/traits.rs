@@ -518,6 +518,17 @@ impl Deliveries for PgScheduler {
         ))
     }
 
+    async fn release_deliveries(&self, keys: &[QueueKey]) -> Result<()> {
+        let ids = keys
+            .iter()
+            .map(|k| match PgQueueKey::of(k)? {
+                PgQueueKey::Delivery(id) => Ok(id),
+                _ => Err(super::PgError::ForeignQueueKey("pending deliveries")),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(PgScheduler::release_deliveries(self, &ids).await?)
+    }
+
     async fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<Written<()>> {
         Ok(PgScheduler::postpone_delivery(self, &PgQueueKey::of(k)?, delivery).await?)
     }
