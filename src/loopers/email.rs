@@ -3,7 +3,7 @@
 //! configured transport, retrying transient failures with back-off, and records the final
 //! outcome of triggered-item e-mails on their triggered item.
 
-use super::dispatch::{Bounds, Destination, Dispatcher};
+use super::dispatch::{Bounds, Destination, Dispatcher, Start};
 use super::PassError;
 use super::{backoff, set_aside};
 use crate::clock::Clock;
@@ -145,6 +145,9 @@ impl Emailer {
             .queued_emails_each(Stage::Rendered, usize::MAX)
             .await?;
         let mut next: Option<Timestamp> = None;
+        // read (and so, with several processes, claimed) but not started here: given back
+        // at the end of the pass, for another process to send
+        let mut not_started = Vec::new();
         for (k, email) in queued {
             let Some(email) = set_aside(store, email)? else {
                 continue;
@@ -157,6 +160,7 @@ impl Emailer {
             }
             if email.not_before > now {
                 next = Some(next.map_or(email.not_before, |n| n.min(email.not_before)));
+                not_started.push(k);
                 continue;
             }
             let target = Destination {
@@ -166,12 +170,16 @@ impl Emailer {
             // the domain failed lately: its e-mails wait for its back-off together
             if let Some(until) = self.dispatcher.rests_until(&target.host, now) {
                 next = Some(next.map_or(until, |n| n.min(until)));
+                not_started.push(k);
                 continue;
             }
             let running = k.as_bytes().to_vec();
-            let job = self.clone().send_one(store.clone(), k, email);
-            self.dispatcher.start(running, target, job);
+            let job = self.clone().send_one(store.clone(), k.clone(), email);
+            if self.dispatcher.start(running, target, job) == Start::Full {
+                not_started.push(k);
+            }
         }
+        store.scheduler.emails.release_emails(&not_started).await?;
         Ok(next.map(|at| self.clock.until(at)))
     }
 

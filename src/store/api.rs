@@ -283,6 +283,11 @@ pub trait Emails: Send + Sync {
     async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>>;
     /// Replaces (moves to its new stage) or removes a queued e-mail.
     async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>>;
+    /// Gives back the claims on the queued e-mails `keys`, read by this process but not
+    /// sent (as [`Deliveries::release_deliveries`] does for deliveries).
+    async fn release_emails(&self, _keys: &[QueueKey]) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Payment events handled or failed.

@@ -324,6 +324,22 @@ impl PgScheduler {
             .collect()
     }
 
+    /// Ends this process's claims on the queued e-mails `seqs` (read, not sent): the next
+    /// process to pass over them may take them.
+    pub async fn release_emails(&self, seqs: &[i64]) -> PgResult<()> {
+        if seqs.is_empty() {
+            return Ok(());
+        }
+        let client = self.pool.get().await?;
+        client
+            .execute(
+                "UPDATE email_queue SET claimed_by = NULL, lease_until = NULL WHERE seq = ANY($1) AND claimed_by = $2",
+                &[&seqs, &self.claimant],
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Replaces a queued e-mail if it is still queued: rendered (it moves on to the rendered
     /// stage, keeping its place in the order) or postponed.
     pub async fn replace_email(&self, k: &PgQueueKey, email: &QueuedEmail) -> PgResult<Written<()>> {

@@ -1509,6 +1509,25 @@ mod queues {
             );
             assert_eq!((ea.len(), eb.len()), (3, 7));
             assert!(ea.is_disjoint(&eb));
+            // e-mails given back go to the next reader, as deliveries do
+            let given: Vec<QueueKey> = eb.iter().take(2).cloned().collect();
+            Emails::release_emails(&two, &given).await.expect("release");
+            let ea_more = mails(
+                Emails::queued_emails(&one, Stage::Triggered, 100)
+                    .await
+                    .expect("queued"),
+            );
+            assert_eq!(ea_more.len(), 5);
+            assert!(ea.is_subset(&ea_more) && given.iter().all(|k| ea_more.contains(k)));
+            Emails::release_emails(&one, &given).await.expect("release");
+            assert_eq!(
+                mails(
+                    Emails::queued_emails(&two, Stage::Triggered, 100)
+                        .await
+                        .expect("queued")
+                ),
+                eb
+            );
             // a postponed delivery is free for whoever passes next
             let (k, d) = Deliveries::pending_deliveries(&two, 1)
                 .await

@@ -570,4 +570,15 @@ impl Emails for PgScheduler {
     async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>> {
         Ok(PgScheduler::replace_email(self, &PgQueueKey::of(k)?, email).await?)
     }
+
+    async fn release_emails(&self, keys: &[QueueKey]) -> Result<()> {
+        let seqs = keys
+            .iter()
+            .map(|k| match PgQueueKey::of(k)? {
+                PgQueueKey::Email(seq) => Ok(seq),
+                _ => Err(super::PgError::ForeignQueueKey("queued e-mails")),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(PgScheduler::release_emails(self, &seqs).await?)
+    }
 }
