@@ -19,19 +19,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-#[path = "common/cluster.rs"]
-mod cluster;
+#[path = "common/mod.rs"]
+mod common;
 
-use cluster::Cluster;
+use common::{env_usize, Cluster};
 
 type R<T> = Result<T, String>;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(default)
-}
 
 /// The sled data directory `dir` with one account of `items` items of `bytes` bytes each.
 async fn fill(dir: &Path, items: usize, bytes: usize) -> R<()> {

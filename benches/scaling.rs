@@ -29,19 +29,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-#[path = "common/cluster.rs"]
-mod cluster;
+#[path = "common/mod.rs"]
+mod common;
 
-use cluster::Cluster;
+use common::{env_usize, Cluster};
 
 type R<T> = Result<T, String>;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(default)
-}
 
 fn free_port() -> R<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;

@@ -22,16 +22,14 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 /// Items per account while filling.
+#[path = "common/mod.rs"]
+mod common;
+
+use common::env_usize;
+
 const PER_ACCOUNT: usize = 1_000;
 /// 2099-01-01T00:00:00Z: every filled item is due from then on (one second apart).
 const FAR_FUTURE: i64 = 4_070_908_800;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(default)
-}
 
 async fn register(store: &Store, name: &str) -> Uuid {
     let registered = store

@@ -311,6 +311,18 @@ impl Proxy {
         tokio::spawn(warp::serve(route).incoming(listener).run());
         Proxy { url, holding, held }
     }
+
+    /// Registers "planner" at `scheduler` with an inbox trigger through this proxy to the
+    /// target account `credentials` (the trigger's check logs in and adds nothing, so it
+    /// passes while answers are held); its credentials.
+    async fn planner(&self, scheduler: &Api, credentials: &(String, String)) -> Auth {
+        scheduler.register("planner", "plans things").await.expect_registered();
+        let planner = scheduler.login_ok("planner", "plans things").await;
+        self.holding.store(false, Ordering::SeqCst);
+        add_inbox_trigger(scheduler, &planner, &self.url, &credentials.0, &credentials.1).await;
+        self.holding.store(true, Ordering::SeqCst);
+        planner
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -323,15 +335,7 @@ async fn a_process_killed_mid_delivery_leaves_nothing_lost_and_nothing_doubled()
     let proxy = Proxy::start(target.api.url("")).await;
     // the first process triggers and starts delivering; the proxy holds the answers
     let first = process(&url, &dirs, &[]).await;
-    first
-        .scheduler
-        .register("planner", "plans things")
-        .await
-        .expect_registered();
-    let planner = first.scheduler.login_ok("planner", "plans things").await;
-    proxy.holding.store(false, Ordering::SeqCst); // the trigger's check logs in and adds nothing
-    add_inbox_trigger(&first.scheduler, &planner, &proxy.url, &credentials.0, &credentials.1).await;
-    proxy.holding.store(true, Ordering::SeqCst);
+    let planner = proxy.planner(&first.scheduler, &credentials).await;
     let items = (0..30).map(|n| format!("errand {n:02}")).collect::<Vec<_>>();
     for text in &items {
         first.scheduler.add_tickle(&planner, &due_now(text)).await;
@@ -382,15 +386,7 @@ async fn pending_deliveries_are_spread_over_the_processes() {
         ];
         ps.push(Proc::start(&data, dirs.path(), Services::Both, &args).await);
     }
-    ps[0]
-        .scheduler
-        .register("planner", "plans things")
-        .await
-        .expect_registered();
-    let planner = ps[0].scheduler.login_ok("planner", "plans things").await;
-    proxy.holding.store(false, Ordering::SeqCst); // the trigger's check logs in and adds nothing
-    add_inbox_trigger(&ps[0].scheduler, &planner, &proxy.url, &credentials.0, &credentials.1).await;
-    proxy.holding.store(true, Ordering::SeqCst);
+    let planner = proxy.planner(&ps[0].scheduler, &credentials).await;
     // all due at one second: one process's pass reads all 12 deliveries before the other's
     let at = time::OffsetDateTime::now_utc() + time::Duration::seconds(3);
     for n in 0..12 {

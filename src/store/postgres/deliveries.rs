@@ -192,22 +192,6 @@ impl PgScheduler {
             .collect()
     }
 
-    /// Ends this process's claims on the pending deliveries `ids` (read, not started): the
-    /// next process to pass over them may take them.
-    pub async fn release_deliveries(&self, ids: &[Uuid]) -> PgResult<()> {
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let client = self.pool.get().await?;
-        client
-            .execute(
-                "UPDATE deliveries SET claimed_by = NULL, lease_until = NULL WHERE id = ANY($1) AND claimed_by = $2",
-                &[&ids, &self.claimant],
-            )
-            .await?;
-        Ok(())
-    }
-
     /// Replaces a pending delivery (after a transient failure) if it is still pending.
     pub async fn postpone_delivery(&self, k: &PgQueueKey, delivery: &Delivery) -> PgResult<Written<()>> {
         let PgQueueKey::Delivery(id) = k else {

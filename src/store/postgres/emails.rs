@@ -324,17 +324,26 @@ impl PgScheduler {
             .collect()
     }
 
-    /// Ends this process's claims on the queued e-mails `seqs` (read, not sent): the next
-    /// process to pass over them may take them.
-    pub async fn release_emails(&self, seqs: &[i64]) -> PgResult<()> {
-        if seqs.is_empty() {
+    /// Ends this process's claims on the rows of the queue table `table` (`deliveries`,
+    /// `email_queue`) whose `column` is one of `keys` (read, not started): the next process
+    /// to pass over them may take them.
+    pub(super) async fn give_back<T: tokio_postgres::types::ToSql + Sync>(
+        &self,
+        table: &str,
+        column: &str,
+        keys: &[T],
+    ) -> PgResult<()> {
+        if keys.is_empty() {
             return Ok(());
         }
         let client = self.pool.get().await?;
         client
             .execute(
-                "UPDATE email_queue SET claimed_by = NULL, lease_until = NULL WHERE seq = ANY($1) AND claimed_by = $2",
-                &[&seqs, &self.claimant],
+                &format!(
+                    "UPDATE {table} SET claimed_by = NULL, lease_until = NULL WHERE {column} = ANY($1) \
+                     AND claimed_by = $2"
+                ),
+                &[&keys, &self.claimant],
             )
             .await?;
         Ok(())

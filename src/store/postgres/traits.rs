@@ -519,14 +519,11 @@ impl Deliveries for PgScheduler {
     }
 
     async fn release_deliveries(&self, keys: &[QueueKey]) -> Result<()> {
-        let ids = keys
-            .iter()
-            .map(|k| match PgQueueKey::of(k)? {
-                PgQueueKey::Delivery(id) => Ok(id),
-                _ => Err(super::PgError::ForeignQueueKey("pending deliveries")),
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(PgScheduler::release_deliveries(self, &ids).await?)
+        let ids = keys_of(keys, "pending deliveries", |k| match k {
+            PgQueueKey::Delivery(id) => Some(id),
+            PgQueueKey::Email(_) => None,
+        })?;
+        Ok(self.give_back("deliveries", "id", &ids).await?)
     }
 
     async fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<Written<()>> {
@@ -572,13 +569,18 @@ impl Emails for PgScheduler {
     }
 
     async fn release_emails(&self, keys: &[QueueKey]) -> Result<()> {
-        let seqs = keys
-            .iter()
-            .map(|k| match PgQueueKey::of(k)? {
-                PgQueueKey::Email(seq) => Ok(seq),
-                _ => Err(super::PgError::ForeignQueueKey("queued e-mails")),
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(PgScheduler::release_emails(self, &seqs).await?)
+        let seqs = keys_of(keys, "queued e-mails", |k| match k {
+            PgQueueKey::Email(seq) => Some(seq),
+            PgQueueKey::Delivery(_) => None,
+        })?;
+        Ok(self.give_back("email_queue", "seq", &seqs).await?)
     }
+}
+
+/// What `pick` takes of each of `keys` (the ids of one queue); a key of another queue or
+/// engine is refused as not one of `expected`.
+fn keys_of<T>(keys: &[QueueKey], expected: &'static str, pick: impl Fn(PgQueueKey) -> Option<T>) -> Result<Vec<T>> {
+    keys.iter()
+        .map(|k| pick(PgQueueKey::of(k)?).ok_or(super::PgError::ForeignQueueKey(expected).into()))
+        .collect()
 }

@@ -1,10 +1,22 @@
-//! A throwaway PostgreSQL cluster for the benchmarks (tools/throwaway-postgres), shared by
-//! benches/scaling.rs and benches/migrate.rs.
+//! What several benchmarks share: settings from the environment, and a throwaway
+//! PostgreSQL cluster (tools/throwaway-postgres). Each benchmark includes it with
+//! `#[path = "common/mod.rs"] mod common;` and uses what it needs.
+
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 type R<T> = Result<T, String>;
+
+/// The number in the environment variable `name` (`_` allowed between digits), else
+/// `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.replace('_', "").parse().ok())
+        .unwrap_or(default)
+}
 
 /// A throwaway cluster (tools/throwaway-postgres), stopped and removed when dropped.
 pub struct Cluster {
