@@ -298,6 +298,32 @@ pub fn lock_dir(dir: &Path) -> Result<File> {
     }
 }
 
+/// Waits until no sled database of this process holds the database directory `db` (sled
+/// locks its `db` file; a database this process dropped a moment ago may still be closing in
+/// sled's own threads: seen on a loaded machine, where a copy reopening its database every
+/// 32 MiB found the lock still held). Another process holding it is [`StoreError::Locked`]
+/// once the wait is over.
+fn wait_until_closed(db: &Path) -> Result<()> {
+    let file = match File::open(db.join("db")) {
+        Ok(file) => file,
+        // no database yet
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::Io(e)),
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match file.try_lock() {
+            // released at once: the probe only looked
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(db.into())),
+            Err(std::fs::TryLockError::Error(e)) => return Err(StoreError::Io(e)),
+        }
+    }
+}
+
 impl Store {
     /// Opens (creating if needed) the database in `dir`, holding an exclusive lock on the
     /// directory for as long as the store lives. A database of an older format is migrated
@@ -311,6 +337,7 @@ impl Store {
     /// or a clone of it: a tool that opens the database several times keeps the lock between
     /// two openings by holding the original).
     pub(crate) fn open_holding(dir: &Path, lock: File) -> Result<Arc<Store>> {
+        wait_until_closed(&dir.join("db"))?;
         // a newer format stops here, before the engine opens (and writes) anything
         let found = format::before_open(dir)?;
         let Engine { writer, recovered } = Engine::open(&dir.join("db"))?;
