@@ -27,6 +27,7 @@ pub mod outbound;
 pub mod payments;
 pub mod scheduler;
 pub mod store;
+pub mod webpush;
 pub mod workers;
 
 pub use launch::{launch, Listeners, Running};

@@ -83,12 +83,8 @@ impl Outcome {
     }
 }
 
-/// What is delivered: an item into an inbox service, or an e-mail.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Channel {
-    Inbox,
-    Email,
-}
+/// What is delivered: an item into an inbox service, an e-mail, a push message, a webhook.
+pub use crate::domain::scheduler::models::Channel;
 
 /// A histogram read from elsewhere at scrape time.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -221,6 +217,8 @@ impl Metrics {
         let channel = match channel {
             Channel::Inbox => "inbox",
             Channel::Email => "email",
+            Channel::Push => "push",
+            Channel::Webhook => "webhook",
         };
         self.deliveries
             .get_or_create(&[("channel", channel), ("outcome", outcome.as_str())])

@@ -259,11 +259,30 @@ impl InboxClient {
                         reason: format!("cannot resolve {host}: {e}"),
                         status: None,
                         retry_after: None,
+                        shown: None,
                     })
                 }
             },
         };
         Ok(self.slots.take(ip).await)
+    }
+
+    /// Whether every address of `url`'s host that the policy allows is a loopback or
+    /// private one (and there is one): where a plain `http` push endpoint may point (a test,
+    /// a distributor on the LAN; scheduler.md §6.4). Nothing is connected to.
+    pub async fn is_local(&self, url: &str) -> bool {
+        let Ok(parsed) = reqwest::Url::parse(url) else {
+            return false;
+        };
+        let host = parsed.host_str().unwrap_or_default();
+        let local = |ip: IpAddr| matches!(classify(ip), AddressClass::Loopback | AddressClass::Private);
+        match host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
+            Ok(ip) => local(ip) && permitted(self.resolver.allow, ip),
+            Err(_) => match self.resolver.allowed(host).await {
+                Ok(addresses) => addresses.iter().all(|a| local(a.ip())),
+                Err(_) => false,
+            },
+        }
     }
 
     /// [`login`] through this client.
@@ -285,6 +304,46 @@ impl InboxClient {
     }
 }
 
+/// What a push service or webhook answered to a POST.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    /// How long it asked us to wait (`Retry-After` of a 429 or 503 answer).
+    pub retry_after: Option<Duration>,
+    /// Whether the answer came from a loopback or private address (the LAN), whose
+    /// services a stranger must not tell apart through their own triggers' outcomes.
+    pub local: bool,
+}
+
+impl InboxClient {
+    /// `POST url` with `headers` and `body`, under the outbound policy and the per-address
+    /// bound, without following redirects (push deliveries and webhooks, scheduler.md
+    /// §7.6–§7.7): the answer, whatever its status, or why there was none (transient, but
+    /// for an address the policy refuses).
+    pub async fn post(&self, url: &str, headers: HeaderMap, body: Vec<u8>) -> Result<Answer, Failure> {
+        let _place = self.place(url).await?;
+        let response = self
+            .http
+            .post(url)
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| request_failure("POST", e))?;
+        let status = response.status();
+        let asked = status == 429 || status == 503;
+        Ok(Answer {
+            status,
+            retry_after: asked
+                .then(|| retry_after(response.headers(), SystemTime::now()))
+                .flatten(),
+            local: response
+                .remote_addr()
+                .is_none_or(|a| matches!(classify(a.ip()), AddressClass::Loopback | AddressClass::Private)),
+        })
+    }
+}
+
 /// Why a call failed, and whether trying again later may help.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
@@ -294,15 +353,19 @@ pub struct Failure {
     pub status: Option<u16>,
     /// How long the service asked us to wait (`Retry-After` of a 429 or 503 answer).
     pub retry_after: Option<Duration>,
+    /// What the owner of the delivery reads instead of `reason` (which then goes only to
+    /// the operator's log); `None`: the reason itself.
+    pub shown: Option<String>,
 }
 
 impl Failure {
-    fn permanent(reason: String) -> Failure {
+    pub fn permanent(reason: String) -> Failure {
         Failure {
             transient: false,
             reason,
             status: None,
             retry_after: None,
+            shown: None,
         }
     }
 }
@@ -344,6 +407,7 @@ fn status_failure(what: &str, status: StatusCode, headers: &HeaderMap) -> Failur
         reason,
         status: Some(status.as_u16()),
         retry_after: asked.then(|| retry_after(headers, SystemTime::now())).flatten(),
+        shown: None,
     }
 }
 
@@ -372,6 +436,7 @@ fn request_failure(what: &str, e: reqwest::Error) -> Failure {
         reason: format!("could not reach the inbox for {what}: {e}"),
         status: None,
         retry_after: None,
+        shown: None,
     }
 }
 

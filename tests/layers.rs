@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     // process-wide helpers, the metrics registry (recorded into by the layers above)
     &["store", "config", "memory", "datadir", "clock", "metrics"],
     // plumbing: HTTP serving, e-mail, outgoing HTTP, the workers' table
-    &["http", "mail", "outbound", "workers"],
+    &["http", "mail", "outbound", "webpush", "workers"],
     // what both services share: accounts and logins, payments
     &["auth", "payments"],
     // what the services and the workers share, made once by launch

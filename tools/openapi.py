@@ -216,6 +216,8 @@ SCHEDULER_PERMISSIONS = COMMON_PERMISSIONS | {
     "deleteTrigger": ("PermitDeleteTrigger",),
     "addEmailTrigger": ("PermitAddTrigger",),
     "addInboxTrigger": ("PermitAddTrigger",),
+    "addPushTrigger": ("PermitAddTrigger",),
+    "addWebhookTrigger": ("PermitAddTrigger",),
     "verifyEmailTrigger": ("PermitVerifyTrigger",),
     "resendVerification": ("PermitResendVerification",),
 }
@@ -556,16 +558,16 @@ SCHEDULER_SCHEMAS = {
     ),
     "TriggerAttempt": strict(
         ("tag", "contents"),
-        tag={"type": "string", "enum": ["InboxTriggerAttempt", "EmailTriggerAttempt"]},
+        tag={"type": "string", "enum": ["InboxTriggerAttempt", "EmailTriggerAttempt", "PushTriggerAttempt", "WebhookTriggerAttempt"]},
         contents={
             "type": "array",
-            "description": "`[<trigger uuid>, {\"tag\": InboxAdditionSuccess (contents: the new inbox item's uuid) | InboxAdditionFailure (contents: the reason) | EmailResultSent | EmailResultError (contents: the reason)}]`",
+            "description": "`[<trigger uuid>, {\"tag\": InboxAdditionSuccess (contents: the new inbox item's uuid) | InboxAdditionFailure (contents: the reason) | EmailResultSent | EmailResultError (contents: the reason) | PushResultSent | PushResultError (contents: the reason) | WebhookResultSent | WebhookResultError (contents: the reason)}]`",
         },
     ),
     "Triggered": strict(
         ("triggeredInfoTriggered", "triggeredInfoTriggerTriggerAttempts"),
         triggeredInfoTriggered=ref("Timestamp"),
-        triggeredInfoTriggerTriggerAttempts={"type": "array", "items": ref("TriggerAttempt"), "description": "Finished deliveries: inbox ones first."},
+        triggeredInfoTriggerTriggerAttempts={"type": "array", "items": ref("TriggerAttempt"), "description": "Finished deliveries: inbox ones first, then e-mail, push and webhook ones."},
     ),
     "Item": strict(
         ("id", "contents", "created", "triggered"),
@@ -579,10 +581,10 @@ SCHEDULER_SCHEMAS = {
         uuid=UUID,
         info=strict(
             ("typedTriggerInfoType", "typedTriggerInfoValue"),
-            typedTriggerInfoType={"type": "string", "enum": ["email", "inbox"]},
+            typedTriggerInfoType={"type": "string", "enum": ["email", "inbox", "push", "webhook"]},
             typedTriggerInfoValue={
                 "type": "object",
-                "description": "`{\"emailTriggerInfoEmailAddress\": <address>, \"emailTriggerInfoVerified\": <bool>}` or `{\"inboxTriggerInfoUrl\": <url>}`; an inbox trigger's username and key are never shown.",
+                "description": "`{\"emailTriggerInfoEmailAddress\": <address>, \"emailTriggerInfoVerified\": <bool>}`, `{\"inboxTriggerInfoUrl\": <url>}`, `{\"pushTriggerInfoHost\": <host>, \"pushTriggerInfoExpired\": <bool>}` or `{\"webhookTriggerInfoUrl\": <url, its query shown as ?…>, \"webhookTriggerInfoFormat\": \"text\" | \"json\"}`; an inbox trigger's username and key, a push subscription's endpoint and keys and a webhook's query are never shown.",
             },
         ),
     ),
@@ -723,6 +725,46 @@ def scheduler():
                 addInboxTriggerAccessKey=STRING,
             )
         ),
+    )
+    d.op(
+        "get",
+        "/push/key",
+        "pushKey",
+        "The server's Web Push application server key (VAPID): base64url of the uncompressed P-256 point, for `pushManager.subscribe({applicationServerKey})`.",
+        json_ok(strict(("publicKey",), publicKey=STRING)),
+    )
+    d.op(
+        "post",
+        "/trigger/push",
+        "addPushTrigger",
+        "Add a push trigger from a browser's `PushSubscription.toJSON()` (an https endpoint; the same endpoint again renews its trigger); the answer is its UUID. At most 20 per account (429).",
+        json_ok(UUID),
+        auth="user",
+        request=body(
+            obj(
+                ("endpoint", "keys"),
+                endpoint=STRING,
+                expirationTime=ANY,
+                keys=obj(("p256dh", "auth"), p256dh=STRING, auth=STRING),
+            )
+        ),
+        links={t: "$response.body" for t in ("getTrigger", "deleteTrigger")},
+    )
+    d.op(
+        "post",
+        "/trigger/webhook",
+        "addWebhookTrigger",
+        "Add a webhook trigger (`text`: ntfy; `json`: Gotify and chat bridges); the answer is its UUID.",
+        json_ok(UUID),
+        auth="user",
+        request=body(
+            obj(
+                ("addWebhookTriggerUrl",),
+                addWebhookTriggerUrl=STRING,
+                addWebhookTriggerFormat={"type": "string", "enum": ["text", "json"]},
+            )
+        ),
+        links={t: "$response.body" for t in ("getTrigger", "deleteTrigger")},
     )
     return d.document()
 

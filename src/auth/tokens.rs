@@ -36,6 +36,9 @@ pub struct TokenKeys {
     /// Tokens whose signature was checked, with their claims: a repeated token skips the
     /// HMAC and the JSON (expiry and revocation are still checked on every use).
     verified: std::sync::RwLock<std::collections::HashMap<String, Claims>>,
+    /// The Web Push key pair (VAPID), derived from the same secret: kept and shared as it is
+    /// ([`crate::webpush`]).
+    push: std::sync::Arc<crate::webpush::VapidKey>,
 }
 
 /// How many verified tokens are remembered (the map is emptied when it is full).
@@ -81,7 +84,13 @@ impl TokenKeys {
             validation,
             lifetime,
             verified: Default::default(),
+            push: std::sync::Arc::new(crate::webpush::VapidKey::derive(secret)),
         }
+    }
+
+    /// The server's Web Push key pair (scheduler.md §6.4), made of the signing secret.
+    pub fn push_key(&self) -> &std::sync::Arc<crate::webpush::VapidKey> {
+        &self.push
     }
 
     pub fn issue(

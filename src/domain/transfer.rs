@@ -7,6 +7,7 @@ use crate::domain::inbox::models::{ContentsIn, InboxItem};
 use crate::domain::scheduler::models::{
     normalise_inbox_url, Attempt, Outcome, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
 };
+use crate::domain::scheduler::push::{normalise_webhook_url, WebhookFormat};
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::DomainError;
 use serde_json::{json, Value};
@@ -135,6 +136,10 @@ fn attempt_json(a: &Attempt) -> Value {
         Outcome::InboxFailed(why) => json!({"tag": "InboxAdditionFailure", "contents": why}),
         Outcome::EmailSent => json!({"tag": "EmailResultSent"}),
         Outcome::EmailFailed(why) => json!({"tag": "EmailResultError", "contents": why}),
+        Outcome::PushSent => json!({"tag": "PushResultSent"}),
+        Outcome::PushFailed(why) => json!({"tag": "PushResultError", "contents": why}),
+        Outcome::WebhookSent => json!({"tag": "WebhookResultSent"}),
+        Outcome::WebhookFailed(why) => json!({"tag": "WebhookResultError", "contents": why}),
     };
     json!({"trigger": a.trigger, "trigger-created": a.trigger_created.to_string(),
            "delivery": a.delivery, "result": result})
@@ -156,6 +161,10 @@ fn parse_attempt(v: &Value, at: &str) -> Result<Attempt, DomainError> {
         Some("InboxAdditionFailure") => Outcome::InboxFailed(why()?),
         Some("EmailResultSent") => Outcome::EmailSent,
         Some("EmailResultError") => Outcome::EmailFailed(why()?),
+        Some("PushResultSent") => Outcome::PushSent,
+        Some("PushResultError") => Outcome::PushFailed(why()?),
+        Some("WebhookResultSent") => Outcome::WebhookSent,
+        Some("WebhookResultError") => Outcome::WebhookFailed(why()?),
         _ => return Err(bad(format!("{at}: unknown result"))),
     };
     Ok(Attempt {
@@ -166,11 +175,15 @@ fn parse_attempt(v: &Value, at: &str) -> Result<Attempt, DomainError> {
     })
 }
 
-/// A trigger as exported. An inbox trigger carries the access key it delivers with (a
-/// credential of the target inbox: without it the imported trigger could not deliver);
-/// an e-mail trigger carries its address and whether it was verified.
-fn trigger_json(t: &Trigger) -> Value {
-    match &t.kind {
+/// A trigger as exported (`None`: not exported). An inbox trigger carries the access key it
+/// delivers with (a credential of the target inbox: without it the imported trigger could
+/// not deliver), a webhook its whole URL (a token in its query, likewise); an e-mail trigger
+/// carries its address and whether it was verified. A push subscription is not exported: it
+/// belongs to one device and to this server's key (a push service refuses messages signed
+/// with another), and its endpoint and keys are never shown again (scheduler.md §2.6); the
+/// device subscribes again.
+fn trigger_json(t: &Trigger) -> Option<Value> {
+    Some(match &t.kind {
         TriggerKind::Email { address, verified, .. } => json!({
             "uuid": t.id, "created": t.created.to_string(), "type": "email",
             "address": address, "verified": verified,
@@ -183,7 +196,12 @@ fn trigger_json(t: &Trigger) -> Value {
             "uuid": t.id, "created": t.created.to_string(), "type": "inbox",
             "url": url, "username": username, "access-key": access_key,
         }),
-    }
+        TriggerKind::Webhook { url, format } => json!({
+            "uuid": t.id, "created": t.created.to_string(), "type": "webhook",
+            "url": url, "format": format.name(),
+        }),
+        TriggerKind::Push { .. } => return None,
+    })
 }
 
 /// The scheduler part of an export.
@@ -208,7 +226,7 @@ pub fn scheduler_export(
             "contents": t.tickle.to_json(),
             "attempts": t.attempts.iter().map(attempt_json).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "triggers": triggers.iter().map(trigger_json).collect::<Vec<_>>(),
+        "triggers": triggers.iter().filter_map(trigger_json).collect::<Vec<_>>(),
         "access-keys": keys,
     })
 }
@@ -299,7 +317,22 @@ fn parse_trigger(t: &Value, owner: Uuid, at: &str) -> Result<Trigger, DomainErro
                 access_key: access_key.to_ascii_lowercase(),
             }
         }
-        _ => return Err(bad(format!("{at}: \"type\" must be \"email\" or \"inbox\""))),
+        Some("webhook") => {
+            let url = normalise_webhook_url(str_at(t, "url", at)?)
+                .ok_or_else(|| bad(format!("{at}: invalid webhook URL")))?;
+            let format = match t.get("format") {
+                None | Some(Value::Null) => WebhookFormat::Text,
+                Some(Value::String(f)) => WebhookFormat::parse(f)
+                    .ok_or_else(|| bad(format!("{at}: \"format\" must be \"text\" or \"json\"")))?,
+                Some(_) => return Err(bad(format!("{at}: \"format\" must be \"text\" or \"json\""))),
+            };
+            TriggerKind::Webhook { url, format }
+        }
+        _ => {
+            return Err(bad(format!(
+                "{at}: \"type\" must be \"email\", \"inbox\" or \"webhook\""
+            )))
+        }
     };
     Ok(Trigger {
         id: uuid_at(t, "uuid", at)?,

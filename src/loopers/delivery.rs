@@ -1,20 +1,27 @@
-//! Inbox delivery (scheduler.md §7.2): the scheduler stage turns the inbox targets fixed at
-//! triggering into pending deliveries; the sender performs them, each with its own
-//! `Idempotency-Key`, retrying transient failures with exponential back-off and recording
-//! the final outcome on the triggered item.
+//! Deliveries over HTTP (scheduler.md §7.2, §7.6, §7.7): the scheduler stage turns the
+//! targets fixed at triggering (inbox services, push subscriptions, webhooks) into pending
+//! deliveries; the sender performs them, each with its own `Idempotency-Key` (a push
+//! message's `Topic`), under one set of bounds per destination and per account, retrying
+//! transient failures with exponential back-off and recording the final outcome on the
+//! triggered item.
 
 use super::dispatch::{Bounds, Destination, Dispatcher, Start};
 use super::PassError;
 use super::{retry_wait, set_aside};
 use crate::clock::Clock;
-use crate::domain::scheduler::models::{Delivery, Outcome, Trigger, TriggerKind};
+use crate::context::Context;
+use crate::domain::scheduler::models::{Channel, Delivery, Outcome, Trigger, TriggerKind};
+use crate::domain::scheduler::push::{endpoint_host, PushSubscription, Reminder, WebhookFormat};
+use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
-use crate::metrics::{Channel, Metrics, Outcome as MetricOutcome};
+use crate::metrics::{Metrics, Outcome as MetricOutcome};
 use crate::outbound::{self, Failure};
 use crate::store::scheduler::QueueKey;
 use crate::store::{Store, Written};
+use crate::webpush::{self, VapidKey};
 use crate::workers::Workers;
+use reqwest::header::{HeaderMap, HeaderValue};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -42,6 +49,51 @@ fn host_of(url: &str) -> String {
         .unwrap_or_else(|| url.to_owned())
 }
 
+/// Where a delivery to a trigger of `kind` goes over HTTP (`None`: it goes by e-mail).
+fn destination(kind: &TriggerKind) -> Option<&str> {
+    match kind {
+        TriggerKind::Inbox { url, .. } | TriggerKind::Webhook { url, .. } => Some(url),
+        TriggerKind::Push { subscription, .. } => Some(&subscription.endpoint),
+        TriggerKind::Email { .. } => None,
+    }
+}
+
+/// A push service's or webhook's answer as a delivery's result (§7.6–§7.7): 2xx is a
+/// success; 408, 429 (with its `Retry-After`), 5xx and no answer at all are transient;
+/// anything else (other 4xx, a redirect) is permanent. What the owner reads does not tell
+/// the services of the LAN apart (no oracle: a stranger's trigger may point there): no
+/// answer reads `no answer from HOST` whatever the cause, and a loopback or private
+/// address's status is left to the operator's log.
+fn answered(what: &str, host: &str, answer: Result<outbound::Answer, Failure>) -> Result<(), Failure> {
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(mut f) => {
+            if f.transient {
+                f.shown = Some(format!("no answer from {host}"));
+            }
+            return Err(f);
+        }
+    };
+    let status = answer.status;
+    if status.is_success() {
+        return Ok(());
+    }
+    let mut reason = format!("{what} {host} answered {status}");
+    if status.is_redirection() {
+        reason.push_str(" (redirects are not followed)");
+    }
+    let shown = answer
+        .local
+        .then(|| format!("{what} {host} did not take the message (this server's log has its answer)"));
+    Err(Failure {
+        transient: status.is_server_error() || status == 408 || status == 429,
+        reason,
+        status: Some(status.as_u16()),
+        retry_after: answer.retry_after,
+        shown,
+    })
+}
+
 /// Inbox deliveries in flight at once: overall, per destination host and port (4 slow
 /// triggers of one, whatever their paths, hold 4 places) and per account (one account's slow
 /// hosts hold at most a quarter of the places: the other 24 stay for everybody else).
@@ -51,8 +103,38 @@ const BOUNDS: Bounds = Bounds {
     per_account: 8,
 };
 
+/// What push messages are signed with and point to.
+pub struct PushSettings {
+    /// The server's VAPID key pair.
+    pub key: Arc<VapidKey>,
+    /// VAPID's `sub`: the operator's contact (`mailto:` or an https URL).
+    pub subject: String,
+    /// The scheduler's page of triggered items, for the message's `url`.
+    pub page: Option<String>,
+}
+
+impl PushSettings {
+    /// The settings of `ctx`: its key; its link base as the contact when it is an https
+    /// URL, else `mailto:` the sender address of e-mails (RFC 8292 §2.1); the triggered
+    /// page under the link base e-mails use.
+    pub fn of(ctx: &Context) -> PushSettings {
+        let (_, base) = crate::mail::web_host_and_base(&ctx.settings);
+        let subject = if base.starts_with("https://") {
+            base.clone()
+        } else {
+            format!("mailto:{}", ctx.settings.email_from)
+        };
+        PushSettings {
+            key: ctx.tokens.push_key().clone(),
+            subject,
+            page: Some(format!("{base}/app/triggered")),
+        }
+    }
+}
+
 pub struct InboxSender {
     client: outbound::InboxClient,
+    push: PushSettings,
     /// Tokens from earlier logins, by trigger.
     tokens: Mutex<HashMap<Uuid, String>>,
     retry_delay: Duration,
@@ -67,9 +149,10 @@ pub struct InboxSender {
 impl InboxSender {
     /// The sender of `workers`' table (retries as configured there; a freed place or a
     /// postponed delivery wakes its worker).
-    pub fn new(client: outbound::InboxClient, clock: Clock, workers: Arc<Workers>) -> InboxSender {
+    pub fn new(client: outbound::InboxClient, push: PushSettings, clock: Clock, workers: Arc<Workers>) -> InboxSender {
         InboxSender {
             client,
+            push,
             tokens: Mutex::new(HashMap::new()),
             retry_delay: workers.retry_delay,
             retry_amount: workers.retry_amount,
@@ -136,7 +219,7 @@ impl InboxSender {
                 dropped.push(s.deliveries.remove_pending(&k).await?);
                 continue;
             };
-            let TriggerKind::Inbox { url, .. } = &trigger.kind else {
+            let Some(url) = destination(&trigger.kind) else {
                 continue;
             };
             let target = Destination {
@@ -170,12 +253,7 @@ impl InboxSender {
         trigger: Trigger,
     ) -> Result<bool, PassError> {
         let s = &store.scheduler;
-        let TriggerKind::Inbox {
-            url,
-            username,
-            access_key,
-        } = &trigger.kind
-        else {
+        let Some(url) = destination(&trigger.kind) else {
             return Ok(false);
         };
         let Some(item) = s.triggered(d.owner, d.item).await? else {
@@ -184,10 +262,44 @@ impl InboxSender {
             dropped.durable().await?;
             return Ok(false);
         };
-        let data = wire::encode_base64(&item.tickle.content);
-        let what = format!("item {} (delivery {}) to the inbox at {url}", d.item, d.id);
+        let channel = trigger.kind.channel();
+        let what = format!("item {} (delivery {}) to the {} at {url}", d.item, d.id, channel.name());
         tracing::info!("delivering {what}, attempt {}", d.failures + 1);
-        let result = self.attempt(url, username, access_key, trigger.id, d.id, &data).await;
+        let result = match &trigger.kind {
+            TriggerKind::Inbox {
+                username, access_key, ..
+            } => {
+                let data = wire::encode_base64(&item.tickle.content);
+                self.attempt(url, username, access_key, trigger.id, d.id, &data)
+                    .await
+                    .map(Outcome::InboxAdded)
+            }
+            TriggerKind::Push { subscription, .. } => {
+                let due = schedule::due(&item.tickle, &Zone::of(&s.settings(d.owner).await?));
+                let reminder = Reminder {
+                    content: &item.tickle.content,
+                    item: item.id,
+                    due,
+                    url: self.push.page.as_deref(),
+                };
+                self.push_message(subscription, &reminder, d.id)
+                    .await
+                    .map(|()| Outcome::PushSent)
+            }
+            TriggerKind::Webhook { url, format } => {
+                let due = schedule::due(&item.tickle, &Zone::of(&s.settings(d.owner).await?));
+                let reminder = Reminder {
+                    content: &item.tickle.content,
+                    item: item.id,
+                    due,
+                    url: None,
+                };
+                self.webhook(url, *format, &reminder, d.id)
+                    .await
+                    .map(|()| Outcome::WebhookSent)
+            }
+            TriggerKind::Email { .. } => return Ok(false),
+        };
         let host = host_of(url);
         match &result {
             Err(f) if f.transient => {
@@ -198,20 +310,17 @@ impl InboxSender {
             _ => self.dispatcher.host_answered(&host),
         }
         let (postponed, recorded) = match result {
-            Ok(id) => {
-                self.metrics.delivery(Channel::Inbox, MetricOutcome::Sent);
-                tracing::info!("delivered {what}: inbox item {id}");
-                (
-                    false,
-                    s.deliveries.finish_delivery(&k, &d, Outcome::InboxAdded(id)).await,
-                )
+            Ok(outcome) => {
+                self.metrics.delivery(channel, MetricOutcome::Sent);
+                tracing::info!("delivered {what}: {outcome:?}");
+                (false, s.deliveries.finish_delivery(&k, &d, outcome).await)
             }
             Err(f) if f.transient && d.failures < self.retry_amount => {
                 let mut later = d.clone();
                 later.failures += 1;
                 let wait = retry_wait(self.retry_delay, later.failures, f.retry_after);
                 later.not_before = self.clock.now().plus(wait);
-                self.metrics.delivery(Channel::Inbox, MetricOutcome::Retried);
+                self.metrics.delivery(channel, MetricOutcome::Retried);
                 tracing::info!(
                     "delivering {what} failed ({}); retry {} of {} in {wait:?}",
                     f.reason,
@@ -221,19 +330,93 @@ impl InboxSender {
                 (true, s.deliveries.postpone_delivery(&k, &later).await)
             }
             Err(f) => {
-                self.metrics.delivery(Channel::Inbox, MetricOutcome::Failed);
+                self.metrics.delivery(channel, MetricOutcome::Failed);
                 tracing::warn!("delivering {what} failed for good: {}", f.reason);
-                (
-                    false,
-                    s.deliveries
-                        .finish_delivery(&k, &d, Outcome::InboxFailed(f.reason))
-                        .await,
-                )
+                let gone = channel == Channel::Push && matches!(f.status, Some(404 | 410));
+                let shown = f.shown.unwrap_or(f.reason);
+                let finished = s
+                    .deliveries
+                    .finish_delivery(&k, &d, Outcome::failed(channel, shown))
+                    .await;
+                if gone {
+                    // the subscription is gone: no further deliveries until it is renewed
+                    s.triggers
+                        .update_trigger(d.owner, trigger.id, &mut |mut t| {
+                            let TriggerKind::Push { expired, .. } = &mut t.kind else {
+                                return None;
+                            };
+                            *expired = true;
+                            Some((t, None))
+                        })
+                        .await?
+                        .durable()
+                        .await?;
+                    tracing::info!("the push subscription of trigger {} is gone: it is expired", trigger.id);
+                }
+                (false, finished)
             }
         };
         let recorded = recorded?;
         recorded.durable().await?;
         Ok(postponed)
+    }
+
+    /// One push message (§7.6): the reminder encrypted for the subscription (RFC 8291),
+    /// signed for its push service (VAPID), with the delivery as its `Topic` (a retried
+    /// message replaces its earlier copy there).
+    async fn push_message(
+        &self,
+        subscription: &PushSubscription,
+        reminder: &Reminder<'_>,
+        delivery: Uuid,
+    ) -> Result<(), Failure> {
+        let endpoint = &subscription.endpoint;
+        let host = endpoint_host(endpoint);
+        let made = webpush::encrypt(&reminder.push_message(), subscription).and_then(|body| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let authorization = self.push.key.authorization(endpoint, &self.push.subject, now)?;
+            Ok((body, authorization))
+        });
+        let (body, authorization) =
+            made.map_err(|e| Failure::permanent(format!("the push message could not be made: {e}")))?;
+        let mut headers = HeaderMap::new();
+        let mut put = |name: &'static str, value: &str| {
+            if let Ok(v) = HeaderValue::from_str(value) {
+                headers.insert(name, v);
+            }
+        };
+        put("content-encoding", "aes128gcm");
+        put("content-type", "application/octet-stream");
+        put("ttl", "86400");
+        put("urgency", "high");
+        put("topic", &delivery.simple().to_string());
+        put("authorization", &authorization);
+        let answer = self.client.post(endpoint, headers, body).await;
+        answered("push service", &host, answer)
+    }
+
+    /// One webhook call (§7.7): the content as text (ntfy) or as JSON (Gotify, bridges).
+    async fn webhook(
+        &self,
+        url: &str,
+        format: WebhookFormat,
+        reminder: &Reminder<'_>,
+        delivery: Uuid,
+    ) -> Result<(), Failure> {
+        let mut headers = HeaderMap::new();
+        let content_type = match format {
+            WebhookFormat::Text => "text/plain; charset=utf-8",
+            WebhookFormat::Json => "application/json",
+        };
+        headers.insert("content-type", HeaderValue::from_static(content_type));
+        headers.insert("title", HeaderValue::from_static(Reminder::title()));
+        if let Ok(v) = HeaderValue::from_str(&delivery.to_string()) {
+            headers.insert("idempotency-key", v);
+        }
+        let answer = self.client.post(url, headers, reminder.webhook_body(format)).await;
+        answered("webhook", &endpoint_host(url), answer)
     }
 
     async fn attempt(

@@ -333,8 +333,13 @@ pub fn start(
     let crew = Arc::new(Crew {
         ctx: ctx.clone(),
         sender: Arc::new(
-            delivery::InboxSender::new(ctx.inbox_client.clone(), ctx.clock.clone(), workers.clone())
-                .with_metrics(ctx.metrics.clone()),
+            delivery::InboxSender::new(
+                ctx.inbox_client.clone(),
+                delivery::PushSettings::of(ctx),
+                ctx.clock.clone(),
+                workers.clone(),
+            )
+            .with_metrics(ctx.metrics.clone()),
         ),
         emailer: Arc::new(
             email::Emailer::new(Arc::new(mailer), ctx.clock.clone(), workers.clone()).with_metrics(ctx.metrics.clone()),

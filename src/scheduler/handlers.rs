@@ -8,7 +8,11 @@ use crate::auth::flows::require_all;
 use crate::domain::account::{Account, Principal, ServiceKind};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{
-    is_valid_email, normalise_inbox_url, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind, TriggeredItem,
+    is_valid_email, normalise_inbox_url, subscribe, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
+    TriggeredItem,
+};
+use crate::domain::scheduler::push::{
+    normalise_webhook_url, EndpointScheme, PushSubscription, WebhookFormat, PUSH_TRIGGERS_MAX,
 };
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::scheduler::sync::{self, SyncRequest};
@@ -58,6 +62,11 @@ impl Scheduler {
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
             Route::Loopers => return Ok(Reply::json(&self.ctx.workers.to_json())),
+            Route::PushKey => {
+                return Ok(Reply::json(
+                    &json!({"publicKey": self.ctx.tokens.push_key().public_key()}),
+                ))
+            }
             Route::VerifyPage(id, key) => return self.verify_page(&request, &id, &key, false).await,
             Route::VerifyByLink(id, key) => return self.verify_page(&request, &id, &key, true).await,
             Route::App(name) => {
@@ -254,6 +263,8 @@ impl Scheduler {
             Route::Verify(id, key) => self.verify(me, &id, &key).await,
             Route::Resend(id) => self.resend(me, &id).await,
             Route::AddInboxTrigger => self.add_inbox_trigger(me, &request).await,
+            Route::AddPushTrigger => self.add_push_trigger(me, &request).await,
+            Route::AddWebhookTrigger => self.add_webhook_trigger(me, &request).await,
             Route::AdminStats => self.admin_stats().await,
             Route::AdminAccounts => {
                 self.ctx
@@ -274,6 +285,7 @@ impl Scheduler {
             | Route::Login
             | Route::Pricing
             | Route::Loopers
+            | Route::PushKey
             | Route::VerifyPage(..)
             | Route::VerifyByLink(..)
             | Route::App(_)
@@ -709,6 +721,88 @@ impl Scheduler {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
         Ok(Reply::json(&json!({"Right": trigger.id})))
+    }
+
+    /// `POST /trigger/push` (§6.4): a browser's subscription, checked (an `http` endpoint
+    /// only to loopback or private addresses the outbound policy allows), stored without
+    /// contacting it; the same endpoint again renews its trigger; at most 20 per account.
+    async fn add_push_trigger(&self, owner: Uuid, request: &Request) -> Result<Reply, ApiError> {
+        let body: Value = request.json()?;
+        let (subscription, scheme) = PushSubscription::parse(&body, crate::webpush::is_p256_point)?;
+        if scheme == EndpointScheme::Http && !self.ctx.inbox_client.is_local(&subscription.endpoint).await {
+            return Err(ApiError::bad_request(
+                "the endpoint must be https (http only to a loopback or private address this server may reach)",
+            ));
+        }
+        let new = Trigger {
+            id: wire::new_uuid(),
+            owner,
+            created: Timestamp::now(),
+            kind: TriggerKind::Push {
+                subscription,
+                expired: false,
+            },
+        };
+        let mut decided = None;
+        let stored = self
+            .ctx
+            .store
+            .scheduler
+            .triggers
+            .add_or_renew_trigger(owner, &mut |triggers| {
+                decided = subscribe(triggers, new.clone());
+                decided.clone()
+            })
+            .await?
+            .durable()
+            .await?;
+        match decided {
+            Some(trigger) if stored => Ok(Reply::json(&trigger.id)),
+            Some(_) => Err(ApiError::unauthorized("the account no longer exists")),
+            None => Err(ApiError::too_many(
+                60,
+                format!("at most {PUSH_TRIGGERS_MAX} push triggers per account: delete one first"),
+            )),
+        }
+    }
+
+    /// `POST /trigger/webhook` (§6.5): the URL checked and stored, not contacted.
+    async fn add_webhook_trigger(&self, owner: Uuid, request: &Request) -> Result<Reply, ApiError> {
+        let body: Value = request.json()?;
+        let url = match body.get("addWebhookTriggerUrl") {
+            Some(Value::String(u)) => normalise_webhook_url(u),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "addWebhookTriggerUrl must be an http(s) URL of at most 2048 characters, without user info or fragment",
+            )
+        })?;
+        let format = match body.get("addWebhookTriggerFormat") {
+            None | Some(Value::Null) => Some(WebhookFormat::Text),
+            Some(Value::String(f)) => WebhookFormat::parse(f),
+            Some(_) => None,
+        }
+        .ok_or_else(|| ApiError::bad_request("addWebhookTriggerFormat must be \"text\" or \"json\""))?;
+        let trigger = Trigger {
+            id: wire::new_uuid(),
+            owner,
+            created: Timestamp::now(),
+            kind: TriggerKind::Webhook { url, format },
+        };
+        if !self
+            .ctx
+            .store
+            .scheduler
+            .triggers
+            .add_trigger(&trigger, None)
+            .await?
+            .durable()
+            .await?
+        {
+            return Err(ApiError::unauthorized("the account no longer exists"));
+        }
+        Ok(Reply::json(&trigger.id))
     }
 
     async fn admin_stats(&self) -> Result<Reply, ApiError> {

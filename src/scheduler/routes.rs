@@ -46,6 +46,10 @@ pub enum Route {
     VerifyByLink(String, String),
     Resend(String),
     AddInboxTrigger,
+    /// `GET /push/key`: the server's application server key (§6.4), no credentials.
+    PushKey,
+    AddPushTrigger,
+    AddWebhookTrigger,
     AdminStats,
     AdminAccounts,
     AdminDeleteAccount(String),
@@ -74,6 +78,7 @@ pub fn access(route: &Route) -> Access {
         | Route::Register
         | Route::Login
         | Route::Pricing
+        | Route::PushKey
         | Route::Loopers => Public,
         Route::VerifyPage(..) | Route::VerifyByLink(..) => Public,
         Route::App(_) | Route::AppConfig | Route::AppToken => Public,
@@ -96,7 +101,9 @@ pub fn access(route: &Route) -> Access {
         Route::Sync => Needs(P::PermitSync),
         Route::Triggers | Route::GetTrigger(_) => Needs(P::PermitGetTriggers),
         Route::DeleteTrigger(_) => Needs(P::PermitDeleteTrigger),
-        Route::AddEmailTrigger | Route::AddInboxTrigger => Needs(P::PermitAddTrigger),
+        Route::AddEmailTrigger | Route::AddInboxTrigger | Route::AddPushTrigger | Route::AddWebhookTrigger => {
+            Needs(P::PermitAddTrigger)
+        }
         Route::Verify(..) => Needs(P::PermitVerifyTrigger),
         Route::Resend(_) => Needs(P::PermitResendVerification),
         Route::Permissions => Needs(P::PermitGetPermissions),
@@ -141,6 +148,8 @@ pub fn takes_body(route: &Route) -> BodyUse {
             | Route::Sync
             | Route::AddEmailTrigger
             | Route::AddInboxTrigger
+            | Route::AddPushTrigger
+            | Route::AddWebhookTrigger
             | Route::AddAccessKey
             | Route::AppToken
     );
@@ -186,6 +195,9 @@ pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
         ],
         ["trigger", "email", "resend", id] => vec![(M::POST, Resend(own(id)))],
         ["trigger", "inbox" | "intray"] => vec![(M::POST, AddInboxTrigger)],
+        ["trigger", "push"] => vec![(M::POST, AddPushTrigger)],
+        ["trigger", "webhook"] => vec![(M::POST, AddWebhookTrigger)],
+        ["push", "key"] => vec![(M::GET, PushKey)],
         ["permissions"] => vec![(M::GET, Permissions)],
         ["access-key"] => vec![(M::GET, ListAccessKeys), (M::POST, AddAccessKey)],
         ["access-key", id] => vec![(M::GET, GetAccessKey(own(id))), (M::DELETE, DeleteAccessKey(own(id)))],
@@ -217,6 +229,10 @@ mod tests {
         assert_eq!(r(Method::GET, "/openapi.json"), Ok(Route::OpenApi));
         assert_eq!(r(Method::DELETE, "/openapi.json"), Err(405));
         assert_eq!(r(Method::POST, "/trigger/intray"), Ok(Route::AddInboxTrigger));
+        assert_eq!(r(Method::POST, "/trigger/push"), Ok(Route::AddPushTrigger));
+        assert_eq!(r(Method::POST, "/trigger/webhook"), Ok(Route::AddWebhookTrigger));
+        assert_eq!(r(Method::GET, "/push/key"), Ok(Route::PushKey));
+        assert_eq!(r(Method::POST, "/push/key"), Err(405));
         assert_eq!(r(Method::PUT, "/account/settings"), Ok(Route::PutSettings));
         assert_eq!(r(Method::GET, "/trigger/email/verify/a/b"), Err(405));
         assert_eq!(r(Method::GET, "/scheduler/nothing-here"), Err(404));

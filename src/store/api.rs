@@ -229,7 +229,8 @@ pub trait ScheduledItems: Send + Sync {
     ) -> Result<SchedulerImportOutcome>;
 }
 
-/// The scheduler's delivery targets (inbox services and e-mail addresses).
+/// The scheduler's delivery targets (inbox services, e-mail addresses, push subscriptions,
+/// webhooks).
 #[async_trait]
 pub trait Triggers: Send + Sync {
     /// Adds a trigger (with the verification e-mail to queue, if any); `false` when the
@@ -246,6 +247,16 @@ pub trait Triggers: Send + Sync {
         account: Uuid,
         id: Uuid,
         update: &mut (dyn FnMut(Trigger) -> Option<(Trigger, Option<QueuedEmail>)> + Send),
+    ) -> Result<Written<bool>>;
+    /// Stores the trigger that `decide` makes of the account's triggers, all of them seen
+    /// atomically (a push subscription replaces the one of its endpoint, and a limit
+    /// counts): a new trigger, or one of them renewed (same id); nothing with `None`.
+    /// `false` when the account is gone or nothing was stored. `decide` may be called more
+    /// than once.
+    async fn add_or_renew_trigger(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [Trigger]) -> Option<Trigger> + Send),
     ) -> Result<Written<bool>>;
     async fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>>;
 }

@@ -641,6 +641,16 @@ pub fn encode(record: &Record) -> Vec<u8> {
                         e.u8(4);
                         e.text(why);
                     }
+                    Outcome::PushSent => e.u8(5),
+                    Outcome::PushFailed(why) => {
+                        e.u8(6);
+                        e.text(why);
+                    }
+                    Outcome::WebhookSent => e.u8(7),
+                    Outcome::WebhookFailed(why) => {
+                        e.u8(8);
+                        e.text(why);
+                    }
                 }
             }
             e.option(occurrence.as_ref(), |e, (id, at)| {
@@ -672,6 +682,18 @@ pub fn encode(record: &Record) -> Vec<u8> {
                     e.text(url);
                     e.text(username);
                     e.text(access_key);
+                }
+                TriggerKind::Push { subscription, expired } => {
+                    e.u8(3);
+                    e.text(&subscription.endpoint);
+                    e.bytes(&subscription.p256dh);
+                    e.bytes(&subscription.auth);
+                    e.u8(*expired as u8);
+                }
+                TriggerKind::Webhook { url, format } => {
+                    e.u8(4);
+                    e.text(url);
+                    e.text(format.name());
                 }
             }
         }

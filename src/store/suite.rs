@@ -15,9 +15,10 @@ use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
 use crate::domain::permissions::Permissions;
 use crate::domain::scheduler::models::{
-    Attempt, Day, Delivery, Outcome, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
-    TriggeredItem,
+    subscribe, Attempt, Day, Delivery, Outcome, Recurrence, ScheduledItem, Tickle, TimeZoneSetting, Trigger,
+    TriggerKind, TriggeredItem,
 };
+use crate::domain::scheduler::push::{PushSubscription, WebhookFormat};
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::{new_uuid, Timestamp};
@@ -517,7 +518,7 @@ pub(crate) async fn triggers(accounts: Arc<dyn Accounts>, triggers: Arc<dyn Trig
             *verified = true;
             Some((t, None))
         }
-        TriggerKind::Inbox { .. } => None,
+        _ => None,
     };
     assert!(triggers
         .update_trigger(alice, email.id, &mut verify)
@@ -1129,6 +1130,194 @@ pub(crate) async fn deliveries_and_emails(
     );
 }
 
+fn push_trigger(owner: uuid::Uuid, endpoint: &str, auth: u8, created: i64) -> Trigger {
+    Trigger {
+        id: new_uuid(),
+        owner,
+        created: at(created),
+        kind: TriggerKind::Push {
+            subscription: PushSubscription {
+                endpoint: endpoint.into(),
+                p256dh: [4; 65],
+                auth: [auth; 16],
+            },
+            expired: false,
+        },
+    }
+}
+
+/// Push and webhook triggers (scheduler.md §6.4–§6.5, §7.6–§7.7): stored and read back whole;
+/// a subscription of the same endpoint renews its trigger (same id), the 21st is refused,
+/// both atomically; an item that triggers is delivered to every push trigger not expired and
+/// every webhook (pending deliveries, like the inbox's), an expired one gets nothing; the
+/// attempts read push before webhook whatever order they finished in; a failed push is
+/// retried.
+pub(crate) async fn push_and_webhook_triggers(
+    accounts: Arc<dyn Accounts>,
+    items: Arc<dyn ScheduledItems>,
+    triggers: Arc<dyn Triggers>,
+    deliveries: Arc<dyn Deliveries>,
+) {
+    let alice = account(&*accounts, "alice").await;
+    let phone = push_trigger(alice, "https://push.example.net/p/1", 1, 10);
+    let mut gone = push_trigger(alice, "http://127.0.0.1:9/p/2", 2, 20);
+    if let TriggerKind::Push { expired, .. } = &mut gone.kind {
+        *expired = true;
+    }
+    let hook = Trigger {
+        id: new_uuid(),
+        owner: alice,
+        created: at(30),
+        kind: TriggerKind::Webhook {
+            url: "https://ntfy.example/topic?auth=secret".into(),
+            format: WebhookFormat::Json,
+        },
+    };
+    for t in [&phone, &gone, &hook] {
+        let t = t.clone();
+        let stored = triggers
+            .add_or_renew_trigger(alice, &mut |existing| subscribe(existing, t.clone()))
+            .await;
+        assert!(durable(stored).await);
+    }
+    assert_eq!(
+        triggers.triggers(alice).await.expect("list"),
+        vec![phone.clone(), gone.clone(), hook.clone()],
+        "every field read back"
+    );
+    // the same endpoint again: the same trigger, its new keys, no longer expired
+    let again = push_trigger(alice, "http://127.0.0.1:9/p/2", 9, 99);
+    let mut renewed = None;
+    let stored = triggers
+        .add_or_renew_trigger(alice, &mut |existing| {
+            renewed = subscribe(existing, again.clone());
+            renewed.clone()
+        })
+        .await;
+    assert!(durable(stored).await);
+    let renewed = renewed.expect("renewed");
+    assert_eq!((renewed.id, renewed.created), (gone.id, gone.created));
+    assert_eq!(
+        triggers.trigger(alice, gone.id).await.expect("read"),
+        Some(renewed.clone())
+    );
+    assert_eq!(triggers.triggers(alice).await.expect("list").len(), 3);
+    // expired again, for what follows
+    let expire = |mut t: Trigger| match &mut t.kind {
+        TriggerKind::Push { expired, .. } => {
+            *expired = true;
+            Some((t, None))
+        }
+        _ => None,
+    };
+    assert!(durable(triggers.update_trigger(alice, gone.id, &mut { expire }).await).await);
+    // the limit: 20 push triggers, then nothing is stored
+    for n in 2..20 {
+        let t = push_trigger(alice, &format!("https://push.example.net/more/{n}"), 3, 40 + n);
+        assert!(
+            durable(
+                triggers
+                    .add_or_renew_trigger(alice, &mut |e| subscribe(e, t.clone()))
+                    .await
+            )
+            .await
+        );
+    }
+    let one_more = push_trigger(alice, "https://push.example.net/21st", 4, 90);
+    let refused = triggers
+        .add_or_renew_trigger(alice, &mut |e| subscribe(e, one_more.clone()))
+        .await;
+    assert!(!durable(refused).await, "the 21st push trigger");
+    assert_eq!(triggers.triggers(alice).await.expect("list").len(), 21);
+    assert!(
+        !durable(
+            triggers
+                .add_or_renew_trigger(new_uuid(), &mut |e| subscribe(e, one_more.clone()))
+                .await
+        )
+        .await
+    );
+    for t in triggers.triggers(alice).await.expect("list") {
+        if t.id != phone.id && t.id != gone.id && t.id != hook.id {
+            assert!(durable(triggers.delete_trigger(alice, t.id).await).await);
+        }
+    }
+    // an item triggers: a pending delivery to the phone and to the webhook, none to the
+    // expired subscription
+    let item = scheduled(alice, "water the plants", false, 30);
+    assert!(add_due(&*items, &item, at(100), None).await);
+    let due = items.due_items(at(200), 10).await.expect("due");
+    let mut next = |_: &ScheduledItem, _: &TimeZoneSetting| None;
+    let copy = durable(items.trigger_item(due[0], at(200), &mut next).await)
+        .await
+        .expect("triggered");
+    assert_eq!(
+        durable(deliveries.expand_targets(true).await).await,
+        0,
+        "no e-mail targets"
+    );
+    assert_eq!(durable(deliveries.expand_targets(false).await).await, 1);
+    let pending = deliveries.pending_deliveries(10).await.expect("pending");
+    let mut to: Vec<_> = pending
+        .iter()
+        .map(|(_, d)| {
+            let d = d.as_ref().expect("a delivery");
+            assert_eq!((d.owner, d.item, d.email), (alice, copy.id, false));
+            d.trigger
+        })
+        .collect();
+    to.sort();
+    let mut want = vec![phone.id, hook.id];
+    want.sort();
+    assert_eq!(to, want);
+    // finished webhook first, push second: listed push first (§2.5)
+    let by = |id| {
+        pending
+            .iter()
+            .find(|(_, d)| d.as_ref().expect("a delivery").trigger == id)
+            .expect("pending")
+    };
+    let (hk, hd) = by(hook.id);
+    durable(
+        deliveries
+            .finish_delivery(hk, hd.as_ref().expect("d"), Outcome::WebhookSent)
+            .await,
+    )
+    .await;
+    let (pk, pd) = by(phone.id);
+    let failed = Outcome::PushFailed("push service push.example.net answered 500".into());
+    durable(
+        deliveries
+            .finish_delivery(pk, pd.as_ref().expect("d"), failed.clone())
+            .await,
+    )
+    .await;
+    let outcomes = |item: Option<TriggeredItem>| {
+        item.expect("the item")
+            .attempts
+            .into_iter()
+            .map(|a| a.outcome)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        outcomes(items.triggered(alice, copy.id).await.expect("read")),
+        [failed, Outcome::WebhookSent]
+    );
+    // the failed push is retried: pending again, same delivery
+    durable(deliveries.retry_failed(alice, &[copy.id]).await).await;
+    let pending_again = deliveries.pending_deliveries(10).await.expect("pending");
+    assert_eq!(pending_again.len(), 1);
+    let retried = pending_again[0].1.as_ref().expect("a delivery");
+    assert_eq!(
+        (retried.id, retried.trigger, retried.email),
+        (pd.as_ref().expect("d").id, phone.id, false)
+    );
+    assert_eq!(
+        outcomes(items.triggered(alice, copy.id).await.expect("read")),
+        [Outcome::WebhookSent]
+    );
+}
+
 #[cfg(test)]
 mod sled {
     use super::*;
@@ -1173,6 +1362,20 @@ mod sled {
             s.triggers.clone(),
             s.deliveries.clone(),
             s.emails.clone(),
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn push_and_webhook_triggers_on_sled() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = crate::store::Store::open(dir.path()).expect("open");
+        let s = &store.scheduler;
+        push_and_webhook_triggers(
+            s.accounts.clone(),
+            s.items.clone(),
+            s.triggers.clone(),
+            s.deliveries.clone(),
         )
         .await;
     }

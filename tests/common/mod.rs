@@ -6,6 +6,7 @@
 pub mod postgres;
 pub mod process;
 pub mod scheduler;
+pub mod scripted;
 
 use base64::Engine;
 use pigeonhole::clock::Clock;

@@ -1,6 +1,9 @@
 //! Scheduled items ("tickles"), recurrences, triggered items, triggers and settings, with
 //! their JSON forms (scheduler.md §2).
 
+use crate::domain::scheduler::push::{
+    endpoint_host, shown_webhook_url, PushSubscription, WebhookFormat, PUSH_TRIGGERS_MAX,
+};
 use crate::domain::wire::{self, Date, Timestamp};
 use crate::domain::DomainError;
 use serde_json::{json, Map, Value};
@@ -251,6 +254,20 @@ pub enum Outcome {
     InboxFailed(String),
     EmailSent,
     EmailFailed(String),
+    PushSent,
+    PushFailed(String),
+    WebhookSent,
+    WebhookFailed(String),
+}
+
+/// The kinds of delivery target, in the order a triggered item lists their attempts
+/// (§2.5: inbox attempts first, then e-mail, push and webhook ones).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Channel {
+    Inbox,
+    Email,
+    Push,
+    Webhook,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -264,12 +281,51 @@ pub struct Attempt {
 }
 
 impl Outcome {
+    /// The kind of target this outcome is of.
+    pub fn channel(&self) -> Channel {
+        match self {
+            Outcome::InboxAdded(_) | Outcome::InboxFailed(_) => Channel::Inbox,
+            Outcome::EmailSent | Outcome::EmailFailed(_) => Channel::Email,
+            Outcome::PushSent | Outcome::PushFailed(_) => Channel::Push,
+            Outcome::WebhookSent | Outcome::WebhookFailed(_) => Channel::Webhook,
+        }
+    }
+
     pub fn is_email(&self) -> bool {
-        matches!(self, Outcome::EmailSent | Outcome::EmailFailed(_))
+        self.channel() == Channel::Email
+    }
+
+    /// The reason of a failure; `None` for a success.
+    pub fn failure(&self) -> Option<&str> {
+        match self {
+            Outcome::InboxFailed(why)
+            | Outcome::EmailFailed(why)
+            | Outcome::PushFailed(why)
+            | Outcome::WebhookFailed(why) => Some(why),
+            Outcome::InboxAdded(_) | Outcome::EmailSent | Outcome::PushSent | Outcome::WebhookSent => None,
+        }
     }
 
     pub fn is_failure(&self) -> bool {
-        matches!(self, Outcome::InboxFailed(_) | Outcome::EmailFailed(_))
+        self.failure().is_some()
+    }
+
+    /// The failure of `channel` for `reason`.
+    pub fn failed(channel: Channel, reason: String) -> Outcome {
+        match channel {
+            Channel::Inbox => Outcome::InboxFailed(reason),
+            Channel::Email => Outcome::EmailFailed(reason),
+            Channel::Push => Outcome::PushFailed(reason),
+            Channel::Webhook => Outcome::WebhookFailed(reason),
+        }
+    }
+}
+
+impl Attempt {
+    /// The order of a triggered item's attempts (§2.5): by kind, then by their triggers'
+    /// creation.
+    pub fn order(&self) -> (Channel, Timestamp, Uuid) {
+        (self.outcome.channel(), self.trigger_created, self.trigger)
     }
 }
 
@@ -305,6 +361,13 @@ impl Attempt {
                 "EmailTriggerAttempt",
                 json!({"tag": "EmailResultError", "contents": why}),
             ),
+            Outcome::PushSent => ("PushTriggerAttempt", json!({"tag": "PushResultSent"})),
+            Outcome::PushFailed(why) => ("PushTriggerAttempt", json!({"tag": "PushResultError", "contents": why})),
+            Outcome::WebhookSent => ("WebhookTriggerAttempt", json!({"tag": "WebhookResultSent"})),
+            Outcome::WebhookFailed(why) => (
+                "WebhookTriggerAttempt",
+                json!({"tag": "WebhookResultError", "contents": why}),
+            ),
         };
         json!({"tag": tag, "contents": [self.trigger, result]})
     }
@@ -319,7 +382,8 @@ pub struct TriggeredItem {
     /// `created` of the original item.
     pub created: Timestamp,
     pub triggered: Timestamp,
-    /// Finished deliveries (inbox attempts first, then e-mail, each in trigger order).
+    /// Finished deliveries (inbox attempts first, then e-mail, push and webhook, each in
+    /// trigger order: [`Attempt::order`]).
     pub attempts: Vec<Attempt>,
 }
 
@@ -468,6 +532,38 @@ pub enum TriggerKind {
         /// Lower-case hex access key.
         access_key: String,
     },
+    /// A Web Push subscription (§6.4): its endpoint and keys are the subscriber's
+    /// capabilities, never shown again.
+    Push {
+        subscription: PushSubscription,
+        /// The push service said the subscription is gone (404/410): no further deliveries
+        /// until the device subscribes again.
+        expired: bool,
+    },
+    /// A webhook (§6.5): the normalised URL (its query may hold a token, never shown).
+    Webhook { url: String, format: WebhookFormat },
+}
+
+impl TriggerKind {
+    /// The kind of target this trigger is.
+    pub fn channel(&self) -> Channel {
+        match self {
+            TriggerKind::Email { .. } => Channel::Email,
+            TriggerKind::Inbox { .. } => Channel::Inbox,
+            TriggerKind::Push { .. } => Channel::Push,
+            TriggerKind::Webhook { .. } => Channel::Webhook,
+        }
+    }
+
+    /// Whether an item triggered now is delivered to this trigger (§7.1): every inbox and
+    /// webhook trigger, verified e-mail triggers, push triggers not expired.
+    pub fn receives(&self) -> bool {
+        match self {
+            TriggerKind::Email { verified, .. } => *verified,
+            TriggerKind::Push { expired, .. } => !expired,
+            TriggerKind::Inbox { .. } | TriggerKind::Webhook { .. } => true,
+        }
+    }
 }
 
 impl Trigger {
@@ -481,9 +577,73 @@ impl Trigger {
                 "typedTriggerInfoType": "inbox",
                 "typedTriggerInfoValue": {"inboxTriggerInfoUrl": url},
             }),
+            TriggerKind::Push { subscription, expired } => json!({
+                "typedTriggerInfoType": "push",
+                "typedTriggerInfoValue": {
+                    "pushTriggerInfoHost": endpoint_host(&subscription.endpoint),
+                    "pushTriggerInfoExpired": expired,
+                },
+            }),
+            TriggerKind::Webhook { url, format } => json!({
+                "typedTriggerInfoType": "webhook",
+                "typedTriggerInfoValue": {
+                    "webhookTriggerInfoUrl": shown_webhook_url(url),
+                    "webhookTriggerInfoFormat": format.name(),
+                },
+            }),
         };
         json!({"uuid": self.id, "info": info})
     }
+}
+
+impl Channel {
+    /// The kind's name in texts (`inbox`, `e-mail`, `push service`, `webhook`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Channel::Inbox => "inbox",
+            Channel::Email => "e-mail",
+            Channel::Push => "push service",
+            Channel::Webhook => "webhook",
+        }
+    }
+
+    /// Whether deliveries of this kind travel through the e-mail queue; every other kind is
+    /// a pending delivery that the HTTP sender performs.
+    pub fn by_email(self) -> bool {
+        self == Channel::Email
+    }
+}
+
+/// The delivery targets of an item that triggers now (§7.1), as they travel: (over HTTP,
+/// by e-mail), each in the order of `triggers`.
+pub fn targets_now(triggers: &[Trigger]) -> (Vec<Uuid>, Vec<Uuid>) {
+    let receiving = triggers.iter().filter(|t| t.kind.receives());
+    let (email, http): (Vec<&Trigger>, Vec<&Trigger>) = receiving.partition(|t| t.kind.channel().by_email());
+    let ids = |list: Vec<&Trigger>| list.into_iter().map(|t| t.id).collect();
+    (ids(http), ids(email))
+}
+
+/// What subscribing to push does to an account's `triggers` (§6.4): the push trigger of
+/// the same endpoint is renewed (the new keys, no longer expired; its id and creation time
+/// kept), else `new` is the trigger to add, unless the account has [`PUSH_TRIGGERS_MAX`] push
+/// triggers already (`None`).
+pub fn subscribe(triggers: &[Trigger], new: Trigger) -> Option<Trigger> {
+    let TriggerKind::Push { subscription, .. } = &new.kind else {
+        return Some(new);
+    };
+    let same = triggers
+        .iter()
+        .find(|t| matches!(&t.kind, TriggerKind::Push { subscription: s, .. } if s.endpoint == subscription.endpoint));
+    if let Some(old) = same {
+        return Some(Trigger {
+            id: old.id,
+            owner: old.owner,
+            created: old.created,
+            kind: new.kind,
+        });
+    }
+    let pushes = triggers.iter().filter(|t| t.kind.channel() == Channel::Push).count();
+    (pushes < PUSH_TRIGGERS_MAX).then_some(new)
 }
 
 /// An e-mail address as scheduler.md §6.1 accepts it.
@@ -593,6 +753,83 @@ mod trigger_tests {
         ] {
             assert!(!is_valid_email(bad), "{bad}");
         }
+    }
+
+    fn push(id: u128, endpoint: &str, expired: bool) -> Trigger {
+        Trigger {
+            id: Uuid::from_u128(id),
+            owner: Uuid::from_u128(1),
+            created: Timestamp::from_unix(id as i64, 0),
+            kind: TriggerKind::Push {
+                subscription: PushSubscription {
+                    endpoint: endpoint.into(),
+                    p256dh: [4; 65],
+                    auth: [id as u8; 16],
+                },
+                expired,
+            },
+        }
+    }
+
+    #[test]
+    fn a_subscription_renews_its_endpoints_trigger_and_counts_to_the_limit() {
+        let existing = vec![
+            push(2, "https://a.example/1", true),
+            push(3, "https://a.example/2", false),
+        ];
+        let renewed = subscribe(&existing, push(99, "https://a.example/1", false)).unwrap();
+        assert_eq!((renewed.id, renewed.created), (existing[0].id, existing[0].created));
+        assert!(
+            matches!(&renewed.kind, TriggerKind::Push { subscription, expired: false } if subscription.auth == [99; 16])
+        );
+        assert_eq!(
+            subscribe(&existing, push(99, "https://a.example/3", false)).unwrap().id,
+            Uuid::from_u128(99)
+        );
+        let full: Vec<Trigger> = (0..PUSH_TRIGGERS_MAX as u128)
+            .map(|i| push(10 + i, &format!("https://b.example/{i}"), false))
+            .collect();
+        assert!(
+            subscribe(&full, push(99, "https://a.example/new", false)).is_none(),
+            "the 21st"
+        );
+        assert!(
+            subscribe(&full, push(99, "https://b.example/0", false)).is_some(),
+            "a renewal still"
+        );
+    }
+
+    #[test]
+    fn who_receives_an_item_that_triggers_now() {
+        let email = |verified| Trigger {
+            id: Uuid::from_u128(if verified { 5 } else { 6 }),
+            owner: Uuid::from_u128(1),
+            created: Timestamp::from_unix(0, 0),
+            kind: TriggerKind::Email {
+                address: "a@b.c".into(),
+                verified,
+                key_digest: [0; 32],
+            },
+        };
+        let hook = Trigger {
+            id: Uuid::from_u128(7),
+            owner: Uuid::from_u128(1),
+            created: Timestamp::from_unix(0, 0),
+            kind: TriggerKind::Webhook {
+                url: "https://ntfy.sh/x".into(),
+                format: WebhookFormat::Text,
+            },
+        };
+        let all = [
+            push(2, "https://a/1", false),
+            email(true),
+            push(3, "https://a/2", true),
+            email(false),
+            hook,
+        ];
+        let (http, mail) = targets_now(&all);
+        assert_eq!(http, vec![Uuid::from_u128(2), Uuid::from_u128(7)]);
+        assert_eq!(mail, vec![Uuid::from_u128(5)]);
     }
 
     #[test]

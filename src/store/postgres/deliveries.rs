@@ -12,9 +12,10 @@
 use super::emails::{at_once, email_from, insert_email, lease_micros, PgQueueKey, EMAIL_COLUMNS};
 use super::rows::{self, from_bigint, instant};
 use super::scheduler::PgScheduler;
+use super::triggers::{trigger_from, TRIGGER_COLUMNS};
 use super::{transaction, PgError, PgResult};
 use crate::domain::email::{EmailKind, QueuedEmail};
-use crate::domain::scheduler::models::{Attempt, Delivery, Outcome};
+use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
 use crate::store::Written;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
@@ -66,6 +67,10 @@ fn outcome_columns(outcome: &Outcome) -> (&'static str, Option<Uuid>, Option<&st
         Outcome::InboxFailed(why) => ("inbox_failed", None, Some(why)),
         Outcome::EmailSent => ("email_sent", None, None),
         Outcome::EmailFailed(why) => ("email_failed", None, Some(why)),
+        Outcome::PushSent => ("push_sent", None, None),
+        Outcome::PushFailed(why) => ("push_failed", None, Some(why)),
+        Outcome::WebhookSent => ("webhook_sent", None, None),
+        Outcome::WebhookFailed(why) => ("webhook_failed", None, Some(why)),
     }
 }
 
@@ -121,37 +126,38 @@ impl PgScheduler {
                 )
                 .await?;
                 for trigger_id in triggers {
-                    let Some(trigger) = tx
+                    let Some(row) = tx
                         .query_opt(
-                            "SELECT created_secs, created_nanos, kind, email_address, email_verified FROM triggers \
-                             WHERE id = $1 AND account = $2",
+                            &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND account = $2"),
                             &[&trigger_id, &owner],
                         )
                         .await?
                     else {
                         continue;
                     };
+                    let trigger = trigger_from(&row)?;
+                    // deleted, no longer verified or expired meanwhile: skipped
+                    if !trigger.kind.receives() || trigger.kind.channel().by_email() != email {
+                        continue;
+                    }
                     let delivery = Delivery {
                         id: crate::domain::wire::new_uuid(),
                         owner,
                         item,
                         trigger: trigger_id,
-                        trigger_created: instant(&trigger, "created")?,
+                        trigger_created: trigger.created,
                         email,
                         failures: 0,
                         not_before: at_once(),
                     };
-                    let trigger_kind: String = trigger.try_get("kind")?;
-                    let verified: Option<bool> = trigger.try_get("email_verified")?;
-                    match (trigger_kind.as_str(), email, verified) {
-                        ("inbox", false, _) => insert_delivery(&tx, &delivery).await?,
-                        ("email", true, Some(true)) => {
-                            let to: String = trigger.try_get("email_address")?;
+                    match &trigger.kind {
+                        TriggerKind::Email { address, .. } => {
+                            let to = address.clone();
                             let queued =
                                 QueuedEmail::new(owner, Some(trigger_id), EmailKind::Triggered { delivery, to });
                             insert_email(&tx, &queued).await?;
                         }
-                        _ => {}
+                        _ => insert_delivery(&tx, &delivery).await?,
                     }
                 }
                 Ok(true)
@@ -289,11 +295,12 @@ impl PgScheduler {
             self.accounts.lock(&tx, account).await?;
             let failed = tx
                 .query(
-                    "SELECT a.triggered_item, a.position, a.delivery, a.outcome, t.id AS trigger, t.created_secs, \
+                    "SELECT a.triggered_item, a.position, a.delivery, t.id AS trigger, t.created_secs, \
                      t.created_nanos, t.kind, t.email_address \
                      FROM trigger_attempts a JOIN triggered_items i ON i.id = a.triggered_item \
                      JOIN triggers t ON t.id = a.trigger AND t.account = i.account \
-                     WHERE i.account = $1 AND i.id = ANY($2) AND a.outcome IN ('inbox_failed', 'email_failed') \
+                     WHERE i.account = $1 AND i.id = ANY($2) \
+                     AND a.outcome IN ('inbox_failed', 'email_failed', 'push_failed', 'webhook_failed') \
                      ORDER BY a.triggered_item, a.position",
                     &[&account, &ids],
                 )
@@ -304,15 +311,15 @@ impl PgScheduler {
             for row in &failed {
                 let item: Uuid = row.try_get("triggered_item")?;
                 let position: i32 = row.try_get("position")?;
-                let outcome: String = row.try_get("outcome")?;
                 let trigger: Uuid = row.try_get("trigger")?;
+                let kind: String = row.try_get("kind")?;
                 let delivery = Delivery {
                     id: row.try_get("delivery")?,
                     owner: account,
                     item,
                     trigger,
                     trigger_created: instant(row, "created")?,
-                    email: outcome == "email_failed",
+                    email: kind == "email",
                     failures: 0,
                     not_before: at_once(),
                 };
@@ -321,14 +328,12 @@ impl PgScheduler {
                     &[&item, &position],
                 )
                 .await?;
-                let kind: String = row.try_get("kind")?;
-                match kind.as_str() {
-                    "inbox" => insert_delivery(&tx, &delivery).await?,
-                    _ => {
-                        let to: String = row.try_get("email_address")?;
-                        let queued = QueuedEmail::new(account, Some(trigger), EmailKind::Triggered { delivery, to });
-                        insert_email(&tx, &queued).await?;
-                    }
+                if delivery.email {
+                    let to: String = row.try_get("email_address")?;
+                    let queued = QueuedEmail::new(account, Some(trigger), EmailKind::Triggered { delivery, to });
+                    insert_email(&tx, &queued).await?;
+                } else {
+                    insert_delivery(&tx, &delivery).await?;
                 }
             }
             Ok(Written::committed(()))

@@ -17,11 +17,18 @@ pub(super) struct Migration {
     pub(super) sql: &'static str,
 }
 
-pub(super) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "schema",
-    sql: include_str!("migrations/0001_schema.sql"),
-}];
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "schema",
+        sql: include_str!("migrations/0001_schema.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "push and webhook triggers",
+        sql: include_str!("migrations/0002_push_and_webhook_triggers.sql"),
+    },
+];
 
 /// The latest schema version this binary knows.
 pub const LATEST: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;

@@ -10,9 +10,10 @@
 
 use super::accounts::{PgAccounts, Service};
 use super::rows::{self, from_bigint, instant, to_bigint};
+use super::triggers::{trigger_from, TRIGGER_COLUMNS};
 use super::{transaction, PgError, PgResult};
 use crate::domain::scheduler::models::{
-    Day, Recurrence, ScheduledItem, Tickle, TimeOfDay, TimeZoneSetting, TriggeredItem,
+    targets_now, Day, Recurrence, ScheduledItem, Tickle, TimeOfDay, TimeZoneSetting, TriggeredItem,
 };
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::wire::Timestamp;
@@ -152,6 +153,10 @@ pub(super) fn attempt_from(row: &Row) -> PgResult<crate::domain::scheduler::mode
         ("inbox_failed", None, Some(why)) => Outcome::InboxFailed(why),
         ("email_sent", None, None) => Outcome::EmailSent,
         ("email_failed", None, Some(why)) => Outcome::EmailFailed(why),
+        ("push_sent", None, None) => Outcome::PushSent,
+        ("push_failed", None, Some(why)) => Outcome::PushFailed(why),
+        ("webhook_sent", None, None) => Outcome::WebhookSent,
+        ("webhook_failed", None, Some(why)) => Outcome::WebhookFailed(why),
         (o, _, _) => return Err(PgError::Corrupt(format!("attempt outcome {o:?}"))),
     };
     Ok(Attempt {
@@ -694,22 +699,15 @@ impl PgScheduler {
             Self::insert_triggered(&tx, &copy, Some((id, due))).await?;
             let triggers = tx
                 .query(
-                    "SELECT id, kind, email_verified FROM triggers WHERE account = $1 ORDER BY seq",
+                    &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE account = $1 ORDER BY seq"),
                     &[&owner],
                 )
-                .await?;
-            let mut inbox = Vec::new();
-            let mut email = Vec::new();
-            for row in &triggers {
-                let trigger: Uuid = row.try_get("id")?;
-                let kind: String = row.try_get("kind")?;
-                let verified: Option<bool> = row.try_get("email_verified")?;
-                match (kind.as_str(), verified) {
-                    ("inbox", _) => inbox.push(trigger),
-                    ("email", Some(true)) => email.push(trigger),
-                    _ => {}
-                }
-            }
+                .await?
+                .iter()
+                .map(trigger_from)
+                .collect::<PgResult<Vec<_>>>()?;
+            // the target list of kind 'inbox' holds every trigger delivered over HTTP
+            let (inbox, email) = targets_now(&triggers);
             for (kind, list) in [("inbox", inbox), ("email", email)] {
                 if !list.is_empty() {
                     tx.execute(

@@ -1812,6 +1812,18 @@ mod suite_queues {
             crate::store::suite::deliveries_and_emails(s.clone(), s.clone(), s.clone(), s.clone(), s).await;
         });
     }
+
+    #[test]
+    fn push_and_webhook_triggers_on_postgres() {
+        let Some((_cluster, connection, _db)) = fresh("suite_push_and_webhook_triggers_on_postgres") else {
+            return;
+        };
+        runtime().block_on(async {
+            let (store, _) = PgStore::connect(&connection).await.expect("store");
+            let s = Arc::new(store.scheduler());
+            crate::store::suite::push_and_webhook_triggers(s.clone(), s.clone(), s.clone(), s).await;
+        });
+    }
 }
 
 /// Moving between engines (issue 21 point 4): every kind of record loads into PostgreSQL

@@ -301,6 +301,14 @@ impl Triggers for PgScheduler {
         Ok(PgScheduler::update_trigger(self, account, id, update).await?)
     }
 
+    async fn add_or_renew_trigger(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [Trigger]) -> Option<Trigger> + Send),
+    ) -> Result<Written<bool>> {
+        Ok(PgScheduler::add_or_renew_trigger(self, account, decide).await?)
+    }
+
     async fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         Ok(PgScheduler::delete_trigger(self, account, id).await?)
     }

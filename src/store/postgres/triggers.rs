@@ -9,13 +9,15 @@ use super::scheduler::PgScheduler;
 use super::{transaction, PgError, PgResult};
 use crate::domain::email::QueuedEmail;
 use crate::domain::scheduler::models::{Trigger, TriggerKind};
+use crate::domain::scheduler::push::{PushSubscription, WebhookFormat};
 use crate::store::Written;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
 pub(super) const TRIGGER_COLUMNS: &str =
     "id, account, created_secs, created_nanos, kind, email_address, email_verified, \
-     email_key_digest, inbox_url, inbox_username, inbox_access_key";
+     email_key_digest, inbox_url, inbox_username, inbox_access_key, push_endpoint, push_p256dh, \
+     push_auth, push_expired, webhook_url, webhook_format";
 
 pub(super) fn trigger_from(row: &Row) -> PgResult<Trigger> {
     let kind: String = row.try_get("kind")?;
@@ -35,6 +37,30 @@ pub(super) fn trigger_from(row: &Row) -> PgResult<Trigger> {
             username: row.try_get("inbox_username")?,
             access_key: row.try_get("inbox_access_key")?,
         },
+        "push" => {
+            let p256dh: Vec<u8> = row.try_get("push_p256dh")?;
+            let auth: Vec<u8> = row.try_get("push_auth")?;
+            TriggerKind::Push {
+                subscription: PushSubscription {
+                    endpoint: row.try_get("push_endpoint")?,
+                    p256dh: p256dh
+                        .try_into()
+                        .map_err(|_| PgError::Corrupt("a push key of other than 65 bytes".into()))?,
+                    auth: auth
+                        .try_into()
+                        .map_err(|_| PgError::Corrupt("a push secret of other than 16 bytes".into()))?,
+                },
+                expired: row.try_get("push_expired")?,
+            }
+        }
+        "webhook" => {
+            let format: String = row.try_get("webhook_format")?;
+            TriggerKind::Webhook {
+                url: row.try_get("webhook_url")?,
+                format: WebhookFormat::parse(&format)
+                    .ok_or_else(|| PgError::Corrupt(format!("webhook format {format:?}")))?,
+            }
+        }
         other => return Err(PgError::Corrupt(format!("trigger kind {other:?}"))),
     };
     Ok(Trigger {
@@ -45,37 +71,89 @@ pub(super) fn trigger_from(row: &Row) -> PgResult<Trigger> {
     })
 }
 
+/// The kind columns of a trigger's row: those of its kind set, every other one NULL.
+#[derive(Default)]
+struct KindColumns<'a> {
+    email_address: Option<&'a str>,
+    email_verified: Option<bool>,
+    email_key_digest: Option<&'a [u8]>,
+    inbox_url: Option<&'a str>,
+    inbox_username: Option<&'a str>,
+    inbox_access_key: Option<&'a str>,
+    push_endpoint: Option<&'a str>,
+    push_p256dh: Option<&'a [u8]>,
+    push_auth: Option<&'a [u8]>,
+    push_expired: Option<bool>,
+    webhook_url: Option<&'a str>,
+    webhook_format: Option<&'static str>,
+}
+
+impl KindColumns<'_> {
+    /// The `kind` column and the kind columns of `kind`.
+    fn of(kind: &TriggerKind) -> (&'static str, KindColumns<'_>) {
+        match kind {
+            TriggerKind::Email {
+                address,
+                verified,
+                key_digest,
+            } => (
+                "email",
+                KindColumns {
+                    email_address: Some(address),
+                    email_verified: Some(*verified),
+                    email_key_digest: Some(key_digest),
+                    ..Default::default()
+                },
+            ),
+            TriggerKind::Inbox {
+                url,
+                username,
+                access_key,
+            } => (
+                "inbox",
+                KindColumns {
+                    inbox_url: Some(url),
+                    inbox_username: Some(username),
+                    inbox_access_key: Some(access_key),
+                    ..Default::default()
+                },
+            ),
+            TriggerKind::Push { subscription, expired } => (
+                "push",
+                KindColumns {
+                    push_endpoint: Some(&subscription.endpoint),
+                    push_p256dh: Some(&subscription.p256dh),
+                    push_auth: Some(&subscription.auth),
+                    push_expired: Some(*expired),
+                    ..Default::default()
+                },
+            ),
+            TriggerKind::Webhook { url, format } => (
+                "webhook",
+                KindColumns {
+                    webhook_url: Some(url),
+                    webhook_format: Some(format.name()),
+                    ..Default::default()
+                },
+            ),
+        }
+    }
+}
+
 /// Writes the trigger's kind columns (and created) over the row of `trigger.id`, or inserts it.
 pub(super) async fn put_trigger(tx: &Transaction<'_>, trigger: &Trigger, insert: bool) -> PgResult<()> {
     let nanos = rows::nanos(trigger.created)?;
-    let mut email: (Option<&str>, Option<bool>, Option<&[u8]>) = (None, None, None);
-    let mut inbox: (Option<&str>, Option<&str>, Option<&str>) = (None, None, None);
-    let kind = match &trigger.kind {
-        TriggerKind::Email {
-            address,
-            verified,
-            key_digest,
-        } => {
-            email = (Some(address), Some(*verified), Some(key_digest.as_slice()));
-            "email"
-        }
-        TriggerKind::Inbox {
-            url,
-            username,
-            access_key,
-        } => {
-            inbox = (Some(url), Some(username), Some(access_key));
-            "inbox"
-        }
-    };
-    let (address, verified, digest) = email;
-    let (url, username, key) = inbox;
+    let (kind, c) = KindColumns::of(&trigger.kind);
     let sql = if insert {
-        format!("INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")
+        format!(
+            "INSERT INTO triggers ({TRIGGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
+             $13, $14, $15, $16, $17)"
+        )
     } else {
         "UPDATE triggers SET created_secs = $3, created_nanos = $4, kind = $5, email_address = $6, \
-         email_verified = $7, email_key_digest = $8, inbox_url = $9, inbox_username = $10, inbox_access_key = $11 \
-         WHERE id = $1 AND account = $2"
+         email_verified = $7, email_key_digest = $8, inbox_url = $9, inbox_username = $10, inbox_access_key = $11, \
+         push_endpoint = $12, push_p256dh = $13, push_auth = $14, push_expired = $15, webhook_url = $16, \
+         webhook_format = $17 WHERE id = $1 AND account = $2"
             .to_owned()
     };
     tx.execute(
@@ -86,12 +164,18 @@ pub(super) async fn put_trigger(tx: &Transaction<'_>, trigger: &Trigger, insert:
             &trigger.created.secs,
             &nanos,
             &kind,
-            &address,
-            &verified,
-            &digest,
-            &url,
-            &username,
-            &key,
+            &c.email_address,
+            &c.email_verified,
+            &c.email_key_digest,
+            &c.inbox_url,
+            &c.inbox_username,
+            &c.inbox_access_key,
+            &c.push_endpoint,
+            &c.push_p256dh,
+            &c.push_auth,
+            &c.push_expired,
+            &c.webhook_url,
+            &c.webhook_format,
         ],
     )
     .await?;
@@ -110,6 +194,37 @@ impl PgScheduler {
             if let Some(email) = &email {
                 insert_email(&tx, email).await?;
             }
+            Ok(Written::committed(true))
+        })
+    }
+
+    /// Stores the trigger that `decide` makes of the account's triggers (all of them, read
+    /// in the transaction that holds the account's lock): a new one, or one of them renewed
+    /// (same id); nothing when it answers `None`. `false` when the account is gone or nothing
+    /// was stored. `decide` may be called again (a retried transaction).
+    pub async fn add_or_renew_trigger(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [Trigger]) -> Option<Trigger> + Send),
+    ) -> PgResult<Written<bool>> {
+        transaction!(self, |tx| {
+            if !self.accounts.lock(&tx, account).await? {
+                return Ok(Written::unchanged(false));
+            }
+            let triggers = tx
+                .query(
+                    &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE account = $1 ORDER BY seq"),
+                    &[&account],
+                )
+                .await?
+                .iter()
+                .map(trigger_from)
+                .collect::<PgResult<Vec<_>>>()?;
+            let Some(trigger) = decide(&triggers).filter(|t| t.owner == account) else {
+                return Ok(Written::unchanged(false));
+            };
+            let exists = triggers.iter().any(|t| t.id == trigger.id);
+            put_trigger(&tx, &trigger, !exists).await?;
             Ok(Written::committed(true))
         })
     }

@@ -548,12 +548,19 @@ mod delivery_parts {
         outcome: OutcomeV1,
     }
 
+    /// Variants are only ever appended (postcard writes an enum's variant as its index):
+    /// the push and webhook outcomes came with those triggers, and every earlier record reads
+    /// as it did.
     #[derive(Serialize, Deserialize)]
     enum OutcomeV1 {
         InboxAdded(Uuid),
         InboxFailed(String),
         EmailSent,
         EmailFailed(String),
+        PushSent,
+        PushFailed(String),
+        WebhookSent,
+        WebhookFailed(String),
     }
 
     impl From<&Attempt> for AttemptV1 {
@@ -563,6 +570,10 @@ mod delivery_parts {
                 Outcome::InboxFailed(why) => OutcomeV1::InboxFailed(why.clone()),
                 Outcome::EmailSent => OutcomeV1::EmailSent,
                 Outcome::EmailFailed(why) => OutcomeV1::EmailFailed(why.clone()),
+                Outcome::PushSent => OutcomeV1::PushSent,
+                Outcome::PushFailed(why) => OutcomeV1::PushFailed(why.clone()),
+                Outcome::WebhookSent => OutcomeV1::WebhookSent,
+                Outcome::WebhookFailed(why) => OutcomeV1::WebhookFailed(why.clone()),
             };
             AttemptV1 {
                 trigger: a.trigger,
@@ -580,6 +591,10 @@ mod delivery_parts {
                 OutcomeV1::InboxFailed(why) => Outcome::InboxFailed(why),
                 OutcomeV1::EmailSent => Outcome::EmailSent,
                 OutcomeV1::EmailFailed(why) => Outcome::EmailFailed(why),
+                OutcomeV1::PushSent => Outcome::PushSent,
+                OutcomeV1::PushFailed(why) => Outcome::PushFailed(why),
+                OutcomeV1::WebhookSent => Outcome::WebhookSent,
+                OutcomeV1::WebhookFailed(why) => Outcome::WebhookFailed(why),
             };
             Attempt {
                 trigger: a.trigger,
@@ -686,8 +701,43 @@ pub(in crate::store) mod triggered {
 pub(in crate::store) mod trigger {
     use super::*;
     use crate::domain::scheduler::models::{Trigger, TriggerKind};
+    use crate::domain::scheduler::push::{PushSubscription, WebhookFormat};
 
     const KIND: &str = "trigger";
+
+    /// serde derives arrays up to 32 elements; a P-256 point has 65 bytes (postcard writes
+    /// a tuple of that many bytes, as it writes the shorter arrays).
+    mod serde_big_array {
+        use serde::de::{Error, SeqAccess, Visitor};
+        use serde::ser::SerializeTuple;
+        use serde::{Deserializer, Serializer};
+
+        pub(super) fn serialize<S: Serializer>(bytes: &[u8; 65], s: S) -> Result<S::Ok, S::Error> {
+            let mut t = s.serialize_tuple(65)?;
+            for b in bytes {
+                t.serialize_element(b)?;
+            }
+            t.end()
+        }
+
+        pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 65], D::Error> {
+            struct Bytes;
+            impl<'de> Visitor<'de> for Bytes {
+                type Value = [u8; 65];
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("65 bytes")
+                }
+                fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<[u8; 65], A::Error> {
+                    let mut out = [0u8; 65];
+                    for (i, b) in out.iter_mut().enumerate() {
+                        *b = seq.next_element()?.ok_or_else(|| A::Error::invalid_length(i, &self))?;
+                    }
+                    Ok(out)
+                }
+            }
+            d.deserialize_tuple(65, Bytes)
+        }
+    }
 
     #[derive(Serialize, Deserialize)]
     struct V1 {
@@ -697,6 +747,7 @@ pub(in crate::store) mod trigger {
         kind: KindV1,
     }
 
+    /// Variants are only ever appended (see `OutcomeV1`): push and webhook came later.
     #[derive(Serialize, Deserialize)]
     enum KindV1 {
         Email {
@@ -708,6 +759,18 @@ pub(in crate::store) mod trigger {
             url: String,
             username: String,
             access_key: String,
+        },
+        Push {
+            endpoint: String,
+            #[serde(with = "serde_big_array")]
+            p256dh: [u8; 65],
+            auth: [u8; 16],
+            expired: bool,
+        },
+        Webhook {
+            url: String,
+            /// `text` or `json`.
+            json: bool,
         },
     }
 
@@ -730,6 +793,16 @@ pub(in crate::store) mod trigger {
                 url: url.clone(),
                 username: username.clone(),
                 access_key: access_key.clone(),
+            },
+            TriggerKind::Push { subscription, expired } => KindV1::Push {
+                endpoint: subscription.endpoint.clone(),
+                p256dh: subscription.p256dh,
+                auth: subscription.auth,
+                expired: *expired,
+            },
+            TriggerKind::Webhook { url, format } => KindV1::Webhook {
+                url: url.clone(),
+                json: *format == WebhookFormat::Json,
             },
         };
         versioned(
@@ -765,6 +838,19 @@ pub(in crate::store) mod trigger {
                         url,
                         username,
                         access_key,
+                    },
+                    KindV1::Push {
+                        endpoint,
+                        p256dh,
+                        auth,
+                        expired,
+                    } => TriggerKind::Push {
+                        subscription: PushSubscription { endpoint, p256dh, auth },
+                        expired,
+                    },
+                    KindV1::Webhook { url, json } => TriggerKind::Webhook {
+                        url,
+                        format: if json { WebhookFormat::Json } else { WebhookFormat::Text },
                     },
                 };
                 Ok(Trigger {

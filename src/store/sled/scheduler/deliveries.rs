@@ -55,6 +55,10 @@ impl SchedulerStore {
                 let Some(trigger) = self.trigger(targets.owner, *trigger_id)? else {
                     continue;
                 };
+                // no longer verified or expired meanwhile: skipped
+                if !trigger.kind.receives() || trigger.kind.channel().by_email() != email {
+                    continue;
+                }
                 let delivery = Delivery {
                     id: crate::domain::wire::new_uuid(),
                     owner: targets.owner,
@@ -65,27 +69,28 @@ impl SchedulerStore {
                     failures: 0,
                     not_before: Timestamp::from_unix(0, 0),
                 };
-                match (&trigger.kind, email) {
-                    (TriggerKind::Inbox { .. }, false) => self.put_delivery(&mut batch, &delivery)?,
-                    (
-                        TriggerKind::Email {
-                            address,
-                            verified: true,
-                            ..
-                        },
-                        true,
-                    ) => {
-                        let to = address.clone();
-                        let queued =
-                            QueuedEmail::new(targets.owner, Some(trigger.id), EmailKind::Triggered { delivery, to });
-                        self.put_email(&mut batch, &queued)?;
-                    }
-                    _ => {}
-                }
+                self.queue_delivery(&mut batch, &trigger.kind, delivery)?;
             }
             written = written.and(self.tree.apply_batch(batch));
         }
         Ok((lists.len(), written))
+    }
+
+    /// Adds to `batch` the delivery to a trigger of `kind`: a pending delivery, or a queued
+    /// e-mail to render for an e-mail trigger.
+    fn queue_delivery(&self, batch: &mut Batch, kind: &TriggerKind, delivery: Delivery) -> Result<()> {
+        match kind {
+            TriggerKind::Email { address, .. } => {
+                let to = address.clone();
+                let queued = QueuedEmail::new(
+                    delivery.owner,
+                    Some(delivery.trigger),
+                    EmailKind::Triggered { delivery, to },
+                );
+                self.put_email(batch, &queued)
+            }
+            _ => self.put_delivery(batch, &delivery),
+        }
     }
 
     fn put_delivery(&self, batch: &mut Batch, delivery: &Delivery) -> Result<()> {
@@ -137,8 +142,7 @@ impl SchedulerStore {
                 delivery: delivery.id,
                 outcome,
             });
-            item.attempts
-                .sort_by_key(|a| (a.outcome.is_email(), a.trigger_created, a.trigger));
+            item.attempts.sort_by_key(Attempt::order);
             batch.insert(item_key, records::triggered::encode(&item));
         }
         Ok(Written::new((), self.tree.apply_batch(batch)))
@@ -195,18 +199,11 @@ impl SchedulerStore {
                     item: item.id,
                     trigger: trigger.id,
                     trigger_created: trigger.created,
-                    email: attempt.outcome.is_email(),
+                    email: trigger.kind.channel().by_email(),
                     failures: 0,
                     not_before: Timestamp::from_unix(0, 0),
                 };
-                match &trigger.kind {
-                    TriggerKind::Inbox { .. } => self.put_delivery(&mut batch, &delivery)?,
-                    TriggerKind::Email { address, .. } => {
-                        let to = address.clone();
-                        let queued = QueuedEmail::new(account, Some(trigger.id), EmailKind::Triggered { delivery, to });
-                        self.put_email(&mut batch, &queued)?;
-                    }
-                }
+                self.queue_delivery(&mut batch, &trigger.kind, delivery)?;
             }
             item.attempts = keep;
             batch.insert(item_key, records::triggered::encode(&item));

@@ -8,7 +8,7 @@
 //! under the zone it replaced.
 
 use super::{AddOutcome, SchedulerStore};
-use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind, TriggeredItem};
+use crate::domain::scheduler::models::{targets_now, ScheduledItem, TimeZoneSetting, TriggeredItem};
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::wire::Timestamp;
 use crate::store::sled::keys::{self, TargetKind};
@@ -376,17 +376,8 @@ impl SchedulerStore {
         let place = keys::triggered_place(owner, copy.created, now, seq);
         batch.insert(keys::triggered(&place), records::triggered::encode(&copy));
         batch.insert(keys::triggered_id(copy.id), place);
-        let triggers = self.triggers(owner)?;
-        let inbox: Vec<Uuid> = triggers
-            .iter()
-            .filter(|t| matches!(t.kind, TriggerKind::Inbox { .. }))
-            .map(|t| t.id)
-            .collect();
-        let email: Vec<Uuid> = triggers
-            .iter()
-            .filter(|t| matches!(t.kind, TriggerKind::Email { verified: true, .. }))
-            .map(|t| t.id)
-            .collect();
+        // the list of kind `Inbox` holds every trigger delivered over HTTP
+        let (inbox, email) = targets_now(&self.triggers(owner)?);
         for (kind, list) in [(TargetKind::Inbox, inbox), (TargetKind::Email, email)] {
             if !list.is_empty() {
                 let targets = Targets { owner, triggers: list };

@@ -173,6 +173,14 @@ impl crate::store::api::Triggers for SchedulerStore {
         SchedulerStore::update_trigger(self, account, id, update)
     }
 
+    async fn add_or_renew_trigger(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [Trigger]) -> Option<Trigger> + Send),
+    ) -> Result<Written<bool>> {
+        SchedulerStore::add_or_renew_trigger(self, account, decide)
+    }
+
     async fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         SchedulerStore::delete_trigger(self, account, id)
     }

@@ -86,6 +86,33 @@ impl SchedulerStore {
         Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
+    /// Stores the trigger that `decide` makes of the account's triggers (all of them, under
+    /// the account's lock): a new one, or one of them renewed (same id); nothing when it
+    /// answers `None`. `false` when the account is gone or nothing was stored.
+    pub fn add_or_renew_trigger(
+        &self,
+        account: Uuid,
+        decide: impl FnOnce(&[Trigger]) -> Option<Trigger>,
+    ) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(account);
+        if self.accounts.get(account)?.is_none() {
+            return Ok(Written::unchanged(false));
+        }
+        let Some(trigger) = decide(&self.triggers(account)?).filter(|t| t.owner == account) else {
+            return Ok(Written::unchanged(false));
+        };
+        let mut batch = Batch::default();
+        match self.trigger_location(account, trigger.id)? {
+            Some((k, _)) => batch.insert(k, records::trigger::encode(&trigger)),
+            None => {
+                let place = keys::trigger_place(account, self.seq()?, trigger.id);
+                batch.insert(keys::trigger(&place), records::trigger::encode(&trigger));
+                batch.insert(keys::trigger_id(trigger.id), place);
+            }
+        }
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
     /// Deletes a trigger of the account with its pending deliveries and queued e-mails.
     pub fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
