@@ -853,6 +853,7 @@ pub(crate) mod samples {
     use super::*;
     use crate::domain::inbox::models::ItemType;
     use crate::domain::scheduler::models::{Attempt, Day};
+    use crate::domain::scheduler::push::{PushSubscription, WebhookFormat};
 
     pub(crate) fn t(secs: i64, nanos: u32) -> Timestamp {
         Timestamp::from_unix(secs, nanos)
@@ -985,6 +986,18 @@ pub(crate) mod samples {
                             delivery: id(9),
                             outcome: Outcome::EmailFailed("no".into()),
                         },
+                        Attempt {
+                            trigger: id(14),
+                            trigger_created: t(1, 3),
+                            delivery: id(16),
+                            outcome: Outcome::PushFailed("gone".into()),
+                        },
+                        Attempt {
+                            trigger: id(15),
+                            trigger_created: t(1, 4),
+                            delivery: id(17),
+                            outcome: Outcome::WebhookSent,
+                        },
                     ],
                 },
                 occurrence: Some((id(5), t(9, 0))),
@@ -997,6 +1010,28 @@ pub(crate) mod samples {
                     url: "https://x".into(),
                     username: "u".into(),
                     access_key: "ab".into(),
+                },
+            }),
+            Record::Trigger(Trigger {
+                id: id(14),
+                owner: id(1),
+                created: t(1, 3),
+                kind: TriggerKind::Push {
+                    subscription: PushSubscription {
+                        endpoint: "https://push.example/p".into(),
+                        p256dh: [4; 65],
+                        auth: [5; 16],
+                    },
+                    expired: true,
+                },
+            }),
+            Record::Trigger(Trigger {
+                id: id(15),
+                owner: id(1),
+                created: t(1, 4),
+                kind: TriggerKind::Webhook {
+                    url: "https://ntfy.example/t?auth=x".into(),
+                    format: WebhookFormat::Json,
                 },
             }),
             Record::Targets {
@@ -1068,13 +1103,15 @@ mod tests {
     }
 
     #[test]
-    fn every_kind_is_counted_once() {
+    fn every_kind_is_counted() {
         let records = every_kind();
         let tally = tally(&records);
         for kind in Kind::ALL {
-            assert_eq!(tally.count(kind), 1, "{kind:?}");
+            let want = records.iter().filter(|r| r.kind() == kind).count() as u64;
+            assert!(want >= 1, "{kind:?} is among the samples");
+            assert_eq!(tally.count(kind), want, "{kind:?}");
         }
-        assert_eq!(tally.total(), Kind::ALL.len() as u64);
+        assert_eq!(tally.total(), records.len() as u64);
         let printed = tally.to_string();
         assert!(printed.contains("scheduler access keys"), "{printed}");
         assert!(printed.contains(&tally.digest()), "{printed}");
@@ -1137,7 +1174,7 @@ mod tests {
                 },
                 Record::Triggered { item, .. } => Record::Triggered { item, occurrence: None },
                 Record::Trigger(mut tr) => {
-                    tr.created = t(1, 3);
+                    tr.created = t(tr.created.secs + 100, 0);
                     Record::Trigger(tr)
                 }
                 Record::Targets {
