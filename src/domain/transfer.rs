@@ -803,6 +803,75 @@ mod tests {
         assert_eq!(seen, 2);
     }
 
+    /// Push and webhook triggers in an export: the webhook whole (its token with it), the
+    /// push subscription left out (one device's, this server's key); their attempts' outcomes
+    /// go out and come back as they were.
+    #[test]
+    fn push_and_webhook_triggers_and_outcomes_in_an_export() {
+        use crate::domain::scheduler::push::{PushSubscription, WebhookFormat};
+        let owner = Uuid::from_u128(1);
+        let at = Timestamp::from_unix(1_700_000_000, 0);
+        let hook = Trigger {
+            id: Uuid::from_u128(2),
+            owner,
+            created: at,
+            kind: TriggerKind::Webhook {
+                url: "https://gotify.example/message?token=s3cret".into(),
+                format: WebhookFormat::Json,
+            },
+        };
+        let push = Trigger {
+            id: Uuid::from_u128(3),
+            owner,
+            created: at,
+            kind: TriggerKind::Push {
+                subscription: PushSubscription {
+                    endpoint: "https://push.example/secret-endpoint".into(),
+                    p256dh: [4; 65],
+                    auth: [5; 16],
+                },
+                expired: false,
+            },
+        };
+        let attempt = |trigger: Uuid, outcome| Attempt {
+            trigger,
+            trigger_created: at,
+            delivery: Uuid::from_u128(9),
+            outcome,
+        };
+        let triggered = TriggeredItem {
+            id: Uuid::from_u128(4),
+            owner,
+            tickle: crate::domain::scheduler::models::Tickle::parse(&json!({"content": "x", "scheduled-day": "2024-01-01"}))
+                .unwrap(),
+            created: at,
+            triggered: at,
+            attempts: vec![
+                attempt(push.id, Outcome::PushFailed("gone".into())),
+                attempt(hook.id, Outcome::WebhookSent),
+            ],
+        };
+        let export = scheduler_export(
+            "alice",
+            &TimeZoneSetting::default(),
+            &[],
+            std::slice::from_ref(&triggered),
+            &[hook.clone(), push],
+            Vec::new(),
+        );
+        let text = export.to_string();
+        assert!(!text.contains("secret-endpoint"), "no push subscription: {text}");
+        assert!(text.contains("token=s3cret"));
+        let mut got = Vec::new();
+        read_scheduler_import(text.as_bytes(), owner, |e| {
+            got.push(e);
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert!(matches!(&got[..], [SchedulerEntry::Triggered(t), SchedulerEntry::Trigger(h)]
+            if t.attempts == triggered.attempts && *h == hook));
+    }
+
     #[test]
     fn a_scheduler_import_hands_over_each_kind_and_reads_its_settings() {
         let owner = Uuid::from_u128(99);
