@@ -1,5 +1,6 @@
 //! The command-line client in the same binary (`pigeonhole setup`, `add`, `inbox`, `next`,
-//! `done`, `show`, `remind`, `scheduled`, `triggered`, `zone`). It talks HTTP to a server,
+//! `done`, `show`, `remind`, `scheduled`, `triggered`, `zone`, and the reminder loop and
+//! account commands of `reminders.rs`, `triggers.rs` and `account.rs`). It talks HTTP to a server,
 //! local or remote, like any other client, with this machine's access keys from
 //! [`settings`]. Output is text for people (times in the account's zone), or JSON with
 //! `--json` (docs/cli.md); a failure is one line on stderr and exit status 1; a closed pipe
