@@ -42,9 +42,12 @@ if [ -z "$due" ]; then
   echo "Nothing scheduled for today ($today)."
 else
   echo "Due today ($today):"
+  # in the order they come due: the time first, so that sort orders them
   printf '%s\n' "$due" | while IFS= read -r item; do
-    time="$(printf '%s' "$item" | sed -n 's/.*"scheduled-time":"\([0-9:]*\)".*/\1/p')"
+    time="$(printf '%s' "$item" | sed -n 's/.*"scheduled-time":"\([0-9:.]*\)".*/\1/p')"
     text="$(printf '%s' "$item" | sed -n 's/.*"content":"\([^"]*\)".*/\1/p')"
-    printf '  - %s %s\n' "${time:-(all day)}" "$text"
+    printf '%s\t%s\t%s\n' "${time:-00:00:00}" "${time:-(all day)}" "$text"
+  done | LC_ALL=C sort | while IFS="$(printf '\t')" read -r _ time text; do
+    printf '  - %s %s\n' "$time" "$text"
   done
 fi

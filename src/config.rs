@@ -70,6 +70,257 @@ pub enum Command {
     Sync(ClientOpts),
     /// Move an inbox item into the scheduler, due then (the oldest, or the one whose id starts with ID).
     Defer(DeferArgs),
+    /// Cancel a scheduled reminder (its id, or its first characters).
+    Cancel(IdArgs),
+    /// Change a scheduled reminder: its text, when it is due, how it repeats.
+    Edit(EditArgs),
+    /// Move a reminder to a later time: a scheduled one is moved, a triggered one is scheduled again.
+    #[command(visible_alias = "reschedule")]
+    Snooze(SnoozeArgs),
+    /// Delete triggered reminders: the one whose id starts with ID, or all of them (asks first).
+    Clear(ClearArgs),
+    /// The ways reminders reach you: e-mail, ntfy, webhooks, push, the inbox (add, list, delete, verify).
+    Trigger(TriggerArgs),
+    /// Make an access key that may only add notes to the inbox (for a phone), and print the
+    /// command that captures with it, also as a QR code.
+    Key(KeyArgs),
+    /// Change the account's password (on both services).
+    Password(PasswordArgs),
+    /// Delete the account on both services, with everything in it (asks first).
+    DeleteAccount(DeleteAccountArgs),
+}
+
+impl Command {
+    /// The client options of a command of the command-line client (`None` for the server's
+    /// own commands and those without an account).
+    pub fn client_opts(&self) -> Option<&ClientOpts> {
+        match self {
+            Command::Inbox(opts) | Command::Next(opts) | Command::Scheduled(opts) | Command::Triggered(opts) => {
+                Some(opts)
+            }
+            Command::Sync(opts) => Some(opts),
+            Command::Add(args) => Some(&args.opts),
+            Command::Setup(args) => Some(&args.opts),
+            Command::Done(args) => Some(&args.opts),
+            Command::Remind(args) => Some(&args.opts),
+            Command::Export(args) => Some(&args.opts),
+            Command::Import(args) => Some(&args.opts),
+            Command::Defer(args) => Some(&args.opts),
+            Command::Show(args) => Some(&args.opts),
+            Command::Zone(args) => Some(&args.opts),
+            Command::Cancel(args) => Some(&args.opts),
+            Command::Edit(args) => Some(&args.opts),
+            Command::Snooze(args) => Some(&args.opts),
+            Command::Clear(args) => Some(&args.opts),
+            Command::Trigger(args) => Some(args.command.opts()),
+            Command::Key(args) => Some(&args.opts),
+            Command::Password(args) => Some(&args.opts),
+            Command::DeleteAccount(args) => Some(&args.opts),
+            Command::Serve(_)
+            | Command::ImportIntray(_)
+            | Command::ImportTickler(_)
+            | Command::Backup(_)
+            | Command::Restore(_)
+            | Command::MigrateStore(_)
+            | Command::Completions(_)
+            | Command::Man => None,
+        }
+    }
+}
+
+/// A command on one item by its id (or its first characters).
+#[derive(clap::Args, Debug, Clone)]
+pub struct IdArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The id, or its first characters
+    pub id: String,
+}
+
+/// When a reminder is due: `--in` or `--at` (docs/cli.md).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct WhenArgs {
+    /// Due after this long: 30m, 2h, 1.5h, "2 hours", 3d, 1w, 1mo
+    #[arg(long = "in", value_name = "DURATION", conflicts_with = "at")]
+    pub after: Option<String>,
+    /// Due then, in the account's time zone: "9am", "tomorrow at 9", "tonight", "in 2 hours",
+    /// "mon 09:00", "next week", "next month", "1st of december", "2026-12-01 09:00"
+    #[arg(long, value_name = "WHEN")]
+    pub at: Option<String>,
+    /// Accept an --at that has already passed (it is delivered at once)
+    #[arg(long)]
+    pub allow_past: bool,
+}
+
+/// How a reminder repeats (docs/cli.md).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RepeatArgs {
+    /// Repeat every so long: 3d, 2w, 1mo, 1y, "2 weeks", daily, weekly, monthly, yearly
+    #[arg(long, value_name = "EVERY", conflicts_with_all = ["every_month", "every_year"])]
+    pub every: Option<String>,
+    /// Repeat every month (on the day it is due, or on --day)
+    #[arg(long, conflicts_with = "every_year")]
+    pub every_month: bool,
+    /// Repeat every year (12 months; birthdays)
+    #[arg(long)]
+    pub every_year: bool,
+    /// With a repeat by months: the day of the month (1–31; the last day of shorter months)
+    #[arg(long, value_name = "N")]
+    pub day: Option<u32>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EditArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The reminder's id, or its first characters
+    pub id: String,
+    /// The new text
+    #[arg(long)]
+    pub text: Option<String>,
+    #[command(flatten)]
+    pub when: WhenArgs,
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
+    /// Stop repeating
+    #[arg(long, conflicts_with_all = ["every", "every_month", "every_year", "day"])]
+    pub no_repeat: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SnoozeArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The reminder's id, or its first characters (scheduled or triggered)
+    pub id: String,
+    #[command(flatten)]
+    pub when: WhenArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ClearArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The triggered reminder's id, or its first characters [default: all triggered reminders]
+    pub id: Option<String>,
+    /// Do not ask (for scripts)
+    #[arg(long)]
+    pub yes: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct TriggerArgs {
+    #[command(subcommand)]
+    pub command: TriggerCommand,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TriggerCommand {
+    /// Add a way for reminders to reach you.
+    #[command(subcommand)]
+    Add(TriggerAdd),
+    /// List the ways reminders reach you.
+    List(ClientOpts),
+    /// Delete one (its id, or its first characters).
+    Delete(IdArgs),
+    /// Verify an e-mail address with the key from the e-mail it received.
+    Verify(VerifyArgs),
+}
+
+impl TriggerCommand {
+    pub fn opts(&self) -> &ClientOpts {
+        match self {
+            TriggerCommand::Add(TriggerAdd::Email(a)) => &a.opts,
+            TriggerCommand::Add(TriggerAdd::Ntfy(a)) => &a.opts,
+            TriggerCommand::Add(TriggerAdd::Webhook(a)) => &a.opts,
+            TriggerCommand::List(opts) => opts,
+            TriggerCommand::Delete(a) => &a.opts,
+            TriggerCommand::Verify(a) => &a.opts,
+        }
+    }
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TriggerAdd {
+    /// Reminders by e-mail to ADDRESS (once it is verified: the e-mail says how).
+    Email(EmailTriggerArgs),
+    /// Reminders as ntfy notifications: URL is the topic's, e.g. https://ntfy.sh/my-secret-topic.
+    Ntfy(NtfyTriggerArgs),
+    /// Reminders posted to URL (Gotify, chat bridges, scripts): the text, or JSON with --format json.
+    Webhook(WebhookTriggerArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EmailTriggerArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The e-mail address
+    pub address: String,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct NtfyTriggerArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The topic's URL
+    pub url: String,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct WebhookTriggerArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// Where to post (a query such as ?token=… is kept and never shown again)
+    pub url: String,
+    /// What to post: the reminder's text, or JSON {"title", "message", "item", "due"}
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: WebhookFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WebhookFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The e-mail trigger's id, or its first characters
+    pub id: String,
+    /// The key from the verification e-mail (32 hex digits)
+    pub key: String,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct KeyArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// The key's name, as the pages and `GET /access-key` list it
+    #[arg(long, default_value = "phone")]
+    pub name: String,
+    /// The inbox's address as the phone reaches it [default: this machine's client settings']
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct PasswordArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// Read the old password from the first line of standard input and the new one from the second
+    #[arg(long)]
+    pub password_stdin: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct DeleteAccountArgs {
+    #[command(flatten)]
+    pub opts: ClientOpts,
+    /// Do not ask (for scripts)
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -146,13 +397,8 @@ pub struct DeferArgs {
     pub opts: ClientOpts,
     /// The item's id, or its first characters [default: the oldest item, the one `next` shows]
     pub id: Option<String>,
-    /// Due after this long: 30m, 2h, 3d, 1w
-    #[arg(
-        long = "in",
-        value_name = "DURATION",
-        conflicts_with = "at",
-        required_unless_present = "at"
-    )]
+    /// Due after this long: 30m, 2h, 1.5h, "2 hours", 3d, 1w
+    #[arg(long = "in", value_name = "DURATION", conflicts_with = "at")]
     pub after: Option<String>,
     /// Due then, in the account's time zone (as `remind --at`)
     #[arg(long, value_name = "WHEN")]
@@ -240,30 +486,10 @@ pub struct RemindArgs {
     /// What to be reminded of (all words)
     #[arg(required = true)]
     pub text: Vec<String>,
-    /// Due after this long: 90s, 30m, 2h, 1h30m, 3d, 1w
-    #[arg(
-        long = "in",
-        value_name = "DURATION",
-        conflicts_with = "at",
-        required_unless_present = "at"
-    )]
-    pub after: Option<String>,
-    /// Due then, in the account's time zone: "9:00", "9am", "tomorrow 9am", "mon 09:00",
-    /// "next week", "3 Dec", "3 Dec 2027 18:00", "2026-12-01 09:00"
-    #[arg(long, value_name = "WHEN")]
-    pub at: Option<String>,
-    /// Accept an --at that has already passed (it is delivered at once)
-    #[arg(long)]
-    pub allow_past: bool,
-    /// Repeat every N days: 3d, 2w
-    #[arg(long, value_name = "DAYS", conflicts_with = "every_month")]
-    pub every: Option<String>,
-    /// Repeat every month (on the day it is due, or on --day)
-    #[arg(long)]
-    pub every_month: bool,
-    /// With --every-month: the day of the month (1–31; the last day of shorter months)
-    #[arg(long, value_name = "N", requires = "every_month")]
-    pub day: Option<u32>,
+    #[command(flatten)]
+    pub when: WhenArgs,
+    #[command(flatten)]
+    pub repeat: RepeatArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Deserialize)]

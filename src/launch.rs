@@ -196,10 +196,13 @@ pub async fn start(
         _ => None,
     };
     if let Some(listener) = listeners.inbox {
-        let service = Arc::new(inbox::Inbox {
+        let mut service = inbox::Inbox {
             local_scheduler,
             ..inbox::Inbox::new(ctx.clone())
-        });
+        };
+        // one person, one password (spec README decision 18)
+        service.flows = service.flows.with_twin(store.scheduler.accounts.clone());
+        let service = Arc::new(service);
         tasks.push(tokio::spawn(http::serve(
             service,
             listener,
@@ -208,10 +211,12 @@ pub async fn start(
         )));
     }
     if let (Some(listener), Some(mailer)) = (listeners.scheduler, mailer) {
-        let service = Arc::new(scheduler::Scheduler {
+        let mut service = scheduler::Scheduler {
             local_inbox,
             ..scheduler::Scheduler::new(ctx.clone())
-        });
+        };
+        service.flows = service.flows.with_twin(store.inbox.accounts.clone());
+        let service = Arc::new(service);
         tasks.push(tokio::spawn(http::serve(
             service,
             listener,

@@ -12,15 +12,35 @@ pub fn completions(shell: clap_complete::Shell, out: &mut dyn Write) -> io::Resu
     Ok(())
 }
 
-/// The manual page (roff, section 1): the command, its subcommands, and then each
-/// subcommand with its usage and options.
+/// The manual page (roff, section 1), one page for everything: the command, its
+/// subcommands listed with the section of this page that describes each (no other pages are
+/// referred to: none are shipped), and then each subcommand, nested ones (`trigger add
+/// email`) included, with its usage and options.
 pub fn man_page(out: &mut dyn Write) -> io::Result<()> {
     let command = Cli::command();
+    let man = clap_mangen::Man::new(command.clone());
     let mut page = Vec::new();
-    clap_mangen::Man::new(command.clone()).render(&mut page)?;
-    for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
-        let name = sub.get_name();
-        let sub = sub.clone().bin_name(format!("pigeonhole {name}"));
+    man.render_title(&mut page)?;
+    man.render_name_section(&mut page)?;
+    man.render_synopsis_section(&mut page)?;
+    man.render_description_section(&mut page)?;
+    man.render_options_section(&mut page)?;
+    writeln!(page, ".SH SUBCOMMANDS")?;
+    let mut sections = Vec::new();
+    subcommands(&command, "pigeonhole", &mut sections);
+    for (name, sub) in &sections {
+        writeln!(page, ".TP\n\\fB{}\\fR", escape(name))?;
+        let about = sub.get_about().map(|a| a.to_string()).unwrap_or_default();
+        writeln!(
+            page,
+            "{} (section {} below)",
+            escape(about.trim_end_matches('.')),
+            escape(&name.to_uppercase())
+        )?;
+    }
+    man.render_version_section(&mut page)?;
+    for (name, sub) in &sections {
+        let sub = sub.clone().bin_name(name.clone());
         let man = clap_mangen::Man::new(sub.clone());
         let mut part = Vec::new();
         man.render_synopsis_section(&mut part)?;
@@ -28,13 +48,23 @@ pub fn man_page(out: &mut dyn Write) -> io::Result<()> {
         let part = String::from_utf8_lossy(&part)
             .replace(".SH SYNOPSIS", ".SS Usage")
             .replace(".SH OPTIONS", ".SS Options");
-        writeln!(page, ".SH \"PIGEONHOLE {}\"", name.to_uppercase())?;
+        writeln!(page, ".SH \"{}\"", name.to_uppercase())?;
         if let Some(about) = sub.get_long_about().or(sub.get_about()) {
             writeln!(page, "{}", escape(&about.to_string()))?;
         }
         page.extend_from_slice(part.as_bytes());
     }
     out.write_all(&page)
+}
+
+/// Every subcommand under `command` (named `path`), depth first, but `help`: its full name
+/// (`pigeonhole trigger add email`) and its definition.
+fn subcommands(command: &clap::Command, path: &str, into: &mut Vec<(String, clap::Command)>) {
+    for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("{path} {}", sub.get_name());
+        into.push((name.clone(), sub.clone()));
+        subcommands(sub, &name, into);
+    }
 }
 
 /// Text for a roff paragraph: a leading `.` or `'` would be read as a request.
@@ -67,6 +97,13 @@ mod tests {
             .collect()
     }
 
+    /// Every subcommand, nested ones too, by its full name.
+    fn all_subcommands() -> Vec<String> {
+        let mut all = Vec::new();
+        super::subcommands(&Cli::command(), "pigeonhole", &mut all);
+        all.into_iter().map(|(name, _)| name).collect()
+    }
+
     #[test]
     fn completions_know_every_subcommand_in_every_shell() {
         let bash = text(|o| completions(clap_complete::Shell::Bash, o));
@@ -92,13 +129,20 @@ mod tests {
             "{page}"
         );
         assert!(page.contains(".TH pigeonhole 1"));
-        for name in subcommands() {
+        for name in all_subcommands() {
+            let section = name.to_uppercase();
+            assert!(page.contains(&format!(".SH \"{section}\"")), "no section for {name}");
             assert!(
-                page.contains(&format!(".SH \"PIGEONHOLE {}\"", name.to_uppercase())),
-                "no section for {name}"
+                page.contains(&format!("(section {section} below)")),
+                "{name} is not listed"
             );
         }
+        assert!(all_subcommands().contains(&"pigeonhole trigger add email".to_string()));
+        assert!(page.contains(".SH \"PIGEONHOLE TRIGGER ADD NTFY\""));
         assert!(page.contains("\\-\\-scheduler\\-port"), "the options of serve");
         assert_eq!(page.matches(".SH SYNOPSIS").count(), 1);
+        // no other page is referred to: none is shipped
+        assert!(!page.contains("(1)"), "a reference to another page");
+        assert!(!page.contains("pigeonhole\\-"), "a reference to another page");
     }
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::process::{client_command, failed, run_client, succeeded, Proc, Services};
+use common::process::{at_a_terminal, client_command, failed, run_client, succeeded, Proc, Services};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Output, Stdio};
@@ -485,57 +485,6 @@ async fn errors_say_what_failed_and_what_to_do() {
     })
     .await
     .unwrap();
-}
-
-/// Runs `pigeonhole ARGS` at a terminal (util-linux `script` gives it one), answering each
-/// prompt in `answers` once it appears; its output.
-fn at_a_terminal(config_home: &Path, args: &[&str], answers: &[(&str, &str)]) -> String {
-    use std::io::{Read, Write};
-    let command = std::iter::once(env!("CARGO_BIN_EXE_pigeonhole").to_string())
-        .chain(args.iter().map(|a| format!("'{a}'")))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut child = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env("XDG_CONFIG_HOME", config_home)
-        .env("TZ", "UTC")
-        .env_remove("PIGEONHOLE_PASSWORD")
-        .env_remove("PIGEONHOLE_CLIENT_CONFIG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run script(1)");
-    let mut stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stdout.read(&mut buf) {
-            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut stdin = child.stdin.take().unwrap();
-    let mut seen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for (prompt, answer) in answers {
-        while !seen.contains(prompt) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(chunk) => seen.push_str(&String::from_utf8_lossy(&chunk)),
-                Err(_) => panic!("no prompt {prompt:?}: {seen}"),
-            }
-        }
-        seen = seen.replacen(prompt, "", 1);
-        stdin.write_all(format!("{answer}\n").as_bytes()).unwrap();
-    }
-    while let Ok(chunk) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
-    drop(stdin);
-    let _ = child.wait();
-    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

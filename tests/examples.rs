@@ -121,6 +121,15 @@ async fn the_shell_scripts_capture_remind_process_and_digest() {
 
         // the digest: the inbox and what is scheduled today
         s.ok("./remind.sh", &["today 23:59:59", "late", "today"], "");
+        // made out of order, listed in the order they come due
+        for (at, text) in [
+            ("23:59:57", "third"),
+            ("23:59:55", "first"),
+            ("23:59:58", "fourth"),
+            ("23:59:56", "second"),
+        ] {
+            s.ok("./remind.sh", &[&format!("today {at}"), text], "");
+        }
         let digest = s.ok("./daily-digest.sh", &[], "");
         assert!(digest.contains("Inbox: 3 item(s)."), "{digest}");
         assert!(digest.contains("  - buy milk"), "{digest}");
@@ -132,6 +141,21 @@ async fn the_shell_scripts_capture_remind_process_and_digest() {
         // (in the last minute of a UTC day the reminder may already have triggered)
         assert!(
             digest.contains("  - 23:59:59 late today") || seconds_of_day >= 86_340,
+            "{digest}"
+        );
+        let due: Vec<&str> = digest
+            .lines()
+            .skip_while(|l| !l.starts_with("Due today"))
+            .skip(1)
+            .collect();
+        assert!(
+            due == [
+                "  - 23:59:55 first",
+                "  - 23:59:56 second",
+                "  - 23:59:57 third",
+                "  - 23:59:58 fourth",
+                "  - 23:59:59 late today"
+            ] || seconds_of_day >= 86_340,
             "{digest}"
         );
 

@@ -56,6 +56,9 @@ pub struct AccountFlows {
     decoy: passwords::Decoy,
     /// Counts the attempts the throttles refuse.
     metrics: Arc<Metrics>,
+    /// The other service's accounts: a person's account of the same name there follows a
+    /// passphrase change here when the old passphrase opens it too (spec README decision 18).
+    twin: Option<Arc<dyn Accounts>>,
 }
 
 impl AccountFlows {
@@ -74,7 +77,14 @@ impl AccountFlows {
             registrations: RegistrationLimiter::new(service.name(), throttles),
             decoy,
             metrics: Arc::new(Metrics::off()),
+            twin: None,
         }
+    }
+
+    /// These flows, with the other service's accounts (`twin`) following passphrase changes.
+    pub fn with_twin(mut self, twin: Arc<dyn Accounts>) -> AccountFlows {
+        self.twin = Some(twin);
+        self
     }
 
     /// These flows, counting throttled attempts in `metrics`.
@@ -264,7 +274,9 @@ impl AccountFlows {
     }
 
     /// `POST /account` (inbox) or `POST /` (scheduler): replaces the password when the old
-    /// one is right and revokes every earlier token.
+    /// one is right and revokes every earlier token. The other service's account of the same
+    /// name changes with it when the old passphrase opens that one too (its tokens are
+    /// revoked alike); the answer is the same either way (spec README decision 18).
     pub async fn change_passphrase(
         &self,
         accounts: &dyn Accounts,
@@ -274,15 +286,54 @@ impl AccountFlows {
         let body: ChangePassphraseIn = request.json()?;
         let new_password = NewPassword::parse(body.new)?;
         let current = account.password_hash.clone();
-        if !passwords::verify_off_runtime(body.old, Some(current.clone()), &self.decoy).await {
+        let twin = match &self.twin {
+            Some(twin) => twin.by_username(&account.username).await?,
+            None => None,
+        };
+        // both checks off the runtime, at once: the twin's costs no extra wait
+        let (opens, opens_twin) = tokio::join!(
+            passwords::verify_off_runtime(body.old.clone(), Some(current.clone()), &self.decoy),
+            async {
+                match &twin {
+                    Some(t) => {
+                        passwords::verify_off_runtime(body.old.clone(), Some(t.password_hash.clone()), &self.decoy)
+                            .await
+                    }
+                    None => false,
+                }
+            }
+        );
+        if !opens {
             return Err(ApiError::forbidden("the old passphrase is wrong"));
         }
         let new_hash = passwords::hash_off_runtime(new_password.into_string(), self.settings.password_iterations)
             .await
             .map_err(|e| ApiError::internal(format!("could not hash the password: {}", e.0)))?;
-        let changed = accounts.change_password(account.id, &current, new_hash).await?;
+        let changed = accounts.change_password(account.id, &current, new_hash.clone()).await?;
         if !changed.durable().await? {
             return Err(ApiError::forbidden("the passphrase changed meanwhile"));
+        }
+        if let (Some(twin), Some(twin_accounts), true) = (twin, &self.twin, opens_twin) {
+            // this service's change stands whatever becomes of the twin's: the client sees
+            // which changed by logging in there (docs/decisions.md)
+            let followed = match twin_accounts
+                .change_password(twin.id, &twin.password_hash, new_hash)
+                .await
+            {
+                Ok(written) => written.durable().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match followed {
+                Ok(true) => {
+                    tracing::debug!(username = %account.username, "the passphrase change followed on the other service")
+                }
+                Ok(false) => {
+                    tracing::info!(username = %account.username, "the other service's passphrase changed meanwhile: left as it is")
+                }
+                Err(e) => {
+                    tracing::warn!(username = %account.username, "the passphrase change did not follow on the other service: {e}")
+                }
+            }
         }
         Ok(Reply::no_content())
     }

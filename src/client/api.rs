@@ -4,6 +4,9 @@
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::Value;
 
+/// What every command says when the server no longer takes this machine's access key.
+pub const KEY_NO_LONGER_VALID: &str = "this machine's access key is no longer valid: run `pigeonhole setup` again";
+
 /// How a request identifies itself.
 #[derive(Clone, Debug)]
 pub enum Credentials {
@@ -95,7 +98,7 @@ impl Service {
             .and_then(|v| v.trim().parse::<u64>().ok());
         match answer.status {
             StatusCode::UNAUTHORIZED if matches!(self.credentials, Credentials::Key { .. }) => {
-                "this machine's access key is no longer valid: run `pigeonhole setup` again".into()
+                KEY_NO_LONGER_VALID.into()
             }
             StatusCode::FORBIDDEN if matches!(self.credentials, Credentials::Key { .. }) => format!(
                 "this machine's access key may not do that ({what} on the {} service: {}): run `pigeonhole setup` again",

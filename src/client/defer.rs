@@ -64,7 +64,7 @@ pub async fn run(args: DeferArgs) -> Result<(), String> {
             (day, Some(time))
         }
         (None, Some(at)) => when::parse_at(at, &zone, now)?,
-        (None, None) => return Err("say when: --in DURATION or --at WHEN".into()),
+        (None, None) => return Err(super::SAY_WHEN.into()),
     };
     let due = match time {
         Some(t) => format!("{day} {t}"),

@@ -1,20 +1,24 @@
 //! The command-line client in the same binary (`pigeonhole setup`, `add`, `inbox`, `next`,
-//! `done`, `show`, `remind`, `scheduled`, `triggered`, `zone`). It talks HTTP to a server,
+//! `done`, `show`, `remind`, `scheduled`, `triggered`, `zone`, and the reminder loop and
+//! account commands of `reminders.rs`, `triggers.rs` and `account.rs`). It talks HTTP to a server,
 //! local or remote, like any other client, with this machine's access keys from
 //! [`settings`]. Output is text for people (times in the account's zone), or JSON with
 //! `--json` (docs/cli.md); a failure is one line on stderr and exit status 1; a closed pipe
 //! ends the command quietly with status 0.
 
+mod account;
 pub mod api;
 pub mod defer;
 mod format;
 mod queue;
+mod reminders;
 pub mod settings;
 mod setup;
 mod transfer;
+mod triggers;
 pub mod when;
 
-use crate::config::{AddArgs, ClientOpts, Command, DoneArgs, RemindArgs, ShowArgs, ZoneArgs};
+use crate::config::{AddArgs, ClientOpts, Command, DoneArgs, RemindArgs, RepeatArgs, ShowArgs, WhenArgs, ZoneArgs};
 use crate::domain::scheduler::models::{Day, Recurrence, Tickle, TimeOfDay, TimeZoneSetting};
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::{self, Timestamp};
@@ -66,6 +70,14 @@ pub async fn run(command: Command) -> Result<(), String> {
         Command::Zone(args) => zone(args).await,
         Command::Sync(opts) => queue::sync(opts).await,
         Command::Defer(args) => defer::run(args).await,
+        Command::Cancel(args) => reminders::cancel(args).await,
+        Command::Edit(args) => reminders::edit(args).await,
+        Command::Snooze(args) => reminders::snooze(args).await,
+        Command::Clear(args) => reminders::clear(args).await,
+        Command::Trigger(args) => triggers::run(args.command).await,
+        Command::Key(args) => account::key(args).await,
+        Command::Password(args) => account::password(args).await,
+        Command::DeleteAccount(args) => account::delete(args).await,
     }
 }
 
@@ -74,6 +86,9 @@ struct Client {
     inbox: Service,
     scheduler: Service,
     json: bool,
+    /// The client settings and where they are.
+    path: std::path::PathBuf,
+    settings: ClientSettings,
 }
 
 impl Client {
@@ -89,7 +104,32 @@ impl Client {
             inbox: Service::new("inbox", &s.inbox_url, http.clone()).with(key(&s.inbox_key)),
             scheduler: Service::new("scheduler", &s.scheduler_url, http).with(key(&s.scheduler_key)),
             json: opts.json,
+            path,
+            settings: s,
         })
+    }
+
+    /// Says once (per pair of zones, remembered in the client settings) on standard error
+    /// that this machine's time zone is not the account's `account`.
+    fn notice_zone(&self, account: &str) {
+        let Some(machine) = machine_zone() else {
+            return;
+        };
+        let Some(pair) = zone_notice(&machine, account) else {
+            return;
+        };
+        if self.settings.zone_notice.as_deref() == Some(pair.as_str()) {
+            return;
+        }
+        eprintln!(
+            "pigeonhole: this machine's time zone is {machine}, the account's is {account}: times are shown and read \
+             in the account's (`pigeonhole zone {machine}` changes it; said once)"
+        );
+        // read again: another command may have written the settings meanwhile
+        if let Ok(Some(mut fresh)) = ClientSettings::load(&self.path) {
+            fresh.zone_notice = Some(pair);
+            let _ = fresh.save(&self.path);
+        }
     }
 
     /// Prints `value` as JSON with `--json`, else `text`.
@@ -107,8 +147,21 @@ impl Client {
     async fn zone(&self) -> Result<Zone, String> {
         let settings = self.scheduler.get_json("/account/settings").await?;
         let setting = TimeZoneSetting::parse(&settings).map_err(|e| format!("the account's settings: {e}"))?;
+        self.notice_zone(&setting.name);
         Ok(Zone::of(&setting))
     }
+}
+
+/// "machine / account" when the zones differ (`UTC` and `Etc/UTC` are the same), else `None`.
+pub(crate) fn zone_notice(machine: &str, account: &str) -> Option<String> {
+    let plain = |name: &str| {
+        let name = name.strip_prefix("Etc/").unwrap_or(name);
+        match name {
+            "UCT" | "Universal" | "Zulu" | "GMT" | "Greenwich" => "UTC".to_owned(),
+            other => other.to_owned(),
+        }
+    };
+    (plain(machine) != plain(account)).then(|| format!("{machine} / {account}"))
 }
 
 pub(crate) fn http_client() -> Result<reqwest::Client, String> {
@@ -122,6 +175,24 @@ pub(crate) fn http_client() -> Result<reqwest::Client, String> {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))
+}
+
+/// A service's base URL as given on the command line: `127.0.0.1:8001` is taken as
+/// `http://127.0.0.1:8001` (a server on this machine or the LAN speaks plain HTTP unless a
+/// proxy is put in front); only `http` and `https` URLs with a host are taken.
+pub(crate) fn service_url(given: &str) -> Result<String, String> {
+    let given = given.trim();
+    let full = if given.contains("://") {
+        given.to_owned()
+    } else {
+        format!("http://{given}")
+    };
+    let url = reqwest::Url::parse(&full)
+        .map_err(|e| format!("{given:?} is not a URL ({e}): give one such as http://127.0.0.1:8001"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{given:?} is not an http:// or https:// URL of a server"));
+    }
+    Ok(full.trim_end_matches('/').to_owned())
 }
 
 /// The setting for the time zone `name` (an IANA name such as Europe/Zurich, or UTC), with
@@ -159,6 +230,31 @@ pub(crate) fn machine_zone() -> Option<String> {
         }
     }
     std::fs::read_to_string("/etc/timezone").ok().and_then(|t| known(&t))
+}
+
+/// Asks `question` once at a terminal; `y` or `yes` goes on. `--yes` (`yes`) skips the
+/// question, and without a terminal it is needed (`what` says what it allows).
+fn confirm(question: &str, yes: bool, what: &str) -> Result<(), String> {
+    use std::io::{BufRead, IsTerminal};
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(format!(
+            "not asked at a terminal: give --yes to {what} without a question"
+        ));
+    }
+    eprint!("{question}");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| format!("cannot read the answer: {e}"))?;
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "y" | "yes" => Ok(()),
+        _ => Err("nothing was done: the answer was not yes".into()),
+    }
 }
 
 /// The note of `add`: its words, else standard input; empty either way is refused.
@@ -407,33 +503,79 @@ async fn show(args: ShowArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn remind(args: RemindArgs) -> Result<(), String> {
-    let client = Client::open(&args.opts)?;
-    let zone = client.zone().await?;
-    let now = Timestamp::now();
-    let (day, time) = match (&args.after, &args.at) {
+/// The day and perhaps time `--in` / `--at` name (`None` when neither is given), read in
+/// `zone` at `now`; an `--at` that has passed is refused unless `--allow-past`.
+fn due_of(when: &WhenArgs, zone: &Zone, now: Timestamp) -> Result<Option<(Day, Option<TimeOfDay>)>, String> {
+    match (&when.after, &when.at) {
         (Some(after), _) => {
-            let (day, time) = when::in_from_now(when::parse_duration(after)?, &zone, now)?;
-            (day, Some(time))
+            let (day, time) = when::in_from_now(when::parse_duration(after)?, zone, now)?;
+            Ok(Some((day, Some(time))))
         }
         (None, Some(at)) => {
-            let (day, time) = when::parse_at(at, &zone, now)?;
-            if !args.allow_past && when::has_passed(day, time, &zone, now) {
-                let today = schedule::local(now, &zone).map(|(d, _)| d).unwrap_or(day);
+            let (day, time) = when::parse_at(at, zone, now)?;
+            if !when.allow_past && when::has_passed(day, time, zone, now) {
+                let today = schedule::local(now, zone).map(|(d, _)| d).unwrap_or(day);
                 return Err(format!(
                     "--at {at:?} is {} ({day}), which has passed: give a later time, or --allow-past to have it delivered at once",
                     format::wall(day, time, today)
                 ));
             }
-            (day, time)
+            Ok(Some((day, time)))
         }
-        (None, None) => return Err("say when: --in DURATION or --at WHEN".into()),
-    };
+        (None, None) => Ok(None),
+    }
+}
+
+/// What to say when neither `--in` nor `--at` was given.
+const SAY_WHEN: &str =
+    "say when: --in DURATION (30m, 2h, 3d) or --at WHEN (\"tomorrow at 9\", \"tonight\", \"1st of december\")";
+
+fn repeat_of(args: &RepeatArgs) -> when::Repeat<'_> {
+    when::Repeat {
+        every: args.every.as_deref(),
+        every_month: args.every_month,
+        every_year: args.every_year,
+        day: args.day,
+    }
+}
+
+/// "tomorrow 09:00", with ", then every 3 days" when it repeats.
+fn due_words(
+    day: Day,
+    time: Option<TimeOfDay>,
+    recurrence: Option<&Recurrence>,
+    zone: &Zone,
+    now: Timestamp,
+) -> String {
+    let today = schedule::local(now, zone).map(|(d, _)| d).unwrap_or(day);
+    let mut when = format::wall(day, time, today);
+    if let Some(r) = recurrence {
+        when.push_str(&format!(", then {}", format::recurrence(r)));
+    }
+    when
+}
+
+/// A scheduled reminder for scripts: `{"id", "scheduled-day", "scheduled-time", "due", "recurrence", "repeats"}`.
+fn scheduled_json(id: &Value, tickle: &Tickle, zone: &Zone) -> Value {
+    json!({"id": id, "scheduled-day": tickle.day.to_string(), "scheduled-time": tickle.time.map(|t| t.to_string()),
+           "due": schedule_instant(tickle.day, tickle.time, zone).to_string(),
+           "recurrence": tickle.recurrence.map(|r| r.to_json()),
+           "repeats": tickle.recurrence.as_ref().map(format::recurrence)})
+}
+
+async fn remind(args: RemindArgs) -> Result<(), String> {
+    if args.when.after.is_none() && args.when.at.is_none() {
+        return Err(SAY_WHEN.into());
+    }
     let text = args.text.join(" ");
     if text.trim().is_empty() {
         return Err("nothing to be reminded of: give the reminder's words".into());
     }
-    let recurrence = when::recurrence(args.every.as_deref(), args.every_month, args.day, time)?;
+    let client = Client::open(&args.opts)?;
+    let zone = client.zone().await?;
+    let now = Timestamp::now();
+    let (day, time) = due_of(&args.when, &zone, now)?.ok_or(SAY_WHEN)?;
+    let recurrence = when::recurrence(repeat_of(&args.repeat), day, time)?;
     let tickle = Tickle {
         content: text.into_bytes(),
         day,
@@ -441,16 +583,10 @@ async fn remind(args: RemindArgs) -> Result<(), String> {
         recurrence,
     };
     let id = client.scheduler.post_json("/scheduler/item", &tickle.to_json()).await?;
-    let today = schedule::local(now, &zone).map(|(d, _)| d).unwrap_or(day);
-    let mut when = format::wall(day, time, today);
-    if let Some(r) = &recurrence {
-        when.push_str(&format!(", then {}", format::recurrence(r)));
-    }
-    client.print(
-        &json!({"id": id, "scheduled-day": day.to_string(), "scheduled-time": time.map(|t| t.to_string()),
-                "due": schedule_instant(day, time, &zone).to_string()}),
-        || format!("Scheduled {} for {when}.", short(&id)),
-    );
+    let when = due_words(day, time, recurrence.as_ref(), &zone, now);
+    client.print(&scheduled_json(&id, &tickle, &zone), || {
+        format!("Scheduled {} for {when}.", short(&id))
+    });
     Ok(())
 }
 

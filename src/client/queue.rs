@@ -90,6 +90,7 @@ impl fmt::Display for Failure {
             Failure::Unreachable(e) => write!(f, "no connection ({})", root_cause(e)),
             Failure::NoAnswer(e) => write!(f, "no answer ({})", root_cause(e)),
             Failure::Server(status, reason) => write!(f, "the server answered {status}: {reason}"),
+            Failure::Refused(StatusCode::UNAUTHORIZED, _) => f.write_str(super::api::KEY_NO_LONGER_VALID),
             Failure::Refused(status, reason) => write!(f, "the server refused the notes ({status}): {reason}"),
             Failure::BadAnswer(why) => write!(f, "the server's answer cannot be read: {why}"),
             Failure::Limit { left } => write!(
@@ -376,27 +377,14 @@ fn settings_of(opts: &ClientOpts) -> Result<(PathBuf, ClientSettings), String> {
 /// Before a command that talks to the server: delivers what waits in the queue, saying so on
 /// standard error. The command runs whatever comes of it.
 pub async fn deliver_before(command: &Command) {
+    // `add` and `sync` deliver themselves; `setup` has no account yet, and the notes of an
+    // account about to be deleted would go with it
     let opts = match command {
-        Command::Inbox(opts) | Command::Next(opts) | Command::Scheduled(opts) | Command::Triggered(opts) => opts,
-        Command::Done(args) => &args.opts,
-        Command::Remind(args) => &args.opts,
-        Command::Export(args) => &args.opts,
-        Command::Import(args) => &args.opts,
-        Command::Defer(args) => &args.opts,
-        Command::Show(args) => &args.opts,
-        Command::Zone(args) => &args.opts,
-        // `add` and `sync` deliver themselves; the others do not use this machine's account
-        Command::Add(_)
-        | Command::Sync(_)
-        | Command::Setup(_)
-        | Command::Serve(_)
-        | Command::ImportIntray(_)
-        | Command::ImportTickler(_)
-        | Command::Backup(_)
-        | Command::Restore(_)
-        | Command::MigrateStore(_)
-        | Command::Completions(_)
-        | Command::Man => return,
+        Command::Add(_) | Command::Sync(_) | Command::Setup(_) | Command::DeleteAccount(_) => return,
+        other => match other.client_opts() {
+            Some(opts) => opts,
+            None => return,
+        },
     };
     let Ok(path) = settings::path(opts.client_config.as_deref()) else {
         return;
@@ -420,6 +408,20 @@ pub async fn deliver_before(command: &Command) {
         Err((e, _)) if e.is_unreachable() => {}
         Err((e, waiting)) => eprintln!("pigeonhole: {waiting} note(s) saved locally were not sent: {e}"),
     }
+}
+
+/// Removes the local queue next to the settings at `settings_path` (the account it was for
+/// is gone): the number of notes it held.
+pub(super) fn discard(settings_path: &Path) -> Result<usize, String> {
+    let path = queue_path(settings_path);
+    let notes = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice::<QueueFile>(&bytes).map_or(0, |q| q.notes.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(format!("cannot read the local queue {}: {e}", path.display())),
+    };
+    std::fs::remove_file(&path).map_err(|e| format!("cannot remove the local queue {}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(path.with_extension("lock"));
+    Ok(notes)
 }
 
 /// `pigeonhole sync`: delivers the queue; an error when notes are left.
@@ -501,7 +503,10 @@ pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), S
             // refused: the note is not kept
             queue.file.notes.retain(|n| n.key != key);
             queue.save().map_err(|e| e.to_string())?;
-            Err(format!("the note was not added: {e}"))
+            Err(match e {
+                Failure::Refused(StatusCode::UNAUTHORIZED, _) => format!("{e}; the note was not added"),
+                e => format!("the note was not added: {e}"),
+            })
         }
     }
 }
@@ -518,6 +523,10 @@ mod tests {
             username: "alice".into(),
             inbox_key: "k".into(),
             scheduler_key: "k".into(),
+            key_name: None,
+            inbox_key_id: None,
+            scheduler_key_id: None,
+            zone_notice: None,
         }
     }
 

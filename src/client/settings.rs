@@ -16,6 +16,20 @@ pub struct ClientSettings {
     pub inbox_key: String,
     /// The secret of this machine's scheduler access key.
     pub scheduler_key: String,
+    /// The name of this machine's access keys on both services: the host name and a random
+    /// suffix, made once per settings file, so that no other machine's key has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_name: Option<String>,
+    /// The id of this machine's inbox access key (settings written before it have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbox_key_id: Option<String>,
+    /// The id of this machine's scheduler access key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduler_key_id: Option<String>,
+    /// "machine zone / account zone" when the client last said that they differ, so that it
+    /// says so once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_notice: Option<String>,
 }
 
 /// The settings file: the one given, else `$XDG_CONFIG_HOME/pigeonhole/client.toml`, else
@@ -96,9 +110,20 @@ mod tests {
             username: "alice".into(),
             inbox_key: "0123456789abcdef0123456789abcdef".into(),
             scheduler_key: "fedcba9876543210fedcba9876543210".into(),
+            key_name: Some("pigeonhole client on pi (3f9a1c)".into()),
+            inbox_key_id: Some("7d3c3c7e-6b1a-4a59-9d5e-2f0c4f1e8a11".into()),
+            scheduler_key_id: None,
+            zone_notice: None,
         };
         s.save(&path).unwrap();
         assert_eq!(ClientSettings::load(&path).unwrap(), Some(s));
+        // settings written before the key names and ids still read
+        std::fs::write(
+            &path,
+            "inbox-url = \"u\"\nscheduler-url = \"v\"\nusername = \"a\"\ninbox-key = \"k\"\nscheduler-key = \"l\"\n",
+        )
+        .unwrap();
+        assert_eq!(ClientSettings::load(&path).unwrap().unwrap().key_name, None);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         std::fs::write(&path, "nonsense = [").unwrap();

@@ -4,48 +4,105 @@
 use crate::domain::scheduler::models::{Day, Recurrence, TimeOfDay};
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::Timestamp;
-use std::time::Duration;
 
-/// `90s`, `30m`, `2h`, `1h30m`, `3d`, `1w` (units may follow each other, each once).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("{text:?} is not a duration such as 90s, 30m, 2h, 1h30m, 3d or 1w");
-    let mut total: u64 = 0;
-    let mut digits = String::new();
-    let mut any = false;
-    for c in text.trim().chars() {
-        if c.is_ascii_digit() {
-            digits.push(c);
-            continue;
-        }
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86_400,
-            'w' => 7 * 86_400,
-            _ => return Err(bad()),
-        };
-        let n: u64 = digits.parse().map_err(|_| bad())?;
-        total = n.checked_mul(unit).and_then(|s| total.checked_add(s)).ok_or_else(bad)?;
-        digits.clear();
-        any = true;
+/// The durations of `--in` (and of `--at "in …"`): jiff's friendly format, case aside:
+/// `90s`, `30m`, `2h`, `1.5h`, `2H`, `1h30m`, `2 hours`, `an hour`, `3d`, `1w`, `2 weeks`,
+/// `1mo`, `1y`. `m` is minutes, `mo` months. Days and longer are calendar units (`--in 1d`
+/// is tomorrow at this time, also across a daylight-saving change); hours and shorter are
+/// elapsed time.
+pub fn parse_duration(text: &str) -> Result<jiff::Span, String> {
+    let bad = |why: &str| {
+        format!("{text:?} is not a duration ({why}): try 30m, 2h, 1.5h, \"2 hours\", 1h30m, 3d, 1w, 1mo or 1y")
+    };
+    let lowered = text.trim().to_lowercase();
+    let lowered = lowered.strip_prefix("in ").map(str::trim_start).unwrap_or(&lowered);
+    // "an hour", "a week": one
+    let lowered = match lowered.split_once(' ') {
+        Some(("a" | "an", rest)) => format!("1 {rest}"),
+        _ => lowered.to_owned(),
+    };
+    if lowered.is_empty() {
+        return Err(bad("nothing given"));
     }
-    if !digits.is_empty() || !any {
-        return Err(bad());
+    if lowered.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad("a number needs its unit"));
     }
-    Ok(Duration::from_secs(total))
+    let span = jiff::fmt::friendly::SpanParser::new()
+        .parse_span(lowered.as_str())
+        .map_err(|_| bad("not a number and a unit, or too large"))?;
+    if span.is_negative() {
+        return Err(bad("it lies in the past"));
+    }
+    if span.is_zero() {
+        return Err(bad("that is no time at all"));
+    }
+    Ok(span)
 }
 
-/// A whole number of days for `--every`: `3d`, `2w`, or a number of days.
-pub fn parse_days(text: &str) -> Result<u32, String> {
-    let bad = || format!("{text:?} is not a number of days such as 3d or 2w");
-    let text = text.trim();
-    let (n, per) = match text.strip_suffix('w') {
-        Some(n) => (n, 7),
-        None => (text.strip_suffix('d').unwrap_or(text), 1),
+/// How often `--every` repeats: a number of days, or of months.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Every {
+    Days(u32),
+    Months(u32),
+}
+
+/// `--every`: `3d`, `2w`, `5` (days), `1mo`, `6 months`, `1y`, `2 years`, or a unit alone
+/// (`day`, `week`, `month`, `year`, and `daily`, `weekly`, `monthly`, `yearly`). Days and
+/// weeks repeat every so many days, months and years every so many months (a year is 12
+/// months: scheduler.md §2.3 knows days and months only).
+pub fn parse_every(text: &str) -> Result<Every, String> {
+    let bad = || {
+        format!(
+            "{text:?} is not a repeat such as 3d, 2w, 1mo, 1y, \"2 weeks\" or yearly: repeats are in whole days, \
+             weeks, months or years"
+        )
     };
-    let n: u32 = n.parse().map_err(|_| bad())?;
-    n.checked_mul(per).filter(|d| *d >= 1).ok_or_else(bad)
+    let lowered = text.trim().to_lowercase();
+    let unit = match lowered.as_str() {
+        "daily" | "day" => "1d",
+        "weekly" | "week" => "1w",
+        "monthly" | "month" => "1mo",
+        "yearly" | "year" | "annually" => "1y",
+        digits if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            let days: u32 = digits.parse().map_err(|_| bad())?;
+            return (days >= 1).then_some(Every::Days(days)).ok_or_else(bad);
+        }
+        other => other,
+    };
+    let span = jiff::fmt::friendly::SpanParser::new()
+        .parse_span(unit)
+        .map_err(|_| bad())?;
+    let count = |n: i64, per: i64| u32::try_from(n.checked_mul(per)?).ok();
+    let calendar_days = (span.get_days() as i64, span.get_weeks() as i64);
+    let months = (span.get_months() as i64, span.get_years() as i64);
+    let finer = span.get_hours() != 0
+        || span.get_minutes() != 0
+        || span.get_seconds() != 0
+        || span.get_milliseconds() != 0
+        || span.get_microseconds() != 0
+        || span.get_nanoseconds() != 0;
+    if span.is_negative() || finer {
+        return Err(bad());
+    }
+    let every = match (calendar_days, months) {
+        ((d, w), (0, 0)) => Every::Days(
+            count(d, 1)
+                .zip(count(w, 7))
+                .and_then(|(d, w)| d.checked_add(w))
+                .ok_or_else(bad)?,
+        ),
+        ((0, 0), (m, y)) => Every::Months(
+            count(m, 1)
+                .zip(count(y, 12))
+                .and_then(|(m, y)| m.checked_add(y))
+                .ok_or_else(bad)?,
+        ),
+        _ => return Err(bad()),
+    };
+    match every {
+        Every::Days(0) | Every::Months(0) => Err(bad()),
+        every => Ok(every),
+    }
 }
 
 /// Monday = 0 … Sunday = 6.
@@ -180,28 +237,87 @@ fn explicit_date(year: i64, month: u32, day: u32) -> Option<Day> {
     Day::parse(&format!("{year:04}-{month:02}-{day:02}"))
 }
 
+/// The time a part of the day stands for: `morning` 09:00, `noon` 12:00, `afternoon` 15:00,
+/// `evening` 18:00, `night` 20:00, `midnight` 00:00.
+fn part_of_day(word: &str) -> Option<TimeOfDay> {
+    let hour = match word {
+        "morning" => 9,
+        "afternoon" => 15,
+        "evening" => 18,
+        "night" => 20,
+        "midnight" => 0,
+        _ => return None,
+    };
+    Some(hour_of_day(hour))
+}
+
+fn hour_of_day(hour: u32) -> TimeOfDay {
+    TimeOfDay {
+        hour,
+        minute: 0,
+        second: 0,
+        nanos: 0,
+    }
+}
+
+/// An hour without minutes, `0` to `23` (`tomorrow at 9`): only after `at` or a day.
+fn bare_hour(word: &str) -> Option<TimeOfDay> {
+    if word.is_empty() || word.len() > 2 || !word.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    word.parse().ok().filter(|h| *h <= 23).map(hour_of_day)
+}
+
+/// The day `months` calendar months after `day`, its day of the month clipped to the month's
+/// length (31 January + 1 month = 28 or 29 February).
+fn months_after(day: Day, months: i64) -> Option<Day> {
+    let date = crate::domain::wire::civil_date(day.year, day.month, day.day)?;
+    let later = date.checked_add(jiff::Span::new().try_months(months).ok()?).ok()?;
+    Some(Day {
+        year: i64::from(later.year()),
+        month: later.month() as u32,
+        day: later.day() as u32,
+    })
+}
+
 /// What `--at` names, read in the account's zone at `now`: a day and perhaps a time.
 ///
-/// Days: `today`, `tomorrow`, a weekday (`mon`, `monday`: the next one after today),
-/// `next week` (the coming Monday), `2026-12-01`, `3 Dec`, `Dec 3`, `3rd december 2027`
-/// (a date without a year: its next occurrence, today included). Times: `9:00`, `21:30`,
-/// `9am`, `9:30 pm`, `noon`. Either or both, in either order (`at` may stand between). A time
+/// - `in` and a duration (`in 2 hours`, `in 3 days`): as `--in`.
+/// - Days: `today`, `tomorrow`, `tonight` (today at 20:00), a weekday (`mon`, `monday`: the
+///   next one after today), `next monday`, `next week` (the coming Monday), `next month`
+///   and `next year` (this day then), `2026-12-01`, `3 Dec`, `Dec 3`, `3rd december 2027`,
+///   `1st of december` (a date without a year: its next occurrence, today included).
+/// - Times: `9:00`, `21:30`, `9am`, `9:30 pm`, `noon`, `midnight`, the parts of the day
+///   `morning` 09:00, `afternoon` 15:00, `evening` 18:00, `night` 20:00 (`this evening` is
+///   today's), and an hour alone after `at` or a day (`tomorrow at 9`, `mon 18`).
+///
+/// Either or both, in either order; `at`, `on`, `the` and `of` may stand between. A time
 /// alone is its next occurrence; a day alone is the day without a time.
 pub fn parse_at(text: &str, zone: &Zone, now: Timestamp) -> Result<(Day, Option<TimeOfDay>), String> {
     let bad = |why: &str| {
         format!(
-            "{text:?} is not a time I can read ({why}): try \"9:00\", \"9am\", \"tomorrow 9am\", \"mon 09:00\", \
-             \"next week\", \"3 Dec\", \"2026-12-01 09:00\""
+            "{text:?} is not a time I can read ({why}): try \"9:00\", \"9am\", \"tomorrow at 9\", \"tonight\", \
+             \"in 2 hours\", \"mon 09:00\", \"next week\", \"next month\", \"1st of december\", \"2026-12-01 09:00\""
         )
     };
     let (today, _) = schedule::local(now, zone).ok_or_else(|| bad("now is outside the calendar"))?;
     let lowered = text.trim().to_lowercase().replace(',', " ");
+    if let Some(rest) = lowered
+        .strip_prefix("in")
+        .filter(|rest| rest.is_empty() || rest.starts_with(' '))
+    {
+        let (day, time) = in_from_now(parse_duration(rest).map_err(|e| bad(&e))?, zone, now)?;
+        return Ok((day, Some(time)));
+    }
     // 2026-12-01T09:00 as two words
     let lowered = match lowered.split_once('t') {
         Some((d, t)) if Day::parse(d).is_some() && !t.is_empty() => format!("{d} {t}"),
         _ => lowered,
     };
-    let words: Vec<&str> = lowered.split_whitespace().collect();
+    let words: Vec<&str> = lowered
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "on" | "the" | "of"))
+        .collect();
     let mut day: Option<Day> = None;
     let mut time: Option<TimeOfDay> = None;
     let set_day = |d: Option<Day>, day: &mut Option<Day>| -> Result<(), String> {
@@ -211,23 +327,49 @@ pub fn parse_at(text: &str, zone: &Zone, now: Timestamp) -> Result<(Day, Option<
             None => Ok(()),
         }
     };
+    let set_time = |t: TimeOfDay, time: &mut Option<TimeOfDay>| -> Result<(), String> {
+        match time.replace(t) {
+            Some(_) => Err(bad("two times")),
+            None => Ok(()),
+        }
+    };
     let plus = |n: i64| Day::from_number(today.number() + n);
+    let mut after_at = false;
     let mut i = 0;
     while i < words.len() {
         let word = words[i];
         let next = words.get(i + 1).copied();
         let after = words.get(i + 2).copied();
+        let at_before = std::mem::take(&mut after_at);
         i += 1;
-        if word == "at" || word == "on" {
+        if word == "at" {
+            after_at = true;
             continue;
         }
         if word == "today" {
             set_day(Some(today), &mut day)?;
         } else if word == "tomorrow" {
             set_day(plus(1), &mut day)?;
+        } else if word == "tonight" {
+            set_day(Some(today), &mut day)?;
+            set_time(hour_of_day(20), &mut time)?;
+        } else if word == "this" {
+            // this morning / afternoon / evening: today's
+            let t = next
+                .and_then(part_of_day)
+                .ok_or_else(|| bad("\"this\" goes with morning, afternoon or evening"))?;
+            i += 1;
+            set_day(Some(today), &mut day)?;
+            set_time(t, &mut time)?;
         } else if word == "next" && next == Some("week") {
             i += 1;
             set_day(plus(7 - weekday(today)), &mut day)?;
+        } else if word == "next" && next == Some("month") {
+            i += 1;
+            set_day(months_after(today, 1), &mut day)?;
+        } else if word == "next" && next == Some("year") {
+            i += 1;
+            set_day(months_after(today, 12), &mut day)?;
         } else if let Some(w) =
             weekday_named(word).or_else(|| (word == "next").then(|| next.and_then(weekday_named)).flatten())
         {
@@ -249,7 +391,7 @@ pub fn parse_at(text: &str, zone: &Zone, now: Timestamp) -> Result<(Day, Option<
                 None => set_day(next_date(today, m, d), &mut day)?,
             }
         } else if let (Some(d), Some(m)) = (day_of_month(word), next.and_then(month_named)) {
-            // 3 Dec [2027]
+            // 3 Dec [2027], 1st of December
             i += 1;
             match after.and_then(year) {
                 Some(y) => {
@@ -258,16 +400,25 @@ pub fn parse_at(text: &str, zone: &Zone, now: Timestamp) -> Result<(Day, Option<
                 }
                 None => set_day(next_date(today, m, d), &mut day)?,
             }
+        } else if let Some(t) = part_of_day(word) {
+            set_time(t, &mut time)?;
         } else if let Some((t, used_next)) = time_of_day(word, next) {
             if used_next {
                 i += 1;
             }
-            if time.replace(t).is_some() {
-                return Err(bad("two times"));
-            }
+            set_time(t, &mut time)?;
+        } else if let Some(t) = bare_hour(word).filter(|_| at_before || day.is_some()) {
+            set_time(t, &mut time)?;
+        } else if bare_hour(word).is_some() {
+            return Err(bad(&format!(
+                "{word:?} alone is no time: say \"at {word}\", \"{word}:00\" or \"{word}am\""
+            )));
         } else {
             return Err(bad(&format!("{word:?} is not a day or a time")));
         }
+    }
+    if after_at {
+        return Err(bad("\"at\" what?"));
     }
     match (day, time) {
         (Some(day), time) => Ok((day, time)),
@@ -293,50 +444,159 @@ pub fn has_passed(day: Day, time: Option<TimeOfDay>, zone: &Zone, now: Timestamp
     }
 }
 
-/// The day and time in `zone` that lies `after` from `now`.
-pub fn in_from_now(after: Duration, zone: &Zone, now: Timestamp) -> Result<(Day, TimeOfDay), String> {
-    schedule::local(now.plus(after), zone).ok_or_else(|| "that is too far in the future".to_string())
+/// The day and time in `zone` that lies `after` from `now`: calendar units (days, weeks,
+/// months, years) move the wall clock's date and keep its time, hours and shorter are
+/// elapsed time (jiff's arithmetic on a zoned date-time).
+pub fn in_from_now(after: jiff::Span, zone: &Zone, now: Timestamp) -> Result<(Day, TimeOfDay), String> {
+    let too_far = || "that is too far in the future".to_string();
+    let tz = match zone {
+        Zone::Named(tz) => tz.clone(),
+        Zone::Fixed(minutes) => jiff::tz::TimeZone::fixed(
+            jiff::tz::Offset::from_seconds(minutes.saturating_mul(60)).map_err(|_| too_far())?,
+        ),
+    };
+    let start = jiff::Timestamp::new(now.secs, now.nanos as i32).map_err(|_| too_far())?;
+    let later = start.to_zoned_datetime(tz).checked_add(after).map_err(|_| too_far())?;
+    let (date, clock) = (later.date(), later.time());
+    let day = Day::parse(&format!("{:04}-{:02}-{:02}", date.year(), date.month(), date.day())).ok_or_else(too_far)?;
+    Ok((
+        day,
+        TimeOfDay {
+            hour: clock.hour() as u32,
+            minute: clock.minute() as u32,
+            second: clock.second() as u32,
+            nanos: 0,
+        },
+    ))
 }
 
-/// The recurrence of `--every` / `--every-month [--day N]`; the time of day repeats the
-/// first occurrence's.
-pub fn recurrence(
-    every: Option<&str>,
-    every_month: bool,
-    day: Option<u32>,
-    time: Option<TimeOfDay>,
-) -> Result<Option<Recurrence>, String> {
-    if let Some(days) = every {
-        return Ok(Some(Recurrence::EveryDays {
-            days: parse_days(days)?,
-            time,
-        }));
+/// How a reminder repeats, as the command line says it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Repeat<'a> {
+    /// `--every`
+    pub every: Option<&'a str>,
+    /// `--every-month`
+    pub every_month: bool,
+    /// `--every-year`
+    pub every_year: bool,
+    /// `--day N`
+    pub day: Option<u32>,
+}
+
+impl Repeat<'_> {
+    /// Whether anything was said.
+    pub fn given(&self) -> bool {
+        self.every.is_some() || self.every_month || self.every_year || self.day.is_some()
     }
-    if every_month {
-        if let Some(d) = day.filter(|d| !(1..=31).contains(d)) {
-            return Err(format!("--day {d}: a day of the month is 1 to 31"));
+}
+
+/// The recurrence of `--every` / `--every-month` / `--every-year` (`--day N` for the ones by
+/// months) for a reminder first due on `first` at `time`: the time of day repeats the first
+/// occurrence's. A yearly reminder first due on 29 February comes back on the 29th in leap
+/// years (scheduler.md §5.3).
+pub fn recurrence(repeat: Repeat<'_>, first: Day, time: Option<TimeOfDay>) -> Result<Option<Recurrence>, String> {
+    let every = match (repeat.every, repeat.every_month, repeat.every_year) {
+        (Some(text), _, _) => parse_every(text)?,
+        (None, true, _) => Every::Months(1),
+        (None, false, true) => Every::Months(12),
+        (None, false, false) if repeat.day.is_some() => {
+            return Err("--day N goes with a repeat by months: --every-month, --every 3mo or --every-year".into())
         }
-        return Ok(Some(Recurrence::EveryMonths { months: 1, day, time }));
+        (None, false, false) => return Ok(None),
+    };
+    if let Some(d) = repeat.day.filter(|d| !(1..=31).contains(d)) {
+        return Err(format!("--day {d}: a day of the month is 1 to 31"));
     }
-    Ok(None)
+    Ok(Some(match every {
+        Every::Days(days) if repeat.day.is_none() => Recurrence::EveryDays { days, time },
+        Every::Days(_) => {
+            return Err(
+                "--day N goes with a repeat by months (--every-month, --every 3mo, --every-year), not by days".into(),
+            )
+        }
+        Every::Months(months) => {
+            let leap_day = months % 12 == 0 && first.month == 2 && first.day == 29;
+            Recurrence::EveryMonths {
+                months,
+                day: repeat.day.or(leap_day.then_some(29)),
+                time,
+            }
+        }
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn secs(text: &str) -> i64 {
+        let span = parse_duration(text).unwrap();
+        span.total((jiff::Unit::Second, jiff::civil::date(2026, 1, 1))).unwrap() as i64
+    }
+
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
-        assert_eq!(parse_duration("2w").unwrap(), Duration::from_secs(14 * 86_400));
-        for bad in ["", "2", "h", "2x", "1.5h", "-1h", "99999999999999999999d"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+        assert_eq!(secs("90s"), 90);
+        assert_eq!(secs("1h30m"), 5400);
+        assert_eq!(secs("2w"), 14 * 86_400);
+        assert_eq!(secs("1.5h"), 5400);
+        assert_eq!(secs("2H"), 7200);
+        assert_eq!(secs("90m"), 5400);
+        assert_eq!(secs("2 hours"), 7200);
+        assert_eq!(secs("in 2 hours"), 7200);
+        assert_eq!(secs("an hour"), 3600);
+        assert_eq!(secs("a week"), 7 * 86_400);
+        assert_eq!(secs("2d"), 2 * 86_400);
+        assert_eq!(secs("1 hour 30 minutes"), 5400);
+        assert_eq!(parse_duration("1mo").unwrap().get_months(), 1);
+        assert_eq!(parse_duration("1y").unwrap().get_years(), 1);
+        for (bad, why) in [
+            ("", "nothing given"),
+            ("2", "needs its unit"),
+            ("h", "not a number and a unit"),
+            ("2x", "not a number and a unit"),
+            ("1.5d", "not a number and a unit"),
+            ("-1h", "in the past"),
+            ("0m", "no time at all"),
+            ("99999999999999999999d", "too large"),
+            ("soon", "not a number and a unit"),
+        ] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains(why) && e.contains("try 30m, 2h, 1.5h"), "{bad}: {e}");
         }
-        assert_eq!(parse_days("3d").unwrap(), 3);
-        assert_eq!(parse_days("2w").unwrap(), 14);
-        assert_eq!(parse_days("5").unwrap(), 5);
-        assert!(parse_days("0d").is_err() && parse_days("xd").is_err());
+    }
+
+    #[test]
+    fn repeats() {
+        assert_eq!(parse_every("3d").unwrap(), Every::Days(3));
+        assert_eq!(parse_every("2w").unwrap(), Every::Days(14));
+        assert_eq!(parse_every("5").unwrap(), Every::Days(5));
+        assert_eq!(parse_every("2 weeks").unwrap(), Every::Days(14));
+        assert_eq!(parse_every("Daily").unwrap(), Every::Days(1));
+        assert_eq!(parse_every("1y").unwrap(), Every::Months(12));
+        assert_eq!(parse_every("2 years").unwrap(), Every::Months(24));
+        assert_eq!(parse_every("yearly").unwrap(), Every::Months(12));
+        assert_eq!(parse_every("6mo").unwrap(), Every::Months(6));
+        assert_eq!(parse_every("1y6mo").unwrap(), Every::Months(18));
+        for bad in [
+            "",
+            "0d",
+            "0",
+            "xd",
+            "2h",
+            "1m",
+            "1w2mo",
+            "-3d",
+            "1.5d",
+            "soon",
+            "99999999999y",
+        ] {
+            let e = parse_every(bad).unwrap_err();
+            assert!(
+                e.contains("repeats are in whole days, weeks, months or years"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]
@@ -356,7 +616,7 @@ mod tests {
             ("2026-12-01".into(), "09:00:00".into())
         );
         assert_eq!(parse_at("2026-12-01", &zurich, now).unwrap().1, None);
-        let (day, time) = in_from_now(Duration::from_secs(7200), &zurich, now).unwrap();
+        let (day, time) = in_from_now(parse_duration("2h").unwrap(), &zurich, now).unwrap();
         assert_eq!(
             (day.to_string(), time.to_string()),
             ("2026-07-01".into(), "14:00:00".into())
@@ -489,31 +749,142 @@ mod tests {
             &zone,
             first
         ));
-        // --in across the change: 24 hours after Saturday 12:00 CET is Sunday 13:00 CEST
-        let (day, time) = in_from_now(
-            Duration::from_secs(86_400),
-            &zone,
-            Timestamp::parse("2026-03-28T11:00:00Z").unwrap(),
-        )
-        .unwrap();
+        // --in across the change: 24 hours after Saturday 12:00 CET is Sunday 13:00 CEST,
+        // one day after it is Sunday 12:00 (a calendar day keeps the wall clock)
+        let saturday = Timestamp::parse("2026-03-28T11:00:00Z").unwrap();
+        let (day, time) = in_from_now(parse_duration("24h").unwrap(), &zone, saturday).unwrap();
         assert_eq!(format!("{day} {time}"), "2026-03-29 13:00:00");
+        let (day, time) = in_from_now(parse_duration("1d").unwrap(), &zone, saturday).unwrap();
+        assert_eq!(format!("{day} {time}"), "2026-03-29 12:00:00");
+        assert_eq!(at("in 1 day", "2026-03-28T11:00:00Z"), "2026-03-29 12:00:00");
     }
 
     #[test]
     fn recurrences() {
+        let day = |s| Day::parse(s).unwrap();
+        let first = day("2026-12-01");
+        let every = |text| Repeat {
+            every: Some(text),
+            ..Repeat::default()
+        };
         assert_eq!(
-            recurrence(Some("3d"), false, None, None).unwrap(),
+            recurrence(every("3d"), first, None).unwrap(),
             Some(Recurrence::EveryDays { days: 3, time: None })
         );
+        let monthly_on_1st = Repeat {
+            every_month: true,
+            day: Some(1),
+            ..Repeat::default()
+        };
         assert_eq!(
-            recurrence(None, true, Some(1), None).unwrap(),
+            recurrence(monthly_on_1st, first, None).unwrap(),
             Some(Recurrence::EveryMonths {
                 months: 1,
                 day: Some(1),
                 time: None
             })
         );
-        assert!(recurrence(None, true, Some(32), None).is_err());
-        assert_eq!(recurrence(None, false, None, None).unwrap(), None);
+        let yearly = Repeat {
+            every_year: true,
+            ..Repeat::default()
+        };
+        let nine = TimeOfDay::parse("09:00");
+        assert_eq!(
+            recurrence(yearly, first, nine).unwrap(),
+            Some(Recurrence::EveryMonths {
+                months: 12,
+                day: None,
+                time: nine
+            })
+        );
+        assert_eq!(recurrence(every("1y"), first, None), recurrence(yearly, first, None));
+        // a birthday on 29 February comes back on the 29th in leap years
+        assert_eq!(
+            recurrence(yearly, day("2028-02-29"), None).unwrap(),
+            Some(Recurrence::EveryMonths {
+                months: 12,
+                day: Some(29),
+                time: None
+            })
+        );
+        let err = recurrence(
+            Repeat {
+                every_month: true,
+                day: Some(32),
+                ..Repeat::default()
+            },
+            first,
+            None,
+        )
+        .unwrap_err();
+        assert!(err.contains("1 to 31"), "{err}");
+        let err = recurrence(
+            Repeat {
+                every: Some("3d"),
+                day: Some(1),
+                ..Repeat::default()
+            },
+            first,
+            None,
+        )
+        .unwrap_err();
+        assert!(err.contains("goes with a repeat by months"), "{err}");
+        assert_eq!(recurrence(Repeat::default(), first, None).unwrap(), None);
+    }
+
+    #[test]
+    fn phrases_people_say() {
+        // Thursday 2026-11-26, 12:00 in Zurich
+        let now = "2026-11-26T11:00:00Z";
+        assert_eq!(at("in 2 hours", now), "2026-11-26 14:00:00");
+        assert_eq!(at("In 90m", now), "2026-11-26 13:30:00");
+        assert_eq!(at("in an hour", now), "2026-11-26 13:00:00");
+        assert_eq!(at("in 3 days", now), "2026-11-29 12:00:00");
+        assert_eq!(at("tonight", now), "2026-11-26 20:00:00");
+        assert_eq!(at("this evening", now), "2026-11-26 18:00:00");
+        assert_eq!(at("this afternoon", now), "2026-11-26 15:00:00");
+        assert_eq!(at("tomorrow morning", now), "2026-11-27 09:00:00");
+        assert_eq!(at("tomorrow evening", now), "2026-11-27 18:00:00");
+        assert_eq!(at("monday morning", now), "2026-11-30 09:00:00");
+        assert_eq!(at("evening", now), "2026-11-26 18:00:00", "its next occurrence");
+        assert_eq!(at("morning", now), "2026-11-27 09:00:00", "its next occurrence");
+        assert_eq!(at("midnight", now), "2026-11-27 00:00:00");
+        assert_eq!(at("tomorrow at 9", now), "2026-11-27 09:00:00");
+        assert_eq!(at("tomorrow 9", now), "2026-11-27 09:00:00");
+        assert_eq!(at("tomorrow 9am", now), "2026-11-27 09:00:00");
+        assert_eq!(at("at 9", now), "2026-11-27 09:00:00");
+        assert_eq!(at("at 18:30", now), "2026-11-26 18:30:00");
+        assert_eq!(at("mon 18", now), "2026-11-30 18:00:00");
+        assert_eq!(at("next month", now), "2026-12-26");
+        assert_eq!(at("next month at 9am", now), "2026-12-26 09:00:00");
+        assert_eq!(at("next year", now), "2027-11-26");
+        assert_eq!(at("1st of december", now), "2026-12-01");
+        assert_eq!(at("on the 1st of December at 9", now), "2026-12-01 09:00:00");
+        assert_eq!(at("December 1st", now), "2026-12-01");
+        assert_eq!(at("dec 1", now), "2026-12-01");
+        assert_eq!(at("1st of november", now), "2027-11-01", "the next one");
+        // next month from the 31st: the last day of the next month
+        assert_eq!(at("next month", "2027-01-31T11:00:00Z"), "2027-02-28");
+        // in the account's zone: 23:30 UTC is already tomorrow in Zurich
+        assert_eq!(at("tonight", "2026-11-26T23:30:00Z"), "2026-11-27 20:00:00");
+        let zone = zurich();
+        let now = Timestamp::parse(now).unwrap();
+        for (bad, why) in [
+            ("in soon", "not a duration"),
+            ("in -2h", "in the past"),
+            ("in", "nothing given"),
+            ("9", "alone is no time"),
+            ("this", "goes with morning"),
+            ("this monday", "goes with morning"),
+            ("tonight tomorrow", "two days"),
+            ("tonight at 9pm", "two times"),
+            ("tomorrow at 25", "\"25\" is not a day or a time"),
+            ("tomorrow at", "\"at\" what?"),
+            ("next", "\"next\" is not a day or a time"),
+            ("31st of february", "no such date"),
+        ] {
+            let e = parse_at(bad, &zone, now).unwrap_err();
+            assert!(e.contains(why) && e.contains("try \"9:00\""), "{bad}: {e}");
+        }
     }
 }
