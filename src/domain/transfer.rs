@@ -842,8 +842,10 @@ mod tests {
         let triggered = TriggeredItem {
             id: Uuid::from_u128(4),
             owner,
-            tickle: crate::domain::scheduler::models::Tickle::parse(&json!({"content": "x", "scheduled-day": "2024-01-01"}))
-                .unwrap(),
+            tickle: crate::domain::scheduler::models::Tickle::parse(
+                &json!({"content": "x", "scheduled-day": "2024-01-01"}),
+            )
+            .unwrap(),
             created: at,
             triggered: at,
             attempts: vec![
@@ -868,8 +870,10 @@ mod tests {
             Ok::<(), ()>(())
         })
         .unwrap();
-        assert!(matches!(&got[..], [SchedulerEntry::Triggered(t), SchedulerEntry::Trigger(h)]
-            if t.attempts == triggered.attempts && *h == hook));
+        assert!(
+            matches!(&got[..], [SchedulerEntry::Triggered(t), SchedulerEntry::Trigger(h)]
+            if t.attempts == triggered.attempts && *h == hook)
+        );
     }
 
     #[test]
