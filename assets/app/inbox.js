@@ -96,14 +96,14 @@ function laterControls(item, where) {
           'div',
           { class: 'fields two' },
           el('div', {}, el('label', { for: dayId }, 'Pick a date'), el('input', { id: dayId, name: 'day', type: 'date', required: true, min: today, value: addDays(today, 1) })),
-          el('div', {}, el('label', { for: timeId }, 'Time'), el('input', { id: timeId, name: 'time', type: 'time', value: '09:00' })),
+          el('div', {}, el('label', { for: timeId }, 'Time'), el('input', { id: timeId, name: 'time', type: 'time', step: '60', value: '09:00' })),
         ),
         el('div', { class: 'actions' }, el('button', { type: 'submit' }, 'Schedule')),
       );
       pick.addEventListener('submit', (event) => {
         event.preventDefault();
         const data = new FormData(pick);
-        const time = data.get('time') ? (data.get('time') + ':00').slice(0, 8) : null;
+        const time = data.get('time') ? data.get('time').slice(0, 5) + ':00' : null;
         busy(event.submitter || pick.querySelector('button'), where, () => defer(item, data.get('day'), time));
       });
       panel.replaceChildren(

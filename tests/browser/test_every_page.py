@@ -1,11 +1,11 @@
 """Every page of both services, logged out and logged in with data of every kind (inbox
 items, scheduled items with recurrence, triggered items with delivered and failed attempts,
 inbox and e-mail triggers, access keys), in the states a person meets (a "Later…" panel
-open, a delete asking, a new key's secret shown, an undo offered): no page shows the text
-`null`, `undefined` or `[object` (issue 27: every triggered item showed a `null`), and
-axe-core finds no violation, at phone and desktop widths, in light and dark mode. The same
-pages, with realistic content, are photographed into target/screenshots/docs/ for
-docs/screenshots/ (no test payloads in the pictures)."""
+open, a delete asking, a new key's secret shown, an item being edited): no page shows the
+text `null`, `undefined` or `[object` (issue 27: every triggered item showed a `null`), no
+time field asks for seconds, and axe-core finds no violation, at phone and desktop widths,
+in light and dark mode. The same pages, with realistic content, are photographed into
+target/screenshots/docs/ for docs/screenshots/ (no test payloads in the pictures)."""
 
 import base64
 import json
@@ -100,6 +100,15 @@ def broken_text(driver):
     return [t[max(0, m.start() - 60):m.end() + 60] for t in texts for m in BROKEN_WORDS.finditer(t)]
 
 
+def seconds_asked(driver):
+    """The time fields that ask for seconds: every one takes minutes (`step="60"`, a value
+    HH:MM), issue 27."""
+    fields = driver.execute_script(
+        "return [...document.querySelectorAll('input[type=time]')].map((i) => [i.id, i.getAttribute('step'), i.value])"
+    )
+    return [f for f in fields if f[1] != "60" or not re.fullmatch(r"(\d\d:\d\d)?", f[2])]
+
+
 def axe_violations(driver):
     """axe-core's violations of the current page (every rule it runs by default), as
     `rule: what (nodes)` lines."""
@@ -137,6 +146,8 @@ def look(driver, page, shot=None, ready=None, words=True):
             driver.execute_script("return document.body.getBoundingClientRect().height")
             for text in broken_text(driver) if words else []:
                 problems.append(f"{page} ({label}) shows {text!r}")
+            for field in seconds_asked(driver):
+                problems.append(f"{page} ({label}) time field [id, step, value] {field} asks for seconds")
             for violation in axe_violations(driver):
                 problems.append(f"{page} ({label}) axe: {violation}")
             if shot and scheme == "light":
