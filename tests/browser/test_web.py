@@ -8,6 +8,7 @@ target/screenshots/. Waits are for events, with a deadline (WebDriverWait polls)
 import json
 import re
 import time
+import urllib.error
 import urllib.request
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -87,6 +88,22 @@ def api(base, path, token):
     request = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token})
     with urllib.request.urlopen(request, timeout=10) as answer:
         return json.loads(answer.read())
+
+
+def logs_in(base, username, password):
+    """Whether `POST /app/token` of the service at `base` takes the username and password."""
+    request = urllib.request.Request(
+        base + "/app/token",
+        data=json.dumps({"username": username, "password": password}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status == 200
+    except urllib.error.HTTPError as e:
+        if e.code == 401:
+            return False
+        raise
 
 
 def verification_key(outbox, count, address):
@@ -183,6 +200,9 @@ def test_the_whole_product_in_a_browser(server, driver):
     wait_text(driver, "#count", "(2)")
     wait_text(driver, "#current-item", "Call the plumber")
     assert hostile not in text_of(driver, "#items")
+    # final once its undo window closed
+    wait(driver).until(lambda d: api(inbox, "/inbox/size", token_of(d)) == 2)
+    wait(driver).until(EC.invisibility_of_element_located((By.ID, "undo")))
     # delete from the list: the first click asks, Cancel keeps the item, "Yes, delete" deletes
     plumber = "//ul[@id='items']/li[contains(., 'Call the plumber')]"
     driver.find_element(By.XPATH, plumber + "//button[text()='Delete']").click()
@@ -207,8 +227,11 @@ def test_the_whole_product_in_a_browser(server, driver):
     wait_text(driver, "#keys", "phone")
     assert "PermitAdd" in text_of(driver, "#keys")
     shoot(driver, "inbox-settings")
+    # registering made the key the scheduler delivers with: capture only
+    assert "scheduler deliveries" in text_of(driver, "#keys")
     confirm_delete(driver, "#keys button[aria-label='Delete access key phone']")
-    wait_text(driver, "#keys", "No access keys.")
+    wait(driver).until(lambda d: "phone" not in text_of(d, "#keys"))
+    assert "scheduler deliveries" in text_of(driver, "#keys")
     assert not driver.find_element(By.ID, "new-key").is_displayed()
 
     # --- the share target: shared words wait in the form for the person's click --------
@@ -250,13 +273,17 @@ def test_the_whole_product_in_a_browser(server, driver):
     assert api(scheduler, "/account/settings", token)["timezone"] == {"offset": 540, "name": "Asia/Tokyo", "summer": False}
     shoot(driver, "scheduler-settings")
 
-    # the local inbox as trigger, with one form
+    # registering made the trigger into the inbox of this server; deleted, the one form
+    # that makes it again is offered
     driver.find_element(By.LINK_TEXT, "Triggers").click()
+    inbox_url = server["inbox_delivery_url"]
+    wait_text(driver, "#triggers", "Inbox at " + inbox_url)
+    assert not driver.find_element(By.ID, "local-section").is_displayed()
+    confirm_delete(driver, "#triggers button[aria-label='Delete the inbox trigger " + inbox_url + "']")
     wait(driver).until(EC.visibility_of_element_located((By.ID, "local")))
     fill(driver, "#local-username", "alice")
     fill(driver, "#local-password", "alice-password")
     submit(driver, "#local")
-    inbox_url = server["inbox_delivery_url"]
     wait_text(driver, "#triggers", "Inbox at " + inbox_url)
     # once that trigger exists the one-form offer is gone, also after a reload
     wait(driver).until(EC.invisibility_of_element_located((By.ID, "local")))
@@ -348,11 +375,16 @@ def test_the_whole_product_in_a_browser(server, driver):
     fill(driver, "#new-password", "new-scheduler-password")
     fill(driver, "#new-password-again", "new-scheduler-password")
     submit(driver, "#password")
-    wait_text(driver, "#password-done", "The password was changed.")
+    # one person, one password (issue 27): changed on both services, and said so
+    wait_text(driver, "#password-done", "The password was changed on the inbox and the scheduler of this server.")
     assert token_of(driver) != old_token
     assert api(scheduler, "/account", token_of(driver))["username"] == "alice"
+    assert logs_in(inbox, "alice", "new-scheduler-password") and not logs_in(inbox, "alice", "alice-password")
+    sibling = driver.execute_script("return localStorage.getItem('pigeonhole-sibling-token')")
+    assert api(inbox, "/account", sibling)["username"] == "alice", "the inbox token kept here works"
 
-    # deleting the account ends at the login page, and the account is gone
+    # deleting the account ends at the login page, and the account is gone on both services
+    assert "on the inbox and the scheduler of this server" in text_of(driver, "#delete-account")
     driver.find_element(By.ID, "delete-confirm").click()
     submit(driver, "#delete-account")
     wait(driver).until(EC.url_contains("/app/login"))
@@ -361,6 +393,7 @@ def test_the_whole_product_in_a_browser(server, driver):
     fill(driver, "#login-password", "new-scheduler-password")
     submit(driver, "#login")
     wait_text(driver, "#login .error", "wrong username or password")
+    assert not logs_in(inbox, "alice", "new-scheduler-password")
 
 
 def test_a_failed_delivery_shows_the_reason_and_can_be_retried(server, driver):
@@ -369,11 +402,8 @@ def test_a_failed_delivery_shows_the_reason_and_can_be_retried(server, driver):
     driver.get(scheduler + "/app/login")
     driver.execute_script("localStorage.clear()")
     follow_to_sibling(driver, inbox, "dave")
+    # registering linked the scheduler to the inbox
     driver.get(scheduler + "/app/triggers")
-    wait(driver).until(EC.visibility_of_element_located((By.ID, "local")))
-    fill(driver, "#local-username", "dave")
-    fill(driver, "#local-password", "dave-password")
-    submit(driver, "#local")
     wait_text(driver, "#triggers", "Inbox at")
     # the inbox key the trigger delivers with is deleted on the inbox's settings page
     driver.get(inbox + "/app/settings")
@@ -504,9 +534,11 @@ def test_the_scheduler_offers_the_browsers_zone(server, driver):
     """Issue 19 point 2: while the account is on UTC the pages offer the browser's zone in
     one click; times read short, in the account's zone."""
     scheduler = server["scheduler"]
+    # registered in a browser on UTC (so the account is), then used in Zurich
+    register(driver, scheduler, "gina", "gina-password")
     driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Zurich"})
     try:
-        register(driver, scheduler, "gina", "gina-password")
+        driver.refresh()
         wait_text(driver, "#zone", "UTC")
         wait_text(driver, "#zone-offer", "This browser is in Europe/Zurich")
         shoot(driver, "scheduler-zone-offer")
@@ -647,7 +679,8 @@ def test_later_moves_an_inbox_item_into_the_scheduler(server, driver):
     shoot(driver, "inbox-later")
     tomorrow.click()
     wait_text(driver, "#count", "(1)")
-    scheduled = api(scheduler, "/scheduler/items", scheduler_token)
+    # moved once its undo window closed
+    scheduled = wait(driver).until(lambda d: api(scheduler, "/scheduler/items", scheduler_token))
     assert [(i["contents"]["content"], i["contents"]["scheduled-time"]) for i in scheduled] == [
         ("Renew the car insurance", "09:00:00")
     ], scheduled
@@ -662,7 +695,9 @@ def test_later_moves_an_inbox_item_into_the_scheduler(server, driver):
     set_value(driver, "#items form.later-pick input[type=time]", "10:30")
     driver.find_element(By.CSS_SELECTOR, "#items form.later-pick button[type=submit]").click()
     wait_text(driver, "#count", "(0)")
-    dentist = [i for i in api(scheduler, "/scheduler/items", scheduler_token) if i["contents"]["content"] == "Book the dentist"]
+    dentist = wait(driver).until(
+        lambda d: [i for i in api(scheduler, "/scheduler/items", scheduler_token) if i["contents"]["content"] == "Book the dentist"]
+    )
     assert [(i["contents"]["scheduled-day"], i["contents"]["scheduled-time"]) for i in dentist] == [("2031-03-04", "10:30:00")]
     # when the scheduler refuses, the item stays in the inbox
     driver.execute_script("localStorage.setItem('pigeonhole-sibling-token', 'not-a-token')")
