@@ -177,6 +177,16 @@ async function start() {
   handoff();
   if (settings.registration) {
     document.getElementById('register-section').hidden = false;
+    // what registering does besides the account here (as `pigeonhole setup`)
+    const other = await sibling();
+    const zone = browserZone();
+    const what = document.getElementById('register-what');
+    if (other) {
+      what.textContent =
+        'One account for the inbox and the scheduler of this server: reminders come back into the inbox' +
+        (zone ? ', in the time zone of this browser (' + zone + ').' : '.');
+      what.hidden = false;
+    }
     onSubmit(document.getElementById('register'), async (data) => {
       checkNewPassword(data.get('password'), data.get('again'));
       await register(data.get('name'), data.get('password'));

@@ -24,7 +24,6 @@ from conftest import SCREENSHOTS
 from test_web import (
     DELIVERY_WAIT,
     WAIT,
-    api,
     fill,
     register,
     submit,
@@ -127,11 +126,12 @@ def axe_violations(driver):
     return found
 
 
-def look(driver, page, shot=None, ready=None, words=True):
+def look(driver, page, shot=None, ready=None, words=True, scroll=None):
     """The checks of one page in its current state, at each width and colour scheme:
     nothing reads `null`/`undefined`, axe finds nothing. With `shot`, the light pictures go
     to target/screenshots/docs/<shot>-phone.png and -desktop.png. `words=False` for the
-    API description at `/`, whose JSON examples say `null` on purpose."""
+    API description at `/`, whose JSON examples say `null` on purpose; `scroll` (CSS) is
+    brought into view for the pictures."""
     settled(driver, ready)
     problems = []
     try:
@@ -144,6 +144,8 @@ def look(driver, page, shot=None, ready=None, words=True):
                 "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]}
             )
             driver.execute_script("return document.body.getBoundingClientRect().height")
+            if scroll:
+                driver.execute_script("document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", scroll)
             for text in broken_text(driver) if words else []:
                 problems.append(f"{page} ({label}) shows {text!r}")
             for field in seconds_asked(driver):
@@ -196,9 +198,10 @@ def populate(server, driver, name, password, address):
     email = [t for t in send(scheduler, "GET", "/trigger", scheduler_token) if t["info"]["typedTriggerInfoType"] == "email"][0]
     # the e-mail's link, as the person opens it: the page asks, its button confirms
     driver.get(f"{scheduler}/verify-email/{email['uuid']}/{key}")
-    confirm = wait(driver).until(EC.element_to_be_clickable((By.CSS_SELECTOR, "form button[type=submit]")))
+    wait(driver).until(EC.element_to_be_clickable((By.CSS_SELECTOR, "form button[type=submit]")))
     problems = look(driver, "scheduler /verify-email (asking)")
-    confirm.click()
+    # found again: the emulated widths may have laid the page out anew
+    wait(driver).until(EC.element_to_be_clickable((By.CSS_SELECTOR, "form button[type=submit]"))).click()
     wait(driver).until(EC.text_to_be_present_in_element((By.TAG_NAME, "h1"), "Address confirmed"))
     problems += look(driver, "scheduler /verify-email (confirmed)")
 
@@ -248,6 +251,15 @@ def populate(server, driver, name, password, address):
 
 
 def test_no_page_shows_null_and_axe_finds_nothing(server, driver):
+    # a browser in Berlin: registering gives the account its zone, as the pictures show
+    driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Europe/Berlin"})
+    try:
+        every_page(server, driver)
+    finally:
+        driver.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": ""})
+
+
+def every_page(server, driver):
     inbox, scheduler = server["inbox"], server["scheduler"]
     problems = []
 
@@ -274,7 +286,7 @@ def test_no_page_shows_null_and_axe_finds_nothing(server, driver):
         later[0].click()
         wait(driver).until(EC.visibility_of_element_located((By.CSS_SELECTOR, "#current-item .later")))
         problems += look(driver, "inbox /app/ (Later… open)", shot="inbox-later", ready="#current-item .later")
-        later[0].click()
+        driver.find_element(By.XPATH, first + "//button[text()='Later…']").click()
     # Done, with its undo offered
     driver.find_element(By.XPATH, first + "//button[text()='Done']").click()
     wait(driver).until(EC.visibility_of_element_located((By.CSS_SELECTOR, "#undo .undo-button")))
@@ -293,7 +305,7 @@ def test_no_page_shows_null_and_axe_finds_nothing(server, driver):
     fill(driver, "#key-name", "Laptop capture")
     submit(driver, "#add-key")
     wait(driver).until(EC.visibility_of_element_located((By.ID, "new-key")))
-    problems += look(driver, "inbox /app/settings (new key)", shot="inbox-settings-keys", ready="#new-key-secret")
+    problems += look(driver, "inbox /app/settings (new key)", shot="inbox-settings-keys", ready="#new-key-secret", scroll="#new-key")
 
     # the scheduler, signed in through the navigation's link
     driver.get(inbox + "/app/settings")

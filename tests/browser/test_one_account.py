@@ -16,9 +16,9 @@ from test_web import (
     DELIVERY_WAIT,
     WAIT,
     api,
-    fill,
     logs_in,
     register,
+    send_registration,
     submit,
     text_of,
     token_of,
@@ -67,12 +67,7 @@ def test_a_registration_step_that_fails_is_said_with_how_to_finish_it(server, dr
     inbox, scheduler = server["inbox"], server["scheduler"]
     # the name is taken on the scheduler, with another password
     send(scheduler, "POST", "/register", None, {"name": "petra", "password": "somebody-else"})
-    driver.get(inbox + "/app/login")
-    wait(driver).until(EC.visibility_of_element_located((By.ID, "register")))
-    fill(driver, "#register-username", "petra")
-    fill(driver, "#register-password", "petra-password")
-    fill(driver, "#register-password-again", "petra-password")
-    submit(driver, "#register")
+    send_registration(driver, inbox, "petra", "petra-password")
     problems = wait(driver).until(EC.visibility_of_element_located((By.ID, "register-problems")))
     words = problems.text
     assert look(driver, "inbox /app/login (a registration step failed)") == []
@@ -134,7 +129,7 @@ def test_later_says_where_the_item_comes_back(server, driver):
     driver.refresh()
     row = later_panel(driver, "Call the bank")
     wait_text(driver, "#items .later-where", "Nothing brings it back when it is due")
-    assert look(driver, "inbox /app/ (Later… with nothing to bring it back)", shot="inbox-later-unlinked") == []
+    assert look(driver, "inbox /app/ (Later… with nothing to bring it back)", shot="inbox-later-unlinked", scroll="#items .later") == []
     driver.find_element(By.XPATH, row + "//button[text()='Deliver reminders into this inbox']").click()
     wait_text(driver, "#items .later-where", "When it is due, it comes back into this inbox")
     triggers = api(scheduler, "/trigger", scheduler_token)

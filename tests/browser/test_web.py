@@ -131,8 +131,9 @@ def confirm_delete(driver, button_css=None, button=None):
     yes.click()
 
 
-def register(driver, base, name, password):
-    """Registers on the service at `base` from its inbox or scheduler page (logged out)."""
+def send_registration(driver, base, name, password):
+    """Fills and sends the register form of the service at `base`, from its inbox or
+    scheduler page (logged out)."""
     driver.get(base + "/app/login")
     driver.execute_script("localStorage.clear()")
     driver.get(base + "/app/")
@@ -142,6 +143,11 @@ def register(driver, base, name, password):
     fill(driver, "#register-password", password)
     fill(driver, "#register-password-again", password)
     submit(driver, "#register")
+
+
+def register(driver, base, name, password):
+    """Registers on the service at `base` (logged out): every step worked and the page went on."""
+    send_registration(driver, base, name, password)
     wait(driver).until(lambda d: token_of(d) is not None and "/app/login" not in d.current_url)
 
 
