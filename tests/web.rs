@@ -225,31 +225,56 @@ async fn the_configuration_names_the_local_inbox() {
     assert_eq!(config["inbox"]["url"], format!("http://127.0.0.1:{inbox_port}"));
     let config = server.api.get("/app/config.json", &Auth::None).await.expect_json(200);
     assert_eq!(config["service"], "inbox");
-    // the triggers page may call the inbox, on the host the browser used
-    let host = format!("localhost:{}", server.scheduler.base.rsplit(':').next().unwrap());
-    let r = server
-        .scheduler
-        .send(
-            server
-                .scheduler
-                .request(Method::GET, "/app/triggers", &Auth::None)
-                .header("Host", host),
-        )
-        .await
-        .expect(200);
-    let csp = r.header("content-security-policy").unwrap();
-    assert!(
-        csp.contains(&format!(
-            "connect-src 'self' http://localhost:{inbox_port} https://localhost:{inbox_port};"
-        )),
-        "{csp}"
-    );
+    // the pages that call the other service of this server may, on the host the browser
+    // used: the scheduler's triggers, login and settings pages the inbox (the one-form local
+    // inbox, registration, deleting and the password on both), the inbox's own page
+    // ("Later…"), login and settings pages the scheduler
+    let scheduler_port: u16 = server.scheduler.base.rsplit(':').next().unwrap().parse().unwrap();
+    for (api, own, other, pages) in [
+        (
+            &server.scheduler,
+            scheduler_port,
+            inbox_port,
+            ["/app/triggers", "/app/login", "/app/settings"],
+        ),
+        (
+            &server.api,
+            inbox_port,
+            scheduler_port,
+            ["/app/", "/app/login", "/app/settings"],
+        ),
+    ] {
+        for page in pages {
+            let r = api
+                .send(
+                    api.request(Method::GET, page, &Auth::None)
+                        .header("Host", format!("localhost:{own}")),
+                )
+                .await
+                .expect(200);
+            let csp = r.header("content-security-policy").unwrap();
+            assert!(
+                csp.contains(&format!(
+                    "connect-src 'self' http://localhost:{other} https://localhost:{other};"
+                )),
+                "{page}: {csp}"
+            );
+        }
+    }
     // the other pages call their own origin only
-    let r = server.scheduler.get("/app/", &Auth::None).await.expect(200);
-    assert!(r
-        .header("content-security-policy")
-        .unwrap()
-        .contains("connect-src 'self';"));
+    for (api, page) in [
+        (&server.scheduler, "/app/"),
+        (&server.scheduler, "/app/triggered"),
+        (&server.api, "/app/share"),
+    ] {
+        let r = api.get(page, &Auth::None).await.expect(200);
+        assert!(
+            r.header("content-security-policy")
+                .unwrap()
+                .contains("connect-src 'self';"),
+            "{page}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -74,6 +74,8 @@ export async function call(method, path, body, options = {}) {
       body: body === undefined ? undefined : JSON.stringify(body),
       cache: 'no-store',
       credentials: 'omit',
+      // a request that may outlive the page (sent as it goes away)
+      keepalive: options.keepalive === true,
     });
   } catch (e) {
     throw new ApiError(0, 'The server could not be reached (' + e.message + ').');
@@ -291,8 +293,11 @@ export function offsetOf(zone, date) {
   return m[1] === '-' ? -minutes : minutes;
 }
 
-/** Sets the scheduler account's zone to `name` (its offset now, and whether that is summer time). */
-export async function putZone(name) {
+/**
+ * Sets the scheduler account's zone to `name` (its offset now, and whether that is summer
+ * time); `options` as for `call` (the scheduler of this server from the inbox's pages).
+ */
+export async function putZone(name, options = {}) {
   const now = new Date();
   let offset = 0;
   let summer = false;
@@ -303,7 +308,7 @@ export async function putZone(name) {
   } catch (_) {
     // a name the browser does not know: the server still uses it when it knows it
   }
-  await call('PUT', '/account/settings', { timezone: { offset, name, summer } });
+  await call('PUT', '/account/settings', { timezone: { offset, name, summer } }, options);
 }
 
 /**
@@ -418,14 +423,96 @@ export async function frame(current) {
   // the other service of this server: signed in there too when this origin holds its token
   const other = await sibling();
   if (other) {
-    let href = other.origin + '/app/';
-    const theirs = siblingToken();
-    if (theirs && token()) {
-      href = other.origin + '/app/login#handoff=' + encodeURIComponent(theirs) + '&back=' + encodeURIComponent(token());
-    }
-    list.append(el('li', {}, el('a', { href, id: 'to-sibling' }, other.service === 'inbox' ? 'Inbox' : 'Scheduler')));
+    list.append(el('li', {}, el('a', { href: siblingHref(other, '/app/'), id: 'to-sibling' }, other.service === 'inbox' ? 'Inbox' : 'Scheduler')));
   }
   nav.replaceChildren(list);
+}
+
+/**
+ * A link to `page` of the other service of this server (`other` from `sibling()`), signed in
+ * there when this origin holds both tokens: its login page with the tokens in the fragment
+ * ("Continue as <name>" there), then `page`.
+ */
+export function siblingHref(other, page) {
+  const theirs = siblingToken();
+  if (!theirs || !token()) return other.origin + page;
+  const next = page === '/app/' ? '' : '?next=' + encodeURIComponent(page);
+  return other.origin + '/app/login' + next + '#handoff=' + encodeURIComponent(theirs) + '&back=' + encodeURIComponent(token());
+}
+
+// One person, one account (spec decision 18): what the pages do on both services
+
+/** The name of the inbox access key the scheduler's deliveries use (as `pigeonhole setup`). */
+const DELIVERY_KEY_NAME = 'scheduler deliveries';
+
+/** Whether two inbox URLs name the same inbox (the server keeps them normalised). */
+function sameUrl(a, b) {
+  return !!a && !!b && a.replace(/\/+$/, '').toLowerCase() === b.replace(/\/+$/, '').toLowerCase();
+}
+
+/** Whether one of the scheduler's `triggers` delivers into the inbox at `url`. */
+export function deliversTo(triggers, url) {
+  return triggers.some((t) => t.info.typedTriggerInfoType === 'inbox' && sameUrl(t.info.typedTriggerInfoValue.inboxTriggerInfoUrl, url));
+}
+
+/**
+ * Where the scheduler's `triggers` bring a due item, in words ("into this inbox", "by e-mail
+ * to a@b.org", …; `localInbox` is the URL the scheduler reaches this server's inbox at);
+ * empty when nothing delivers it anywhere but the Triggered page. Unverified e-mail
+ * addresses and expired push subscriptions deliver nothing.
+ */
+export function deliveryWords(triggers, localInbox) {
+  const words = [];
+  for (const t of triggers) {
+    const value = t.info.typedTriggerInfoValue || {};
+    switch (t.info.typedTriggerInfoType) {
+      case 'inbox':
+        words.push(sameUrl(value.inboxTriggerInfoUrl, localInbox) ? 'into this inbox' : 'into the inbox at ' + value.inboxTriggerInfoUrl);
+        break;
+      case 'email':
+        if (value.emailTriggerInfoVerified) words.push('by e-mail to ' + value.emailTriggerInfoEmailAddress);
+        break;
+      case 'push':
+        if (!value.pushTriggerInfoExpired) words.push('as a notification (' + value.pushTriggerInfoHost + ')');
+        break;
+      case 'webhook':
+        words.push('to the webhook at ' + value.webhookTriggerInfoUrl);
+        break;
+      default:
+        words.push('by its ' + t.info.typedTriggerInfoType + ' trigger');
+    }
+  }
+  return [...new Set(words)];
+}
+
+/** "a", "a and b", "a, b and c". */
+export function listWords(words) {
+  return words.length < 2 ? words.join('') : words.slice(0, -1).join(', ') + ' and ' + words[words.length - 1];
+}
+
+/**
+ * Links the scheduler to the inbox of this server as `pigeonhole setup` does: an inbox access
+ * key that may only add items, and the scheduler's inbox trigger with it, delivering to `url`
+ * (the inbox as the server reaches it: `inbox.url` of the scheduler's `/app/config.json`).
+ * `inbox` and `scheduler` are the `{base, bearer}` options of `call` for each service.
+ * Nothing is made when a trigger already delivers there; when the scheduler refuses the
+ * trigger, the key made for it is deleted again (nothing is left half made).
+ */
+export async function linkInbox(inbox, scheduler, username, url) {
+  if (deliversTo(await call('GET', '/trigger', undefined, scheduler), url)) return;
+  const key = await call('POST', '/access-key', { addAccessKeyName: DELIVERY_KEY_NAME, addAccessKeyPermissions: ['PermitAdd'] }, inbox);
+  try {
+    const answer = await call(
+      'POST',
+      '/trigger/inbox',
+      { addInboxTriggerUrl: url, addInboxTriggerUsername: username, addInboxTriggerAccessKey: key.accessKeyCreatedKey },
+      scheduler,
+    );
+    if (answer && answer.Left !== undefined) throw new Error(answer.Left);
+  } catch (e) {
+    await call('DELETE', '/access-key/' + key.accessKeyCreatedUUID, undefined, inbox).catch(() => {});
+    throw e;
+  }
 }
 
 // Scheduled items

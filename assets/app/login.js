@@ -1,6 +1,22 @@
 // Log in (and register, when this server takes new accounts): the token answered by
 // POST /app/token is kept in this origin's localStorage.
-import { busy, call, checkNewPassword, config, frame, onSubmit, setSiblingToken, setToken, sibling } from './api.js';
+import {
+  browserZone,
+  busy,
+  call,
+  checkNewPassword,
+  config,
+  el,
+  frame,
+  linkInbox,
+  onSubmit,
+  putZone,
+  setSiblingToken,
+  setToken,
+  sibling,
+  siblingHref,
+  siblingToken,
+} from './api.js';
 
 function next() {
   const wanted = new URLSearchParams(location.search).get('next') || '/app/';
@@ -9,33 +25,113 @@ function next() {
 }
 
 /**
- * Logs in here and, when this server runs the other service too, there with the same
- * username and password (its token kept for the link to it and for "Later…"); a refusal
- * there does not stop the login here.
+ * Logs in here and, when this server runs the other service too (`other`), there with the
+ * same username and password (its token kept for the link to it and for "Later…"); a
+ * refusal there does not stop the login here. Answers the refusal there, if any.
  */
-async function logIn(username, password) {
+async function signIn(username, password, other) {
   const answer = await call('POST', '/app/token', { username, password }, { bearer: null });
   setToken(answer.token);
-  const other = await sibling();
-  if (other) {
-    try {
-      const theirs = await call('POST', '/app/token', { username, password }, { base: other.origin, bearer: null });
-      setSiblingToken(theirs.token);
-    } catch (_) {
-      setSiblingToken(null);
-    }
+  if (!other) return null;
+  try {
+    const theirs = await call('POST', '/app/token', { username, password }, { base: other.origin, bearer: null });
+    setSiblingToken(theirs.token);
+    return null;
+  } catch (e) {
+    setSiblingToken(null);
+    return e;
   }
+}
+
+async function logIn(username, password) {
+  await signIn(username, password, await sibling());
   location.assign(next());
 }
 
-/** Registers here and, when this server runs the other service, there too (a name taken there is no failure here). */
+/** A message as a sentence: with a full stop at the end. */
+function sentence(message) {
+  return /[.!?]$/.test(message) ? message : message + '.';
+}
+
+/**
+ * Registers as `pigeonhole setup` does (spec decision 18): the account here and, when this
+ * server runs the other service, there too; the scheduler's trigger into this server's
+ * inbox with an inbox access key that may only add items; the browser's time zone for the
+ * scheduler. Each step that fails is said, with how to finish it, and the page stays (a
+ * registration that did everything goes on at once).
+ */
 async function register(name, password) {
   await call('POST', '/register', { name, password }, { bearer: null });
+  const settings = await config();
   const other = await sibling();
+  const here = settings.service === 'scheduler' ? 'scheduler' : 'inbox';
+  const failed = [];
+  let registeredThere = null;
   if (other) {
-    await call('POST', '/register', { name, password }, { base: other.origin, bearer: null }).catch(() => {});
+    // a name taken there is the same person's account when the password opens it (below)
+    registeredThere = await call('POST', '/register', { name, password }, { base: other.origin, bearer: null }).then(
+      () => null,
+      (e) => e,
+    );
   }
-  await logIn(name, password);
+  const refusedThere = await signIn(name, password, other);
+  if (other && refusedThere) {
+    const there = 'The ' + other.service + ' of this server ';
+    const why =
+      registeredThere?.status === 409
+        ? there + 'has an account named ' + name + ' already, and this password does not open it. '
+        : there + 'did not make the account: ' + sentence((registeredThere || refusedThere).message) + ' ';
+    failed.push([
+      why,
+      'So reminders are not linked to your inbox and the time zone is not set. If that account is yours, log in on ',
+      el('a', { href: other.origin + '/app/login' }, 'the ' + other.service + "'s page"),
+      ' with its password, then link the inbox on the scheduler\'s Triggers page.',
+    ]);
+  }
+  // the scheduler's options for call(), when this browser is signed in there
+  const scheduler = here === 'scheduler' ? {} : other && !refusedThere ? { base: other.origin, bearer: siblingToken() } : null;
+  const page = (path) => (here === 'scheduler' ? path : siblingHref(other, path));
+  if (scheduler && other && !refusedThere) {
+    const inbox = here === 'inbox' ? {} : { base: other.origin, bearer: siblingToken() };
+    try {
+      const theirs = here === 'scheduler' ? settings : await call('GET', '/app/config.json', undefined, { base: other.origin });
+      if (!theirs.inbox) throw new Error('the scheduler does not know the inbox of this server');
+      await linkInbox(inbox, scheduler, name, theirs.inbox.url);
+    } catch (e) {
+      failed.push([
+        'Reminders are not delivered into your inbox yet: ' + sentence(e.message) + ' ',
+        'Link them on ',
+        el('a', { href: page('/app/triggers') }, "the scheduler's Triggers page"),
+        ' ("Deliver into the inbox of this server").',
+      ]);
+    }
+  }
+  const zone = browserZone();
+  if (scheduler && zone) {
+    try {
+      await putZone(zone, scheduler);
+    } catch (e) {
+      failed.push([
+        'The time zone was not set to ' + zone + ': ' + sentence(e.message) + ' Set it on ',
+        el('a', { href: page('/app/settings') }, "the scheduler's Settings page"),
+        '.',
+      ]);
+    }
+  }
+  if (failed.length === 0) {
+    location.assign(next());
+    return;
+  }
+  const box = document.getElementById('register-problems');
+  box.replaceChildren(
+    el('h2', { id: 'register-problems-title' }, 'Your account ' + name + ' is made, but not everything is set up'),
+    ...failed.map((words) => el('p', {}, ...words)),
+    el('div', { class: 'actions' }, el('a', { class: 'button', href: next(), id: 'register-continue' }, 'Continue')),
+  );
+  box.hidden = false;
+  document.getElementById('register-section').hidden = true;
+  document.getElementById('login').hidden = true;
+  box.focus();
 }
 
 /**
@@ -81,6 +177,16 @@ async function start() {
   handoff();
   if (settings.registration) {
     document.getElementById('register-section').hidden = false;
+    // what registering does besides the account here (as `pigeonhole setup`)
+    const other = await sibling();
+    const zone = browserZone();
+    const what = document.getElementById('register-what');
+    if (other) {
+      what.textContent =
+        'One account for the inbox and the scheduler of this server: reminders come back into the inbox' +
+        (zone ? ', in the time zone of this browser (' + zone + ').' : '.');
+      what.hidden = false;
+    }
     onSubmit(document.getElementById('register'), async (data) => {
       checkNewPassword(data.get('password'), data.get('again'));
       await register(data.get('name'), data.get('password'));

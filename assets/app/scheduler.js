@@ -4,6 +4,8 @@
 import { call, contentText, deleteButton, el, frame, linkified, offerZone, onSubmit, recurrenceText, requireLogin, shortDay, showError } from './api.js';
 
 let editing = null;
+// the scheduled time (HH:MM:SS) of the item being edited
+let editedTime = null;
 
 function dueText(contents, zone) {
   return shortDay(contents['scheduled-day'], contents['scheduled-time'], zone);
@@ -15,8 +17,19 @@ function showRepeatFields() {
   document.getElementById('month-day-field').hidden = repeat !== 'months';
 }
 
+/**
+ * The time of the form (minutes: HH:MM) as the server keeps it (HH:MM:SS). An edited item
+ * keeps the seconds it had (made elsewhere) while its minute is not changed.
+ */
+function timeFrom(data) {
+  const minute = data.get('time');
+  if (!minute) return null;
+  if (editedTime && editedTime.slice(0, 5) === minute) return editedTime;
+  return minute.slice(0, 5) + ':00';
+}
+
 function contentsFrom(data) {
-  const time = data.get('time') || null;
+  const time = timeFrom(data);
   const every = Number(data.get('every') || 1);
   let recurrence = null;
   if (data.get('repeat') === 'days') {
@@ -30,6 +43,7 @@ function contentsFrom(data) {
 
 function stopEditing() {
   editing = null;
+  editedTime = null;
   const form = document.getElementById('item');
   form.reset();
   document.getElementById('item-day').value = today();
@@ -44,7 +58,9 @@ function startEditing(item) {
   const c = item.contents;
   document.getElementById('item-content').value = contentText(c.content);
   document.getElementById('item-day').value = c['scheduled-day'];
-  document.getElementById('item-time').value = c['scheduled-time'] || '';
+  // the field takes minutes
+  editedTime = c['scheduled-time'] || null;
+  document.getElementById('item-time').value = editedTime ? editedTime.slice(0, 5) : '';
   const days = c.recurrence?.['every-x-days'];
   const months = c.recurrence?.['every-x-months'];
   document.getElementById('item-repeat').value = days ? 'days' : months ? 'months' : '';

@@ -1,5 +1,6 @@
 // Settings of either service: the scheduler's time zone (IANA names), access keys (create
-// with permissions, the secret shown once, delete), the password, deleting the account.
+// with permissions, the secret shown once, delete), the password and deleting the account —
+// on both services of this server at once (spec decision 18: one person, one account).
 import {
   call,
   checkNewPassword,
@@ -11,12 +12,67 @@ import {
   onSubmit,
   putZone,
   requireLogin,
+  setSiblingToken,
   setToken,
   showError,
+  sibling,
+  siblingToken,
   when,
 } from './api.js';
 
 let service = 'inbox';
+// the other service of this server ({service, origin}), or null
+let other = null;
+
+/** The path of the password change on `name`'s service (the originals' paths). */
+function passwordPath(name) {
+  return name === 'scheduler' ? '/' : '/account';
+}
+
+/**
+ * After the password changed here: the other service's account of the same name has the new
+ * one too. The server changes it itself when the old password opens it (spec decision 18),
+ * which revokes the tokens there; when the token kept for it still works, this server did
+ * not, and the page changes it with the same old password. Answers the new token there, or
+ * throws why the password there stayed.
+ */
+async function changeThere(username, oldPassword, newPassword) {
+  const theirs = siblingToken();
+  const there = { base: other.origin };
+  const unchanged = theirs && (await call('GET', '/account', undefined, { ...there, bearer: theirs }).then(() => true, () => false));
+  if (unchanged) {
+    await call('POST', passwordPath(other.service), { 'old-passphrase': oldPassword, 'new-passphrase': newPassword }, { ...there, bearer: theirs });
+  }
+  try {
+    return (await call('POST', '/app/token', { username, password: newPassword }, { ...there, bearer: null })).token;
+  } catch (e) {
+    if (e.status !== 401) throw e;
+    throw new Error('it has no account ' + username + ', or one with another password (log in there to change it).');
+  }
+}
+
+/**
+ * Before the account is deleted here: the other service's account (the same person's) is
+ * deleted first, with the token kept for it; when that token no longer works nothing is
+ * deleted (the person logs in again, so both go together).
+ */
+async function deleteThere(username) {
+  const theirs = siblingToken();
+  if (!other || !theirs) return;
+  const there = { base: other.origin, bearer: theirs };
+  let account;
+  try {
+    account = await call('GET', '/account', undefined, there);
+  } catch (e) {
+    if (e.status === 401) setSiblingToken(null);
+    throw new Error(
+      'The ' + other.service + ' of this server did not take the sign-in (' + e.message + '), so its account cannot be deleted with this one. ' +
+        'Nothing was deleted: log out, log in again and delete again.',
+    );
+  }
+  if (account.username !== username) throw new Error('The ' + other.service + ' of this server is signed in as ' + account.username + ': nothing was deleted.');
+  await call('DELETE', '/account', undefined, there);
+}
 
 async function loadZone() {
   const section = document.getElementById('zone-section');
@@ -131,9 +187,17 @@ async function start() {
   if (!requireLogin()) return;
   frame('/app/settings');
   service = (await config()).service;
+  other = await sibling();
   const account = await call('GET', '/account');
   document.getElementById('who').textContent =
     'Logged in to the ' + service + ' as ' + account.username + ', registered ' + when(account.created) + '.';
+  const both = other && siblingToken();
+  document.getElementById('delete-words').textContent = both
+    ? 'Delete the account ' + account.username + ' on the inbox and the scheduler of this server, and everything in them, for good'
+    : 'Delete this account and everything in it, for good';
+  const hint = document.getElementById('password-hint');
+  hint.textContent = both ? 'The password of ' + account.username + ' changes on the inbox and the scheduler of this server.' : '';
+  hint.hidden = !both;
   const section = document.querySelector('main');
   const tasks = [loadKeys(), loadPermissions()];
   if (service === 'scheduler') tasks.push(loadZone());
@@ -162,16 +226,27 @@ async function start() {
   onSubmit(document.getElementById('password'), async (data, form) => {
     document.getElementById('password-done').textContent = '';
     checkNewPassword(data.get('new'), data.get('again'));
-    const path = service === 'scheduler' ? '/' : '/account';
-    await call('POST', path, { 'old-passphrase': data.get('old'), 'new-passphrase': data.get('new') });
+    await call('POST', passwordPath(service), { 'old-passphrase': data.get('old'), 'new-passphrase': data.get('new') });
     // the change revokes this token too: log in again with the new password
     const answer = await call('POST', '/app/token', { username: account.username, password: data.get('new') }, { bearer: null });
     setToken(answer.token);
     form.reset();
-    document.getElementById('password-done').textContent = 'The password was changed.';
+    const done = document.getElementById('password-done');
+    if (!other) {
+      done.textContent = 'The password was changed.';
+      return;
+    }
+    try {
+      setSiblingToken(await changeThere(account.username, data.get('old'), data.get('new')));
+      done.textContent = 'The password was changed on the inbox and the scheduler of this server.';
+    } catch (e) {
+      done.textContent = 'The password was changed on the ' + service + '.';
+      throw new Error('The ' + other.service + ' of this server kept its password: ' + e.message);
+    }
   });
 
   onSubmit(document.getElementById('delete-account'), async () => {
+    await deleteThere(account.username);
     await call('DELETE', '/account');
     setToken(null);
     location.assign('/app/login');

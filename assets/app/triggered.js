@@ -67,7 +67,8 @@ async function refresh() {
           el('span', { class: 'meta' }, 'Came due ' + when(item.triggered.triggeredInfoTriggered, zone) + (repeat ? ' · ' + repeat : '')),
           results,
         ),
-        retry,
+        // the Retry button only for a failed delivery (append writes a null as the text "null")
+        ...(retry ? [retry] : []),
         del,
       );
       retry?.addEventListener('click', () =>

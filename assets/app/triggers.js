@@ -2,7 +2,7 @@
 // e-mail, delete), add an inbox or an e-mail trigger, and — when this server also runs the
 // inbox — one form that logs in to that inbox, makes it an access key that may only add
 // items, and adds the trigger with it.
-import { busy, call, config, deleteButton, el, frame, onSubmit, requireLogin, showError } from './api.js';
+import { busy, call, config, deleteButton, deliversTo, el, frame, linkInbox, onSubmit, requireLogin, showError } from './api.js';
 
 function row(trigger) {
   const value = trigger.info.typedTriggerInfoValue;
@@ -53,10 +53,7 @@ let localInbox = null;
 
 /** Whether a trigger already delivers into the inbox of this server. */
 function deliversLocally(triggers) {
-  return (
-    localInbox !== null &&
-    triggers.some((t) => t.info.typedTriggerInfoType !== 'email' && t.info.typedTriggerInfoValue.inboxTriggerInfoUrl === localInbox)
-  );
+  return localInbox !== null && deliversTo(triggers, localInbox);
 }
 
 async function refresh() {
@@ -88,21 +85,12 @@ async function start() {
     // the inbox as this browser reaches it: same host, the inbox's port
     const inboxOrigin = location.protocol + '//' + location.hostname + ':' + settings.inbox.port;
     onSubmit(document.getElementById('local'), async (data, form) => {
-      // never a second trigger into the same inbox (another tab may have added one)
-      if (deliversLocally(await call('GET', '/trigger'))) {
-        await refresh();
-        return;
-      }
       const username = data.get('username');
       const login = await call('POST', '/app/token', { username, password: data.get('password') }, { base: inboxOrigin });
-      const key = await call(
-        'POST',
-        '/access-key',
-        { addAccessKeyName: 'scheduler deliveries', addAccessKeyPermissions: ['PermitAdd'] },
-        { base: inboxOrigin, bearer: login.token },
-      );
-      await addInboxTrigger(settings.inbox.url, username, key.accessKeyCreatedKey);
+      // never a second trigger into the same inbox (another tab may have added one)
+      await linkInbox({ base: inboxOrigin, bearer: login.token }, {}, username, settings.inbox.url);
       form.reset();
+      await refresh();
     });
   }
   onSubmit(document.getElementById('inbox'), async (data, form) => {

@@ -515,7 +515,7 @@ impl Reply {
         let page = format!(
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
              <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-             <title>{t}</title></head>\n<body>\n<h1>{t}</h1>\n{body}{form}</body></html>\n",
+             <title>{t}</title></head>\n<body>\n<main>\n<h1>{t}</h1>\n{body}{form}</main>\n</body></html>\n",
             t = escape_html(title),
             form = form.unwrap_or("")
         );

@@ -45,11 +45,11 @@ impl Inbox {
             Route::Login => return self.flows.login(accounts, &request).await,
             Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
             Route::App(name) => {
-                // the inbox page ("Later…") and the login page may call the scheduler of this
-                // server (docs/web.md)
+                // the inbox page ("Later…"), the login and the settings page may call the
+                // scheduler of this server (docs/web.md)
                 let scheduler = self.local_scheduler.map(|port| app::sibling_origins(&request, port));
                 let connect = match name.as_str() {
-                    "" | "login" => scheduler.unwrap_or_default(),
+                    "" | "login" | "settings" => scheduler.unwrap_or_default(),
                     _ => Vec::new(),
                 };
                 return app::serve(&request, &[super::APP, app::COMMON], &name, &connect);

@@ -70,10 +70,11 @@ impl Scheduler {
             Route::VerifyPage(id, key) => return self.verify_page(&request, &id, &key, false).await,
             Route::VerifyByLink(id, key) => return self.verify_page(&request, &id, &key, true).await,
             Route::App(name) => {
-                // the triggers and login pages may call the inbox of this server (docs/web.md)
+                // the triggers, login and settings pages may call the inbox of this server
+                // (docs/web.md)
                 let inbox = self.local_inbox.map(|port| app::sibling_origins(&request, port));
                 let connect = match name.as_str() {
-                    "triggers" | "login" => inbox.unwrap_or_default(),
+                    "triggers" | "login" | "settings" => inbox.unwrap_or_default(),
                     _ => Vec::new(),
                 };
                 return app::serve(&request, &[super::APP, app::COMMON], &name, &connect);

@@ -112,3 +112,14 @@ def driver():
     browser.set_page_load_timeout(30)
     yield browser
     browser.quit()
+
+
+@pytest.fixture(autouse=True)
+def signed_out(request):
+    """Each browser test starts signed out of both services (the browser is shared)."""
+    if "driver" in request.fixturenames:
+        browser, urls = request.getfixturevalue("driver"), request.getfixturevalue("server")
+        for base in (urls["inbox"], urls["scheduler"]):
+            browser.get(base + "/app/config.json")
+            browser.execute_script("localStorage.clear()")
+    yield
