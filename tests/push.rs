@@ -116,13 +116,26 @@ async fn add_due_item(api: &Api, auth: &Auth, content: &str) -> String {
 async fn finished(api: &Api, auth: &Auth, n: usize) -> Vec<Value> {
     wait_for(&format!("{n} triggered items with one attempt"), || async {
         let items = api.tickles(auth, Some("onlytriggered")).await;
-        let attempts: Vec<Value> = items
-            .iter()
-            .filter_map(|i| i["triggered"]["triggeredInfoTriggerTriggerAttempts"].as_array())
-            .filter(|a| a.len() == 1)
-            .map(|a| a[0].clone())
-            .collect();
+        let attempts: Vec<Value> = items.iter().filter_map(|i| one_attempt(i, 1)).flatten().collect();
         (items.len() == n && attempts.len() == n).then_some(attempts)
+    })
+    .await
+}
+
+/// The finished attempts of a triggered item, when there are `n` of them.
+fn one_attempt(item: &Value, n: usize) -> Option<Vec<Value>> {
+    item["triggered"]["triggeredInfoTriggerTriggerAttempts"]
+        .as_array()
+        .filter(|a| a.len() == n)
+        .cloned()
+}
+
+/// The finished attempts of the account's one triggered item, once there are `n`.
+async fn attempts_of_the_item(api: &Api, auth: &Auth, n: usize) -> (Value, Vec<Value>) {
+    wait_for(&format!("one triggered item with {n} finished attempts"), || async {
+        let items = api.tickles(auth, Some("onlytriggered")).await;
+        let [item] = &items[..] else { return None };
+        one_attempt(item, n).map(|a| (item.clone(), a))
     })
     .await
 }
@@ -426,22 +439,13 @@ async fn webhooks_get_text_or_json() {
     }
 
     add_due_item(api, &alice, "Take out the bins").await;
-    let items = wait_for("two finished webhook attempts", || async {
-        let items = api.tickles(&alice, Some("onlytriggered")).await;
-        let done = items.len() == 1
-            && items[0]["triggered"]["triggeredInfoTriggerTriggerAttempts"]
-                .as_array()
-                .map(Vec::len)
-                == Some(2);
-        done.then_some(items)
-    })
-    .await;
+    let (item, attempts) = attempts_of_the_item(api, &alice, 2).await;
     assert_eq!(
-        items[0]["triggered"]["triggeredInfoTriggerTriggerAttempts"],
-        json!([
-            {"tag": "WebhookTriggerAttempt", "contents": [text, {"tag": "WebhookResultSent"}]},
-            {"tag": "WebhookTriggerAttempt", "contents": [gotify, {"tag": "WebhookResultSent"}]},
-        ])
+        attempts,
+        [
+            json!({"tag": "WebhookTriggerAttempt", "contents": [text, {"tag": "WebhookResultSent"}]}),
+            json!({"tag": "WebhookTriggerAttempt", "contents": [gotify, {"tag": "WebhookResultSent"}]}),
+        ]
     );
     let ntfy = receiver.requests("POST", "/my-reminders");
     assert_eq!(ntfy.len(), 1);
@@ -459,7 +463,7 @@ async fn webhooks_get_text_or_json() {
         (body["title"].as_str(), body["message"].as_str()),
         (Some("Reminder"), Some("Take out the bins"))
     );
-    assert_eq!(body["item"], items[0]["id"]);
+    assert_eq!(body["item"], item["id"]);
 }
 
 /// The no-oracle rule (§7.6–§7.7): what the owner reads of a failed webhook on a loopback or
@@ -484,19 +488,8 @@ async fn failures_on_the_lan_tell_a_stranger_nothing() {
             .expect_json(200);
     }
     add_due_item(api, &mallory, "probe").await;
-    let items = wait_for("both webhook attempts finished", || async {
-        let items = api.tickles(&mallory, Some("onlytriggered")).await;
-        let done = items.len() == 1
-            && items[0]["triggered"]["triggeredInfoTriggerTriggerAttempts"]
-                .as_array()
-                .map(Vec::len)
-                == Some(2);
-        done.then_some(items)
-    })
-    .await;
-    let reasons: Vec<String> = items[0]["triggered"]["triggeredInfoTriggerTriggerAttempts"]
-        .as_array()
-        .unwrap()
+    let (_, attempts) = attempts_of_the_item(api, &mallory, 2).await;
+    let reasons: Vec<String> = attempts
         .iter()
         .map(|a| {
             assert_eq!(a["contents"][1]["tag"], "WebhookResultError");

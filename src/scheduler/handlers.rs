@@ -709,19 +709,17 @@ impl Scheduler {
                 access_key,
             },
         };
-        if !self
-            .ctx
-            .store
-            .scheduler
-            .triggers
-            .add_trigger(&trigger, None)
-            .await?
-            .durable()
-            .await?
-        {
+        self.store_trigger(&trigger).await?;
+        Ok(Reply::json(&json!({"Right": trigger.id})))
+    }
+
+    /// Stores a new trigger (without an e-mail), durably; 401 when its account is gone.
+    async fn store_trigger(&self, trigger: &Trigger) -> Result<(), ApiError> {
+        let triggers = &self.ctx.store.scheduler.triggers;
+        if !triggers.add_trigger(trigger, None).await?.durable().await? {
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
-        Ok(Reply::json(&json!({"Right": trigger.id})))
+        Ok(())
     }
 
     /// `POST /trigger/push` (§6.4): a browser's subscription, checked (an `http` endpoint
@@ -791,18 +789,7 @@ impl Scheduler {
             created: Timestamp::now(),
             kind: TriggerKind::Webhook { url, format },
         };
-        if !self
-            .ctx
-            .store
-            .scheduler
-            .triggers
-            .add_trigger(&trigger, None)
-            .await?
-            .durable()
-            .await?
-        {
-            return Err(ApiError::unauthorized("the account no longer exists"));
-        }
+        self.store_trigger(&trigger).await?;
         Ok(Reply::json(&trigger.id))
     }
 

@@ -10,7 +10,7 @@
 
 use super::accounts::{PgAccounts, Service};
 use super::rows::{self, from_bigint, instant, to_bigint};
-use super::triggers::{trigger_from, TRIGGER_COLUMNS};
+use super::triggers::triggers_of;
 use super::{transaction, PgError, PgResult};
 use crate::domain::scheduler::models::{
     targets_now, Day, Recurrence, ScheduledItem, Tickle, TimeOfDay, TimeZoneSetting, TriggeredItem,
@@ -697,15 +697,7 @@ impl PgScheduler {
                 attempts: Vec::new(),
             };
             Self::insert_triggered(&tx, &copy, Some((id, due))).await?;
-            let triggers = tx
-                .query(
-                    &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE account = $1 ORDER BY seq"),
-                    &[&owner],
-                )
-                .await?
-                .iter()
-                .map(trigger_from)
-                .collect::<PgResult<Vec<_>>>()?;
+            let triggers = triggers_of(&tx, owner).await?;
             // the target list of kind 'inbox' holds every trigger delivered over HTTP
             let (inbox, email) = targets_now(&triggers);
             for (kind, list) in [("inbox", inbox), ("email", email)] {

@@ -71,6 +71,22 @@ pub(super) fn trigger_from(row: &Row) -> PgResult<Trigger> {
     })
 }
 
+/// The account's triggers in creation order, read through `client` (a transaction's too).
+pub(super) async fn triggers_of(
+    client: &impl deadpool_postgres::GenericClient,
+    account: Uuid,
+) -> PgResult<Vec<Trigger>> {
+    client
+        .query(
+            &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE account = $1 ORDER BY seq"),
+            &[&account],
+        )
+        .await?
+        .iter()
+        .map(trigger_from)
+        .collect()
+}
+
 /// The kind columns of a trigger's row: those of its kind set, every other one NULL.
 #[derive(Default)]
 struct KindColumns<'a> {
@@ -211,15 +227,7 @@ impl PgScheduler {
             if !self.accounts.lock(&tx, account).await? {
                 return Ok(Written::unchanged(false));
             }
-            let triggers = tx
-                .query(
-                    &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE account = $1 ORDER BY seq"),
-                    &[&account],
-                )
-                .await?
-                .iter()
-                .map(trigger_from)
-                .collect::<PgResult<Vec<_>>>()?;
+            let triggers = triggers_of(&tx, account).await?;
             let Some(trigger) = decide(&triggers).filter(|t| t.owner == account) else {
                 return Ok(Written::unchanged(false));
             };
@@ -257,15 +265,7 @@ impl PgScheduler {
     /// The account's triggers in creation order.
     pub async fn triggers(&self, account: Uuid) -> PgResult<Vec<Trigger>> {
         let client = self.pool.get().await?;
-        client
-            .query(
-                &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE account = $1 ORDER BY seq"),
-                &[&account],
-            )
-            .await?
-            .iter()
-            .map(trigger_from)
-            .collect()
+        triggers_of(&client, account).await
     }
 
     /// Replaces a trigger of the account with what `update` makes of it (verification, a new
