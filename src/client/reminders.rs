@@ -164,14 +164,7 @@ pub async fn edit(args: EditArgs) -> Result<(), String> {
         (Some(r), false) if tickle.time != old_time => Some(at_time(r, tickle.time)),
         (r, false) => r,
     };
-    client
-        .scheduler
-        .ok(
-            Method::POST,
-            &format!("/scheduler/item/info/{id}"),
-            Some(&tickle.to_json()),
-        )
-        .await?;
+    store_edit(&client, &id, &tickle).await?;
     let when = due_words(tickle.day, tickle.time, tickle.recurrence.as_ref(), &zone, now);
     let text = String::from_utf8_lossy(&tickle.content).into_owned();
     client.print(&scheduled_json(&item["id"], &tickle, &zone), || {
@@ -181,6 +174,19 @@ pub async fn edit(args: EditArgs) -> Result<(), String> {
             format::one_line(&text, format::LINE)
         )
     });
+    Ok(())
+}
+
+/// `POST /scheduler/item/info/:id`: the scheduled item `id` becomes `tickle`.
+async fn store_edit(client: &Client, id: &str, tickle: &Tickle) -> Result<(), String> {
+    client
+        .scheduler
+        .ok(
+            Method::POST,
+            &format!("/scheduler/item/info/{id}"),
+            Some(&tickle.to_json()),
+        )
+        .await?;
     Ok(())
 }
 
@@ -202,14 +208,7 @@ pub async fn snooze(args: SnoozeArgs) -> Result<(), String> {
     let text = format::one_line(&text, format::LINE);
     if item["triggered"].is_null() {
         // scheduled: moved (a repeating one goes on from there)
-        client
-            .scheduler
-            .ok(
-                Method::POST,
-                &format!("/scheduler/item/info/{id}"),
-                Some(&tickle.to_json()),
-            )
-            .await?;
+        store_edit(&client, &id, &tickle).await?;
         let when = due_words(day, time, tickle.recurrence.as_ref(), &zone, now);
         client.print(&scheduled_json(&item["id"], &tickle, &zone), || {
             format!("Snoozed {} to {when}: {text}.", short(&item["id"]))
