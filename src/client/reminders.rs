@@ -164,7 +164,7 @@ pub async fn edit(args: EditArgs) -> Result<(), String> {
         (Some(r), false) if tickle.time != old_time => Some(at_time(r, tickle.time)),
         (r, false) => r,
     };
-    store_edit(&client, &id, &tickle).await?;
+    store_edit(&client, id, &tickle).await?;
     let when = due_words(tickle.day, tickle.time, tickle.recurrence.as_ref(), &zone, now);
     let text = String::from_utf8_lossy(&tickle.content).into_owned();
     client.print(&scheduled_json(&item["id"], &tickle, &zone), || {
