@@ -62,14 +62,15 @@ fn destination(kind: &TriggerKind) -> Option<&str> {
 /// success; 408, 429 (with its `Retry-After`), 5xx and no answer at all are transient;
 /// anything else (other 4xx, a redirect) is permanent. What the owner reads does not tell
 /// the services of the LAN apart (no oracle: a stranger's trigger may point there): no
-/// answer reads `no answer from HOST` whatever the cause, and a loopback or private
-/// address's status is left to the operator's log.
+/// answer at all and any answer of a loopback or private address read the same
+/// [`not_delivered`] text; the cause goes to the operator's log. A public address's status
+/// is shown (it is the owner's own target: an ntfy topic's 403 says what to fix).
 fn answered(what: &str, host: &str, answer: Result<outbound::Answer, Failure>) -> Result<(), Failure> {
     let answer = match answer {
         Ok(answer) => answer,
         Err(mut f) => {
             if f.transient {
-                f.shown = Some(format!("no answer from {host}"));
+                f.shown = Some(not_delivered(what, host));
             }
             return Err(f);
         }
@@ -82,9 +83,7 @@ fn answered(what: &str, host: &str, answer: Result<outbound::Answer, Failure>) -
     if status.is_redirection() {
         reason.push_str(" (redirects are not followed)");
     }
-    let shown = answer
-        .local
-        .then(|| format!("{what} {host} did not take the message (this server's log has its answer)"));
+    let shown = answer.local.then(|| not_delivered(what, host));
     Err(Failure {
         transient: status.is_server_error() || status == 408 || status == 429,
         reason,
@@ -92,6 +91,11 @@ fn answered(what: &str, host: &str, answer: Result<outbound::Answer, Failure>) -
         retry_after: answer.retry_after,
         shown,
     })
+}
+
+/// What the owner reads of a failed delivery whose cause must not be told (§7.6).
+fn not_delivered(what: &str, host: &str) -> String {
+    format!("not delivered to the {what} at {host} (this server's log has the cause)")
 }
 
 /// Inbox deliveries in flight at once: overall, per destination host and port (4 slow
