@@ -22,6 +22,10 @@ const INBOX_FILES: &[(&str, &str)] = &[
     ("/app/login.js", "text/javascript"),
     ("/app/settings.js", "text/javascript"),
     ("/app/share.js", "text/javascript"),
+    ("/app/push.js", "text/javascript"),
+    ("/app/sw.js", "text/javascript"),
+    ("/app/notifications", "text/html"),
+    ("/app/notifications.js", "text/javascript"),
     ("/app/manifest.webmanifest", "application/manifest+json"),
     ("/app/icon.svg", "image/svg+xml"),
     ("/app/icon-192.png", "image/png"),
@@ -41,6 +45,10 @@ const SCHEDULER_FILES: &[(&str, &str)] = &[
     ("/app/triggers.js", "text/javascript"),
     ("/app/login.js", "text/javascript"),
     ("/app/settings.js", "text/javascript"),
+    ("/app/push.js", "text/javascript"),
+    ("/app/sw.js", "text/javascript"),
+    ("/app/notifications", "text/html"),
+    ("/app/notifications.js", "text/javascript"),
     ("/app/manifest.webmanifest", "application/manifest+json"),
     ("/app/icon.svg", "image/svg+xml"),
     ("/app/icon-192.png", "image/png"),
@@ -290,4 +298,25 @@ async fn without_an_inbox_the_configuration_offers_none() {
         .await
         .expect_json(200);
     assert_eq!(config["inbox"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn the_service_worker_is_a_script_of_each_origin_the_pages_may_register() {
+    // `/app/sw.js` (scope /app/, the default of its path) on both services; the pages' CSP
+    // lets them register it: `worker-src` is not set, so it falls back to `script-src 'self'`
+    let server = Server::start().await;
+    for api in [&server.api, &server.scheduler] {
+        let worker = api.get("/app/sw.js", &Auth::None).await.expect(200);
+        assert_eq!(worker.media_type(), "text/javascript");
+        assert!(String::from_utf8_lossy(&worker.body).contains("addEventListener('push'"));
+        for page in ["/app/", "/app/notifications"] {
+            let r = api.get(page, &Auth::None).await.expect(200);
+            let csp = r.header("content-security-policy").unwrap();
+            assert!(csp.contains("script-src 'self'"), "{page}: {csp}");
+            assert!(
+                !csp.contains("worker-src") && !csp.contains("child-src"),
+                "{page}: {csp}"
+            );
+        }
+    }
 }

@@ -90,8 +90,8 @@ def server():
     shutil.rmtree(data, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def driver():
+def make_driver(*extra):
+    """Headless Chromium with the suite's options (and `extra` command-line flags)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -105,13 +105,36 @@ def driver():
         "--no-first-run",
         "--disable-background-networking",
         "--disable-component-update",
+        *extra,
     ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     browser = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     browser.set_page_load_timeout(30)
+    return browser
+
+
+@pytest.fixture(scope="session")
+def driver():
+    browser = make_driver()
     yield browser
     browser.quit()
+
+
+@pytest.fixture
+def own_driver():
+    """A browser of this test alone (a fresh profile: its first service worker registration
+    has the id "0"), made with extra flags: `own_driver(*flags)`."""
+    made = []
+
+    def start(*extra):
+        browser = make_driver(*extra)
+        made.append(browser)
+        return browser
+
+    yield start
+    for browser in made:
+        browser.quit()
 
 
 @pytest.fixture(autouse=True)
