@@ -139,6 +139,15 @@ pub fn sibling_origins(head: &Head, port: u16) -> Vec<String> {
     vec![format!("http://{name}:{port}"), format!("https://{name}:{port}")]
 }
 
+/// The origins a page that calls the other service of this process (at `port`) may connect
+/// to: the host the browser used at that port ([`sibling_origins`]), and the other service's
+/// public origin when the operator gave one (`--web-host`, `--inbox-web-host`).
+pub fn sibling_connect(head: &Head, port: u16, public: Option<&str>) -> Vec<String> {
+    let mut origins = sibling_origins(head, port);
+    origins.extend(public.map(str::to_owned));
+    origins
+}
+
 /// Whether `If-None-Match` names `etag` (or is `*`); weak tags compare by their value.
 fn not_modified(head: &Head, etag: &str) -> bool {
     head.headers

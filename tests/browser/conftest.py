@@ -36,8 +36,9 @@ def answers(url):
         return False
 
 
-@pytest.fixture(scope="session")
-def server():
+def run_server(extra=lambda inbox_port, scheduler_port: []):
+    """The binary on free ports with a fresh data directory and test-friendly settings, and
+    `extra(inbox_port, scheduler_port)` flags; yields the addresses, stops it afterwards."""
     data = Path(tempfile.mkdtemp(prefix="pigeonhole-browser-"))
     log_path = data.parent / (data.name + ".log")
     for attempt in range(5):
@@ -54,6 +55,7 @@ def server():
                 "--looper-period", "2",
                 "--looper-retry-delay-us", "200000",
                 "--looper-retry-amount", "2",
+                *extra(inbox_port, scheduler_port),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -88,6 +90,11 @@ def server():
         process.kill()
     log.close()
     shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server():
+    yield from run_server()
 
 
 def make_driver(*extra):

@@ -23,7 +23,8 @@ from selenium.webdriver.support import expected_conditions as EC
 
 from test_every_page import look, send, until
 from test_push_service import Subscriber, due_a_minute_ago, push_service  # noqa: F401 (the fixture)
-from test_web import DELIVERY_WAIT, confirm_delete, fill, submit, wait, wait_text
+from conftest import run_server
+from test_web import DELIVERY_WAIT, confirm_delete, fill, follow_to_sibling, register, submit, wait, wait_text
 
 # The stand-in pushManager: `subscribe()` answers at once with the subscription the test made
 # (kept in localStorage, so a reload still has it), or refuses while `stand-in-refuse` is set.
@@ -370,3 +371,44 @@ def test_the_triggers_page_lists_and_adds_push_and_webhooks(server, driver):
     confirm_delete(driver, button=row.find_element(By.CSS_SELECTOR, "button[aria-label^='Delete the webhook']"))
     wait(driver).until(lambda d: "gotify.example.org" not in d.find_element(By.ID, "triggers").text)
     assert len(send(scheduler, "GET", "/trigger", tokens["scheduler"])) == 3
+
+
+@pytest.fixture(scope="module")
+def proxied_server():
+    """The server as if behind a proxy with a host name per service (`--inbox-web-host`,
+    `--web-host`); the browser maps *.pigeonhole.test to 127.0.0.1."""
+    yield from run_server(lambda inbox_port, scheduler_port: [
+        "--inbox-web-host", f"http://inbox.pigeonhole.test:{inbox_port}",
+        "--web-host", f"http://scheduler.pigeonhole.test:{scheduler_port}",
+    ])
+
+
+def test_behind_a_proxy_the_pages_find_each_other_at_their_public_addresses(proxied_server, own_driver):
+    server = proxied_server
+    driver = own_driver("--host-resolver-rules=MAP *.pigeonhole.test 127.0.0.1")
+    inbox_port = server["inbox"].rsplit(":", 1)[1]
+    scheduler_port = server["scheduler"].rsplit(":", 1)[1]
+    inbox = f"http://inbox.pigeonhole.test:{inbox_port}"
+    scheduler = f"http://scheduler.pigeonhole.test:{scheduler_port}"
+    # registering on the inbox's page makes the scheduler's account at its address (the
+    # page's CSP allows it) and links the two
+    register(driver, inbox, "proxied", "proxied-password")
+    scheduler_token = driver.execute_script("return localStorage.getItem('pigeonhole-sibling-token')")
+    assert scheduler_token, "signed in to the scheduler at its own address"
+    triggers = send(server["scheduler"], "GET", "/trigger", scheduler_token)
+    assert [t["info"]["typedTriggerInfoType"] for t in triggers] == ["inbox"]
+    link = wait(driver).until(EC.presence_of_element_located((By.ID, "to-sibling")))
+    assert link.get_attribute("href").startswith(scheduler + "/app/login"), link.get_attribute("href")
+    # and the scheduler's pages find the inbox at its address
+    follow_to_sibling(driver, inbox, "proxied")
+    assert driver.current_url.startswith(scheduler + "/app/")
+    back = wait(driver).until(EC.presence_of_element_located((By.ID, "to-sibling")))
+    assert back.get_attribute("href").startswith(inbox + "/app/login"), back.get_attribute("href")
+    # the scheduler's service worker opens the inbox there when a notification is clicked
+    driver.get(server["scheduler"] + "/app/notifications")
+    driver.set_script_timeout(20)
+    assert driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "navigator.serviceWorker.register('/app/sw.js').then(() => navigator.serviceWorker.ready).then(() => done('ready'), (e) => done(String(e)));"
+    ) == "ready"
+    assert in_worker(driver, server["scheduler"], "clickTarget()") == inbox + "/app/"
