@@ -133,7 +133,7 @@ export function pushCard(section, scheduler, triggersHref) {
     const why = pushSupport();
     if (why === 'insecure') {
       body.replaceChildren(
-        el('p', { id: 'push-insecure' }, 'Notifications on this device need HTTPS: browsers allow them only for pages opened over HTTPS or on this computer as localhost, and this page came over plain http.'),
+        el('p', { id: 'push-insecure' }, 'Notifications on this device need HTTPS: browsers allow them only for pages opened over HTTPS (or as localhost on the server itself), and this page came over plain http.'),
         el('p', {}, 'See ', help(), ', or get reminders on your phone through ', ntfy(), ' instead.'),
       );
       return;
