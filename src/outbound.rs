@@ -145,27 +145,29 @@ impl reqwest::dns::Resolve for PolicyResolver {
     }
 }
 
-/// The most requests to inbox services in flight to one IP address at once, whatever the
-/// names, ports, triggers and accounts they come from (deliveries and trigger checks
-/// together): the server cannot be used to flood one address.
+/// The most requests in flight to one socket address (IP address and port) at once,
+/// whatever the names, triggers and accounts they come from (deliveries and trigger checks
+/// together): the server cannot be used to flood one service. The port counts: a slow
+/// service of a stranger on another port of the same machine (the usual case for the
+/// server's own inbox on 127.0.0.1) takes no place of the owner's.
 pub const REQUESTS_PER_ADDRESS: usize = 4;
 
-/// The places of requests in flight per destination address. Entries exist only while a
-/// request holds or awaits one, so the map is bounded by the requests in flight.
+/// The places of requests in flight per destination socket address. Entries exist only
+/// while a request holds or awaits one, so the map is bounded by the requests in flight.
 #[derive(Default)]
 struct AddressSlots {
-    slots: std::sync::Mutex<std::collections::HashMap<IpAddr, Arc<tokio::sync::Semaphore>>>,
+    slots: std::sync::Mutex<std::collections::HashMap<SocketAddr, Arc<tokio::sync::Semaphore>>>,
 }
 
-/// A place for one request to an address; given back when dropped.
+/// A place for one request to a socket address; given back when dropped.
 struct AddressSlot {
     slots: Arc<AddressSlots>,
-    ip: IpAddr,
+    ip: SocketAddr,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl AddressSlots {
-    async fn take(self: &Arc<Self>, ip: IpAddr) -> AddressSlot {
+    async fn take(self: &Arc<Self>, ip: SocketAddr) -> AddressSlot {
         let semaphore = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             // a place dropped while its waiter was being cancelled may have left its entry:
@@ -232,8 +234,8 @@ impl InboxClient {
 
     /// Refuses a URL whose host is an address the policy does not allow (a literal here:
     /// reqwest resolves no literal, so the resolver never sees those; a name through the
-    /// resolver), and waits for a place among the requests to its address
-    /// ([`REQUESTS_PER_ADDRESS`], keyed by the first allowed address). The request then
+    /// resolver), and waits for a place among the requests to its socket address
+    /// ([`REQUESTS_PER_ADDRESS`], keyed by the first allowed address and the URL's port). The request then
     /// resolves the name again through the same policy: a name whose answers change between
     /// the two lookups escapes this bound (not the policy), and is still held to the
     /// per-host and per-account bounds of the deliveries.
@@ -264,7 +266,8 @@ impl InboxClient {
                 }
             },
         };
-        Ok(self.slots.take(ip).await)
+        let port = parsed.port_or_known_default().unwrap_or(0);
+        Ok(self.slots.take(SocketAddr::new(ip, port)).await)
     }
 
     /// Whether every address of `url`'s host that the policy allows is a loopback or
@@ -566,8 +569,9 @@ mod policy_tests {
     #[tokio::test]
     async fn requests_to_one_address_take_turns_and_the_map_forgets_idle_addresses() {
         let slots = Arc::new(AddressSlots::default());
-        let a: IpAddr = "127.0.0.1".parse().unwrap();
-        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let a: SocketAddr = "127.0.0.1:8001".parse().unwrap();
+        // another port of the same address is another service
+        let b: SocketAddr = "127.0.0.1:9000".parse().unwrap();
         let mut held = Vec::new();
         for _ in 0..REQUESTS_PER_ADDRESS {
             held.push(slots.take(a).await);

@@ -10,7 +10,7 @@ use base64::Engine;
 use common::process::{Proc, Services};
 use common::scheduler::add_inbox_trigger;
 use common::scripted::{item_added, login_ok, Answer, ScriptedInbox, Seen};
-use common::{test_settings, text_item, Api, Auth, Server, Worker, EMAIL_DELIVERY, INBOX_DELIVERY};
+use common::{test_settings, text_item, Api, Auth, Method, Server, Worker, EMAIL_DELIVERY, INBOX_DELIVERY};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 use std::ops::AsyncFnMut;
@@ -1113,11 +1113,83 @@ async fn add_and_time_delivery(api: &Api, auth: &Auth, content: &str) -> (Vec<Va
     (items, delay)
 }
 
+/// A stranger's scheduler account with an inbox trigger, registered from an address of its
+/// own (through the trusted proxy: registrations are limited per address).
+async fn stranger(api: &Api, n: usize) -> Auth {
+    let name = format!("stranger{n}");
+    let register = api
+        .request(Method::POST, "/register", &Auth::None)
+        .header("X-Forwarded-For", format!("10.9.{}.{}", n / 200, n % 200 + 1))
+        .json(&json!({"name": name, "password": "stranger-password"}));
+    api.send(register).await.expect_registered();
+    api.login_ok(&name, "stranger-password").await
+}
+
+/// Issue 29 point 4: bounds no stranger can fill. Slow targets that hold every request (the
+/// client gives up after 10 s) never keep another account's delivery waiting: a stranger's
+/// slow service on another port of the address of that account's inbox (per socket address,
+/// not per address), and 4 or 10 strangers with 12 slow targets each (the overall bound
+/// never keeps out an account with nothing in flight). Each time the other account's item
+/// arrives while the strangers' requests are still held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn strangers_slow_targets_never_keep_another_account_waiting() {
+    for (strangers, same_address) in [(1, true), (4, false), (10, false)] {
+        let counters: (Arc<AtomicUsize>, Arc<AtomicUsize>) = Default::default();
+        let hold = |r: &Seen| match r.path.ends_with("/login") {
+            true => login_ok(),
+            false => Answer::Hold,
+        };
+        let mut slow = Vec::new();
+        for a in 0..12 {
+            // beside the server's own inbox on 127.0.0.1, or on addresses of their own
+            let ip = if same_address {
+                "127.0.0.1".to_owned()
+            } else {
+                format!("127.0.0.{}", a + 2)
+            };
+            slow.push(ScriptedInbox::start_at(&ip, hold, counters.clone()).await);
+        }
+        let (holding, _) = counters;
+        let server = Server::start_with(|s| {
+            fast_workers(s);
+            s.trusted_proxies = vec![pigeonhole::config::ProxyNet::parse("127.0.0.1").unwrap()];
+        })
+        .await;
+        let api = &server.scheduler;
+        let bob = server.api.user("bob").await;
+        let (secret, _) = server.api.add_key(&bob, "scheduler", &["PermitAdd"]).await;
+        let quick = api.user("quick").await;
+        add_inbox_trigger(api, &quick, &server.api.base, "bob", &secret).await;
+        for n in 0..strangers {
+            let auth = stranger(api, n).await;
+            for (t, target) in slow.iter().enumerate() {
+                add_inbox_trigger(api, &auth, &format!("{}/s{n}/t{t}", target.url()), "stranger", "00ff").await;
+            }
+            let contents: Vec<Value> = (0..3).map(|i| due_since_yesterday(&format!("stuck {n}.{i}"))).collect();
+            sync_add(api, &auth, &contents).await;
+        }
+        // the strangers hold what they may: 4 per slow service, 8 per account, 32 overall
+        let held = (strangers * 8).min(32).min(12 * 4);
+        eventually("the strangers' slow targets holding their places", async || {
+            (holding.load(Ordering::SeqCst) >= held).then_some(())
+        })
+        .await;
+        let (items, delay) = add_and_time_delivery(api, &quick, "Not behind strangers").await;
+        assert_eq!(inbox_items(&server.api, &bob).await.len(), 1, "{items:?}");
+        eprintln!("{strangers} stranger(s), slow targets on the inbox's address: {same_address}: another account's delivery took {delay:?}");
+        assert!(
+            holding.load(Ordering::SeqCst) >= held,
+            "delivered while the strangers' requests were held"
+        );
+    }
+}
+
 /// §7.4: a target that never answers its item POSTs (the client gives up after 10 s) holds
 /// up neither another account's delivery nor more than a few connections: the other
 /// account's item arrives within a few seconds while the slow target still has dozens of
-/// deliveries pending. (The slow target is on another address than the other account's
-/// inbox: requests to one address are bounded too, whoever sends them.)
+/// deliveries pending. (Requests to one socket address are bounded too, whoever sends them:
+/// `strangers_slow_targets_never_keep_another_account_waiting` puts the slow target beside
+/// the other account's inbox.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_slow_target_does_not_delay_another_account() {
     let hold = |r: &Seen| match r.path.as_str() {
