@@ -340,9 +340,7 @@ impl InboxClient {
             retry_after: asked
                 .then(|| retry_after(response.headers(), SystemTime::now()))
                 .flatten(),
-            local: response
-                .remote_addr()
-                .is_none_or(|a| matches!(classify(a.ip()), AddressClass::Loopback | AddressClass::Private)),
+            local: from_the_lan(response.remote_addr()),
         })
     }
 }
@@ -394,6 +392,34 @@ fn built(builder: reqwest::ClientBuilder) -> reqwest::Client {
         .build()
         // Building fails only without a TLS provider, which `launch` installs first.
         .unwrap_or_else(|_| reqwest::Client::new())
+}
+
+/// Whether an answer came from a loopback or private address (the LAN): `peer` is the
+/// address the connection really had (none known: taken as local, the cautious side).
+fn from_the_lan(peer: Option<SocketAddr>) -> bool {
+    peer.is_none_or(|a| matches!(classify(a.ip()), AddressClass::Loopback | AddressClass::Private))
+}
+
+/// What the owner of a delivery reads when its cause must not be told (no oracle: a
+/// stranger's trigger may point at any service the policy lets the server reach): the same
+/// text whatever happened, the cause only in the operator's log.
+pub fn withheld(what: &str, url: &str) -> String {
+    let host = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    format!("not delivered to the {what} at {host} (this server's log has the cause)")
+}
+
+impl Failure {
+    /// This failure as the owner of a delivery to `url` reads it: withheld when there was
+    /// no answer (whatever the cause) or the answer came from the LAN (`lan`).
+    fn seen_by_owner(mut self, url: &str, lan: bool) -> Failure {
+        if lan || self.status.is_none() && self.transient {
+            self.shown = Some(withheld("inbox", url));
+        }
+        self
+    }
 }
 
 /// A non-2xx answer: 5xx, 408 and 429 are transient, everything else (3xx included) is
@@ -451,9 +477,10 @@ async fn login(client: &reqwest::Client, url: &str, username: &str, key: &str) -
         .json(&serde_json::json!({"username": username, "password": key}))
         .send()
         .await
-        .map_err(|e| request_failure(what, e))?;
+        .map_err(|e| request_failure(what, e).seen_by_owner(url, false))?;
+    let lan = from_the_lan(response.remote_addr());
     if !response.status().is_success() {
-        return Err(status_failure(what, response.status(), response.headers()));
+        return Err(status_failure(what, response.status(), response.headers()).seen_by_owner(url, lan));
     }
     for value in response.headers().get_all(reqwest::header::SET_COOKIE) {
         let Ok(text) = value.to_str() else { continue };
@@ -464,7 +491,7 @@ async fn login(client: &reqwest::Client, url: &str, username: &str, key: &str) -
             }
         }
     }
-    Err(Failure::permanent("the inbox login answer had no JWT-Cookie".into()))
+    Err(Failure::permanent("the inbox login answer had no JWT-Cookie".into()).seen_by_owner(url, lan))
 }
 
 /// `POST <url>/inbox/item` (then `/intray/item` on 404) with an idempotency key.
@@ -476,6 +503,7 @@ async fn add_item(
     data_base64: &str,
 ) -> Result<Uuid, Failure> {
     let body = serde_json::json!({"type": "text", "data": data_base64});
+    let mut lan = true;
     for path in ["/inbox/item", "/intray/item"] {
         let what = format!("POST {path}");
         let response = client
@@ -485,30 +513,36 @@ async fn add_item(
             .json(&body)
             .send()
             .await
-            .map_err(|e| request_failure(&what, e))?;
+            .map_err(|e| request_failure(&what, e).seen_by_owner(url, false))?;
         let status = response.status();
+        lan = from_the_lan(response.remote_addr());
         if status == StatusCode::NOT_FOUND {
             continue;
         }
         if !status.is_success() {
-            return Err(status_failure(&what, status, response.headers()));
+            return Err(status_failure(&what, status, response.headers()).seen_by_owner(url, lan));
         }
-        let text = response.text().await.map_err(|e| request_failure(&what, e))?;
+        let text = response
+            .text()
+            .await
+            .map_err(|e| request_failure(&what, e).seen_by_owner(url, lan))?;
         return match serde_json::from_str::<String>(&text)
             .ok()
             .and_then(|s| crate::domain::wire::parse_uuid(&s))
         {
             Some(id) => Ok(id),
-            None => Err(Failure::permanent(format!(
-                "inbox answered {what} with something that is not a UUID"
-            ))),
+            None => Err(
+                Failure::permanent(format!("inbox answered {what} with something that is not a UUID"))
+                    .seen_by_owner(url, lan),
+            ),
         };
     }
     Err(status_failure(
         "POST /inbox/item and /intray/item",
         StatusCode::NOT_FOUND,
         &HeaderMap::new(),
-    ))
+    )
+    .seen_by_owner(url, lan))
 }
 
 #[cfg(test)]
