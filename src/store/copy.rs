@@ -391,7 +391,7 @@ async fn dump_place(from: Place, key_file: String, out: tokio::sync::mpsc::Sende
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(super::StoreError::Io(e).into()),
             }
-            super::sled::copy::dump(&mut || super::Store::open_holding(&dir, lock.try_clone()?), &mut send)
+            super::sled::copy::dump(&mut || super::sled::open(&dir, lock.try_clone()?), &mut send)
         })
         .await
         .unwrap_or_else(|e| Err(CopyError::Invalid(format!("the dump failed: {e}")))),
@@ -435,10 +435,7 @@ pub(crate) fn load_sled(
     }
     let built = (|| {
         let building_lock = super::lock_dir(&building)?;
-        super::sled::copy::load(
-            &mut || super::Store::open_holding(&building, building_lock.try_clone()?),
-            next,
-        )
+        super::sled::copy::load(&mut || super::sled::open(&building, building_lock.try_clone()?), next)
     })();
     let loaded = match built {
         Ok(loaded) => loaded,
@@ -467,7 +464,7 @@ pub fn dump_sled(dir: &std::path::Path, out: &mut dyn FnMut(Record) -> Result<()
         return Err(CopyError::Invalid(format!("{} holds no sled database", dir.display())));
     }
     let lock = super::lock_dir(dir)?;
-    super::sled::copy::dump(&mut || super::Store::open_holding(dir, lock.try_clone()?), out)
+    super::sled::copy::dump(&mut || super::sled::open(dir, lock.try_clone()?), out)
 }
 
 /// Counts per kind and the digest of a stream, fed record by record in bounded memory.

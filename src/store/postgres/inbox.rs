@@ -274,7 +274,7 @@ impl PgInbox {
 
     /// The plan of an import (see [`Plan`]), in `tx` under the account's lock; or why
     /// nothing may be imported. An id another account has is stored under
-    /// [`crate::store::imports::own_id`], as the sled store does, so that the answer never
+    /// [`crate::store::own_id`], as the sled store does, so that the answer never
     /// tells whether an id exists elsewhere.
     async fn import_plan(
         tx: &Transaction<'_>,

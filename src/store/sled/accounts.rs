@@ -5,16 +5,11 @@
 
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
-use super::{keys, lock, Result, Stripes, Written};
+use super::{keys, lock, Registration, Result, Stripes, Written};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::wire::Timestamp;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
-
-pub enum Registration {
-    Created(Account),
-    Taken,
-}
 
 /// What moving an account in from another server does (see [`super::moving_in`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,6 +279,7 @@ impl AccountStore {
 
     /// Adds an arriving account with its access keys to `batch` (in the order given, which
     /// is the order they list in).
+    #[cfg(test)]
     pub(in crate::store) fn put_arriving(&self, batch: &mut Batch, account: &Account, access_keys: &[AccessKey]) {
         batch.insert(keys::username(&account.username), raw::uuid(account.id));
         batch.insert(keys::account(account.id), records::account::encode(account));

@@ -24,7 +24,7 @@
 
 use super::records;
 use super::writer::Batch;
-use super::{Result, Store, StoreError};
+use super::{BackupSummary, Result, Store, StoreError};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -44,17 +44,6 @@ const MAX_FIELD: u32 = 64 * 1024 * 1024;
 /// Bytes of records a backup keeps in memory while it holds the writer (beyond them, it
 /// hashes and writes while holding it).
 const HELD_BUFFER: usize = 16 * 1024 * 1024;
-
-/// What a backup holds.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BackupSummary {
-    pub records: u64,
-    pub files: Vec<String>,
-    /// Bytes of the backup, trailer included.
-    pub bytes: u64,
-    /// How long writes waited for the backup (the writer was held between two cycles).
-    pub paused: std::time::Duration,
-}
 
 /// A writer that hashes and counts what goes through it.
 struct Hashing<W> {

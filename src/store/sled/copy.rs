@@ -23,10 +23,10 @@
 //! sled 0.34 keeps every page it has read until the database is closed, so a dump closes
 //! and opens the database again every [`REOPEN_BYTES`] (measured in docs/performance.md).
 
+use super::writer::Batch;
 use super::{keys, records, Store};
 use crate::domain::email::Stage;
 use crate::store::copy::{CopyError, Piece, Record, Service, Tally, STAGES};
-use crate::store::writer::Batch;
 use uuid::Uuid;
 
 /// The record prefixes of the trees (tree, prefix) in dump order (`u`, the payment
@@ -588,7 +588,7 @@ mod tests {
     use crate::domain::account::{Account, PasswordHash};
     use crate::domain::wire::Timestamp;
     use crate::store::copy::{Kind, Tally};
-    use crate::store::writer::Batch;
+    use crate::store::sled::writer::Batch;
     use uuid::Uuid;
 
     fn account(id: Uuid) -> Account {
@@ -680,7 +680,7 @@ mod tests {
         let opens = std::cell::Cell::new(0);
         let mut open = || {
             opens.set(opens.get() + 1);
-            Store::open_holding(dir.path(), lock.try_clone()?)
+            crate::store::sled::open(dir.path(), lock.try_clone()?)
         };
         let mut records = vec![Record::Account {
             service: Service::Inbox,

@@ -6,23 +6,17 @@
 
 use super::accounts::AccountStore;
 use super::api::Feed;
-use super::imports::{Arrival, Batches, WaitDurable};
+use super::imports::{Arrival, Batches};
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
 use super::{keys, Result, StoreError, Stripes, Written};
 use crate::domain::account::Account;
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::inbox::sync::ItemChanges;
+use crate::store::inbox::{AddOutcome, ImportOutcome};
+use crate::store::WaitDurable;
 use std::sync::Arc;
 use uuid::Uuid;
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum AddOutcome {
-    Added(Uuid),
-    /// The idempotency key was used before: the item stored then.
-    Repeated(Uuid),
-    LimitReached,
-}
 
 /// What an import will do, decided before its first write.
 #[derive(Default)]
@@ -35,20 +29,6 @@ struct Plan {
     skipped: usize,
     /// The account's item count.
     count: u64,
-}
-
-/// What importing items did (see [`InboxStore::import_items`]).
-#[derive(Debug, PartialEq, Eq)]
-pub enum ImportOutcome {
-    Imported {
-        added: usize,
-        /// Items whose id the account has already (kept as they are).
-        skipped: usize,
-    },
-    LimitReached,
-    /// Writing failed after part of the import was on disk, and the store takes no more
-    /// writes until a restart, which undoes that part (see [`super::imports`]).
-    Interrupted,
 }
 
 pub struct InboxStore {

@@ -7,14 +7,14 @@
 //! skipped as a whole; a username or uuid that belongs to another account here is a conflict,
 //! and then nothing at all is written.
 
-use super::imports::{Batches, WaitDurable};
+use super::imports::Batches;
 use super::inbox::InboxStore;
-use super::writer::Batch;
 use super::{keys, records, Arrival, Result, StoreError, Written};
 use crate::domain::account::{AccessKey, Account};
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
 use crate::domain::wire::Timestamp;
+use crate::store::WaitDurable;
 
 /// One inbox account as it arrives.
 #[derive(Clone, Debug)]
@@ -90,7 +90,9 @@ pub(in crate::store) fn arrivals<'a>(
 }
 
 impl InboxStore {
-    /// Writes the accounts that are new here with their access keys and items, in one batch.
+    /// Writes the accounts that are new here with their access keys and items, in one batch
+    /// (the tests' way in: moving in streams, [`InboxStore::move_in_streamed`]).
+    #[cfg(test)]
     pub fn move_in(&self, accounts: &[InboxArrival]) -> Result<MoveIn> {
         let (mut arrivals, conflict) = arrivals(accounts.iter().map(|a| &a.account), |a| self.accounts.arrival(a))?;
         let ids = accounts.iter().map(|a| a.items.iter().map(|i| i.id).collect());
@@ -98,7 +100,7 @@ impl InboxStore {
         if check_ids(&mut arrivals, ids, taken)? || conflict {
             return Ok(Written::unchanged(arrivals));
         }
-        let mut batch = Batch::default();
+        let mut batch = super::writer::Batch::default();
         let mut any = false;
         for (arriving, arrival) in accounts.iter().zip(&arrivals) {
             if *arrival != Arrival::Moved {

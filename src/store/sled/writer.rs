@@ -62,6 +62,8 @@
 use super::chunks;
 use super::stable::Stable;
 use super::{lock, Result, StoreError};
+use crate::store::api::{CycleStats, HistogramSnapshot, WriterStats};
+use crate::store::written::{Flushed, Ticket};
 use sled::IVec;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -128,15 +130,6 @@ struct Applied {
     result: sled::Result<()>,
     /// Per tree, the keys written and their values before (`None`: absent).
     pre_images: Vec<Vec<(Vec<u8>, Option<IVec>)>>,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Flushed {
-    /// Every batch numbered up to this one is on disk.
-    ok_upto: u64,
-    /// The batches numbered up to this one failed (applying, flushing or syncing failed,
-    /// or they were queued behind a cycle that did).
-    failed_upto: u64,
 }
 
 struct Shared {
@@ -210,23 +203,6 @@ impl CycleHistogram {
             sum: self.sum.load(Ordering::Relaxed),
         }
     }
-}
-
-/// What a [`CycleHistogram`] counted so far.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HistogramSnapshot {
-    /// Upper bounds of the buckets (inclusive).
-    pub bounds: &'static [u64],
-    /// Values per bucket (not cumulative); one more entry than `bounds`: above the last.
-    pub counts: Vec<u64>,
-    pub sum: u64,
-}
-
-/// The writer's cycles as histograms (batches per cycle, µs per flush and sync).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CycleStats {
-    pub batches: HistogramSnapshot,
-    pub sync_micros: HistogramSnapshot,
 }
 
 impl Shared {
@@ -448,12 +424,7 @@ impl Shared {
     }
 
     fn ticket(&self, upto: u64, wrote: bool) -> Ticket {
-        Ticket {
-            upto,
-            wrote,
-            flushed: Some(self.flushed.subscribe()),
-            refused: None,
-        }
+        Ticket::queued(upto, wrote, self.flushed.subscribe())
     }
 
     fn run(&self) {
@@ -471,89 +442,6 @@ impl Shared {
             let _ = self.cycle();
         }
     }
-}
-
-/// A write's place in the writer's order: it is on disk once every batch numbered up to
-/// `upto` is (0: nothing to wait for). The store wraps it with the write's result into a
-/// [`super::Written`] receipt.
-#[must_use = "a ticket is how a write's durability is awaited"]
-pub(crate) struct Ticket {
-    upto: u64,
-    /// The write queued a batch of its own (`false`: it changed nothing, or it rests only
-    /// on batches queued before it, like a repeated idempotency key).
-    wrote: bool,
-    flushed: Option<watch::Receiver<Flushed>>,
-    /// The store took no writes: the batch was never queued (the reason).
-    refused: Option<String>,
-}
-
-impl Ticket {
-    /// Nothing to wait for: resolves at once.
-    pub(crate) fn none() -> Ticket {
-        Ticket {
-            upto: 0,
-            wrote: false,
-            flushed: None,
-            refused: None,
-        }
-    }
-
-    /// A write the store refused to queue: waiting answers [`StoreError::Unavailable`].
-    fn refused(reason: String) -> Ticket {
-        Ticket {
-            upto: 0,
-            wrote: true,
-            flushed: None,
-            refused: Some(reason),
-        }
-    }
-
-    pub(crate) fn wrote(&self) -> bool {
-        self.wrote
-    }
-
-    /// The later of two tickets (waiting for it covers both: batches reach the disk in
-    /// the order they were queued).
-    pub(crate) fn and(self, other: Ticket) -> Ticket {
-        let wrote = self.wrote || other.wrote;
-        let refused = self.refused.clone().or_else(|| other.refused.clone());
-        let mut later = if other.upto > self.upto { other } else { self };
-        later.wrote = wrote;
-        later.refused = refused;
-        later
-    }
-
-    /// Resolves once every batch up to this ticket's is on disk.
-    pub(crate) async fn wait(self) -> Result<()> {
-        if let Some(reason) = self.refused {
-            return Err(StoreError::Unavailable(reason));
-        }
-        let (upto, Some(mut rx)) = (self.upto, self.flushed) else {
-            return Ok(());
-        };
-        if upto == 0 {
-            return Ok(());
-        }
-        let state = rx
-            .wait_for(|f| f.ok_upto >= upto || f.failed_upto >= upto)
-            .await
-            .map_err(|_| StoreError::NotDurable)?;
-        if state.ok_upto >= upto {
-            Ok(())
-        } else {
-            Err(StoreError::NotDurable)
-        }
-    }
-}
-
-/// What the group commit did so far: batches acknowledged as stable, cycles that carried
-/// them, and `fsync`/`fdatasync` calls (the ratio syncs / batches is the benchmark's "syncs
-/// per acknowledged write").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriterStats {
-    pub batches: u64,
-    pub cycles: u64,
-    pub syncs: u64,
 }
 
 /// The writer thread and the handle that request code waits on.

@@ -2,13 +2,15 @@
 //! deliveries made of them (`v`), and the outcomes recorded on triggered items. A delivery
 //! to an e-mail trigger goes through the e-mail queue ([`super::emails`]) instead.
 
-use super::{QueueKey, SchedulerStore};
+use super::SchedulerStore;
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
 use crate::domain::wire::Timestamp;
+use crate::store::scheduler::QueueKey;
 use crate::store::sled::keys::{self, TargetKind};
 use crate::store::sled::records;
-use crate::store::sled::writer::{Batch, Ticket};
+use crate::store::sled::writer::Batch;
+use crate::store::written::Ticket;
 use crate::store::{Result, StoreError, Written};
 use uuid::Uuid;
 
@@ -110,7 +112,7 @@ impl SchedulerStore {
             .map(|kv| {
                 let (k, v) = kv?;
                 let delivery = records::delivery::decode(&k, &v);
-                Ok((QueueKey(k.to_vec()), delivery))
+                Ok((QueueKey::from_bytes(k.to_vec()), delivery))
             })
             .collect()
     }

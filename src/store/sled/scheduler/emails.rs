@@ -10,8 +10,9 @@
 //! only in the value; [`SchedulerStore::move_legacy_emails`] moves such entries, once, when
 //! the database opens (the record format is the same, only the key changes).
 
-use super::{QueueKey, SchedulerStore};
+use super::SchedulerStore;
 use crate::domain::email::{EmailKind, QueuedEmail, Stage};
+use crate::store::scheduler::QueueKey;
 use crate::store::sled::keys;
 use crate::store::sled::records;
 use crate::store::sled::writer::Batch;
@@ -59,7 +60,7 @@ impl SchedulerStore {
             .map(|kv| {
                 let (k, v) = kv?;
                 let email = records::email::decode(&k, &v);
-                Ok((QueueKey(k.to_vec()), email))
+                Ok((QueueKey::from_bytes(k.to_vec()), email))
             })
             .collect()
     }

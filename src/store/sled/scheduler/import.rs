@@ -6,62 +6,14 @@ use super::SchedulerStore;
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind};
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::sled::imports::{Arrival, Batches, WaitDurable};
+use crate::store::scheduler::{ImportIds, ImportOutcome, Imported};
+use crate::store::sled::imports::{Arrival, Batches};
 use crate::store::sled::keys;
 use crate::store::sled::records::{self, raw};
+use crate::store::WaitDurable;
 use crate::store::{Result, StoreError};
 use std::collections::HashSet;
 use uuid::Uuid;
-
-/// What an import stored; "kept" counts what the account had already (left as it is).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Imported {
-    pub settings_changed: bool,
-    pub scheduled_added: usize,
-    pub scheduled_kept: usize,
-    pub triggered_added: usize,
-    pub triggered_kept: usize,
-    pub triggers_added: usize,
-    pub triggers_kept: usize,
-    /// The e-mail triggers imported (unverified: they need verifying).
-    pub email_triggers: Vec<Uuid>,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum ImportOutcome {
-    Imported(Imported),
-    LimitReached,
-    /// Writing failed after part of the import was on disk, and the store takes no more
-    /// writes until a restart, which undoes that part (see `store::imports`).
-    Interrupted,
-}
-
-/// The ids an import brings, per kind (in any order, repeats allowed): what is checked
-/// against the store before anything is written.
-#[derive(Debug, Default)]
-pub struct ImportIds {
-    pub scheduled: Vec<Uuid>,
-    pub triggered: Vec<Uuid>,
-    pub triggers: Vec<Uuid>,
-}
-
-impl ImportIds {
-    pub fn note(&mut self, entry: &SchedulerEntry) {
-        match entry {
-            SchedulerEntry::Scheduled(s) => self.scheduled.push(s.id),
-            SchedulerEntry::Triggered(t) => self.triggered.push(t.id),
-            SchedulerEntry::Trigger(t) => self.triggers.push(t.id),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.scheduled.len() + self.triggered.len() + self.triggers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 /// The ids of one kind of entry of an import: new to the account (as they are stored),
 /// renamed (import id → stored id, for ids that are another account's) and how many it has.

@@ -7,10 +7,11 @@
 //! under the account lock, so a concurrent setting change cannot leave an item indexed
 //! under the zone it replaced.
 
-use super::{AddOutcome, SchedulerStore};
+use super::SchedulerStore;
 use crate::domain::scheduler::models::{targets_now, ScheduledItem, TimeZoneSetting, TriggeredItem};
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::wire::Timestamp;
+use crate::store::scheduler::AddOutcome;
 use crate::store::sled::keys::{self, TargetKind};
 use crate::store::sled::records::{self, raw, targets::Targets};
 use crate::store::sled::writer::Batch;

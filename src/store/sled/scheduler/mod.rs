@@ -27,32 +27,8 @@ use super::accounts::AccountStore;
 use super::records::raw;
 use super::writer::{Batch, Bytes, Tree};
 use super::{keys, Result, Stripes, Written};
-pub use import::{ImportIds, ImportOutcome, Imported};
 use std::sync::Arc;
 use uuid::Uuid;
-
-/// A pending inbox delivery or queued e-mail, as the workers name it while they handle it:
-/// opaque bytes that the engine which answered it made (sled: the record's key; PostgreSQL:
-/// a tagged id, `PgQueueKey`) and reads back. The workers use the bytes as the name of what
-/// they have in flight.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct QueueKey(Vec<u8>);
-
-impl QueueKey {
-    /// The key an engine makes of its own name for an entry.
-    pub(crate) fn from_bytes(bytes: Vec<u8>) -> QueueKey {
-        QueueKey(bytes)
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-pub enum AddOutcome {
-    Added,
-    LimitReached,
-}
 
 pub struct SchedulerStore {
     tree: Tree,

@@ -2,14 +2,15 @@
 //! the inherent method of [`SchedulerStore`] of the same name, one batch under the account's
 //! lock.
 
-use super::{AddOutcome, ImportIds, ImportOutcome, QueueKey, SchedulerStore};
+use super::SchedulerStore;
 use crate::domain::email::{QueuedEmail, Stage};
 use crate::domain::scheduler::models::{Delivery, Outcome, ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
 use crate::store::api::Feed;
-use crate::store::sled::imports::WaitDurable;
+use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome, QueueKey};
+use crate::store::WaitDurable;
 use crate::store::{Result, Written};
 use uuid::Uuid;
 
