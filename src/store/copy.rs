@@ -1269,9 +1269,7 @@ mod sled_load_tests {
         let sled = store.sled().expect("sled");
         assert!(sled.inbox.item(id(1), id(4)).expect("read").is_some());
         assert_eq!(
-            sled.inbox
-                .accounts
-                .access_key_by_digest(&[3; 32])
+            super::super::sled::ready(store.inbox.accounts.access_key_by_digest(&[3; 32]))
                 .expect("read")
                 .map(|(a, k)| (a, k.id)),
             Some((id(1), id(2)))

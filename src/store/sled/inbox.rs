@@ -361,7 +361,7 @@ impl InboxStore {
     /// one batch. `false` when there was no such account.
     pub fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
-        let Some(record): Option<Account> = self.accounts.get(account)? else {
+        let Some(record): Option<Account> = self.accounts.account(account)? else {
             return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();

@@ -42,6 +42,14 @@ impl From<::sled::Error> for StoreError {
     }
 }
 
+/// The answer of a sled operation called through its trait from a test without a runtime:
+/// every sled operation answers at its first poll (it never waits; a write answers a
+/// receipt, which is what is awaited).
+#[cfg(test)]
+pub(crate) fn ready<F: std::future::Future>(operation: F) -> F::Output {
+    futures_util::FutureExt::now_or_never(operation).expect("a sled operation answers at its first poll")
+}
+
 /// Serialises the writes of one account (and registrations of one username): a striped set
 /// of locks, so that read-check-write sequences of an account are atomic while different
 /// accounts proceed in parallel. Only this process opens the database (see the lock file),
@@ -481,11 +489,10 @@ mod tests {
 
         let before = acknowledged();
         let created = store
-            .sled()
-            .unwrap()
             .inbox
             .accounts
-            .register("alice", "hash".into(), Timestamp::now());
+            .register("alice", "hash".into(), Timestamp::now())
+            .await;
         let created = created.expect("register");
         assert!(created.changed());
         let Registration::Created(alice) = created.durable().await.expect("durable") else {
@@ -494,11 +501,10 @@ mod tests {
         assert_eq!(acknowledged(), before + 1);
 
         let taken = store
-            .sled()
-            .unwrap()
             .inbox
             .accounts
-            .register("alice", "hash".into(), Timestamp::now());
+            .register("alice", "hash".into(), Timestamp::now())
+            .await;
         let taken = taken.expect("register");
         assert!(!taken.changed());
         assert!(matches!(taken.durable().await.expect("at once"), Registration::Taken));

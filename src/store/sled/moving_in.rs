@@ -259,14 +259,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(moved, [Arrival::Moved]);
-        let here = store
-            .sled()
-            .unwrap()
-            .inbox
-            .accounts
-            .by_username("alice")
-            .unwrap()
-            .expect("alice");
+        let here = store.inbox.accounts.by_username("alice").await.unwrap().expect("alice");
         assert_eq!(
             (here.id, &here.password_hash),
             (alice.account.id, &alice.account.password_hash)
@@ -274,17 +267,7 @@ mod tests {
         assert_eq!(store.sled().unwrap().inbox.items(here.id).unwrap().len(), 1);
         assert_eq!(store.sled().unwrap().inbox.count(here.id).unwrap(), 1);
         // an imported key has no digest to be found by, until its first login
-        assert_eq!(
-            store
-                .sled()
-                .unwrap()
-                .inbox
-                .accounts
-                .legacy_access_keys(here.id)
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(store.inbox.accounts.legacy_access_keys(here.id).await.unwrap().len(), 1);
 
         // again: skipped
         let again = store
@@ -307,14 +290,7 @@ mod tests {
             assert!(!written.changed());
             let arrivals = written.durable().await.unwrap();
             assert!(matches!(arrivals[1], Arrival::Conflict(_)), "{arrivals:?}");
-            assert!(store
-                .sled()
-                .unwrap()
-                .inbox
-                .accounts
-                .by_username("bob")
-                .unwrap()
-                .is_none());
+            assert!(store.inbox.accounts.by_username("bob").await.unwrap().is_none());
         }
     }
 
@@ -332,20 +308,22 @@ mod tests {
             .durable()
             .await
             .unwrap();
-        let accounts = &store.sled().unwrap().inbox.accounts;
+        let accounts = &store.inbox.accounts;
         let old = alice.account.password_hash.clone();
         assert!(accounts
             .upgrade_password(alice.account.id, &old, "$pbkdf2-sha256$new".into())
+            .await
             .unwrap()
             .durable()
             .await
             .unwrap());
-        let now = accounts.get(alice.account.id).unwrap().expect("alice");
+        let now = accounts.get(alice.account.id).await.unwrap().expect("alice");
         assert_eq!(now.password_hash, PasswordHash::Pbkdf2("$pbkdf2-sha256$new".into()));
         assert_eq!(now.epoch, 0, "tokens stay valid");
         // a second, concurrent upgrade finds the hash changed
         assert!(!accounts
             .upgrade_password(alice.account.id, &old, "$pbkdf2-sha256$other".into())
+            .await
             .unwrap()
             .durable()
             .await
@@ -355,15 +333,16 @@ mod tests {
         let digest = [7; 32];
         assert!(accounts
             .upgrade_access_key(alice.account.id, key.id, &key.secret, digest)
+            .await
             .unwrap()
             .durable()
             .await
             .unwrap());
-        let (owner, found) = accounts.access_key_by_digest(&digest).unwrap().expect("indexed");
+        let (owner, found) = accounts.access_key_by_digest(&digest).await.unwrap().expect("indexed");
         assert_eq!(
             (owner, found.id, found.secret),
             (alice.account.id, key.id, KeySecret::Digest(digest))
         );
-        assert!(accounts.legacy_access_keys(alice.account.id).unwrap().is_empty());
+        assert!(accounts.legacy_access_keys(alice.account.id).await.unwrap().is_empty());
     }
 }

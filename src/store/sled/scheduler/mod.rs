@@ -98,7 +98,7 @@ impl SchedulerStore {
     /// Deletes the account and everything of it in one batch; `false` when there was none.
     pub fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
-        let Some(record) = self.accounts.get(account)? else {
+        let Some(record) = self.accounts.account(account)? else {
             return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();

@@ -15,7 +15,7 @@ impl SchedulerStore {
     /// in one batch; `false` when the owner's account is gone.
     pub fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(trigger.owner);
-        if self.accounts.get(trigger.owner)?.is_none() {
+        if self.accounts.account(trigger.owner)?.is_none() {
             return Ok(Written::unchanged(false));
         }
         let place = keys::trigger_place(trigger.owner, self.seq()?, trigger.id);
@@ -95,7 +95,7 @@ impl SchedulerStore {
         decide: impl FnOnce(&[Trigger]) -> Option<Trigger>,
     ) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
-        if self.accounts.get(account)?.is_none() {
+        if self.accounts.account(account)?.is_none() {
             return Ok(Written::unchanged(false));
         }
         let Some(trigger) = decide(&self.triggers(account)?).filter(|t| t.owner == account) else {
