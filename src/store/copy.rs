@@ -1267,14 +1267,16 @@ mod sled_load_tests {
         // the indexes are there: the store finds the item by id and the key by its secret
         let store = super::super::Store::open(dir.path()).expect("open");
         let sled = store.sled().expect("sled");
-        assert!(sled.inbox.item(id(1), id(4)).expect("read").is_some());
+        assert!(super::super::sled::ready(store.inbox.item(id(1), id(4)))
+            .expect("read")
+            .is_some());
         assert_eq!(
             super::super::sled::ready(store.inbox.accounts.access_key_by_digest(&[3; 32]))
                 .expect("read")
                 .map(|(a, k)| (a, k.id)),
             Some((id(1), id(2)))
         );
-        assert_eq!(sled.inbox.count(id(1)).expect("count"), 1);
+        assert_eq!(super::super::sled::ready(store.inbox.count(id(1))).expect("count"), 1);
         assert_eq!(sled.scheduler.counts(id(1)).expect("counts"), (1, 1));
     }
 

@@ -474,12 +474,7 @@ mod tests {
 
     fn add(store: &Store, account: Uuid, items: impl IntoIterator<Item = InboxItem>) {
         for i in items {
-            let _ = store
-                .sled()
-                .unwrap()
-                .inbox
-                .add_item(account, &i, None, None)
-                .expect("add");
+            let _ = super::super::ready(store.inbox.add_item(account, &i, None, None)).expect("add");
         }
         store.flush().expect("flush");
     }
@@ -498,7 +493,7 @@ mod tests {
             assert!(summary.records >= 4, "items, id index, count: {summary:?}");
             (
                 super::super::ready(store.inbox.accounts.next_key_seq()).unwrap(),
-                store.sled().unwrap().inbox.items(account).unwrap(),
+                super::super::ready(store.inbox.items(account)).unwrap(),
             )
         };
         let src = dir.path().join("b.backup");
@@ -508,9 +503,9 @@ mod tests {
         assert_eq!(summary.files, vec!["signing.key".to_string()]);
         assert_eq!(std::fs::read(target.join("signing.key")).unwrap(), b"key bytes");
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap(), items);
-        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap()[0].data, big);
-        assert_eq!(store.sled().unwrap().inbox.count(account).unwrap(), 2);
+        assert_eq!(super::super::ready(store.inbox.items(account)).unwrap(), items);
+        assert_eq!(super::super::ready(store.inbox.items(account)).unwrap()[0].data, big);
+        assert_eq!(super::super::ready(store.inbox.count(account)).unwrap(), 2);
         assert!(super::super::ready(store.inbox.accounts.next_key_seq()).unwrap() > ids_before);
         drop(store);
         // a file not in the allowed list is refused before anything is written
@@ -570,7 +565,7 @@ mod tests {
         restore(&src, &target, false, &[]).unwrap();
         assert_eq!(super::super::format::check(&target).unwrap(), Some(1));
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled().unwrap().inbox.count(account).unwrap(), 1);
+        assert_eq!(super::super::ready(store.inbox.count(account)).unwrap(), 1);
         assert_eq!(super::super::format::check(&target).unwrap(), Some(2), "migrated");
         drop(store);
 
@@ -621,7 +616,7 @@ mod tests {
         );
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), before, "nothing replaced");
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap()[0].data, b"one");
+        assert_eq!(super::super::ready(store.inbox.items(account)).unwrap()[0].data, b"one");
     }
 
     /// How long a backup holds writes back: run with `cargo test --lib -- --ignored

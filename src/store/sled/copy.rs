@@ -715,12 +715,12 @@ mod tests {
         assert_eq!(again, expected);
         assert!(opens.get() - after_load > 10);
         let store = open().expect("open");
-        let listed = store.sled().unwrap().inbox.item_ids(id(1)).expect("ids");
+        let listed = crate::store::sled::ready(store.inbox.item_ids(id(1))).expect("ids");
         assert_eq!(listed.len(), 300);
         assert_eq!(
             listed[..3],
             [Uuid::from_u128(1000), Uuid::from_u128(1001), Uuid::from_u128(1002)]
         );
-        assert_eq!(store.sled().unwrap().inbox.count(id(1)).expect("count"), 300);
+        assert_eq!(crate::store::sled::ready(store.inbox.count(id(1))).expect("count"), 300);
     }
 }

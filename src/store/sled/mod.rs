@@ -508,27 +508,20 @@ mod tests {
         let taken = taken.expect("register");
         assert!(!taken.changed());
         assert!(matches!(taken.durable().await.expect("at once"), Registration::Taken));
-        let missing = store
-            .sled()
-            .unwrap()
-            .inbox
-            .delete_item(alice.id, Uuid::nil())
-            .expect("delete");
+        let missing = store.inbox.delete_item(alice.id, Uuid::nil()).await.expect("delete");
         assert!(!missing.changed());
         assert!(!missing.durable().await.expect("at once"));
 
         let before = acknowledged();
         let first = store
-            .sled()
-            .unwrap()
             .inbox
             .add_item(alice.id, &item(1), Some("k"), None)
+            .await
             .expect("add");
         let repeat = store
-            .sled()
-            .unwrap()
             .inbox
             .add_item(alice.id, &item(2), Some("k"), None)
+            .await
             .expect("add");
         assert!(first.changed() && !repeat.changed());
         let AddOutcome::Repeated(id) = repeat.durable().await.expect("durable") else {
@@ -538,26 +531,22 @@ mod tests {
         assert!(matches!(first.durable().await.expect("durable"), AddOutcome::Added(first) if first == id));
 
         let both = store
-            .sled()
-            .unwrap()
             .inbox
             .add_item(alice.id, &item(3), None, None)
+            .await
             .expect("add")
             .and(Written::nothing());
         assert!(both.changed());
-        let many = Written::all((4..8).map(|n| {
-            store
-                .sled()
-                .unwrap()
-                .inbox
-                .add_item(alice.id, &item(n), None, None)
-                .expect("add")
-        }));
+        let mut receipts = Vec::new();
+        for n in 4..8 {
+            receipts.push(store.inbox.add_item(alice.id, &item(n), None, None).await.expect("add"));
+        }
+        let many = Written::all(receipts);
         assert_eq!(many.durable().await.expect("durable").len(), 4);
         // the last of 7 batches (registration, items 1, 3 and 4–7) covers every earlier one
         assert_eq!(acknowledged(), 7);
         both.durable().await.expect("durable");
-        assert_eq!(store.sled().unwrap().inbox.count(alice.id).expect("count"), 6);
+        assert_eq!(store.inbox.count(alice.id).await.expect("count"), 6);
     }
 
     /// Pages through the traits read the whole listing in order, a page at a time, the
@@ -630,11 +619,7 @@ mod tests {
     }
 
     fn item_ids(store: &Store, account: Uuid) -> Vec<Uuid> {
-        store
-            .sled()
-            .unwrap()
-            .inbox
-            .items(account)
+        ready(store.inbox.items(account))
             .expect("items")
             .iter()
             .map(|i| i.id)
@@ -662,22 +647,17 @@ mod tests {
                         for n in 0..60 {
                             // Every thread uses the same 20 idempotency keys: each stores one item.
                             let key = (n % 3 == 0).then(|| format!("key {}", n % 20));
-                            let added =
-                                store
-                                    .sled()
-                                    .unwrap()
-                                    .inbox
-                                    .add_item(account, &item(n), key.as_deref(), Some(limit));
+                            let added = ready(store.inbox.add_item(account, &item(n), key.as_deref(), Some(limit)));
                             match durable(added.expect("add")) {
                                 AddOutcome::Added(id) if n % 5 == 4 => {
-                                    let deleted = store.sled().unwrap().inbox.delete_item(account, id).expect("delete");
+                                    let deleted = ready(store.inbox.delete_item(account, id)).expect("delete");
                                     assert!(runtime.block_on(deleted.durable()).expect("durable"));
                                 }
                                 AddOutcome::Added(id) => kept.push((id, key)),
                                 AddOutcome::Repeated(_) => assert!(key.is_some(), "thread {t}"),
                                 AddOutcome::LimitReached => {}
                             }
-                            let count = store.sled().unwrap().inbox.count(account).expect("count");
+                            let count = ready(store.inbox.count(account)).expect("count");
                             assert!(count <= limit, "{count} items");
                         }
                         kept
@@ -686,10 +666,7 @@ mod tests {
                 .collect();
             let kept: Vec<_> = threads.into_iter().flat_map(|t| t.join().expect("thread")).collect();
             let ids = item_ids(&store, account);
-            assert_eq!(
-                ids.len() as u64,
-                store.sled().unwrap().inbox.count(account).expect("count")
-            );
+            assert_eq!(ids.len() as u64, ready(store.inbox.count(account)).expect("count"));
             let mut expected: Vec<Uuid> = kept.iter().map(|(id, _)| *id).collect();
             let mut got = ids.clone();
             expected.sort();
@@ -705,9 +682,6 @@ mod tests {
             kept,
             "same items, same order after reopening"
         );
-        assert_eq!(
-            store.sled().unwrap().inbox.count(account).expect("count"),
-            kept.len() as u64
-        );
+        assert_eq!(ready(store.inbox.count(account)).expect("count"), kept.len() as u64);
     }
 }

@@ -264,8 +264,8 @@ mod tests {
             (here.id, &here.password_hash),
             (alice.account.id, &alice.account.password_hash)
         );
-        assert_eq!(store.sled().unwrap().inbox.items(here.id).unwrap().len(), 1);
-        assert_eq!(store.sled().unwrap().inbox.count(here.id).unwrap(), 1);
+        assert_eq!(store.inbox.items(here.id).await.unwrap().len(), 1);
+        assert_eq!(store.inbox.count(here.id).await.unwrap(), 1);
         // an imported key has no digest to be found by, until its first login
         assert_eq!(store.inbox.accounts.legacy_access_keys(here.id).await.unwrap().len(), 1);
 
