@@ -1266,7 +1266,6 @@ mod sled_load_tests {
         assert!(!dir.path().join(".migrating").exists());
         // the indexes are there: the store finds the item by id and the key by its secret
         let store = super::super::Store::open(dir.path()).expect("open");
-        let sled = store.sled().expect("sled");
         assert!(super::super::sled::ready(store.inbox.item(id(1), id(4)))
             .expect("read")
             .is_some());
@@ -1277,7 +1276,10 @@ mod sled_load_tests {
             Some((id(1), id(2)))
         );
         assert_eq!(super::super::sled::ready(store.inbox.count(id(1))).expect("count"), 1);
-        assert_eq!(sled.scheduler.counts(id(1)).expect("counts"), (1, 1));
+        assert_eq!(
+            super::super::sled::ready(store.scheduler.counts(id(1))).expect("counts"),
+            (1, 1)
+        );
     }
 
     /// A stream cut short, a record that breaks a rule of the store, a tally that differs

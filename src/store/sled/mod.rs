@@ -404,12 +404,7 @@ mod tests {
         assert!(summary.records >= 7, "{summary:?}");
         assert_eq!(format::check(dir.path()).expect("format"), Some(format::CURRENT));
         let stage = |stage: Stage| -> Vec<String> {
-            let found = store
-                .sled()
-                .unwrap()
-                .scheduler
-                .queued_emails(stage, usize::MAX)
-                .expect("queue");
+            let found = ready(store.scheduler.emails.queued_emails(stage, usize::MAX)).expect("queue");
             found.iter().map(|(_, e)| format!("{e:?}")).collect()
         };
         let expected = |seqs: &[u64]| -> Vec<String> {
@@ -424,12 +419,7 @@ mod tests {
         assert_eq!(stage(Stage::AdminNotice), expected(&[9, 11]), "in the order queued");
         assert_eq!(stage(Stage::Rendered), expected(&[10]));
         let keys_of = |stage: Stage| -> Vec<Vec<u8>> {
-            let found = store
-                .sled()
-                .unwrap()
-                .scheduler
-                .queued_emails(stage, usize::MAX)
-                .expect("queue");
+            let found = ready(store.scheduler.emails.queued_emails(stage, usize::MAX)).expect("queue");
             found.iter().map(|(k, _)| k.as_bytes().to_vec()).collect()
         };
         assert_eq!(
@@ -438,27 +428,19 @@ mod tests {
         );
 
         // the account's e-mails are found through the owner index; admin notices stay
-        let deleted = store.sled().unwrap().scheduler.delete_account(owner).expect("delete");
+        let deleted = ready(store.scheduler.delete_account(owner)).expect("delete");
         let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         assert!(runtime.block_on(deleted.durable()).expect("durable"));
         drop(store);
         assert_eq!(legacy_left(dir.path()), 0, "moved, and the move is on disk");
         let store = Store::open(dir.path()).expect("reopen");
         for stage in [Stage::Verification, Stage::Triggered, Stage::Rendered] {
-            assert!(store
-                .sled()
-                .unwrap()
-                .scheduler
-                .queued_emails(stage, usize::MAX)
+            assert!(ready(store.scheduler.emails.queued_emails(stage, usize::MAX))
                 .expect("queue")
                 .is_empty());
         }
         assert_eq!(
-            store
-                .sled()
-                .unwrap()
-                .scheduler
-                .queued_emails(Stage::AdminNotice, usize::MAX)
+            ready(store.scheduler.emails.queued_emails(Stage::AdminNotice, usize::MAX))
                 .expect("queue")
                 .len(),
             2

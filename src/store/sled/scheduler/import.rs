@@ -6,6 +6,7 @@ use super::SchedulerStore;
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind};
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
+use crate::store::api::Feed;
 use crate::store::scheduler::{ImportIds, ImportOutcome, Imported};
 use crate::store::sled::imports::{Arrival, Batches};
 use crate::store::sled::keys;
@@ -83,7 +84,7 @@ impl SchedulerStore {
         let mut sorted = sorted.into_iter();
         let mut next = || sorted.next().unwrap_or_default();
         let (scheduled, triggered, triggers) = (next(), next(), next());
-        let (s, _) = self.counts(account)?;
+        let (s, _) = self.counts_of(account)?;
         if !scheduled.new.is_empty() && cap.is_some_and(|cap| s + scheduled.new.len() as u64 > cap) {
             return Ok(Err(ImportOutcome::LimitReached));
         }
@@ -106,7 +107,7 @@ impl SchedulerStore {
 
     /// What importing entries of these `ids` would do now, without writing anything, after
     /// `new_before` new scheduled items of earlier pieces of the same import.
-    pub fn check_import(
+    pub(super) fn check_entries(
         &self,
         account: Uuid,
         ids: &ImportIds,
@@ -131,14 +132,14 @@ impl SchedulerStore {
     /// twice changes nothing the second time. `due_of` gives a scheduled item's due instant
     /// under settings. Runs in a blocking thread.
     #[allow(clippy::too_many_arguments)]
-    pub fn import(
+    pub(super) fn import_entries(
         &self,
         account: Uuid,
         ids: &ImportIds,
         settings: Option<&TimeZoneSetting>,
-        due_of: impl Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp,
+        due_of: &(dyn Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp + Send + Sync),
         cap: Option<u64>,
-        entries: impl FnOnce(&mut dyn FnMut(SchedulerEntry) -> Result<()>) -> Result<()>,
+        entries: Feed<'_, SchedulerEntry>,
         wait: WaitDurable<'_>,
     ) -> Result<ImportOutcome> {
         let _guard = self.accounts.lock(account);
@@ -155,9 +156,9 @@ impl SchedulerStore {
             triggers_kept: planned.triggers_kept,
             ..Imported::default()
         };
-        let current = self.settings(account)?;
+        let current = self.settings_of(account)?;
         let settings = settings.cloned().unwrap_or_else(|| current.clone());
-        let before = self.counts(account)?;
+        let before = self.counts_of(account)?;
         // the counts in the batch being filled land with the entries they count
         let counts_into = |batches: &mut Batches<'_>, done: &Imported| -> Result<()> {
             let now = (
