@@ -14,7 +14,6 @@
 //!   moving in ([`moving_in`]) and the backup file ([`backup`]).
 
 pub(crate) mod accounts;
-mod admin;
 pub(crate) mod backup;
 pub(crate) mod chunks;
 pub(crate) mod copy;

@@ -62,7 +62,7 @@
 use super::chunks;
 use super::stable::Stable;
 use super::{lock, Result, StoreError};
-use crate::store::api::{CycleStats, HistogramSnapshot, WriterStats};
+use crate::store::api::{Administration, BackupSummary, CycleStats, HistogramSnapshot, WriterStats};
 use crate::store::written::{Flushed, Ticket};
 use sled::IVec;
 use std::collections::BTreeMap;
@@ -507,12 +507,17 @@ impl Writer {
         while self.shared.db.generate_id()? < floor {}
         Ok(())
     }
+}
 
+/// The sled engine's [`crate::store::api::Administration`]: the writer thread's health,
+/// statistics and flush, and the backup held between two of its write cycles.
+#[async_trait::async_trait]
+impl Administration for Writer {
     /// Whether the database takes writes, without writing anything (a health probe must
     /// not cost a sync): the writer thread is alive, no sync ever failed (after one,
     /// nothing is acknowledged until a restart), and its latest cycle reached the disk.
     /// `Err` says why not.
-    pub(crate) fn writable(&self) -> std::result::Result<(), String> {
+    async fn writable(&self) -> std::result::Result<(), String> {
         if let Some(reason) = &lock(&self.shared.pending).refused {
             return Err(reason.clone());
         }
@@ -525,30 +530,38 @@ impl Writer {
         Ok(())
     }
 
-    /// Marks the writer as after a failed sync (every later write fails, and
-    /// [`Writer::writable`] says so). Only for tests of the health check and of what
-    /// follows a failed sync: a real failed sync is hard to provoke on demand.
-    pub(crate) fn simulate_sync_failure(&self) {
-        let _applying = lock(&self.shared.applying);
-        self.shared
-            .refuse("syncing the database files failed (simulated by a test)", Vec::new());
+    /// Counters of the group commit so far.
+    fn writer_stats(&self) -> WriterStats {
+        WriterStats {
+            batches: self.shared.flushed.borrow().ok_upto,
+            cycles: self.shared.cycles.load(Ordering::Relaxed),
+            syncs: self.shared.stable.as_ref().map_or(0, |s| lock(s).syncs()),
+        }
     }
 
     /// The cycles so far as histograms (metrics).
-    pub(crate) fn cycle_stats(&self) -> CycleStats {
+    fn writer_cycles(&self) -> CycleStats {
         CycleStats {
             batches: self.shared.cycle_sizes.snapshot(),
             sync_micros: self.shared.sync_micros.snapshot(),
         }
     }
 
-    /// Counters of the group commit so far.
-    pub(crate) fn stats(&self) -> WriterStats {
-        WriterStats {
-            batches: self.shared.flushed.borrow().ok_upto,
-            cycles: self.shared.cycles.load(Ordering::Relaxed),
-            syncs: self.shared.stable.as_ref().map_or(0, |s| lock(s).syncs()),
-        }
+    fn flush(&self) -> Result<()> {
+        self.flush_now()
+    }
+
+    /// Marks the writer as after a failed sync (every later write fails, and `writable`
+    /// says so): a real failed sync is hard to provoke on demand.
+    fn simulate_sync_failure_for_tests(&self) {
+        let _applying = lock(&self.shared.applying);
+        self.shared
+            .refuse("syncing the database files failed (simulated by a test)", Vec::new());
+    }
+
+    fn backup_to(&self, out: &mut dyn std::io::Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
+        // an open store has been migrated to the current format
+        super::backup::backup_of_format(self, out, files, super::format::CURRENT)
     }
 }
 
@@ -1058,13 +1071,13 @@ mod tests {
             let db = sled::Config::new().path(dir.path()).open().expect("open");
             let writer = Writer::start(db.clone(), vec![db.open_tree("t").expect("tree")], dir.path()).expect("writer");
             let tree = writer.tree(0);
-            let before = writer.stats();
+            let before = writer.writer_stats();
             let first = tree.insert("first", "yes");
             let ticket = tree.insert("acknowledged", "yes");
             assert!(ticket.wrote());
             ticket.wait().await.expect("durable");
             first.wait().await.expect("an earlier batch is durable too");
-            let after = writer.stats();
+            let after = writer.writer_stats();
             assert_eq!(after.batches, before.batches + 2);
             assert!(after.syncs > before.syncs, "the cycle synced the files: {after:?}");
             assert_eq!(
@@ -1196,19 +1209,19 @@ mod tests {
             let writer = Writer::start(db.clone(), vec![db.open_tree("t").expect("tree")], dir.path()).expect("writer");
             let tree = writer.tree(0);
             tree.insert("acknowledged", "yes").wait().await.expect("durable");
-            assert!(writer.writable().is_ok());
+            assert!(writer.writable().await.is_ok());
             writer.shared.fail_syncs.store(true, Ordering::SeqCst);
             let failed = tree.insert("failed", "no");
             assert!(matches!(failed.wait().await, Err(StoreError::NotDurable)));
             assert!(tree.get("failed").expect("get").is_none());
-            let why = writer.writable().expect_err("not writable");
+            let why = writer.writable().await.expect_err("not writable");
             assert!(why.contains("syncing the database files failed"), "{why}");
             writer.shared.fail_syncs.store(false, Ordering::SeqCst);
             let refused = tree.insert("refused", "no");
             assert!(matches!(refused.wait().await, Err(StoreError::Unavailable(_))));
             assert!(matches!(writer.flush_now(), Err(StoreError::Unavailable(_))));
             assert_eq!(tree.get("acknowledged").expect("get").as_deref(), Some(&b"yes"[..]));
-            assert_eq!(writer.stats().batches, 1);
+            assert_eq!(writer.writer_stats().batches, 1);
         }
         // ("failed" may be there: its flush reached the files, only the sync failed; what
         // a failed sync leaves on disk is unknown, docs/durability.md)
