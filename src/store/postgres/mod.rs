@@ -236,6 +236,20 @@ impl From<PgError> for super::StoreError {
     }
 }
 
+/// The driver's errors as the store's (through [`PgError`], as the engine words them), so
+/// that the traits' implementations answer them with `?`.
+impl From<tokio_postgres::Error> for super::StoreError {
+    fn from(e: tokio_postgres::Error) -> super::StoreError {
+        PgError::from(e).into()
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for super::StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> super::StoreError {
+        PgError::from(e).into()
+    }
+}
+
 pub type PgResult<T> = std::result::Result<T, PgError>;
 
 /// How many times a transaction refused as conflicting is run again.

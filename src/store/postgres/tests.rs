@@ -5,6 +5,7 @@
 mod cluster;
 
 use super::*;
+use crate::store::api::Accounts;
 use cluster::Cluster;
 
 /// A cluster (or `None`: skipped) and the connection to a fresh database in it.
@@ -499,7 +500,8 @@ fn access_keys_are_found_by_digest_upgraded_and_deleted() {
         assert!(accounts
             .add_access_key(alice.id, &twin)
             .await
-            .is_err_and(|e| e.is_unique_violation()));
+            // the store's error keeps the engine's SQLSTATE: 23505, a unique violation
+            .is_err_and(|e| matches!(&e, crate::store::StoreError::Engine(m) if m.contains("database error 23505"))));
         let names: Vec<String> = accounts
             .access_keys(alice.id)
             .await
@@ -1795,9 +1797,9 @@ mod suite_queues {
         };
         runtime().block_on(async {
             let (store, _) = PgStore::connect(&connection).await.expect("store");
-            // one Arc<PgScheduler> as each trait object, as the store holds them
+            // one Arc<PgScheduler> as each trait object but the accounts, as the store holds them
             let scheduler = Arc::new(store.scheduler());
-            crate::store::suite::scheduled_items(scheduler.clone(), scheduler).await;
+            crate::store::suite::scheduled_items(Arc::new(scheduler.accounts.clone()), scheduler).await;
         });
     }
 
@@ -1809,7 +1811,8 @@ mod suite_queues {
         runtime().block_on(async {
             let (store, _) = PgStore::connect(&connection).await.expect("store");
             let s = Arc::new(store.scheduler());
-            crate::store::suite::deliveries_and_emails(s.clone(), s.clone(), s.clone(), s.clone(), s).await;
+            let accounts = Arc::new(s.accounts.clone());
+            crate::store::suite::deliveries_and_emails(accounts, s.clone(), s.clone(), s.clone(), s).await;
         });
     }
 
@@ -1821,7 +1824,8 @@ mod suite_queues {
         runtime().block_on(async {
             let (store, _) = PgStore::connect(&connection).await.expect("store");
             let s = Arc::new(store.scheduler());
-            crate::store::suite::push_and_webhook_triggers(s.clone(), s.clone(), s.clone(), s).await;
+            let accounts = Arc::new(s.accounts.clone());
+            crate::store::suite::push_and_webhook_triggers(accounts, s.clone(), s.clone(), s).await;
         });
     }
 }

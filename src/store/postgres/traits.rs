@@ -14,12 +14,10 @@
 //! store's opaque [`QueueKey`] bytes. Imports are one transaction each (blocking on the
 //! runtime of their blocking thread), so there are no batches to wait for.
 
-use super::accounts::PgAccounts;
 use super::emails::PgQueueKey;
 use super::inbox::PgInbox;
 use super::scheduler::PgScheduler;
 use super::PgStore;
-use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::email::{QueuedEmail, Stage};
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::inbox::sync::ItemChanges;
@@ -33,166 +31,10 @@ use crate::store::scheduler::{
     AddOutcome as SchedulerAddOutcome, ImportIds, ImportOutcome as SchedulerImportOutcome, QueueKey,
 };
 use crate::store::{
-    Accounts, Administration, BackupSummary, CycleStats, Deliveries, Emails, InboxItems, PaymentEvents, Registration,
-    Result, ScheduledItems, StoreError, Triggers, WaitDurable, WriterStats, Written,
+    Administration, BackupSummary, CycleStats, Deliveries, Emails, InboxItems, PaymentEvents, Result, ScheduledItems,
+    StoreError, Triggers, WaitDurable, WriterStats, Written,
 };
 use uuid::Uuid;
-
-#[async_trait::async_trait]
-impl Accounts for PgAccounts {
-    async fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
-        Ok(PgAccounts::register(self, username, password_hash, now).await?)
-    }
-
-    async fn get(&self, id: Uuid) -> Result<Option<Account>> {
-        Ok(PgAccounts::get(self, id).await?)
-    }
-
-    async fn by_username(&self, username: &str) -> Result<Option<Account>> {
-        Ok(PgAccounts::by_username(self, username).await?)
-    }
-
-    async fn all(&self) -> Result<Vec<Account>> {
-        Ok(PgAccounts::all(self).await?)
-    }
-
-    async fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
-        Ok(PgAccounts::set_last_login(self, id, at).await?)
-    }
-
-    async fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
-        Ok(PgAccounts::change_password(self, id, expected, new_hash).await?)
-    }
-
-    async fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
-        Ok(PgAccounts::upgrade_password(self, id, expected, new_hash).await?)
-    }
-
-    async fn customer(&self, id: Uuid) -> Result<Option<String>> {
-        Ok(PgAccounts::customer(self, id).await?)
-    }
-
-    async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
-        Ok(PgAccounts::set_customer(self, id, customer).await?)
-    }
-
-    async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
-        Ok(PgAccounts::add_access_key(self, account, access_key).await?)
-    }
-
-    async fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        Ok(PgAccounts::legacy_access_keys(self, account).await?)
-    }
-
-    async fn upgrade_access_key(
-        &self,
-        account: Uuid,
-        id: Uuid,
-        expected: &KeySecret,
-        digest: [u8; 32],
-    ) -> Result<Written<bool>> {
-        Ok(PgAccounts::upgrade_access_key(self, account, id, expected, digest).await?)
-    }
-
-    async fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        Ok(PgAccounts::access_keys(self, account).await?)
-    }
-
-    async fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
-        Ok(PgAccounts::access_key(self, account, id).await?)
-    }
-
-    async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
-        Ok(PgAccounts::access_key_by_digest(self, digest).await?)
-    }
-
-    async fn next_key_seq(&self) -> Result<u64> {
-        Ok(PgAccounts::next_key_seq(self).await?)
-    }
-
-    async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        Ok(PgAccounts::delete_access_key(self, account, id).await?)
-    }
-}
-
-/// The scheduler service's accounts, so that one `Arc<PgScheduler>` serves as every trait
-/// object of the scheduler's part of the store.
-#[async_trait::async_trait]
-impl Accounts for PgScheduler {
-    async fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
-        Accounts::register(&self.accounts, username, password_hash, now).await
-    }
-
-    async fn get(&self, id: Uuid) -> Result<Option<Account>> {
-        Accounts::get(&self.accounts, id).await
-    }
-
-    async fn by_username(&self, username: &str) -> Result<Option<Account>> {
-        Accounts::by_username(&self.accounts, username).await
-    }
-
-    async fn all(&self) -> Result<Vec<Account>> {
-        Accounts::all(&self.accounts).await
-    }
-
-    async fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
-        Accounts::set_last_login(&self.accounts, id, at).await
-    }
-
-    async fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
-        Accounts::change_password(&self.accounts, id, expected, new_hash).await
-    }
-
-    async fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
-        Accounts::upgrade_password(&self.accounts, id, expected, new_hash).await
-    }
-
-    async fn customer(&self, id: Uuid) -> Result<Option<String>> {
-        Accounts::customer(&self.accounts, id).await
-    }
-
-    async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
-        Accounts::set_customer(&self.accounts, id, customer).await
-    }
-
-    async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
-        Accounts::add_access_key(&self.accounts, account, access_key).await
-    }
-
-    async fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        Accounts::legacy_access_keys(&self.accounts, account).await
-    }
-
-    async fn upgrade_access_key(
-        &self,
-        account: Uuid,
-        id: Uuid,
-        expected: &KeySecret,
-        digest: [u8; 32],
-    ) -> Result<Written<bool>> {
-        Accounts::upgrade_access_key(&self.accounts, account, id, expected, digest).await
-    }
-
-    async fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        Accounts::access_keys(&self.accounts, account).await
-    }
-
-    async fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
-        Accounts::access_key(&self.accounts, account, id).await
-    }
-
-    async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
-        Accounts::access_key_by_digest(&self.accounts, digest).await
-    }
-
-    async fn next_key_seq(&self) -> Result<u64> {
-        Accounts::next_key_seq(&self.accounts).await
-    }
-
-    async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        Accounts::delete_access_key(&self.accounts, account, id).await
-    }
-}
 
 #[async_trait::async_trait]
 impl InboxItems for PgInbox {
