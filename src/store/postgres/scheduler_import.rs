@@ -36,7 +36,7 @@ impl PgScheduler {
         account: Uuid,
         ids: &ImportIds,
         cap: Option<u64>,
-    ) -> PgResult<Result<Plan, ImportOutcome>> {
+    ) -> PgResult<std::result::Result<Plan, ImportOutcome>> {
         let scheduled = sort_ids(tx, "scheduled_items", account, &ids.scheduled).await?;
         let triggered = sort_ids(tx, "triggered_items", account, &ids.triggered).await?;
         let triggers = sort_ids(tx, "triggers", account, &ids.triggers).await?;

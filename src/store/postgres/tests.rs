@@ -5,7 +5,7 @@
 mod cluster;
 
 use super::*;
-use crate::store::api::Accounts;
+use crate::store::api::{Accounts, InboxItems};
 use cluster::Cluster;
 
 /// A cluster (or `None`: skipped) and the connection to a fresh database in it.

@@ -15,106 +15,22 @@
 //! runtime of their blocking thread), so there are no batches to wait for.
 
 use super::emails::PgQueueKey;
-use super::inbox::PgInbox;
 use super::scheduler::PgScheduler;
 use super::PgStore;
 use crate::domain::email::{QueuedEmail, Stage};
-use crate::domain::inbox::models::InboxItem;
-use crate::domain::inbox::sync::ItemChanges;
 use crate::domain::scheduler::models::{Delivery, Outcome, ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
 use crate::store::api::Feed;
-use crate::store::inbox::{AddOutcome, ImportOutcome};
 use crate::store::scheduler::{
     AddOutcome as SchedulerAddOutcome, ImportIds, ImportOutcome as SchedulerImportOutcome, QueueKey,
 };
 use crate::store::{
-    Administration, BackupSummary, CycleStats, Deliveries, Emails, InboxItems, PaymentEvents, Result, ScheduledItems,
-    StoreError, Triggers, WaitDurable, WriterStats, Written,
+    Administration, BackupSummary, CycleStats, Deliveries, Emails, PaymentEvents, Result, ScheduledItems, StoreError,
+    Triggers, WaitDurable, WriterStats, Written,
 };
 use uuid::Uuid;
-
-#[async_trait::async_trait]
-impl InboxItems for PgInbox {
-    async fn count(&self, account: Uuid) -> Result<u64> {
-        Ok(PgInbox::count(self, account).await?)
-    }
-
-    async fn total_items(&self) -> Result<u64> {
-        Ok(PgInbox::total_items(self).await?)
-    }
-
-    async fn add_item(
-        &self,
-        account: Uuid,
-        item: &InboxItem,
-        idempotency: Option<&str>,
-        max_items: Option<u64>,
-    ) -> Result<Written<AddOutcome>> {
-        Ok(PgInbox::add_item(self, account, item, idempotency, max_items).await?)
-    }
-
-    async fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
-        Ok(PgInbox::item(self, account, id).await?)
-    }
-
-    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        Ok(PgInbox::delete_item(self, account, id).await?)
-    }
-
-    async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
-        Ok(PgInbox::items(self, account).await?)
-    }
-
-    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
-        Ok(PgInbox::items_page(self, account, after, limit).await?)
-    }
-
-    async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
-        Ok(PgInbox::item_ids(self, account).await?)
-    }
-
-    async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
-        Ok(PgInbox::first_item(self, account).await?)
-    }
-
-    async fn sync(
-        &self,
-        account: Uuid,
-        decide: &mut (dyn for<'a> FnMut(&'a [InboxItem]) -> ItemChanges + Send),
-    ) -> Result<Written<()>> {
-        Ok(PgInbox::sync(self, account, decide).await?)
-    }
-
-    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
-        Ok(PgInbox::delete_account(self, account).await?)
-    }
-
-    fn check_import(
-        &self,
-        account: Uuid,
-        ids: &[Uuid],
-        max_items: Option<u64>,
-        new_before: u64,
-    ) -> Result<ImportOutcome> {
-        let runtime = tokio::runtime::Handle::current();
-        Ok(runtime.block_on(PgInbox::check_import(self, account, ids, max_items, new_before))?)
-    }
-
-    fn import_items(
-        &self,
-        account: Uuid,
-        ids: &[Uuid],
-        max_items: Option<u64>,
-        items: Feed<'_, InboxItem>,
-        _wait: WaitDurable<'_>,
-    ) -> Result<ImportOutcome> {
-        // one transaction: committed whole or not at all, so there are no batches to wait for
-        Ok(self.import_items_blocking(account, ids, max_items, items)?)
-    }
-}
 
 #[async_trait::async_trait]
 impl Triggers for PgScheduler {
