@@ -5,7 +5,7 @@
 mod cluster;
 
 use super::*;
-use crate::store::api::{Accounts, InboxItems};
+use crate::store::api::{Accounts, InboxItems, ScheduledItems};
 use cluster::Cluster;
 
 /// A cluster (or `None`: skipped) and the connection to a fresh database in it.
@@ -1078,7 +1078,7 @@ mod scheduler_items {
     }
 
     async fn add(s: &PgScheduler, item: &ScheduledItem, due: Timestamp) {
-        let written = s.add_scheduled(item, &mut |_| due, None).await.expect("add");
+        let written = s.add_scheduled(item, &|_| due, None).await.expect("add");
         assert!(matches!(written.durable().await, Ok(AddOutcome::Added)));
     }
 
@@ -1144,7 +1144,7 @@ mod scheduler_items {
             assert_eq!(s.counts(owner).await.expect("counts"), (4, 0));
             // a cap counts the scheduled items
             let over = item(owner, "over", None, None);
-            let written = s.add_scheduled(&over, &mut |_| at(1, 0), Some(4)).await.expect("add");
+            let written = s.add_scheduled(&over, &|_| at(1, 0), Some(4)).await.expect("add");
             assert!(matches!(written.durable().await, Ok(AddOutcome::LimitReached)));
             // a setting moves every item's due instant, and the due closure sees it
             let zone = TimeZoneSetting {
@@ -1357,7 +1357,7 @@ mod queues {
             created: at(1, 0),
             server_time: 0,
         };
-        let added = s.add_scheduled(&item, &mut |_| due, None).await.expect("add");
+        let added = s.add_scheduled(&item, &|_| due, None).await.expect("add");
         added.durable().await.expect("durable");
         let mut done = |_: &ScheduledItem, _: &TimeZoneSetting| None;
         let copy = s
@@ -1609,7 +1609,7 @@ mod queues {
                 };
                 let due = at(1_000, 0);
                 first
-                    .add_scheduled(&item, &mut |_| due, None)
+                    .add_scheduled(&item, &|_| due, None)
                     .await
                     .expect("add")
                     .durable()

@@ -18,17 +18,11 @@ use super::emails::PgQueueKey;
 use super::scheduler::PgScheduler;
 use super::PgStore;
 use crate::domain::email::{QueuedEmail, Stage};
-use crate::domain::scheduler::models::{Delivery, Outcome, ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
-use crate::domain::scheduler::sync::ScheduledChanges;
-use crate::domain::transfer::SchedulerEntry;
-use crate::domain::wire::Timestamp;
-use crate::store::api::Feed;
-use crate::store::scheduler::{
-    AddOutcome as SchedulerAddOutcome, ImportIds, ImportOutcome as SchedulerImportOutcome, QueueKey,
-};
+use crate::domain::scheduler::models::{Delivery, Outcome, Trigger};
+use crate::store::scheduler::QueueKey;
 use crate::store::{
-    Administration, BackupSummary, CycleStats, Deliveries, Emails, PaymentEvents, Result, ScheduledItems, StoreError,
-    Triggers, WaitDurable, WriterStats, Written,
+    Administration, BackupSummary, CycleStats, Deliveries, Emails, PaymentEvents, Result, StoreError, Triggers,
+    WriterStats, Written,
 };
 use uuid::Uuid;
 
@@ -121,145 +115,6 @@ impl Administration for PgStore {
              backups; `pigeonhole backup` copies a sled data directory"
                 .into(),
         ))
-    }
-}
-
-#[async_trait::async_trait]
-impl ScheduledItems for PgScheduler {
-    async fn settings(&self, account: Uuid) -> Result<TimeZoneSetting> {
-        Ok(PgScheduler::settings(self, account).await?)
-    }
-
-    async fn put_settings(
-        &self,
-        account: Uuid,
-        settings: &TimeZoneSetting,
-        due_of: &(dyn for<'a> Fn(&'a ScheduledItem) -> Timestamp + Send + Sync),
-    ) -> Result<Written<()>> {
-        Ok(PgScheduler::put_settings(self, account, settings, due_of).await?)
-    }
-
-    async fn add_scheduled(
-        &self,
-        item: &ScheduledItem,
-        due_of: &(dyn for<'a> Fn(&'a TimeZoneSetting) -> Timestamp + Send + Sync),
-        cap: Option<u64>,
-    ) -> Result<Written<SchedulerAddOutcome>> {
-        Ok(PgScheduler::add_scheduled(self, item, &mut |s: &TimeZoneSetting| due_of(s), cap).await?)
-    }
-
-    async fn scheduled(&self, account: Uuid, id: Uuid) -> Result<Option<ScheduledItem>> {
-        Ok(PgScheduler::scheduled(self, account, id).await?)
-    }
-
-    async fn edit_scheduled(
-        &self,
-        account: Uuid,
-        id: Uuid,
-        edit: &mut (dyn for<'a> FnMut(ScheduledItem, &'a TimeZoneSetting) -> (ScheduledItem, Timestamp) + Send),
-    ) -> Result<Written<bool>> {
-        Ok(PgScheduler::edit_scheduled(self, account, id, edit).await?)
-    }
-
-    async fn triggered(&self, account: Uuid, id: Uuid) -> Result<Option<TriggeredItem>> {
-        Ok(PgScheduler::triggered(self, account, id).await?)
-    }
-
-    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        Ok(PgScheduler::delete_item(self, account, id).await?)
-    }
-
-    async fn delete_triggered_items(&self, account: Uuid) -> Result<Written<bool>> {
-        Ok(PgScheduler::delete_triggered_items(self, account).await?)
-    }
-
-    async fn scheduled_items(&self, account: Uuid) -> Result<Vec<ScheduledItem>> {
-        Ok(PgScheduler::scheduled_items(self, account).await?)
-    }
-
-    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<ScheduledItem>> {
-        Ok(PgScheduler::scheduled_page(self, account, after, limit).await?)
-    }
-
-    async fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>> {
-        Ok(PgScheduler::triggered_items(self, account).await?)
-    }
-
-    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>> {
-        Ok(PgScheduler::triggered_page(self, account, after, limit).await?)
-    }
-
-    async fn sync(
-        &self,
-        account: Uuid,
-        decide: &mut (dyn for<'a, 'b> FnMut(&'a [ScheduledItem], &'b TimeZoneSetting) -> ScheduledChanges + Send),
-    ) -> Result<Written<()>> {
-        Ok(PgScheduler::sync(self, account, decide).await?)
-    }
-
-    async fn next_due(&self) -> Result<Option<Timestamp>> {
-        Ok(PgScheduler::next_due(self).await?)
-    }
-
-    async fn due_count(&self, now: Timestamp, limit: usize) -> Result<usize> {
-        Ok(PgScheduler::due_count(self, now, limit).await?)
-    }
-
-    /// Claims what it answers for this process (`claim_due` with the store's lease), so
-    /// that several triggerers split the due items.
-    async fn due_items(&self, now: Timestamp, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {
-        Ok(PgScheduler::claim_due(self, now, limit, &self.claimant, self.lease).await?)
-    }
-
-    async fn upcoming(&self, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {
-        Ok(PgScheduler::upcoming(self, limit).await?)
-    }
-
-    async fn trigger_item(
-        &self,
-        due: (Timestamp, Uuid, Uuid),
-        now: Timestamp,
-        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
-                  + Send),
-    ) -> Result<Written<Option<TriggeredItem>>> {
-        Ok(PgScheduler::trigger_item(self, due, now, next).await?)
-    }
-
-    async fn counts(&self, account: Uuid) -> Result<(u64, u64)> {
-        Ok(PgScheduler::counts(self, account).await?)
-    }
-
-    async fn total_counts(&self) -> Result<(u64, u64)> {
-        Ok(PgScheduler::total_counts(self).await?)
-    }
-
-    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
-        Ok(PgScheduler::delete_account(self, account).await?)
-    }
-
-    fn check_import(
-        &self,
-        account: Uuid,
-        ids: &ImportIds,
-        cap: Option<u64>,
-        new_before: u64,
-    ) -> Result<SchedulerImportOutcome> {
-        let runtime = tokio::runtime::Handle::current();
-        Ok(runtime.block_on(PgScheduler::check_import(self, account, ids, cap, new_before))?)
-    }
-
-    fn import(
-        &self,
-        account: Uuid,
-        ids: &ImportIds,
-        settings: Option<&TimeZoneSetting>,
-        due_of: &(dyn Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp + Send + Sync),
-        cap: Option<u64>,
-        entries: Feed<'_, SchedulerEntry>,
-        _wait: WaitDurable<'_>,
-    ) -> Result<SchedulerImportOutcome> {
-        // one transaction: committed whole or not at all, so there are no batches to wait for
-        Ok(self.import_blocking(account, ids, settings, due_of, cap, entries)?)
     }
 }
 
