@@ -12,11 +12,11 @@
 //!   and [`postgres`].
 //!
 //! This file assembles the store: it is the one module of the neutral layer that names an
-//! engine (opening each, and what only sled has: [`format`], [`moving_in`], [`restore`]).
+//! engine (opening each, and what only sled has: [`mod@format`], [`moving_in`], [`restore`]).
 //!
 //! Every write answers a [`Written`] receipt whose result is had only once the write is on
 //! disk (sled: after a `flush()` and its syncs that concurrent writers share; an engine that
-//! commits before it answers: at once; see [`written`]).
+//! commits before it answers: at once; see `written.rs`).
 
 pub mod api;
 pub mod copy;
@@ -63,7 +63,7 @@ pub enum StoreError {
     /// The engine does not do this; the text says what to use instead (a PostgreSQL
     /// database is backed up with `pg_dump`, docs/backup.md).
     Unsupported(String),
-    /// The database was written in a format newer than this version reads ([`format`]).
+    /// The database was written in a format newer than this version reads ([`mod@format`]).
     NewerFormat {
         dir: PathBuf,
         found: u32,
@@ -209,7 +209,7 @@ impl Store {
     /// Opens (creating if needed) the sled database in the data directory `dir`, holding an
     /// exclusive lock on the directory for as long as the store lives. A database of an
     /// older format is migrated first, after a backup next to it; a newer one is
-    /// [`StoreError::NewerFormat`], before anything is written ([`format`]).
+    /// [`StoreError::NewerFormat`], before anything is written ([`mod@format`]).
     pub fn open(dir: &Path) -> Result<Arc<Store>> {
         self::sled::open(dir, lock_dir(dir)?)
     }

@@ -5,7 +5,7 @@
 mod cluster;
 
 use super::*;
-use crate::store::api::{Accounts, InboxItems, ScheduledItems};
+use crate::store::api::{Accounts, Administration, Deliveries, InboxItems, ScheduledItems, Triggers};
 use cluster::Cluster;
 
 /// A cluster (or `None`: skipped) and the connection to a fresh database in it.
@@ -1680,7 +1680,7 @@ fn writable_says_when_the_database_takes_no_writes() {
         let stats = store.pool_stats();
         assert!(stats.open >= 1 && stats.open <= stats.max, "{stats:?}");
         assert_eq!(stats.max, POOL_SIZE);
-        store.flush().await.expect("flush");
+        store.flush().expect("flush");
     });
     cluster
         .psql(

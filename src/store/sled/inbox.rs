@@ -82,7 +82,7 @@ impl InboxStore {
     }
 
     /// The ids of an import that are new to the account (as they will be stored), the
-    /// stored id of each whose own is another account's ([`super::imports::own_id`]), how
+    /// stored id of each whose own is another account's ([`crate::store::own_id`]), how
     /// many it has already and its item count; or why nothing may be imported.
     fn import_plan(
         &self,
@@ -305,7 +305,7 @@ impl crate::store::api::InboxItems for InboxStore {
     }
 
     /// What importing items of these `ids` would do now, without writing anything (the
-    /// checks of [`InboxStore::import_items`]), after `new_before` new items of earlier
+    /// checks of `import_items`), after `new_before` new items of earlier
     /// pieces of the same import (counted against `max_items` too).
     fn check_import(
         &self,
@@ -330,7 +330,7 @@ impl crate::store::api::InboxItems for InboxStore {
     /// items twice changes nothing. `ids` are the import's item ids (in any order, repeats
     /// allowed), checked before anything is written: nothing is stored when the new items
     /// would take the account over `max_items`. An item whose id is another account's is
-    /// stored under an id derived from the account and its id ([`super::imports::own_id`]),
+    /// stored under an id derived from the account and its id ([`crate::store::own_id`]),
     /// so that the answer never tells whether an id exists elsewhere. Then
     /// `items` hands over the items one at a time (the import is read a second time) and they
     /// are written in batches of bounded size ([`super::imports`]), each on disk before the

@@ -7,7 +7,7 @@
 //!   records ([`records`]: private, versioned record types, the only things encoded) and
 //!   serialise the read-check-write sequences of one account with striped locks
 //!   ([`Stripes`]);
-//! * the engine: opening the data directory's database ([`open`]: its format, [`format`],
+//! * the engine: opening the data directory's database ([`open`]: its format, [`mod@format`],
 //!   checked and migrated first), one writer thread with group commit and an in-memory
 //!   overlay of queued writes ([`writer`]), values over 4 KiB in chunks ([`chunks`]), the
 //!   `fsync`s after each flush ([`stable`]); imports in journalled batches ([`imports`]),
@@ -168,7 +168,7 @@ fn wait_until_closed(db: &Path) -> Result<()> {
 /// directory's lock taken already (`lock`, from [`lock_dir`], or a clone of it: a tool that
 /// opens the database several times keeps the lock between two openings by holding the
 /// original). A database of an older format is migrated first, after a backup next to it; a
-/// newer one is [`StoreError::NewerFormat`], before anything is written ([`format`]).
+/// newer one is [`StoreError::NewerFormat`], before anything is written ([`mod@format`]).
 pub(crate) fn open(dir: &Path, lock: File) -> Result<Arc<Store>> {
     wait_until_closed(&dir.join("db"))?;
     // a newer format stops here, before the engine opens (and writes) anything

@@ -132,7 +132,7 @@ impl crate::store::api::Emails for SchedulerStore {
             .collect()
     }
 
-    /// [`Self::queued_emails`], a record that cannot be decoded being an error of its own
+    /// `queued_emails`, a record that cannot be decoded being an error of its own
     /// (the others are read on).
     async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
         self.tree

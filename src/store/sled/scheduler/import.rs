@@ -44,7 +44,7 @@ struct Plan {
 impl SchedulerStore {
     /// Sorts `ids` (of the id index `id_key`) into new ones (as they will be stored) and
     /// kept ones; an id that is another account's is stored under an id derived from the
-    /// account and it ([`crate::store::sled::imports::own_id`]), so an import never tells whether an
+    /// account and it ([`crate::store::own_id`]), so an import never tells whether an
     /// id exists elsewhere.
     fn sort_ids(&self, account: Uuid, ids: &[Uuid], id_key: fn(Uuid) -> Vec<u8>) -> Result<Sorted> {
         let mut sorted = Sorted::default();

@@ -101,7 +101,7 @@ impl SchedulerStore {
         Ok(())
     }
 
-    /// [`Self::scheduled_items`] read one at a time.
+    /// `scheduled_items` read one at a time.
     pub fn scheduled_scan(&self, account: Uuid) -> impl Iterator<Item = Result<ScheduledItem>> + Send + 'static {
         self.tree.scan_prefix(keys::scheduled_of(account)).map(|kv| {
             let (k, v) = kv?;
@@ -109,7 +109,7 @@ impl SchedulerStore {
         })
     }
 
-    /// [`Self::triggered_items`] read one at a time.
+    /// `triggered_items` read one at a time.
     pub fn triggered_scan(&self, account: Uuid) -> impl Iterator<Item = Result<TriggeredItem>> + Send + 'static {
         self.tree.scan_prefix(keys::triggered_of(account)).map(|kv| {
             let (k, v) = kv?;
@@ -268,7 +268,7 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
     }
 
     /// Up to `limit` triggered items after the item `after`, in the order of
-    /// [`Self::triggered_items`]; empty when `after` is no longer there.
+    /// `triggered_items`; empty when `after` is no longer there.
     async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>> {
         let prefix = keys::triggered_of(account);
         let scan = match after {
@@ -358,7 +358,7 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
         Ok(out)
     }
 
-    /// Triggers the item of the due-index entry (`at`, `owner`, `id`, as [`Self::due_items`]
+    /// Triggers the item of the due-index entry (`at`, `owner`, `id`, as `due_items`
     /// read it) if it is still due at `now`, in one batch: the triggered copy (with the
     /// delivery targets of this moment), and the item deleted or, when `next` gives its
     /// next occurrence (with its due instant under the owner's settings, read under the
