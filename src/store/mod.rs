@@ -34,6 +34,7 @@ mod written;
 // what only the sled engine has: its format, moving in, the backup file
 pub use self::sled::accounts::Arrival;
 pub use self::sled::backup::{restore, verify};
+pub use self::sled::copy::{SledSource, SledTarget};
 pub use self::sled::{format, moving_in};
 pub(crate) use api::own_id;
 pub use api::{

@@ -48,7 +48,7 @@ mod tls;
 mod triggers;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use std::fmt;
@@ -56,6 +56,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use accounts::{PgAccounts, Service};
+pub use copy::{PgSource, PgTarget};
 pub use emails::PgQueueKey;
 pub use inbox::PgInbox;
 pub use notify::listen;
