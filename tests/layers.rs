@@ -122,34 +122,59 @@ fn inline_depths(code: &str) -> Vec<usize> {
     out
 }
 
+/// Where a path may start in `code`: not inside an identifier or after `::` (or `$`).
+fn starts_path(code: &str, i: usize) -> bool {
+    i == 0 || !code[..i].ends_with(|c: char| is_ident(c) || c == ':' || c == '$')
+}
+
+/// The paths of `code` (comments removed) that begin `prefix` (`crate::`, `crate::store::`):
+/// the first segments after it.
+fn after_prefix(code: &str, prefix: &str) -> Vec<String> {
+    code.match_indices(prefix)
+        .filter(|(i, _)| starts_path(code, *i))
+        .flat_map(|(i, _)| first_segments(&code[i + prefix.len()..]))
+        .collect()
+}
+
+/// Each relative path of `code` (comments removed; `depths` from [`inline_depths`]): a chain
+/// of `super::` (or one `self::`, zero modules up) that starts a path, as (where the path
+/// after it starts, how many modules it climbs, how many inline modules enclose it).
+fn relative_paths(code: &str, depths: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    for prefix in ["super::", "self::"] {
+        let mut i = 0;
+        while let Some(found) = code[i..].find(prefix) {
+            let at = i + found;
+            let mut end = at;
+            let mut ups = 0;
+            while code[end..].starts_with("super::") {
+                ups += 1;
+                end += "super::".len();
+            }
+            if ups == 0 {
+                end += "self::".len();
+            }
+            i = end;
+            if starts_path(code, at) {
+                let line = code[..at].matches('\n').count();
+                out.push((end, ups, depths.get(line).copied().unwrap_or(0)));
+            }
+        }
+    }
+    out
+}
+
 /// The top-level modules that the code of the module `path` names: `crate::` paths and
 /// `super::` chains that climb to the crate root (inline modules such as `mod tests`
 /// counted; comments removed).
 fn used_modules_of(code: &str, path: &[String]) -> Vec<String> {
     let depths = inline_depths(code);
     let code = without_comments(code);
-    let mut out = Vec::new();
-    let starts = |i: usize| i == 0 || !code[..i].ends_with(|c: char| is_ident(c) || c == ':' || c == '$');
-    for (i, _) in code.match_indices("crate::") {
-        if starts(i) {
-            out.extend(first_segments(&code[i + "crate::".len()..]));
-        }
-    }
-    let mut i = 0;
-    while let Some(found) = code[i..].find("super::") {
-        let at = i + found;
-        let mut end = at;
-        let mut ups = 0;
-        while code[end..].starts_with("super::") {
-            ups += 1;
-            end += "super::".len();
-        }
-        let line = code[..at].matches('\n').count();
-        let depth = path.len() + depths.get(line).copied().unwrap_or(0);
-        if starts(at) && ups >= depth {
+    let mut out = after_prefix(&code, "crate::");
+    for (end, ups, inline) in relative_paths(&code, &depths) {
+        if ups > 0 && ups >= path.len() + inline {
             out.extend(first_segments(&code[end..]));
         }
-        i = end;
     }
     out
 }
@@ -231,48 +256,22 @@ const ASSEMBLY: &str = "store/mod.rs";
 fn store_modules_of(code: &str, path: &[String]) -> Vec<String> {
     let depths = inline_depths(code);
     let code = without_comments(code);
-    let starts = |i: usize| i == 0 || !code[..i].ends_with(|c: char| is_ident(c) || c == ':' || c == '$');
-    let mut out = Vec::new();
-    for (i, _) in code.match_indices("crate::store::") {
-        if starts(i) {
-            out.extend(first_segments(&code[i + "crate::store::".len()..]));
-        }
-    }
-    // `super::` and `self::` chains, resolved from the file's module (an inline module such
-    // as `mod tests` takes one `super::` to leave)
-    for prefix in ["super::", "self::"] {
-        let mut i = 0;
-        while let Some(found) = code[i..].find(prefix) {
-            let at = i + found;
-            let mut end = at;
-            let mut ups = 0;
-            while code[end..].starts_with("super::") {
-                ups += 1;
-                end += "super::".len();
-            }
-            if ups == 0 {
-                end += "self::".len();
-            }
-            let line = code[..at].matches('\n').count();
-            let inline = depths.get(line).copied().unwrap_or(0);
-            i = end;
-            if !starts(at) || ups < inline {
-                continue;
-            }
-            let Some(keep) = path.len().checked_sub(ups - inline) else {
-                continue;
-            };
-            let base = &path[..keep];
-            match base {
-                [store] if store == "store" => out.extend(first_segments(&code[end..])),
-                [] => {
-                    let rest = &code[end..];
-                    if let Some(after) = rest.strip_prefix("store::") {
-                        out.extend(first_segments(after));
-                    }
-                }
-                _ => {}
-            }
+    let mut out = after_prefix(&code, "crate::store::");
+    // resolved from the file's module (an inline module such as `mod tests` takes one
+    // `super::` to leave)
+    for (end, ups, inline) in relative_paths(&code, &depths) {
+        let Some(keep) = ups.checked_sub(inline).and_then(|up| path.len().checked_sub(up)) else {
+            continue;
+        };
+        match &path[..keep] {
+            [store] if store == "store" => out.extend(first_segments(&code[end..])),
+            [] => out.extend(
+                code[end..]
+                    .strip_prefix("store::")
+                    .map(first_segments)
+                    .unwrap_or_default(),
+            ),
+            _ => {}
         }
     }
     out
