@@ -313,10 +313,17 @@ pub trait Deliveries: Send + Sync {
 #[async_trait]
 pub trait Emails: Send + Sync {
     async fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>>;
-    /// Up to `limit` e-mails of `stage`, in the order queued.
-    async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>>;
-    /// [`Emails::queued_emails`], each decoded or its error.
+    /// Up to `limit` e-mails of `stage`, in the order queued, each decoded or its error
+    /// (with several processes on one database, reading claims them for this process).
     async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>>;
+    /// [`Emails::queued_emails_each`], the first that cannot be decoded an error of the whole.
+    async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>> {
+        self.queued_emails_each(stage, limit)
+            .await?
+            .into_iter()
+            .map(|(k, e)| Ok((k, e?)))
+            .collect()
+    }
     /// Replaces (moves to its new stage) or removes a queued e-mail.
     async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>>;
     /// Gives back the claims on the queued e-mails `keys`, read by this process but not

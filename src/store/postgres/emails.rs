@@ -335,18 +335,8 @@ impl Emails for PgScheduler {
         Ok(Written::committed(()))
     }
 
-    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys (claimed,
-    /// see [`Self::queued_emails_each`]).
-    async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>> {
-        self.queued_emails_each(stage, limit)
-            .await?
-            .into_iter()
-            .map(|(k, e)| Ok((k, e?)))
-            .collect()
-    }
-
-    /// [`Self::queued_emails`], a row that cannot be read being an error of its own. Claims
-    /// what it answers for this process ([`PgScheduler::lease`] long; its own claims it
+    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys, a row that
+    /// cannot be read being an error of its own. Claims what it answers for this process ([`PgScheduler::lease`] long; its own claims it
     /// gets again, renewed), so that another process does not get them meanwhile.
     async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
         let limit = rows::limit(limit);

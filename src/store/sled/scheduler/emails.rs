@@ -123,17 +123,8 @@ impl crate::store::api::Emails for SchedulerStore {
         Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 
-    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys.
-    async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>> {
-        self.queued_emails_each(stage, limit)
-            .await?
-            .into_iter()
-            .map(|(k, e)| Ok((k, e?)))
-            .collect()
-    }
-
-    /// `queued_emails`, a record that cannot be decoded being an error of its own
-    /// (the others are read on).
+    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys, a record
+    /// that cannot be decoded being an error of its own (the others are read on).
     async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
         self.tree
             .scan_prefix(keys::emails(stage))
