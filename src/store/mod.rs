@@ -20,7 +20,6 @@
 
 pub mod api;
 pub mod copy;
-
 pub mod inbox;
 pub mod postgres;
 pub mod scheduler;
@@ -31,7 +30,7 @@ pub mod throttles;
 pub mod undecodable;
 mod written;
 
-// what only the sled engine has: its format, moving in, the backup file
+// what only the sled engine has: its format, moving in, the backup file, its ends of a copy
 pub use self::sled::accounts::Arrival;
 pub use self::sled::backup::{restore, verify};
 pub use self::sled::copy::{SledSource, SledTarget};
