@@ -635,6 +635,9 @@ pub struct ServeArgs {
     /// Host used in e-mail texts and links [default: localhost:<scheduler-port>]
     #[arg(long, env = "PIGEONHOLE_WEB_HOST", value_name = "HOST")]
     pub web_host: Option<String>,
+    /// Public address of the inbox's pages behind a proxy (https://inbox.example.org) [default: this host at the inbox port]
+    #[arg(long, env = "PIGEONHOLE_INBOX_WEB_HOST", value_name = "HOST")]
+    pub inbox_web_host: Option<String>,
     /// smtp://[user:pass@]host[:port] or smtps://… [default: write .eml files to <data-dir>/outbox]
     #[arg(long, env = "PIGEONHOLE_SMTP_URL", value_name = "URL")]
     pub smtp_url: Option<String>,
@@ -712,6 +715,9 @@ pub struct Settings {
     pub looper_retry_amount: u32,
     pub disabled_loopers: Vec<crate::domain::worker::Worker>,
     pub web_host: String,
+    /// Where browsers reach each service's pages when the operator said so (`--web-host`,
+    /// `--inbox-web-host`): each page finds the other service there (docs/web.md).
+    pub web_origins: WebOrigins,
     pub smtp_url: Option<String>,
     pub email_from: String,
     pub admin_email: Option<String>,
@@ -794,6 +800,38 @@ fn parse_resolve(text: &str) -> Result<(String, IpAddr), String> {
         return Err(bad());
     }
     Ok((name, ip))
+}
+
+/// The public origins (`scheme://host[:port]`) of the two services' pages, as browsers
+/// reach them behind a proxy; `None`: the same host as the page, at the service's port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WebOrigins {
+    /// `--inbox-web-host`.
+    pub inbox: Option<String>,
+    /// `--web-host` when it was given and names an origin (no path).
+    pub scheduler: Option<String>,
+}
+
+/// The origin a `--web-host`-style value names: `host[:port]` (taken as `http://`) or an
+/// `http(s)://` URL without a path, query, fragment or user.
+pub fn web_origin(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    let url = if value.starts_with("http://") || value.starts_with("https://") {
+        value.to_owned()
+    } else {
+        format!("http://{value}")
+    };
+    let url = url::Url::parse(&url).map_err(|e| format!("{e}"))?;
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("no host".into());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("no user or password belongs in it".into());
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err("the pages are at /app/ of the host: give the scheme, host and port only".into());
+    }
+    Ok(url.origin().ascii_serialization())
 }
 
 /// How long a connection may take at each stage before it is cut off (spec decision 17).
@@ -979,6 +1017,21 @@ impl Settings {
             looper_retry_delay_us: pick(args.looper_retry_delay_us, f.get("looper-retry-delay-us")?, 1_000_000),
             looper_retry_amount: pick(args.looper_retry_amount, f.get("looper-retry-amount")?, 7),
             disabled_loopers: disabled,
+            web_origins: WebOrigins {
+                inbox: match args.inbox_web_host.clone().or(f.get("inbox-web-host")?) {
+                    Some(host) => {
+                        Some(web_origin(&host).map_err(|e| format!("invalid --inbox-web-host {host:?}: {e}"))?)
+                    }
+                    None => None,
+                },
+                // a web host with a path still makes the e-mails' links; the pages then find
+                // the scheduler on their own host
+                scheduler: args
+                    .web_host
+                    .clone()
+                    .or(f.get("web-host")?)
+                    .and_then(|host| web_origin(&host).ok()),
+            },
             web_host: pick(args.web_host, f.get("web-host")?, format!("localhost:{scheduler_port}")),
             smtp_url: args.smtp_url.or(f.get("smtp-url")?),
             email_from: pick(
@@ -1124,6 +1177,7 @@ const KNOWN_KEYS: &[&str] = &[
     "looper-retry-amount",
     "disable-looper",
     "web-host",
+    "inbox-web-host",
     "smtp-url",
     "email-from",
     "admin-email",
@@ -1283,6 +1337,49 @@ mod tests {
         assert_eq!(s.max_body_bytes, 16_777_216);
         assert_eq!(s.web_host, "localhost:8002");
         assert!(s.registration_open && s.payment_plan.is_none() && s.run_inbox && s.run_scheduler);
+    }
+
+    #[test]
+    fn the_public_addresses_of_the_pages() {
+        let s = parse(&["--data-dir", "/a"]).unwrap();
+        assert_eq!(s.web_origins, WebOrigins::default());
+        let s = parse(&[
+            "--data-dir",
+            "/a",
+            "--inbox-web-host",
+            "https://Inbox.example.org/",
+            "--web-host",
+            "https://scheduler.example.org:8443",
+        ])
+        .unwrap();
+        assert_eq!(s.web_origins.inbox.as_deref(), Some("https://inbox.example.org"));
+        assert_eq!(
+            s.web_origins.scheduler.as_deref(),
+            Some("https://scheduler.example.org:8443")
+        );
+        // host and port alone are http; a web host with a path makes the e-mails' links only
+        let s = parse(&[
+            "--data-dir",
+            "/a",
+            "--inbox-web-host",
+            "pi.local:8001",
+            "--web-host",
+            "https://example.org/tickler",
+        ])
+        .unwrap();
+        assert_eq!(s.web_origins.inbox.as_deref(), Some("http://pi.local:8001"));
+        assert_eq!(s.web_origins.scheduler, None);
+        for bad in [
+            "https://inbox.example.org/app/",
+            "https://me:pw@inbox.example.org",
+            "https://inbox.example.org/?x=1",
+            "https://inbox.example.org/#top",
+            "",
+            "https://in box.example.org",
+        ] {
+            let e = parse(&["--data-dir", "/a", "--inbox-web-host", bad]).unwrap_err();
+            assert!(e.starts_with("invalid --inbox-web-host"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -163,8 +163,8 @@ impl Workers {
         })
     }
 
-    /// Whether `worker` is errored: stopped after more than `--looper-retry-amount` failed
-    /// passes in a row (the health check answers 503). A worker whose last pass failed but
+    /// Whether `worker` is errored: more than `--looper-retry-amount` failed passes in a
+    /// row and none good since (the health check answers 503; it goes on trying). A worker whose last pass failed but
     /// that still retries is only `failing`: one failure of the payment provider or of the
     /// disk is not a reason for a supervisor to restart the server.
     pub fn errored(&self, worker: Worker) -> bool {
@@ -173,7 +173,7 @@ impl Workers {
 
     /// `worker`'s state in one word for the health check and the metrics: `disabled`,
     /// `starting`, `running`, `failing` (its last pass failed, it retries) or `errored`
-    /// (stopped after too many failed passes).
+    /// (too many failed passes in a row; it goes on trying).
     pub fn state(&self, worker: Worker) -> &'static str {
         match self.status(worker) {
             Status::Disabled => "disabled",

@@ -71,11 +71,13 @@ async fn healthz_is_200_with_version_uptime_database_and_workers_on_both_ports()
 }
 
 /// A worker that fails and retries is `failing` and the server stays healthy (200): a
-/// supervisor must not restart the server for one failed pass. Once it has stopped after
-/// `--looper-retry-amount` failed passes in a row it is `errored`, and the answer is 503.
+/// supervisor must not restart the server for one failed pass. After
+/// `--looper-retry-amount` failed passes in a row it is `errored` and the answer is 503; it
+/// goes on trying (scheduler.md §9.2), and once the cause is gone its first pass that
+/// succeeds makes it running and the answer 200 again, without a restart.
 #[tokio::test]
-async fn healthz_is_200_while_a_worker_retries_and_503_once_it_has_stopped() {
-    async fn with_failing_fetcher(retry_amount: u32, failed_passes: u64) -> Server {
+async fn healthz_is_200_while_a_worker_retries_503_once_errored_and_200_once_it_recovers() {
+    async fn with_failing_fetcher(retry_amount: u32, failed_passes: u64) -> (Server, u16) {
         let closed = common::process::free_port();
         let server = Server::start_with(|s| {
             fast_loopers(s);
@@ -90,11 +92,11 @@ async fn healthz_is_200_while_a_worker_retries_and_503_once_it_has_stopped() {
             .await
             .expect("failed passes within the wait")
             .expect("the workers' table lives");
-        server
+        (server, closed)
     }
 
-    // it keeps retrying for the whole test: failing, not stopped
-    let retrying = with_failing_fetcher(1_000, 1).await;
+    // it keeps retrying for the whole test: failing, not errored
+    let (retrying, _) = with_failing_fetcher(1_000, 1).await;
     for api in [&retrying.api, &retrying.scheduler] {
         let (status, body) = health(api).await;
         assert_eq!(status, 200, "{body}");
@@ -105,15 +107,34 @@ async fn healthz_is_200_while_a_worker_retries_and_503_once_it_has_stopped() {
         assert!(w["failed-passes"].as_u64().unwrap() >= 1, "{body}");
     }
 
-    // one retry allowed: the second failure in a row stops it
-    let stopped = with_failing_fetcher(1, 2).await;
-    for api in [&stopped.api, &stopped.scheduler] {
+    // one retry allowed: the second failure in a row makes it errored
+    let (errored, port) = with_failing_fetcher(1, 2).await;
+    for api in [&errored.api, &errored.scheduler] {
         let (status, body) = health(api).await;
         assert_eq!(status, 503, "{body}");
         assert_eq!(body["status"], "unhealthy");
         assert_eq!(body["database"]["writable"], true, "the database is fine: {body}");
         assert_eq!(body["errored-workers"], serde_json::json!(["paymentsEventsFetcher"]));
         assert_eq!(body["workers"]["paymentsEventsFetcher"]["status"], "errored", "{body}");
+    }
+    // the provider comes up: the worker, still trying, runs again
+    use warp::Filter;
+    let events =
+        warp::path!("v1" / "events").map(|| warp::reply::json(&serde_json::json!({"data": [], "has_more": false})));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("the provider's port");
+    let _provider = tokio::spawn(warp::serve(events).incoming(listener).run());
+    let mut fetcher = errored.workers.activity(Worker::PaymentsEventsFetcher);
+    let finished = fetcher.borrow().finished;
+    tokio::time::timeout(WAIT, fetcher.wait_for(|a| a.finished > finished && a.failing == 0))
+        .await
+        .expect("a pass that succeeds within the wait")
+        .expect("the workers' table lives");
+    for api in [&errored.api, &errored.scheduler] {
+        let (status, body) = health(api).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["workers"]["paymentsEventsFetcher"]["status"], "running", "{body}");
     }
 }
 

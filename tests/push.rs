@@ -501,6 +501,7 @@ async fn failures_on_the_lan_tell_a_stranger_nothing() {
             assert!(!reason.contains(told), "{reason:?} tells {told:?}");
         }
     }
+    assert_eq!(reasons[0], reasons[1], "a 404 and a closed port read the same");
 }
 
 /// Decrypting needs the subscriber's own keys: another subscriber cannot read the message

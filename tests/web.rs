@@ -22,6 +22,10 @@ const INBOX_FILES: &[(&str, &str)] = &[
     ("/app/login.js", "text/javascript"),
     ("/app/settings.js", "text/javascript"),
     ("/app/share.js", "text/javascript"),
+    ("/app/push.js", "text/javascript"),
+    ("/app/sw.js", "text/javascript"),
+    ("/app/notifications", "text/html"),
+    ("/app/notifications.js", "text/javascript"),
     ("/app/manifest.webmanifest", "application/manifest+json"),
     ("/app/icon.svg", "image/svg+xml"),
     ("/app/icon-192.png", "image/png"),
@@ -41,6 +45,10 @@ const SCHEDULER_FILES: &[(&str, &str)] = &[
     ("/app/triggers.js", "text/javascript"),
     ("/app/login.js", "text/javascript"),
     ("/app/settings.js", "text/javascript"),
+    ("/app/push.js", "text/javascript"),
+    ("/app/sw.js", "text/javascript"),
+    ("/app/notifications", "text/html"),
+    ("/app/notifications.js", "text/javascript"),
     ("/app/manifest.webmanifest", "application/manifest+json"),
     ("/app/icon.svg", "image/svg+xml"),
     ("/app/icon-192.png", "image/png"),
@@ -290,4 +298,74 @@ async fn without_an_inbox_the_configuration_offers_none() {
         .await
         .expect_json(200);
     assert_eq!(config["inbox"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn the_service_worker_is_a_script_of_each_origin_the_pages_may_register() {
+    // `/app/sw.js` (scope /app/, the default of its path) on both services; the pages' CSP
+    // lets them register it: `worker-src` is not set, so it falls back to `script-src 'self'`
+    let server = Server::start().await;
+    for api in [&server.api, &server.scheduler] {
+        let worker = api.get("/app/sw.js", &Auth::None).await.expect(200);
+        assert_eq!(worker.media_type(), "text/javascript");
+        assert!(String::from_utf8_lossy(&worker.body).contains("addEventListener('push'"));
+        for page in ["/app/", "/app/notifications"] {
+            let r = api.get(page, &Auth::None).await.expect(200);
+            let csp = r.header("content-security-policy").unwrap();
+            assert!(csp.contains("script-src 'self'"), "{page}: {csp}");
+            assert!(
+                !csp.contains("worker-src") && !csp.contains("child-src"),
+                "{page}: {csp}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn behind_a_proxy_each_service_names_the_others_public_address() {
+    // two host names on a TLS proxy: the pages find the other service there, not at this
+    // host's other port (docs/web.md), and may call it
+    let dir = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let proc = common::process::Proc::start(
+        dir.path(),
+        logs.path(),
+        common::process::Services::Both,
+        &[
+            "--inbox-web-host",
+            "https://inbox.example.org",
+            "--web-host",
+            "https://scheduler.example.org/",
+        ],
+    )
+    .await;
+    let config = proc.api.get("/app/config.json", &Auth::None).await.expect_json(200);
+    assert_eq!(config["scheduler"]["origin"], "https://scheduler.example.org");
+    let config = proc
+        .scheduler
+        .get("/app/config.json", &Auth::None)
+        .await
+        .expect_json(200);
+    assert_eq!(config["inbox"]["origin"], "https://inbox.example.org");
+    for (api, page, other) in [
+        (&proc.api, "/app/", "https://scheduler.example.org"),
+        (&proc.api, "/app/settings", "https://scheduler.example.org"),
+        (&proc.scheduler, "/app/triggers", "https://inbox.example.org"),
+        (&proc.scheduler, "/app/login", "https://inbox.example.org"),
+    ] {
+        let r = api.get(page, &Auth::None).await.expect(200);
+        let csp = r.header("content-security-policy").unwrap();
+        let connect = csp.split(';').find(|d| d.trim().starts_with("connect-src")).unwrap();
+        assert!(connect.split_whitespace().any(|o| o == other), "{page}: {csp}");
+    }
+    // pages that call no other service still allow only their own origin
+    let r = proc.scheduler.get("/app/triggered", &Auth::None).await.expect(200);
+    assert!(r
+        .header("content-security-policy")
+        .unwrap()
+        .contains("connect-src 'self';"));
+    // without the settings: no public address, the pages use this host
+    let server = Server::start().await;
+    let config = server.api.get("/app/config.json", &Auth::None).await.expect_json(200);
+    assert_eq!(config["scheduler"]["origin"], serde_json::Value::Null);
 }

@@ -30,8 +30,9 @@ export function setSiblingToken(value) {
 }
 
 /**
- * The other service of this server as this browser reaches it (same host, its port):
- * `{service, origin}`, or null when this process runs only one.
+ * The other service of this server as this browser reaches it: its public origin when the
+ * operator gave one (`--web-host`, `--inbox-web-host`: behind a proxy), else the same host
+ * at its port. `{service, origin}`, or null when this process runs only one.
  */
 export async function sibling() {
   let settings;
@@ -40,11 +41,11 @@ export async function sibling() {
   } catch (_) {
     return null;
   }
-  const port = settings.service === 'scheduler' ? settings.inbox?.port : settings.scheduler?.port;
-  if (!port) return null;
+  const other = settings.service === 'scheduler' ? settings.inbox : settings.scheduler;
+  if (!other?.port) return null;
   return {
     service: settings.service === 'scheduler' ? 'inbox' : 'scheduler',
-    origin: location.protocol + '//' + location.hostname + ':' + port,
+    origin: other.origin || location.protocol + '//' + location.hostname + ':' + other.port,
   };
 }
 

@@ -24,6 +24,7 @@ import {
   todayIn,
   when,
 } from './api.js';
+import { pushCard } from './push.js';
 
 let items = [];
 // the scheduler of this server ({service, origin}) when it runs one: "Later…" moves items there
@@ -395,6 +396,8 @@ async function start() {
   if (!requireLogin()) return;
   frame('/app/');
   scheduler = await sibling();
+  // reminders come from the scheduler of this server: this device can ask for them
+  if (scheduler) pushCard(document.getElementById('push'), { call: callScheduler }, siblingHref(scheduler, '/app/triggers#ntfy'));
   const form = document.getElementById('capture');
   const input = document.getElementById('capture-text');
   onSubmit(form, async (data) => {

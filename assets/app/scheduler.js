@@ -2,6 +2,7 @@
 // every N months on a day), edit and delete it; the upcoming items, soonest first, in the
 // account's time zone.
 import { call, contentText, deleteButton, el, frame, linkified, offerZone, onSubmit, recurrenceText, requireLogin, shortDay, showError } from './api.js';
+import { pushCard } from './push.js';
 
 let editing = null;
 // the scheduled time (HH:MM:SS) of the item being edited
@@ -133,6 +134,7 @@ async function start() {
   } catch (e) {
     showError(document.querySelector('main'), e.message);
   }
+  pushCard(document.getElementById('push'), { call }, '/app/triggers#ntfy');
 }
 
 start();

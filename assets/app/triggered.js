@@ -2,21 +2,47 @@
 // retry button for failed deliveries, delete one or all.
 import { busy, call, contentText, deleteButton, el, frame, linkified, recurrenceText, requireLogin, showError, when } from './api.js';
 
-function triggerName(triggers, id) {
-  const t = triggers.find((x) => x.uuid === id);
-  if (!t) return 'a deleted trigger';
-  const value = t.info.typedTriggerInfoValue;
-  return t.info.typedTriggerInfoType === 'email' ? value.emailTriggerInfoEmailAddress : 'inbox at ' + value.inboxTriggerInfoUrl;
+/** The trigger of an attempt, or null when it was deleted since. */
+function triggerOf(triggers, id) {
+  return triggers.find((x) => x.uuid === id) || null;
 }
 
+/** Who an attempt went to, in words ("the inbox at …", "a@b.org", "the webhook at …"). */
+function targetName(trigger) {
+  if (!trigger) return 'a deleted trigger';
+  const value = trigger.info.typedTriggerInfoValue || {};
+  switch (trigger.info.typedTriggerInfoType) {
+    case 'email':
+      return value.emailTriggerInfoEmailAddress;
+    case 'inbox':
+      return 'inbox at ' + value.inboxTriggerInfoUrl;
+    case 'push':
+      return 'device (via ' + value.pushTriggerInfoHost + ')';
+    case 'webhook':
+      return 'webhook at ' + value.webhookTriggerInfoUrl;
+    default:
+      return 'trigger';
+  }
+}
+
+/** `[delivered, words]` of one attempt, in the server's words for a failure. */
 function outcome(attempt, triggers) {
   const [triggerId, result] = attempt.contents;
-  const target = triggerName(triggers, triggerId);
+  const trigger = triggerOf(triggers, triggerId);
+  const target = targetName(trigger);
   switch (result.tag) {
     case 'InboxAdditionSuccess':
-      return [true, 'Delivered to the ' + target];
+      return [true, trigger ? 'Delivered to the ' + target : 'Delivered to an inbox since removed'];
     case 'EmailResultSent':
-      return [true, 'E-mailed to ' + target];
+      return [true, trigger ? 'E-mailed to ' + target : 'E-mailed to an address since removed'];
+    case 'PushResultSent':
+      return [true, trigger ? 'Pushed to your ' + target : 'Pushed to a device since removed'];
+    case 'WebhookResultSent':
+      return [true, trigger ? 'Sent to the ' + target : 'Sent to a webhook since removed'];
+    case 'PushResultError':
+      return [false, 'Push failed' + (trigger ? ' (via ' + trigger.info.typedTriggerInfoValue.pushTriggerInfoHost + ')' : '') + ': ' + result.contents];
+    case 'WebhookResultError':
+      return [false, 'Failed for the ' + (trigger ? target : 'removed webhook') + ': ' + result.contents];
     case 'InboxAdditionFailure':
     case 'EmailResultError':
       return [false, 'Failed for ' + target + ': ' + result.contents];

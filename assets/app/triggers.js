@@ -2,19 +2,28 @@
 // e-mail, delete), add an inbox or an e-mail trigger, and — when this server also runs the
 // inbox — one form that logs in to that inbox, makes it an access key that may only add
 // items, and adds the trigger with it.
-import { busy, call, config, deleteButton, deliversTo, el, frame, linkInbox, onSubmit, requireLogin, showError } from './api.js';
+import { busy, call, config, deleteButton, deliversTo, el, frame, linkInbox, onSubmit, requireLogin, showError, sibling } from './api.js';
+import { forgetThisDevice, rememberedTrigger } from './push.js';
 
+/** A trigger's line: what it is in words, its state, and the ask-once delete. */
 function row(trigger) {
-  const value = trigger.info.typedTriggerInfoValue;
+  const type = trigger.info.typedTriggerInfoType;
+  const value = trigger.info.typedTriggerInfoValue || {};
   const li = el('li', {});
-  const label = trigger.info.typedTriggerInfoType === 'email'
-    ? 'Delete the e-mail trigger ' + value.emailTriggerInfoEmailAddress
-    : 'Delete the inbox trigger ' + value.inboxTriggerInfoUrl;
-  const del = deleteButton('Delete', label, li, async () => {
+  const thisDevice = type === 'push' && trigger.uuid === rememberedTrigger();
+  const labels = {
+    email: 'Delete the e-mail trigger ' + value.emailTriggerInfoEmailAddress,
+    inbox: 'Delete the inbox trigger ' + value.inboxTriggerInfoUrl,
+    push: 'Delete the push trigger to ' + value.pushTriggerInfoHost + (thisDevice ? ' (this device)' : ''),
+    webhook: 'Delete the webhook to ' + value.webhookTriggerInfoUrl,
+  };
+  const del = deleteButton('Delete', labels[type] || 'Delete this trigger', li, async () => {
     await call('DELETE', '/trigger/delete/' + trigger.uuid);
+    // this device no longer gets reminders: its subscription ends too
+    if (thisDevice) await forgetThisDevice();
     await refresh();
   });
-  if (trigger.info.typedTriggerInfoType === 'email') {
+  if (type === 'email') {
     const address = value.emailTriggerInfoEmailAddress;
     const verified = value.emailTriggerInfoVerified;
     li.append(el('div', { class: 'text' }, 'E-mail to ' + address, el('span', { class: 'meta' }, verified ? 'Verified' : 'Not verified yet')));
@@ -42,9 +51,19 @@ function row(trigger) {
     } else {
       li.append(del);
     }
+  } else if (type === 'push') {
+    const state = value.pushTriggerInfoExpired
+      ? el('span', { class: 'meta outcome-failed' }, 'Expired — subscribe again on that device')
+      : el('span', { class: 'meta' }, thisDevice ? 'Notifications on this device' : 'Notifications on a phone or computer');
+    li.append(el('div', { class: 'text' }, 'Push to ' + value.pushTriggerInfoHost, state), del);
+  } else if (type === 'webhook') {
+    const json = value.webhookTriggerInfoFormat === 'json';
+    const words = (json ? 'Webhook to ' : 'ntfy/webhook to ') + value.webhookTriggerInfoUrl;
+    li.append(el('div', { class: 'text' }, words, el('span', { class: 'meta' }, json ? 'Format: JSON (Gotify, chat bridges)' : 'Format: plain text (ntfy)')), del);
+  } else if (type === 'inbox') {
+    li.append(el('div', { class: 'text' }, 'Inbox at ' + value.inboxTriggerInfoUrl), del);
   } else {
-    const url = value.inboxTriggerInfoUrl;
-    li.append(el('div', { class: 'text' }, 'Inbox at ' + url), del);
+    li.append(el('div', { class: 'text' }, 'A trigger of the kind “' + type + '”'), del);
   }
   return li;
 }
@@ -76,14 +95,41 @@ async function addInboxTrigger(url, username, key) {
   await refresh();
 }
 
+/** Adds a webhook trigger (an ntfy topic is one with the format `text`). */
+async function addWebhook(url, format) {
+  await call('POST', '/trigger/webhook', { addWebhookTriggerUrl: url, addWebhookTriggerFormat: format });
+  await refresh();
+}
+
+/** An ntfy topic's URL as typed, checked: it names a topic (`https://ntfy.sh/<topic>`). */
+function ntfyUrl(typed) {
+  let url;
+  try {
+    url = new URL(typed.trim());
+  } catch (_) {
+    throw new Error('The ntfy address is a URL such as https://ntfy.sh/your-topic.');
+  }
+  if (!/^\/[^/]+\/?$/.test(url.pathname)) {
+    throw new Error('The ntfy address names the topic after the server: https://ntfy.sh/your-topic (this one has ' + (url.pathname === '/' ? 'no topic' : 'the path ' + url.pathname) + ').');
+  }
+  return url.href;
+}
+
+/** A long random topic name: anyone who knows a topic can read it. */
+function randomTopic() {
+  const letters = 'abcdefghijkmnpqrstuvwxyz23456789';
+  const bytes = crypto.getRandomValues(new Uint8Array(20));
+  return 'pigeonhole-' + Array.from(bytes, (b) => letters[b % letters.length]).join('');
+}
+
 async function start() {
   if (!requireLogin()) return;
   frame('/app/triggers');
   const settings = await config();
   if (settings.inbox) {
     localInbox = settings.inbox.url;
-    // the inbox as this browser reaches it: same host, the inbox's port
-    const inboxOrigin = location.protocol + '//' + location.hostname + ':' + settings.inbox.port;
+    // the inbox as this browser reaches it (its public address, or this host at its port)
+    const inboxOrigin = (await sibling()).origin;
     onSubmit(document.getElementById('local'), async (data, form) => {
       const username = data.get('username');
       const login = await call('POST', '/app/token', { username, password: data.get('password') }, { base: inboxOrigin });
@@ -95,6 +141,19 @@ async function start() {
   }
   onSubmit(document.getElementById('inbox'), async (data, form) => {
     await addInboxTrigger(data.get('url'), data.get('username'), data.get('key'));
+    form.reset();
+  });
+  onSubmit(document.getElementById('ntfy'), async (data, form) => {
+    await addWebhook(ntfyUrl(data.get('url')), 'text');
+    form.reset();
+  });
+  document.getElementById('ntfy-random').addEventListener('click', () => {
+    const field = document.getElementById('ntfy-url');
+    field.value = 'https://ntfy.sh/' + randomTopic();
+    field.focus();
+  });
+  onSubmit(document.getElementById('webhook'), async (data, form) => {
+    await addWebhook(data.get('url').trim(), data.get('format'));
     form.reset();
   });
   onSubmit(document.getElementById('email'), async (data, form) => {

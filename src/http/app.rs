@@ -53,7 +53,8 @@ pub const PNG: &str = "image/png";
 pub const MANIFEST: &str = "application/manifest+json";
 
 /// The files both services serve: the style, the shared scripts, the pages that are the
-/// same on both (log in, settings) and the icons.
+/// same on both (log in, settings, the help page on notifications), the service worker and
+/// the icons.
 pub static COMMON: &[Asset] = &[
     Asset::new("app.css", CSS, include_bytes!("../../assets/app/app.css")),
     Asset::new("api.js", JS, include_bytes!("../../assets/app/api.js")),
@@ -61,6 +62,19 @@ pub static COMMON: &[Asset] = &[
     Asset::new("login.js", JS, include_bytes!("../../assets/app/login.js")),
     Asset::new("settings", HTML, include_bytes!("../../assets/app/settings.html")),
     Asset::new("settings.js", JS, include_bytes!("../../assets/app/settings.js")),
+    Asset::new("push.js", JS, include_bytes!("../../assets/app/push.js")),
+    // the service worker: scope /app/, shows pushed reminders (docs/web.md)
+    Asset::new("sw.js", JS, include_bytes!("../../assets/app/sw.js")),
+    Asset::new(
+        "notifications",
+        HTML,
+        include_bytes!("../../assets/app/notifications.html"),
+    ),
+    Asset::new(
+        "notifications.js",
+        JS,
+        include_bytes!("../../assets/app/notifications.js"),
+    ),
     Asset::new("icon.svg", SVG, include_bytes!("../../assets/app/icon.svg")),
     Asset::new("icon-192.png", PNG, include_bytes!("../../assets/app/icon-192.png")),
     Asset::new("icon-512.png", PNG, include_bytes!("../../assets/app/icon-512.png")),
@@ -123,6 +137,15 @@ pub fn sibling_origins(head: &Head, port: u16) -> Vec<String> {
         return Vec::new();
     }
     vec![format!("http://{name}:{port}"), format!("https://{name}:{port}")]
+}
+
+/// The origins a page that calls the other service of this process (at `port`) may connect
+/// to: the host the browser used at that port ([`sibling_origins`]), and the other service's
+/// public origin when the operator gave one (`--web-host`, `--inbox-web-host`).
+pub fn sibling_connect(head: &Head, port: u16, public: Option<&str>) -> Vec<String> {
+    let mut origins = sibling_origins(head, port);
+    origins.extend(public.map(str::to_owned));
+    origins
 }
 
 /// Whether `If-None-Match` names `etag` (or is `*`); weak tags compare by their value.

@@ -47,7 +47,10 @@ impl Inbox {
             Route::App(name) => {
                 // the inbox page ("Later…"), the login and the settings page may call the
                 // scheduler of this server (docs/web.md)
-                let scheduler = self.local_scheduler.map(|port| app::sibling_origins(&request, port));
+                let public = self.ctx.settings.web_origins.scheduler.as_deref();
+                let scheduler = self
+                    .local_scheduler
+                    .map(|port| app::sibling_connect(&request, port, public));
                 let connect = match name.as_str() {
                     "" | "login" | "settings" => scheduler.unwrap_or_default(),
                     _ => Vec::new(),
@@ -56,7 +59,11 @@ impl Inbox {
             }
             Route::AppConfig => {
                 let registration = self.ctx.settings.registration_open;
-                let scheduler = self.local_scheduler.map(|port| json!({ "port": port }));
+                // where browsers reach it: its public origin, or this host at its port
+                let origin = &self.ctx.settings.web_origins.scheduler;
+                let scheduler = self
+                    .local_scheduler
+                    .map(|port| json!({ "port": port, "origin": origin }));
                 return Ok(app::config(
                     &json!({"service": "inbox", "registration": registration, "scheduler": scheduler}),
                 ));

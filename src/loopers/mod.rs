@@ -2,9 +2,10 @@
 //! worker, whether it runs with the settings, whom it wakes after a pass that produced work,
 //! and its pass. One runtime ([`run`]) runs every row: a pass when woken (new work) and at
 //! least every `--looper-period`, the live status for `GET /loopers`, and the retry policy:
-//! a failed pass is retried after `--looper-retry-delay-us`; after `--looper-retry-amount`
-//! consecutive failures the worker stops, reports `LooperStatusErrored` and an admin
-//! notification is created.
+//! a failed pass is retried after `--looper-retry-delay-us`, the waits doubling up to 30 s;
+//! after `--looper-retry-amount` consecutive failures the worker reports
+//! `LooperStatusErrored` and an admin notification is created, and it goes on trying at that
+//! pace: the first pass that succeeds makes it running again (scheduler.md §9.2).
 
 pub mod delivery;
 pub mod dispatch;
@@ -200,9 +201,11 @@ pub fn runs(worker: Worker, settings: &Settings) -> bool {
 /// Runs `worker` until `stop` turns true: `pass` does one pass; when it produced work, the
 /// workers in `wakes` are woken. Then the worker sleeps until the period is over, the pass's
 /// own deadline ([`Pass::next`]) comes, it is woken, or the (manual) clock is set. Failed
-/// passes are retried after the retry delay; too many in a row stop the worker as errored,
-/// and `on_error` is told (admin notification). Passes are counted in the workers' table
-/// ([`Workers::activity`]) and logged at `trace`.
+/// passes are retried after the retry delay, doubling up to [`LONGEST_WORKER_WAIT`]; too many
+/// in a row make the worker errored and `on_error` is told once (admin notification), and it
+/// goes on trying: the first pass that succeeds makes it running again (scheduler.md §9.2:
+/// a worker never stops for good while the process runs). Passes are counted in the
+/// workers' table ([`Workers::activity`]) and logged at `trace`.
 pub async fn run<F, Fut>(
     workers: Arc<Workers>,
     clock: Clock,
@@ -232,25 +235,31 @@ pub async fn run<F, Fut>(
             _ = stop.wait_for(|s| *s) => return,
         };
         let failed = outcome.is_err();
-        let (sleep, errored) = match outcome {
+        let sleep = match outcome {
             Ok(done) => {
+                if failures > workers.retry_amount {
+                    tracing::info!("worker {name} runs again after {failures} failed passes");
+                    workers.set_status(worker, Status::Running);
+                }
                 failures = 0;
                 if done.produced > 0 {
                     for &next in wakes {
                         workers.wake(next);
                     }
                 }
-                (done.next.map_or(workers.period, |n| n.min(workers.period)), None)
+                done.next.map_or(workers.period, |n| n.min(workers.period))
             }
             Err(e) => {
-                failures += 1;
+                failures = failures.saturating_add(1);
                 tracing::warn!("worker {name} failed ({failures} in a row): {e}");
                 if failures > workers.retry_amount {
+                    // the status keeps the latest error; the admin hears of it once
                     workers.set_status(worker, Status::Errored(e.clone()));
-                    (workers.retry_delay, Some(e))
-                } else {
-                    (workers.retry_delay, None)
+                    if failures == workers.retry_amount.saturating_add(1) {
+                        on_error(worker, &e);
+                    }
                 }
+                worker_backoff(workers.retry_delay, failures)
             }
         };
         let done = match failed {
@@ -264,10 +273,6 @@ pub async fn run<F, Fut>(
             done.finished,
             done.deliveries
         );
-        if let Some(e) = errored {
-            on_error(worker, &e);
-            return;
-        }
         tokio::select! {
             _ = tokio::time::sleep(sleep) => {}
             _ = workers.woken(worker) => {}
@@ -275,6 +280,16 @@ pub async fn run<F, Fut>(
             _ = stop.wait_for(|s| *s) => {}
         }
     }
+}
+
+/// The longest wait of a failing worker before it tries again (scheduler.md §9.2): what
+/// it owes is done within about this long of the cause going away.
+pub const LONGEST_WORKER_WAIT: Duration = Duration::from_secs(30);
+
+/// The wait of a worker after its `failures`-th failed pass in a row: the retry delay,
+/// doubling, at most [`LONGEST_WORKER_WAIT`].
+pub fn worker_backoff(delay: Duration, failures: u32) -> Duration {
+    backoff(delay, failures).min(LONGEST_WORKER_WAIT)
 }
 
 /// The longest wait before an automatic retry (scheduler.md §7.4).
@@ -293,10 +308,13 @@ pub fn retry_wait(delay: Duration, retry: u32, asked: Option<Duration>) -> Durat
     backoff(delay, retry).max(asked.unwrap_or_default()).min(LONGEST_WAIT)
 }
 
-/// A worker stopped after repeated failures: say so, and queue an e-mail to the admin
-/// (with `--admin-email`).
+/// A worker failed too many passes in a row (it goes on trying): say so, and queue an
+/// e-mail to the admin (with `--admin-email`).
 fn notify_admin(ctx: &Context, worker: Worker, error: &str) {
-    tracing::error!("worker {} stopped after repeated failures: {error}", worker.name());
+    tracing::error!(
+        "worker {} is failing repeatedly (it goes on trying): {error}",
+        worker.name()
+    );
     if ctx.settings.admin_email.is_some() {
         let notice = EmailKind::AdminNotice {
             worker: worker.name().to_owned(),
@@ -546,14 +564,20 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn repeated_failures_stop_the_worker_and_notify() {
-        let workers = table(&settings(|_| {}));
-        let (_stop_tx, stop) = watch::channel(false);
+    /// §9.2: after the first run and `--looper-retry-amount` (3) retries failed, the worker
+    /// is errored and the admin is told once; it goes on trying, waiting longer each time
+    /// (doubling, at most 30 s), and its first pass that succeeds makes it running again.
+    #[tokio::test(start_paused = true)]
+    async fn repeated_failures_make_the_worker_errored_and_it_goes_on_until_it_recovers() {
+        let workers = table(&settings(|s| s.looper_retry_delay_us = 1_000_000));
+        let (stop_tx, stop) = watch::channel(false);
         let runs = Arc::new(AtomicU32::new(0));
+        let at = Arc::new(Mutex::new(Vec::new()));
         let notified = Arc::new(Mutex::new(Vec::new()));
-        let (r, n) = (runs.clone(), notified.clone());
-        run(
+        let (r, a, n) = (runs.clone(), at.clone(), notified.clone());
+        let started = tokio::time::Instant::now();
+        let mut activity = workers.activity(Worker::Triggerer);
+        let task = tokio::spawn(run(
             workers.clone(),
             Clock::real(),
             Worker::Triggerer,
@@ -561,25 +585,51 @@ mod tests {
             stop,
             move |w, e| n.lock().unwrap().push(format!("{}: {e}", w.name())),
             move || {
-                r.fetch_add(1, Ordering::SeqCst);
-                async { Err::<Pass, String>("disk on fire".into()) }
+                let run = r.fetch_add(1, Ordering::SeqCst);
+                a.lock().unwrap().push(started.elapsed());
+                // the disk is on fire for 12 passes, then it is put out
+                async move {
+                    match run {
+                        0..12 => Err::<Pass, String>(format!("disk on fire ({run})")),
+                        _ => Ok(Pass::next(None)),
+                    }
+                }
             },
-        )
-        .await;
-        assert_eq!(runs.load(Ordering::SeqCst), 4, "the first run and three retries");
-        assert_eq!(workers.activity(Worker::Triggerer).borrow().finished, 4);
+        ));
+        activity.wait_for(|a| a.finished >= 4).await.expect("four passes");
+        assert_eq!(
+            workers.status(Worker::Triggerer),
+            Status::Errored("disk on fire (3)".into()),
+            "errored after the first run and three retries"
+        );
         assert_eq!(
             workers.activity(Worker::TriggeredInboxItemScheduler).borrow().started,
             0,
             "failed passes wake nobody"
         );
+        activity.wait_for(|a| a.finished >= 8).await.expect("more passes");
         assert_eq!(
             workers.status(Worker::Triggerer),
-            Status::Errored("disk on fire".into())
+            Status::Errored("disk on fire (7)".into()),
+            "still trying, the latest error shown"
         );
-        assert_eq!(*notified.lock().unwrap(), ["triggerer: disk on fire"]);
         let j = workers.to_json();
-        assert_eq!(j["triggererLooperInfo"]["looperInfoStatus"]["contents"], "disk on fire");
+        assert_eq!(
+            j["triggererLooperInfo"]["looperInfoStatus"]["contents"],
+            "disk on fire (7)"
+        );
+        activity
+            .wait_for(|a| a.finished >= 13)
+            .await
+            .expect("the pass that succeeds");
+        assert_eq!(workers.status(Worker::Triggerer), Status::Running, "running again");
+        assert_eq!(*notified.lock().unwrap(), ["triggerer: disk on fire (3)"], "told once");
+        // the waits double from the retry delay (1 s here) and stay at 30 s
+        let at = at.lock().unwrap().clone();
+        let waits: Vec<u64> = at.windows(2).take(12).map(|w| (w[1] - w[0]).as_secs()).collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 30, 30, 30, 30, 30, 30, 30]);
+        stop_tx.send(true).unwrap();
+        soon(task).await.unwrap();
     }
 
     #[tokio::test]

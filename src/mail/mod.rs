@@ -227,12 +227,14 @@ pub fn triggered(settings: &Settings, to: &str, content: &[u8]) -> Message {
 
 /// The admin notification (scheduler.md §8.4).
 pub fn admin_notice(to: &str, worker: &str, error: &str) -> Message {
-    let text = format!("The worker {worker} stopped after repeated failures.\n\nLast error: {error}\n");
+    let text = format!(
+        "The worker {worker} failed repeatedly; it goes on trying, and runs again once the cause is gone.\n\nLast error: {error}\n"
+    );
     Message {
         to: to.to_owned(),
         subject: "Pigeonhole admin notification".into(),
         html: html_page(&[
-            format!("The worker {worker} stopped after repeated failures."),
+            format!("The worker {worker} failed repeatedly; it goes on trying, and runs again once the cause is gone."),
             format!("Last error: {error}"),
         ]),
         text,

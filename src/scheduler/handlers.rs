@@ -72,7 +72,10 @@ impl Scheduler {
             Route::App(name) => {
                 // the triggers, login and settings pages may call the inbox of this server
                 // (docs/web.md)
-                let inbox = self.local_inbox.map(|port| app::sibling_origins(&request, port));
+                let public = self.ctx.settings.web_origins.inbox.as_deref();
+                let inbox = self
+                    .local_inbox
+                    .map(|port| app::sibling_connect(&request, port, public));
                 let connect = match name.as_str() {
                     "triggers" | "login" | "settings" => inbox.unwrap_or_default(),
                     _ => Vec::new(),
@@ -399,8 +402,9 @@ impl Scheduler {
     }
 
     /// `GET /app/config.json`: registration, and the inbox this process runs, if any: its
-    /// port (the page reaches it on the host it was loaded from) and the URL the scheduler
-    /// delivers to (loopback when the services listen on every address).
+    /// port (the page reaches it on the host it was loaded from), its public origin when the
+    /// operator gave one, and the URL the scheduler delivers to (loopback when the services
+    /// listen on every address).
     fn app_config(&self) -> Value {
         let settings = &self.ctx.settings;
         let inbox = self.local_inbox.map(|port| {
@@ -413,7 +417,8 @@ impl Scheduler {
                 std::net::IpAddr::V6(a) => format!("http://[{a}]:{port}"),
                 std::net::IpAddr::V4(a) => format!("http://{a}:{port}"),
             };
-            json!({"port": port, "url": url})
+            // `origin`: where browsers reach it, when the operator said (`--inbox-web-host`)
+            json!({"port": port, "url": url, "origin": settings.web_origins.inbox})
         });
         json!({"service": "scheduler", "registration": settings.registration_open, "inbox": inbox})
     }

@@ -36,8 +36,9 @@ def answers(url):
         return False
 
 
-@pytest.fixture(scope="session")
-def server():
+def run_server(extra=lambda inbox_port, scheduler_port: []):
+    """The binary on free ports with a fresh data directory and test-friendly settings, and
+    `extra(inbox_port, scheduler_port)` flags; yields the addresses, stops it afterwards."""
     data = Path(tempfile.mkdtemp(prefix="pigeonhole-browser-"))
     log_path = data.parent / (data.name + ".log")
     for attempt in range(5):
@@ -54,6 +55,7 @@ def server():
                 "--looper-period", "2",
                 "--looper-retry-delay-us", "200000",
                 "--looper-retry-amount", "2",
+                *extra(inbox_port, scheduler_port),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -91,7 +93,12 @@ def server():
 
 
 @pytest.fixture(scope="session")
-def driver():
+def server():
+    yield from run_server()
+
+
+def make_driver(*extra):
+    """Headless Chromium with the suite's options (and `extra` command-line flags)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -105,13 +112,36 @@ def driver():
         "--no-first-run",
         "--disable-background-networking",
         "--disable-component-update",
+        *extra,
     ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     browser = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     browser.set_page_load_timeout(30)
+    return browser
+
+
+@pytest.fixture(scope="session")
+def driver():
+    browser = make_driver()
     yield browser
     browser.quit()
+
+
+@pytest.fixture
+def own_driver():
+    """A browser of this test alone (a fresh profile: its first service worker registration
+    has the id "0"), made with extra flags: `own_driver(*flags)`."""
+    made = []
+
+    def start(*extra):
+        browser = make_driver(*extra)
+        made.append(browser)
+        return browser
+
+    yield start
+    for browser in made:
+        browser.quit()
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 
 from conftest import SCREENSHOTS
+from test_push_service import PushService, Subscriber, due_a_minute_ago
 from test_web import (
     DELIVERY_WAIT,
     WAIT,
@@ -272,6 +273,8 @@ def every_page(server, driver):
         driver.get(base + "/app/login")
         wait(driver).until(EC.visibility_of_element_located((By.ID, "register")))
         problems += look(driver, service + " /app/login", shot=service + "-login", ready="#title")
+        driver.get(base + "/app/notifications")
+        problems += look(driver, service + " /app/notifications (logged out)", ready="#nav li")
 
     inbox_token, scheduler_token, seen = populate(server, driver, "maria", "tea-and-lentils", "maria@example.org")
     problems += seen
@@ -280,6 +283,8 @@ def every_page(server, driver):
     driver.get(inbox + "/app/")
     wait_text(driver, "#count", "(5)")
     problems += look(driver, "inbox /app/", shot="inbox", ready="#items li")
+    # "Notify me on this device" at the bottom of the page
+    problems += look(driver, "inbox /app/ (notifications)", shot="inbox-push", ready="#push-subscribe", scroll="#push")
     first = "//div[@id='current-item']"
     later = driver.find_elements(By.XPATH, first + "//button[text()='Later…']")
     if later:
@@ -299,6 +304,8 @@ def every_page(server, driver):
     driver.find_element(By.XPATH, row + "//button[text()='Cancel']").click()
     driver.get(inbox + "/app/share?title=Lentil%20soup&url=https%3A%2F%2Fexample.org%2Frecipes%2Flentil-soup")
     problems += look(driver, "inbox /app/share", ready="#nav li")
+    driver.get(inbox + "/app/notifications")
+    problems += look(driver, "inbox /app/notifications", shot="notifications", ready="#nav li")
     driver.get(inbox + "/app/settings")
     wait_text(driver, "#keys", "Phone shortcut")
     problems += look(driver, "inbox /app/settings", ready="#keys li")
@@ -327,10 +334,62 @@ def every_page(server, driver):
     driver.find_element(By.ID, "delete-all").click()
     wait(driver).until(EC.visibility_of_element_located((By.CSS_SELECTOR, ".confirm-yes")))
     problems += look(driver, "scheduler /app/triggered (delete all asking)", shot="scheduler-triggered-confirm")
+    # her phone gets notifications (this browser is the phone of the picture), ntfy on the
+    # tablet and Gotify at home: added now, so the reminders above went elsewhere
+    phone = send(scheduler, "POST", "/trigger/push", scheduler_token, Subscriber().subscription(
+        "https://fcm.googleapis.com/fcm/send/eYq3Kd0Rm1A:APA91bHPRgkFLJu0yH7UNVh0Cw"))
+    send(scheduler, "POST", "/trigger/webhook", scheduler_token,
+         {"addWebhookTriggerUrl": "https://ntfy.sh/pigeonhole-q7m2x9k4w8bz", "addWebhookTriggerFormat": "text"})
+    send(scheduler, "POST", "/trigger/webhook", scheduler_token,
+         {"addWebhookTriggerUrl": "https://gotify.home.example.org/message?token=AQkR2v9nQm4", "addWebhookTriggerFormat": "json"})
+    driver.get(scheduler + "/app/config.json")
+    driver.execute_script("localStorage.setItem('pigeonhole-push-trigger', arguments[0])", phone)
     driver.get(scheduler + "/app/triggers")
-    wait_text(driver, "#triggers", "maria@example.org")
+    wait_text(driver, "#triggers", "Push to fcm.googleapis.com")
     problems += look(driver, "scheduler /app/triggers", shot="scheduler-triggers", ready="#triggers li")
+    driver.get(scheduler + "/app/notifications")
+    problems += look(driver, "scheduler /app/notifications", ready="#nav li")
     driver.get(scheduler + "/app/settings")
     problems += look(driver, "scheduler /app/settings", shot="scheduler-settings", ready="#zone-current")
 
+    problems += push_and_webhook_results(server, driver)
     assert problems == [], "\n".join(problems)
+
+
+def push_and_webhook_results(server, driver):
+    """Another account whose reminder went to a push service and to webhooks of this test
+    (on 127.0.0.1, so not in the pictures): sent and failed, each said in words."""
+    scheduler = server["scheduler"]
+    receivers = [PushService(answers) for answers in ([(201, {})], [(410, {})], [(200, {})], [(500, {})])]
+    try:
+        send(server["inbox"], "POST", "/register", body={"name": "pat", "password": "pat-password"})
+        send(scheduler, "POST", "/register", body={"name": "pat", "password": "pat-password"})
+        token = send(scheduler, "POST", "/app/token", body={"username": "pat", "password": "pat-password"})["token"]
+        pushed, gone, hook, broken = receivers
+        for endpoint in (pushed.origin + "/wpush/1", gone.origin + "/wpush/2"):
+            send(scheduler, "POST", "/trigger/push", token, Subscriber().subscription(endpoint))
+        send(scheduler, "POST", "/trigger/webhook", token, {"addWebhookTriggerUrl": hook.origin + "/hook", "addWebhookTriggerFormat": "text"})
+        send(scheduler, "POST", "/trigger/webhook", token, {"addWebhookTriggerUrl": broken.origin + "/broken?token=s3cret", "addWebhookTriggerFormat": "json"})
+        send(scheduler, "POST", "/scheduler/item", token, due_a_minute_ago("Check the smoke alarm"))
+        until(lambda: len(attempts_of(server, token, "Check the smoke alarm") or []) == 4, DELIVERY_WAIT, "four deliveries")
+        driver.get(scheduler + "/app/config.json")
+        driver.execute_script("localStorage.clear(); localStorage.setItem('pigeonhole-token', arguments[0])", token)
+        driver.get(scheduler + "/app/triggered")
+        wait_text(driver, "#items", "Check the smoke alarm")
+        words = driver.find_element(By.ID, "items").text
+        for expected in (
+            "Pushed to your device (via 127.0.0.1)",
+            "Push failed (via 127.0.0.1): ",
+            f"Sent to the webhook at {hook.origin}/hook",
+            f"Failed for the webhook at {broken.origin}/broken?…: ",
+        ):
+            assert expected in words, f"{expected!r} not in {words!r}"
+        assert "s3cret" not in words
+        problems = look(driver, "scheduler /app/triggered (push and webhooks)", ready="#items li")
+        driver.get(scheduler + "/app/triggers")
+        wait_text(driver, "#triggers", "Expired — subscribe again on that device")
+        problems += look(driver, "scheduler /app/triggers (push and webhooks)", ready="#triggers li")
+        return problems
+    finally:
+        for receiver in receivers:
+            receiver.close()

@@ -457,8 +457,8 @@ def test_no_page_breaks_its_content_security_policy(server, driver):
     driver.execute_script("localStorage.clear()")
     follow_to_sibling(driver, server["inbox"], "carol")
     for base, pages in (
-        (server["inbox"], ["/", "/app/login", "/app/", "/app/settings"]),
-        (server["scheduler"], ["/", "/app/login", "/app/", "/app/triggered", "/app/triggers", "/app/settings"]),
+        (server["inbox"], ["/", "/app/login", "/app/", "/app/settings", "/app/notifications"]),
+        (server["scheduler"], ["/", "/app/login", "/app/", "/app/triggered", "/app/triggers", "/app/settings", "/app/notifications"]),
     ):
         for page in pages:
             driver.get(base + page)
