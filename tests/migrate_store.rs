@@ -60,10 +60,16 @@ async fn a_persons_data(p: &Proc) -> (Auth, Auth, String) {
     p.api.add_text(&inbox, "and this one").await;
     let (secret, _) = p
         .api
-        .add_key(&inbox, "phone", &["PermitAdd", "PermitGetItems", "PermitSize"])
+        // names are any text (issue 29 point 1: NUL and escapes, which PostgreSQL's text
+        // cannot hold, move too)
+        .add_key(
+            &inbox,
+            "phone\u{0}\u{1b}[31m",
+            &["PermitAdd", "PermitGetItems", "PermitSize"],
+        )
         .await;
     let scheduler = p.scheduler.user("carol").await;
-    let zone = serde_json::json!({"timezone": {"offset": 60, "name": "Europe/Zurich", "summer": false}});
+    let zone = serde_json::json!({"timezone": {"offset": 60, "name": "Zürich\u{0}", "summer": false}});
     let put = p
         .scheduler
         .request(reqwest::Method::PUT, "/account/settings", &scheduler)

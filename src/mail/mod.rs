@@ -204,10 +204,23 @@ pub fn triggered_subject(content: &str) -> String {
     format!("[Pigeonhole] {clean}")
 }
 
+/// `text` as an e-mail may carry it (issue 29 point 1): control characters other than line
+/// breaks and tabs (NUL, escape, …; RFC 5322 has no place for them, and PostgreSQL's text
+/// none for NUL) become U+FFFD, as bytes that are not UTF-8 do.
+pub fn mailable(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\r' | '\t' => c,
+            c if c.is_control() => char::REPLACEMENT_CHARACTER,
+            c => c,
+        })
+        .collect()
+}
+
 /// The triggered-item e-mail (scheduler.md §8.3).
 pub fn triggered(settings: &Settings, to: &str, content: &[u8]) -> Message {
     let (host, _) = web_host_and_base(settings);
-    let content = String::from_utf8_lossy(content);
+    let content = mailable(&String::from_utf8_lossy(content));
     let text = format!(
         "A scheduled item was triggered:\n\n{content}\n\n\
          You receive this because this address is a verified e-mail trigger at {host}.\n"
@@ -227,6 +240,7 @@ pub fn triggered(settings: &Settings, to: &str, content: &[u8]) -> Message {
 
 /// The admin notification (scheduler.md §8.4).
 pub fn admin_notice(to: &str, worker: &str, error: &str) -> Message {
+    let error = mailable(error);
     let text = format!(
         "The worker {worker} failed repeatedly; it goes on trying, and runs again once the cause is gone.\n\nLast error: {error}\n"
     );
@@ -243,6 +257,15 @@ pub fn admin_notice(to: &str, worker: &str, error: &str) -> Message {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mails_carry_no_control_characters_but_line_breaks_and_tabs() {
+        assert_eq!(
+            super::mailable("a\0b\u{1b}[31m\u{7f}\u{85}c\r\n\td"),
+            "a\u{fffd}b\u{fffd}[31m\u{fffd}\u{fffd}c\r\n\td"
+        );
+        assert_eq!(super::mailable("plain ünïcödé ☃"), "plain ünïcödé ☃");
+    }
+
     use super::*;
 
     #[test]

@@ -188,6 +188,26 @@ impl Record {
         }
     }
 
+    /// What names this record among those of its kind, for a message (issue 29 point 1:
+    /// a record the target cannot hold is reported by kind and key).
+    pub fn key(&self) -> String {
+        match self {
+            Record::SigningKey(_) => "the key".into(),
+            Record::Account { account, .. } => format!("account {} ({:?})", account.id, account.username),
+            Record::AccessKey { account, key, .. } => format!("key {} of account {account}", key.id),
+            Record::InboxItem { item, .. } => format!("item {}", item.id),
+            Record::Idempotency { account, key, .. } => format!("key {key:?} of account {account}"),
+            Record::Settings { account, .. } => format!("account {account}"),
+            Record::Scheduled { item, .. } => format!("item {}", item.id),
+            Record::Triggered { item, .. } => format!("item {}", item.id),
+            Record::Trigger(t) => format!("trigger {}", t.id),
+            Record::Targets { item, .. } => format!("item {item}"),
+            Record::Delivery(d) => format!("delivery {}", d.id),
+            Record::Email(m) => format!("e-mail of account {}", m.owner),
+            Record::PaymentEvent { id, .. } => format!("event {id:?}"),
+        }
+    }
+
     pub fn kind(&self) -> Kind {
         match self {
             Record::SigningKey(_) => Kind::SigningKey,
@@ -223,6 +243,13 @@ pub enum CopyError {
     /// The source holds a fact the stream cannot carry (or the target cannot hold): which
     /// kind and why. Nothing was written.
     Unrepresentable { kind: &'static str, what: String },
+    /// The target failed while writing one record (issue 29 point 1): which kind, which
+    /// record, and the target's words. Nothing was kept.
+    Refused {
+        kind: &'static str,
+        record: String,
+        why: super::StoreError,
+    },
     /// The target already holds data (a load writes only into an empty database): what.
     NotEmpty(String),
     /// A stream broke a rule of the store (a record of an account that was not in the
@@ -244,6 +271,10 @@ impl fmt::Display for CopyError {
                     "the source holds {kind} that cannot be copied: {what}; nothing was written"
                 )
             }
+            CopyError::Refused { kind, record, why } => write!(
+                f,
+                "the target did not take one of the {kind}, {record}: {why}; nothing was written"
+            ),
             CopyError::NotEmpty(what) => write!(
                 f,
                 "the target is not empty ({what}); migrate-store copies only into an empty database"

@@ -1318,6 +1318,125 @@ pub(crate) async fn push_and_webhook_triggers(
     );
 }
 
+/// Texts from outside that the edge takes as they are, for every such string field of every
+/// record (issue 29 point 1): a fixed list of what engines disagree on (NUL, other control
+/// characters, quotes, backslashes, the last code point, a long one) and arbitrary strings
+/// drawn by proptest (`.*`: any characters, control characters included).
+pub(crate) fn free_texts() -> Vec<String> {
+    use proptest::strategy::{Strategy, ValueTree};
+    let mut texts: Vec<String> = [
+        "",
+        "\0",
+        "a\0b",
+        "\0\0\0",
+        "\u{1}\u{1f}\u{7f}\u{80}\u{9f}",
+        "tab\tnew\nline\rcr",
+        "\u{1b}[31mred",
+        "'; DROP TABLE accounts; --",
+        "back\\slash \\x00 \\0",
+        "\u{10ffff}\u{fffd}\u{feff}\u{200b}",
+        "名前 😀",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    texts.push("\0x".repeat(10_000));
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = proptest::collection::vec(proptest::arbitrary::any::<String>(), 48);
+    texts.extend(strategy.new_tree(&mut runner).expect("strings").current());
+    texts
+}
+
+/// Every string field that holds free text holds each of [`free_texts`] and gives it back
+/// exactly, on every engine: access key names (any string, inbox.md §3.9), the time zone's
+/// name (any text, scheduler.md §5), a delivery's reason (any string in an import or an
+/// original's database). The structured strings (usernames, addresses, URLs, keys) are
+/// refused at the edge when they hold a control character (their parsers' property tests).
+pub(crate) async fn free_text(accounts: Arc<dyn Accounts>, items: Arc<dyn ScheduledItems>) {
+    let owner = account(&*accounts, "textual").await;
+    let texts = free_texts();
+    for (n, text) in texts.iter().enumerate() {
+        let mut digest = [0xa5; 32];
+        digest[..8].copy_from_slice(&(n as u64).to_be_bytes());
+        let key = AccessKey {
+            id: new_uuid(),
+            name: text.clone(),
+            created: at(30),
+            seq: accounts.next_key_seq().await.expect("seq"),
+            permissions: Permissions(1),
+            secret: KeySecret::Digest(digest),
+        };
+        assert!(durable(accounts.add_access_key(owner, &key).await).await, "{text:?}");
+        let back = accounts
+            .access_key(owner, key.id)
+            .await
+            .expect("read")
+            .expect("the key");
+        assert_eq!(back.name, *text, "an access key's name");
+
+        let zone = TimeZoneSetting {
+            offset: 60,
+            name: text.clone(),
+            summer: false,
+        };
+        durable(items.put_settings(owner, &zone, &|_| at(1)).await).await;
+        assert_eq!(
+            items.settings(owner).await.expect("read").name,
+            *text,
+            "the zone's name"
+        );
+    }
+    let mut triggered = TriggeredItem {
+        id: new_uuid(),
+        owner,
+        tickle: scheduled(owner, "with reasons", false, 40).tickle,
+        created: at(5),
+        triggered: at(6),
+        attempts: texts
+            .iter()
+            .enumerate()
+            .map(|(n, why)| Attempt {
+                trigger: new_uuid(),
+                trigger_created: at(n as i64),
+                delivery: new_uuid(),
+                outcome: [
+                    Outcome::InboxFailed,
+                    Outcome::EmailFailed,
+                    Outcome::PushFailed,
+                    Outcome::WebhookFailed,
+                ][n % 4](why.clone()),
+            })
+            .collect(),
+    };
+    // in the order a triggered item lists them (§2.5: by kind, then by trigger)
+    triggered.attempts.sort_by_key(Attempt::order);
+    let imported = import_scheduler(
+        items.clone(),
+        owner,
+        vec![SchedulerEntry::Triggered(triggered.clone())],
+        None,
+        None,
+        None,
+    )
+    .await
+    .expect("import");
+    assert!(matches!(imported, SchedulerImportOutcome::Imported(_)), "{imported:?}");
+    let back = items
+        .triggered(owner, triggered.id)
+        .await
+        .expect("read")
+        .expect("the item");
+    assert_eq!(back.attempts.len(), triggered.attempts.len(), "the attempts");
+    for (n, (got, sent)) in back.attempts.iter().zip(&triggered.attempts).enumerate() {
+        assert!(
+            got == sent,
+            "attempt {n}: {:.200?} read back as {:.200?}",
+            sent.outcome,
+            got.outcome
+        );
+    }
+}
+
 #[cfg(test)]
 mod sled {
     use super::*;
@@ -1378,6 +1497,13 @@ mod sled {
             s.deliveries.clone(),
         )
         .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn free_text_on_sled() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = crate::store::Store::open(dir.path()).expect("open");
+        free_text(store.scheduler.accounts.clone(), store.scheduler.items.clone()).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -669,8 +669,12 @@ pub fn is_valid_email(address: &str) -> bool {
     local_ok && domain_ok
 }
 
-/// Normalises an inbox service base URL (scheduler.md §6.3); `None` when it is invalid.
+/// Normalises an inbox service base URL (scheduler.md §6.3); `None` when it is invalid,
+/// also when it holds a control character (issue 29 point 1: no engine keeps one in a URL).
 pub fn normalise_inbox_url(input: &str) -> Option<String> {
+    if input.chars().any(char::is_control) {
+        return None;
+    }
     let (scheme, rest) = match input.split_once("://") {
         Some((s, r)) => (s.to_ascii_lowercase(), r),
         None => ("http".to_string(), input),

@@ -421,3 +421,67 @@ mod tests {
         assert_eq!(WebhookFormat::parse("xml"), None);
     }
 }
+
+/// Issue 29 point 1: the structured strings a record keeps (usernames, e-mail addresses,
+/// inbox, webhook and push URLs) are refused at the edge when they hold a control
+/// character, so that no engine meets one (PostgreSQL's text holds no NUL); what the edge
+/// gives back never holds one. The free text (key names, zone names, reasons) is the store
+/// suite's `free_text`.
+#[cfg(test)]
+mod structured_strings {
+    use super::*;
+    use crate::domain::scheduler::models::{is_valid_email, normalise_inbox_url};
+    use crate::domain::wire::is_valid_username;
+    use proptest::prelude::*;
+
+    /// A string that looks like one of the structured kinds, with characters of every kind
+    /// (control characters included) put in at any place.
+    fn near_valid() -> impl Strategy<Value = String> {
+        let base = prop::sample::select(vec![
+            "alice",
+            "ann@example.org",
+            "https://push.example.org/send/abc?x=1",
+            "http://127.0.0.1:8000",
+            "ntfy.example.org/topic",
+        ]);
+        (base, proptest::collection::vec((0usize..40, any::<char>()), 0..4)).prop_map(|(base, inserts)| {
+            let mut chars: Vec<char> = base.chars().collect();
+            for (at, c) in inserts {
+                chars.insert(at.min(chars.len()), c);
+            }
+            chars.into_iter().collect()
+        })
+    }
+
+    fn plain(s: &str) -> bool {
+        !s.chars().any(char::is_control)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+        #[test]
+        fn what_the_edge_accepts_holds_no_control_character(s in prop_oneof![near_valid(), any::<String>()]) {
+            if is_valid_username(&s) || is_valid_email(&s) {
+                prop_assert!(plain(&s), "{s:?}");
+            }
+            for accepted in [normalise_inbox_url(&s), normalise_webhook_url(&s)].into_iter().flatten() {
+                prop_assert!(plain(&accepted), "{s:?} → {accepted:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn nul_and_other_control_characters_are_refused() {
+        for bad in [
+            "al\0ice",
+            "ann\0@example.org",
+            "https://example.org/\0",
+            "http://127.0.0.1:8000/\u{1b}",
+            "alice\u{85}",
+        ] {
+            assert!(!is_valid_username(bad) && !is_valid_email(bad), "{bad:?}");
+            assert_eq!(normalise_webhook_url(bad), None, "{bad:?}");
+            assert!(normalise_inbox_url(bad).is_none_or(|u| plain(&u)), "{bad:?}");
+        }
+    }
+}

@@ -75,7 +75,7 @@ pub(super) fn key_from(row: &Row) -> PgResult<AccessKey> {
     };
     Ok(AccessKey {
         id: row.try_get("id")?,
-        name: row.try_get("name")?,
+        name: super::rows::text_of_bytes(row, "name")?,
         created: instant(row, "created")?,
         seq: from_bigint(row.try_get("seq")?, "access key seq")?,
         permissions: Permissions(from_bigint(row.try_get("permissions")?, "permissions")?),
@@ -277,7 +277,7 @@ impl Accounts for PgAccounts {
                 &[
                     &account,
                     &access_key.id,
-                    &access_key.name,
+                    &access_key.name.as_bytes(),
                     &access_key.created.secs,
                     &nanos,
                     &seq,

@@ -254,7 +254,7 @@ async fn dump_in(tx: &Transaction<'_>, sink: &mut Sink<'_>) -> Result<(), CopyEr
             account: row.try_get("account")?,
             setting: TimeZoneSetting {
                 offset: row.try_get("utc_offset")?,
-                name: row.try_get("name")?,
+                name: super::rows::text_of_bytes(row, "name")?,
                 summer: row.try_get("summer")?,
             },
         })
@@ -409,7 +409,16 @@ impl PgTarget {
             }
         }
         while let Some(record) = records.recv().await {
-            insert(&tx, &record).await?;
+            // a record PostgreSQL refuses is named; the transaction is rolled back: nothing
+            // of the copy is kept
+            insert(&tx, &record).await.map_err(|e| match e {
+                CopyError::Store(why) => CopyError::Refused {
+                    kind: record.kind().name(),
+                    record: record.key(),
+                    why,
+                },
+                e => e,
+            })?;
         }
         tx.execute(
             "SELECT setval('access_key_seq', GREATEST((SELECT last_value FROM access_key_seq), \
@@ -533,7 +542,7 @@ async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> 
                 &[
                     account,
                     &key.id,
-                    &key.name,
+                    &key.name.as_bytes(),
                     &key.created.secs,
                     &nanos,
                     &seq,
@@ -557,7 +566,7 @@ async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> 
         Record::Settings { account, setting } => {
             tx.execute(
                 "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4)",
-                &[account, &setting.offset, &setting.name, &setting.summer],
+                &[account, &setting.offset, &setting.name.as_bytes(), &setting.summer],
             )
             .await
             .map_err(PgError::from)?;

@@ -62,8 +62,8 @@ pub(super) async fn insert_delivery(tx: &Transaction<'_>, d: &Delivery) -> PgRes
 }
 
 /// The outcome's columns: (outcome, inbox item, reason).
-fn outcome_columns(outcome: &Outcome) -> (&'static str, Option<Uuid>, Option<&str>) {
-    match outcome {
+fn outcome_columns(outcome: &Outcome) -> (&'static str, Option<Uuid>, Option<&[u8]>) {
+    let (kind, item, why) = match outcome {
         Outcome::InboxAdded(id) => ("inbox_added", Some(*id), None),
         Outcome::InboxFailed(why) => ("inbox_failed", None, Some(why)),
         Outcome::EmailSent => ("email_sent", None, None),
@@ -72,7 +72,8 @@ fn outcome_columns(outcome: &Outcome) -> (&'static str, Option<Uuid>, Option<&st
         Outcome::PushFailed(why) => ("push_failed", None, Some(why)),
         Outcome::WebhookSent => ("webhook_sent", None, None),
         Outcome::WebhookFailed(why) => ("webhook_failed", None, Some(why)),
-    }
+    };
+    (kind, item, why.map(|w| w.as_bytes()))
 }
 
 /// Records `attempt` on the triggered item `item` at `position`.

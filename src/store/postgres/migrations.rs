@@ -28,6 +28,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "push and webhook triggers",
         sql: include_str!("migrations/0002_push_and_webhook_triggers.sql"),
     },
+    Migration {
+        version: 3,
+        name: "free text as bytes",
+        sql: include_str!("migrations/0003_free_text_as_bytes.sql"),
+    },
 ];
 
 /// The latest schema version this binary knows.

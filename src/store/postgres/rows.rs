@@ -32,6 +32,13 @@ pub(super) fn optional_instant(row: &Row, name: &str) -> PgResult<Option<Timesta
     }
 }
 
+/// Text kept as its UTF-8 bytes (`bytea`, migration 0003: a `text` value cannot hold
+/// U+0000): column `name` of `row`.
+pub(super) fn text_of_bytes(row: &Row, name: &str) -> PgResult<String> {
+    let bytes: Vec<u8> = row.try_get(name)?;
+    String::from_utf8(bytes).map_err(|_| PgError::Corrupt(format!("{name}: not UTF-8")))
+}
+
 /// An unsigned 64-bit counter as `bigint`.
 pub(super) fn to_bigint(n: u64, what: &str) -> PgResult<i64> {
     i64::try_from(n).map_err(|_| PgError::Corrupt(format!("{what} {n} is beyond a bigint")))

@@ -149,7 +149,11 @@ pub(super) fn attempt_from(row: &Row) -> PgResult<crate::domain::scheduler::mode
     use crate::domain::scheduler::models::{Attempt, Outcome};
     let outcome: String = row.try_get("outcome")?;
     let inbox_item: Option<Uuid> = row.try_get("inbox_item")?;
-    let reason: Option<String> = row.try_get("reason")?;
+    let reason: Option<Vec<u8>> = row.try_get("reason")?;
+    let reason = reason
+        .map(String::from_utf8)
+        .transpose()
+        .map_err(|_| PgError::Corrupt("attempt reason: not UTF-8".into()))?;
     let outcome = match (outcome.as_str(), inbox_item, reason) {
         ("inbox_added", Some(id), None) => Outcome::InboxAdded(id),
         ("inbox_failed", None, Some(why)) => Outcome::InboxFailed(why),
@@ -201,7 +205,7 @@ impl PgScheduler {
         Ok(match row {
             Some(row) => TimeZoneSetting {
                 offset: row.try_get(0)?,
-                name: row.try_get(1)?,
+                name: super::rows::text_of_bytes(&row, "name")?,
                 summer: row.try_get(2)?,
             },
             None => TimeZoneSetting::default(),
@@ -316,7 +320,8 @@ impl PgScheduler {
     }
 
     /// The attempts recorded on triggered items, in the order the sled store keeps them
-    /// (inbox before e-mail, then by the trigger's creation and id, then as recorded).
+    /// (`Attempt::order`: inbox, e-mail, push, webhook, then by the trigger's creation and
+    /// id, then as recorded).
     async fn attempts_of(client: &tokio_postgres::Client, items: &mut [TriggeredItem]) -> PgResult<()> {
         use crate::domain::scheduler::models::Attempt;
         if items.is_empty() {
@@ -327,8 +332,9 @@ impl PgScheduler {
             .query(
                 "SELECT triggered_item, trigger, trigger_created_secs, trigger_created_nanos, delivery, outcome, \
                  inbox_item, reason FROM trigger_attempts WHERE triggered_item = ANY($1) \
-                 ORDER BY triggered_item, outcome IN ('email_sent', 'email_failed'), trigger_created_secs, \
-                 trigger_created_nanos, trigger, position",
+                 ORDER BY triggered_item, CASE WHEN outcome IN ('inbox_added', 'inbox_failed') THEN 0 \
+                 WHEN outcome IN ('email_sent', 'email_failed') THEN 1 WHEN outcome IN ('push_sent', 'push_failed') \
+                 THEN 2 ELSE 3 END, trigger_created_secs, trigger_created_nanos, trigger, position",
                 &[&ids],
             )
             .await?;
@@ -370,7 +376,7 @@ impl ScheduledItems for PgScheduler {
             tx.execute(
                 "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (account) DO UPDATE SET utc_offset = $2, name = $3, summer = $4",
-                &[&account, &settings.offset, &settings.name, &settings.summer],
+                &[&account, &settings.offset, &settings.name.as_bytes(), &settings.summer],
             )
             .await?;
             let rows = tx

@@ -94,7 +94,7 @@ impl PgScheduler {
         tx.execute(
             "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (account) DO UPDATE SET utc_offset = $2, name = $3, summer = $4",
-            &[&account, &settings.offset, &settings.name, &settings.summer],
+            &[&account, &settings.offset, &settings.name.as_bytes(), &settings.summer],
         )
         .await?;
         for item in Self::scheduled_in_tx(tx, account).await? {
