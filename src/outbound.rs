@@ -145,27 +145,29 @@ impl reqwest::dns::Resolve for PolicyResolver {
     }
 }
 
-/// The most requests to inbox services in flight to one IP address at once, whatever the
-/// names, ports, triggers and accounts they come from (deliveries and trigger checks
-/// together): the server cannot be used to flood one address.
+/// The most requests in flight to one socket address (IP address and port) at once,
+/// whatever the names, triggers and accounts they come from (deliveries and trigger checks
+/// together): the server cannot be used to flood one service. The port counts: a slow
+/// service of a stranger on another port of the same machine (the usual case for the
+/// server's own inbox on 127.0.0.1) takes no place of the owner's.
 pub const REQUESTS_PER_ADDRESS: usize = 4;
 
-/// The places of requests in flight per destination address. Entries exist only while a
-/// request holds or awaits one, so the map is bounded by the requests in flight.
+/// The places of requests in flight per destination socket address. Entries exist only
+/// while a request holds or awaits one, so the map is bounded by the requests in flight.
 #[derive(Default)]
 struct AddressSlots {
-    slots: std::sync::Mutex<std::collections::HashMap<IpAddr, Arc<tokio::sync::Semaphore>>>,
+    slots: std::sync::Mutex<std::collections::HashMap<SocketAddr, Arc<tokio::sync::Semaphore>>>,
 }
 
-/// A place for one request to an address; given back when dropped.
+/// A place for one request to a socket address; given back when dropped.
 struct AddressSlot {
     slots: Arc<AddressSlots>,
-    ip: IpAddr,
+    ip: SocketAddr,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl AddressSlots {
-    async fn take(self: &Arc<Self>, ip: IpAddr) -> AddressSlot {
+    async fn take(self: &Arc<Self>, ip: SocketAddr) -> AddressSlot {
         let semaphore = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             // a place dropped while its waiter was being cancelled may have left its entry:
@@ -232,8 +234,8 @@ impl InboxClient {
 
     /// Refuses a URL whose host is an address the policy does not allow (a literal here:
     /// reqwest resolves no literal, so the resolver never sees those; a name through the
-    /// resolver), and waits for a place among the requests to its address
-    /// ([`REQUESTS_PER_ADDRESS`], keyed by the first allowed address). The request then
+    /// resolver), and waits for a place among the requests to its socket address
+    /// ([`REQUESTS_PER_ADDRESS`], keyed by the first allowed address and the URL's port). The request then
     /// resolves the name again through the same policy: a name whose answers change between
     /// the two lookups escapes this bound (not the policy), and is still held to the
     /// per-host and per-account bounds of the deliveries.
@@ -264,7 +266,8 @@ impl InboxClient {
                 }
             },
         };
-        Ok(self.slots.take(ip).await)
+        let port = parsed.port_or_known_default().unwrap_or(0);
+        Ok(self.slots.take(SocketAddr::new(ip, port)).await)
     }
 
     /// Whether every address of `url`'s host that the policy allows is a loopback or
@@ -337,9 +340,7 @@ impl InboxClient {
             retry_after: asked
                 .then(|| retry_after(response.headers(), SystemTime::now()))
                 .flatten(),
-            local: response
-                .remote_addr()
-                .is_none_or(|a| matches!(classify(a.ip()), AddressClass::Loopback | AddressClass::Private)),
+            local: from_the_lan(response.remote_addr()),
         })
     }
 }
@@ -391,6 +392,34 @@ fn built(builder: reqwest::ClientBuilder) -> reqwest::Client {
         .build()
         // Building fails only without a TLS provider, which `launch` installs first.
         .unwrap_or_else(|_| reqwest::Client::new())
+}
+
+/// Whether an answer came from a loopback or private address (the LAN): `peer` is the
+/// address the connection really had (none known: taken as local, the cautious side).
+fn from_the_lan(peer: Option<SocketAddr>) -> bool {
+    peer.is_none_or(|a| matches!(classify(a.ip()), AddressClass::Loopback | AddressClass::Private))
+}
+
+/// What the owner of a delivery reads when its cause must not be told (no oracle: a
+/// stranger's trigger may point at any service the policy lets the server reach): the same
+/// text whatever happened, the cause only in the operator's log.
+pub fn withheld(what: &str, url: &str) -> String {
+    let host = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .unwrap_or_default();
+    format!("not delivered to the {what} at {host} (this server's log has the cause)")
+}
+
+impl Failure {
+    /// This failure as the owner of a delivery to `url` reads it: withheld when there was
+    /// no answer (whatever the cause) or the answer came from the LAN (`lan`).
+    fn seen_by_owner(mut self, url: &str, lan: bool) -> Failure {
+        if lan || self.status.is_none() && self.transient {
+            self.shown = Some(withheld("inbox", url));
+        }
+        self
+    }
 }
 
 /// A non-2xx answer: 5xx, 408 and 429 are transient, everything else (3xx included) is
@@ -448,9 +477,10 @@ async fn login(client: &reqwest::Client, url: &str, username: &str, key: &str) -
         .json(&serde_json::json!({"username": username, "password": key}))
         .send()
         .await
-        .map_err(|e| request_failure(what, e))?;
+        .map_err(|e| request_failure(what, e).seen_by_owner(url, false))?;
+    let lan = from_the_lan(response.remote_addr());
     if !response.status().is_success() {
-        return Err(status_failure(what, response.status(), response.headers()));
+        return Err(status_failure(what, response.status(), response.headers()).seen_by_owner(url, lan));
     }
     for value in response.headers().get_all(reqwest::header::SET_COOKIE) {
         let Ok(text) = value.to_str() else { continue };
@@ -461,7 +491,7 @@ async fn login(client: &reqwest::Client, url: &str, username: &str, key: &str) -
             }
         }
     }
-    Err(Failure::permanent("the inbox login answer had no JWT-Cookie".into()))
+    Err(Failure::permanent("the inbox login answer had no JWT-Cookie".into()).seen_by_owner(url, lan))
 }
 
 /// `POST <url>/inbox/item` (then `/intray/item` on 404) with an idempotency key.
@@ -473,6 +503,7 @@ async fn add_item(
     data_base64: &str,
 ) -> Result<Uuid, Failure> {
     let body = serde_json::json!({"type": "text", "data": data_base64});
+    let mut lan = true;
     for path in ["/inbox/item", "/intray/item"] {
         let what = format!("POST {path}");
         let response = client
@@ -482,30 +513,36 @@ async fn add_item(
             .json(&body)
             .send()
             .await
-            .map_err(|e| request_failure(&what, e))?;
+            .map_err(|e| request_failure(&what, e).seen_by_owner(url, false))?;
         let status = response.status();
+        lan = from_the_lan(response.remote_addr());
         if status == StatusCode::NOT_FOUND {
             continue;
         }
         if !status.is_success() {
-            return Err(status_failure(&what, status, response.headers()));
+            return Err(status_failure(&what, status, response.headers()).seen_by_owner(url, lan));
         }
-        let text = response.text().await.map_err(|e| request_failure(&what, e))?;
+        let text = response
+            .text()
+            .await
+            .map_err(|e| request_failure(&what, e).seen_by_owner(url, lan))?;
         return match serde_json::from_str::<String>(&text)
             .ok()
             .and_then(|s| crate::domain::wire::parse_uuid(&s))
         {
             Some(id) => Ok(id),
-            None => Err(Failure::permanent(format!(
-                "inbox answered {what} with something that is not a UUID"
-            ))),
+            None => Err(
+                Failure::permanent(format!("inbox answered {what} with something that is not a UUID"))
+                    .seen_by_owner(url, lan),
+            ),
         };
     }
     Err(status_failure(
         "POST /inbox/item and /intray/item",
         StatusCode::NOT_FOUND,
         &HeaderMap::new(),
-    ))
+    )
+    .seen_by_owner(url, lan))
 }
 
 #[cfg(test)]
@@ -566,8 +603,9 @@ mod policy_tests {
     #[tokio::test]
     async fn requests_to_one_address_take_turns_and_the_map_forgets_idle_addresses() {
         let slots = Arc::new(AddressSlots::default());
-        let a: IpAddr = "127.0.0.1".parse().unwrap();
-        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let a: SocketAddr = "127.0.0.1:8001".parse().unwrap();
+        // another port of the same address is another service
+        let b: SocketAddr = "127.0.0.1:9000".parse().unwrap();
         let mut held = Vec::new();
         for _ in 0..REQUESTS_PER_ADDRESS {
             held.push(slots.take(a).await);

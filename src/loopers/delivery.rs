@@ -65,12 +65,13 @@ fn destination(kind: &TriggerKind) -> Option<&str> {
 /// answer at all and any answer of a loopback or private address read the same
 /// [`not_delivered`] text; the cause goes to the operator's log. A public address's status
 /// is shown (it is the owner's own target: an ntfy topic's 403 says what to fix).
-fn answered(what: &str, host: &str, answer: Result<outbound::Answer, Failure>) -> Result<(), Failure> {
+fn answered(what: &str, url: &str, answer: Result<outbound::Answer, Failure>) -> Result<(), Failure> {
+    let host = endpoint_host(url);
     let answer = match answer {
         Ok(answer) => answer,
         Err(mut f) => {
             if f.transient {
-                f.shown = Some(not_delivered(what, host));
+                f.shown = Some(outbound::withheld(what, url));
             }
             return Err(f);
         }
@@ -83,7 +84,7 @@ fn answered(what: &str, host: &str, answer: Result<outbound::Answer, Failure>) -
     if status.is_redirection() {
         reason.push_str(" (redirects are not followed)");
     }
-    let shown = answer.local.then(|| not_delivered(what, host));
+    let shown = answer.local.then(|| outbound::withheld(what, url));
     Err(Failure {
         transient: status.is_server_error() || status == 408 || status == 429,
         reason,
@@ -91,11 +92,6 @@ fn answered(what: &str, host: &str, answer: Result<outbound::Answer, Failure>) -
         retry_after: answer.retry_after,
         shown,
     })
-}
-
-/// What the owner reads of a failed delivery whose cause must not be told (§7.6).
-fn not_delivered(what: &str, host: &str) -> String {
-    format!("not delivered to the {what} at {host} (this server's log has the cause)")
 }
 
 /// Inbox deliveries in flight at once: overall, per destination host and port (4 slow
@@ -375,7 +371,6 @@ impl InboxSender {
         delivery: Uuid,
     ) -> Result<(), Failure> {
         let endpoint = &subscription.endpoint;
-        let host = endpoint_host(endpoint);
         let made = webpush::encrypt(&reminder.push_message(), subscription).and_then(|body| {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -398,7 +393,7 @@ impl InboxSender {
         put("topic", &delivery.simple().to_string());
         put("authorization", &authorization);
         let answer = self.client.post(endpoint, headers, body).await;
-        answered("push service", &host, answer)
+        answered("push service", endpoint, answer)
     }
 
     /// One webhook call (§7.7): the content as text (ntfy) or as JSON (Gotify, bridges).
@@ -420,7 +415,7 @@ impl InboxSender {
             headers.insert("idempotency-key", v);
         }
         let answer = self.client.post(url, headers, reminder.webhook_body(format)).await;
-        answered("webhook", &endpoint_host(url), answer)
+        answered("webhook", url, answer)
     }
 
     async fn attempt(

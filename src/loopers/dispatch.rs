@@ -5,8 +5,11 @@
 //! one person from taking every connection, and the process from opening too many: a
 //! number of deliveries per destination *host* (an inbox URL's host and port, whatever its
 //! path, or an e-mail domain), a number per account (so that one account's many slow hosts
-//! take at most that share of the places), and a number overall. A due delivery that finds
-//! no free place is started by a later pass, which the task that frees a place wakes.
+//! take at most that share of the places), and a number overall. The overall bound never
+//! keeps out an account that has nothing in flight: several strangers' slow hosts can fill
+//! the places they may take, not the one of an account they are not (up to twice the
+//! overall bound, a hard ceiling on tasks and connections). A due delivery that finds no
+//! free place is started by a later pass, which the task that frees a place wakes.
 
 use super::PassError;
 use crate::domain::wire::Timestamp;
@@ -43,6 +46,20 @@ pub struct Bounds {
     pub overall: usize,
     pub per_host: usize,
     pub per_account: usize,
+}
+
+impl Bounds {
+    /// Whether one more delivery may start with `running` in flight overall, `on_host` to
+    /// its destination and `of_account` of its account. The overall bound counts only for
+    /// an account that has deliveries in flight: one that has none takes its first place
+    /// beyond it (fair to whoever waits for nothing), up to twice the bound in all.
+    fn admits(&self, running: usize, on_host: usize, of_account: usize) -> bool {
+        let overall = match of_account {
+            0 => self.overall.saturating_mul(2),
+            _ => self.overall,
+        };
+        running < overall && on_host < self.per_host && of_account < self.per_account
+    }
 }
 
 pub struct Dispatcher {
@@ -156,10 +173,7 @@ impl Dispatcher {
             }
             let on_host = state.hosts.get(&to.host).copied().unwrap_or(0);
             let of_account = state.accounts.get(&to.account).copied().unwrap_or(0);
-            if state.running.len() >= self.bounds.overall
-                || on_host >= self.bounds.per_host
-                || of_account >= self.bounds.per_account
-            {
+            if !self.bounds.admits(state.running.len(), on_host, of_account) {
                 state.starved = true;
                 return Start::Full;
             }
@@ -387,9 +401,9 @@ mod tests {
         );
         assert_eq!(d.start(key(4), to("b", 4), held(&release)), Start::Started);
         assert_eq!(
-            d.start(key(5), to("c", 5), held(&release)),
+            d.start(key(5), to("c", 4), held(&release)),
             Start::Full,
-            "three overall"
+            "three overall for an account with a delivery in flight"
         );
         assert!(d.is_running(&key(1)) && !d.is_running(&key(3)));
         assert_eq!(in_flight(&workers), 3);
@@ -406,6 +420,50 @@ mod tests {
         assert!(!d.is_running(&key(1)), "stopping gives every place back");
         assert_eq!(in_flight(&workers), 0);
         assert_eq!(d.start(key(6), to("d", 6), held(&release)), Start::Full, "stopped");
+    }
+
+    /// The overall bound keeps out no account that has nothing in flight: strangers who
+    /// fill it leave the first place of every other account free, up to twice the bound.
+    #[tokio::test]
+    async fn full_places_never_keep_out_an_account_with_nothing_in_flight() {
+        let d = Dispatcher::new(bounds(4, 4, 2), workers(), WORKER);
+        let release = Arc::new(Notify::new());
+        // two strangers fill the four places
+        for n in 0..4u8 {
+            let stranger = u128::from(n / 2) + 1;
+            assert_eq!(
+                d.start(vec![n], to(&format!("s{n}"), stranger), held(&release)),
+                Start::Started
+            );
+        }
+        assert_eq!(
+            d.start(vec![9], to("s9", 1), held(&release)),
+            Start::Full,
+            "the strangers' share"
+        );
+        // every other account still gets its first place, up to twice the bound (8)
+        for account in 10..14u8 {
+            assert_eq!(
+                d.start(
+                    vec![account],
+                    to(&format!("h{account}"), u128::from(account)),
+                    held(&release)
+                ),
+                Start::Started,
+                "account {account}"
+            );
+            assert_eq!(
+                d.start(vec![account + 100], to("other", u128::from(account)), held(&release)),
+                Start::Full,
+                "one place beyond the bound per account"
+            );
+        }
+        assert_eq!(
+            d.start(vec![20], to("h20", 20), held(&release)),
+            Start::Full,
+            "the ceiling"
+        );
+        d.stop().await;
     }
 
     /// One account's deliveries to many hosts take at most its share of the places; other
