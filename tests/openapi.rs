@@ -17,6 +17,7 @@ mod common;
 
 use common::{Api, Auth, Method, Server};
 use pigeonhole::domain::permissions::{Access, Permission};
+use pigeonhole::http::BodyUse;
 use pigeonhole::inbox::Inbox;
 use pigeonhole::scheduler::Scheduler;
 use pigeonhole::shell::{listing, table, Kind};
@@ -36,20 +37,25 @@ fn served<K: Kind>() -> Routes {
 
 /// A path with each `{capture}` written `{}`.
 fn captures_blank(path: &str) -> String {
-    let mut normal = String::new();
+    captures_filled(path, "{}")
+}
+
+/// A path with each `{capture}` replaced by `with`.
+fn captures_filled(path: &str, with: &str) -> String {
+    let mut filled = String::new();
     let mut in_capture = false;
     for c in path.chars() {
         match c {
             '{' => in_capture = true,
             '}' => {
                 in_capture = false;
-                normal.push_str("{}");
+                filled.push_str(with);
             }
-            _ if !in_capture => normal.push(c),
+            _ if !in_capture => filled.push(c),
             _ => {}
         }
     }
-    normal
+    filled
 }
 
 /// The (method, path) pairs a document lists, captures as `{}`.
@@ -81,19 +87,7 @@ async fn document(api: &Api) -> Value {
 async fn probe(api: &Api, doc: &Value) {
     let uuid = "3f2b8a52-6f0e-4c1e-9d3a-0b7c5e1d2a44";
     for (path, item) in doc["paths"].as_object().unwrap() {
-        let mut concrete = String::new();
-        let mut in_capture = false;
-        for c in path.chars() {
-            match c {
-                '{' => in_capture = true,
-                '}' => {
-                    in_capture = false;
-                    concrete.push_str(uuid);
-                }
-                _ if !in_capture => concrete.push(c),
-                _ => {}
-            }
-        }
+        let concrete = captures_filled(path, uuid);
         for (method, op) in item.as_object().unwrap() {
             let m = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let r = api.send(api.request(m, &concrete, &Auth::None)).await;
@@ -236,4 +230,51 @@ fn every_documented_permission_is_the_route_tables() {
     check_permissions::<Inbox>(&doc);
     let doc: Value = serde_json::from_str(include_str!("../assets/openapi/scheduler.json")).unwrap();
     check_permissions::<Scheduler>(&doc);
+}
+
+/// The order of checks (inbox.md §1.2) on every route of the service `K`'s table, as the
+/// table declares it: a body over the cap is a 413 before anything (credentials, body use);
+/// a protected route without credentials is a 401 before its body is read (a body that is
+/// not JSON); with credentials, a route that reads its body answers on the body: 400 for
+/// one that is not JSON, except plain-text capture (`AddText`), whose item it becomes.
+async fn check_order<K: Kind>(api: &Api, cap: usize) {
+    let caller = api.user("admin").await;
+    let uuid = "3f2b8a52-6f0e-4c1e-9d3a-0b7c5e1d2a44";
+    let over = " ".repeat(cap + 1);
+    let mut protected_reading = 0;
+    for route in listing::<K>() {
+        let path = captures_filled(&route.path, uuid);
+        let what = format!("{} {path}", route.method);
+        let send = |auth: &Auth, body: Vec<u8>| {
+            api.send(
+                api.request(route.method.clone(), &path, auth)
+                    .header("Content-Type", "application/json")
+                    .body(body),
+            )
+        };
+        assert_eq!(send(&Auth::None, over.clone().into()).await.status, 413, "{what}");
+        assert_eq!(send(&caller, over.clone().into()).await.status, 413, "{what}");
+        if matches!(route.access, Access::Public | Access::Registration) {
+            continue;
+        }
+        send(&Auth::None, b"{not json".to_vec()).await.expect_error(401);
+        if route.body != BodyUse::Discard {
+            protected_reading += 1;
+            let r = send(&caller, b"{not json".to_vec()).await;
+            let read = if route.name == "AddText" { 200 } else { 400 };
+            assert_eq!(r.status, read, "{what}: {}", r.text());
+        }
+    }
+    assert!(
+        protected_reading >= 5,
+        "only {protected_reading} protected routes read a body"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_checks_the_size_then_the_credentials_then_the_body() {
+    let cap = 1024;
+    let server = Server::start_with(|s| s.max_body_bytes = cap as u64).await;
+    check_order::<Inbox>(&server.api, cap).await;
+    check_order::<Scheduler>(&server.scheduler, cap).await;
 }

@@ -32,7 +32,25 @@ macro_rules! handler {
 }
 pub(crate) use handler;
 
-/// One route: `Row::post("/inbox|intray/item", "AddItem", Needs(PermitAdd), handler!(add_item)).reads()`.
+/// `Row::get(...)` for `Row::new(Method::GET, ...)`, and so on.
+macro_rules! by_method {
+    ($($name:ident => $method:ident,)*) => {
+        $(
+            #[doc = concat!("A `", stringify!($method), "` route (see [`Row::new`]).")]
+            pub fn $name(
+                path: &'static str,
+                name: &'static str,
+                guard: impl Into<Guard>,
+                body: BodyUse,
+                handler: Handler<S>,
+            ) -> Row<S> {
+                Row::new(Method::$method, path, name, guard, body, handler)
+            }
+        )*
+    };
+}
+
+/// One route: `Row::post("/inbox|intray/item", "AddItem", Needs(PermitAdd), Read, handler!(add_item))`.
 pub struct Row<S> {
     pub method: Method,
     /// The path pattern (see the module's documentation).
@@ -72,44 +90,11 @@ impl<S> Row<S> {
         }
     }
 
-    pub fn get(
-        path: &'static str,
-        name: &'static str,
-        guard: impl Into<Guard>,
-        body: BodyUse,
-        handler: Handler<S>,
-    ) -> Row<S> {
-        Row::new(Method::GET, path, name, guard, body, handler)
-    }
-
-    pub fn post(
-        path: &'static str,
-        name: &'static str,
-        guard: impl Into<Guard>,
-        body: BodyUse,
-        handler: Handler<S>,
-    ) -> Row<S> {
-        Row::new(Method::POST, path, name, guard, body, handler)
-    }
-
-    pub fn put(
-        path: &'static str,
-        name: &'static str,
-        guard: impl Into<Guard>,
-        body: BodyUse,
-        handler: Handler<S>,
-    ) -> Row<S> {
-        Row::new(Method::PUT, path, name, guard, body, handler)
-    }
-
-    pub fn delete(
-        path: &'static str,
-        name: &'static str,
-        guard: impl Into<Guard>,
-        body: BodyUse,
-        handler: Handler<S>,
-    ) -> Row<S> {
-        Row::new(Method::DELETE, path, name, guard, body, handler)
+    by_method! {
+        get => GET,
+        post => POST,
+        put => PUT,
+        delete => DELETE,
     }
 
     /// Runs the handler on `service`.
