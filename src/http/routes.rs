@@ -264,7 +264,10 @@ impl<S> Table<S> {
         }
         out
     }
+}
 
+#[cfg(test)]
+impl<S> Table<S> {
     /// Routes declared twice: the same method on the same path (captures compared by
     /// position), of which only the first would ever be served.
     pub fn served_twice(&self) -> Vec<String> {
