@@ -115,10 +115,22 @@ pub fn backup_file(store: &Store, data_dir: &Path, dest: &Path) -> Result<Backup
         Err(e) => return Err(format!("cannot read the token signing key: {e}")),
     };
     let files: Vec<(&str, &[u8])> = key.iter().map(|k| (KEY_FILE, k.as_slice())).collect();
-    let result = crate::files::write_with(dest, crate::files::Access::Private, |file| {
-        store.admin.backup_to(file, &files)
-    })
-    .map_err(|e| fail(&e));
+    // read back with the checks a restore makes before the backup takes its name (issue 29
+    // point 7): a backup this version could not restore is never reported written
+    let result = crate::files::write_checked(
+        dest,
+        crate::files::Access::Private,
+        |file| store.admin.backup_to(file, &files),
+        |written| store::verify(written, &[KEY_FILE]).map(drop),
+    )
+    .map_err(|e| match e {
+        e @ StoreError::Undecodable { .. } => format!(
+            "the backup was not written to {}: it could not be restored, because the database holds an {e} \
+             (docs/backup.md)",
+            dest.display()
+        ),
+        e => fail(&e),
+    });
     if let Ok(s) = &result {
         tracing::info!(
             "backup written to {}: {} records, {} bytes; writes waited {:.1} ms",

@@ -30,6 +30,18 @@ pub fn write_with<T, E: From<io::Error>>(
     access: Access,
     fill: impl FnOnce(&mut File) -> Result<T, E>,
 ) -> Result<T, E> {
+    write_checked(path, access, fill, |_| Ok(()))
+}
+
+/// Like [`write_with`], and `check` reads the written file back (under its temporary name,
+/// once it is on disk) before it takes the target's name: a file `check` refuses never
+/// appears under that name.
+pub fn write_checked<T, E: From<io::Error>>(
+    path: &Path,
+    access: Access,
+    fill: impl FnOnce(&mut File) -> Result<T, E>,
+    check: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<T, E> {
     use std::os::unix::fs::OpenOptionsExt;
     let tmp = temporary_name(path);
     let result = (|| -> Result<T, E> {
@@ -41,6 +53,7 @@ pub fn write_with<T, E: From<io::Error>>(
         let mut file = options.open(&tmp)?;
         let answer = fill(&mut file)?;
         file.sync_all()?;
+        check(&tmp)?;
         std::fs::rename(&tmp, path)?;
         sync_parent(path)?;
         Ok(answer)

@@ -393,3 +393,52 @@ async fn a_backup_with_an_undecodable_record_is_refused_naming_it_and_nothing_ch
     assert_eq!(restored.size(&alice).await, 1);
     restored.stop().await;
 }
+
+/// Issue 29 point 7: a backup that could not be restored is never reported written. A
+/// database holding a record of a newer version (its version byte raised, as that version
+/// writes it) used to give a backup that `backup` reported written and `restore` refused:
+/// now `backup` fails naming the record, and the previous file under that name stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_that_could_not_be_restored_is_not_written() {
+    let server = Server::start().await;
+    let alice = server.user("alice").await;
+    server.add_text(&alice, "from a newer version").await;
+    let out_dir = tempfile::tempdir().unwrap();
+    let dest = out_dir.path().join("nightly");
+    succeeded(&backup(&server.settings.data_dir, &dest));
+    let previous = std::fs::read(&dest).unwrap();
+    let (dir, _) = server.stop().await;
+
+    // the inbox item's record as a newer version writes it
+    let key = {
+        let db = sled::open(dir.path().join("db")).expect("open the database");
+        let inbox = db.open_tree("inbox").unwrap();
+        let (key, value) = inbox.scan_prefix(b"i").next().expect("the item's record").unwrap();
+        let mut raised = value.to_vec();
+        raised[0] = 99;
+        inbox.insert(&key, raised).unwrap();
+        db.flush().unwrap();
+        key.to_vec()
+    };
+    let server = Server::start_in(dir).await;
+    let err = failed(&backup(&server.settings.data_dir, &dest));
+    assert!(
+        err.contains("was not written")
+            && err.contains("undecodable inbox item record")
+            && err.contains(&hex::encode(&key)),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&dest).unwrap(), previous, "the previous backup changed");
+    assert_eq!(
+        names(out_dir.path()),
+        BTreeSet::from(["nightly".to_owned()]),
+        "a temporary file is left"
+    );
+    // a restorable database is backed up as before
+    let fresh = Server::start().await;
+    let bob = fresh.user("bob").await;
+    fresh.add_text(&bob, "fine").await;
+    succeeded(&backup(&fresh.settings.data_dir, &out_dir.path().join("fine")));
+    server.stop().await;
+    fresh.stop().await;
+}

@@ -264,6 +264,8 @@ async fn one_password_for_both_services_and_one_question_to_delete_both() {
         assert!(err.contains("the current password is wrong: nothing changed"), "{err}");
         let err = failed(&change(&format!("{PASSWORD}\nshort\n")));
         assert!(err.contains("at least 8 characters"), "{err}");
+        let err = failed(&change(&format!("{PASSWORD}\n          \n")));
+        assert!(err.contains("a character other than spaces"), "{err}");
         let said = succeeded(&change(&format!("{PASSWORD}\nnew password here\n")));
         assert!(said.contains("Changed the password on both services"), "{said}");
         for api in [&inbox, &scheduler] {

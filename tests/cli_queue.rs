@@ -228,6 +228,39 @@ async fn a_refused_note_is_not_kept_and_the_queue_is_bounded() {
     assert_eq!(queued(home).len(), 1000);
 }
 
+/// Issue 29 point 7: a damaged queue file, or one for another account, never loses a capture:
+/// it is moved aside (kept whole, named in the message) and the note goes to the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_or_foreign_queue_is_moved_aside_and_capture_goes_on() {
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    setup(home, &server);
+    let foreign = serde_json::to_vec(&json!({"inbox-url": "http://127.0.0.1:9", "username": "bob",
+        "notes": [{"key": "k", "created": "2026-11-26T10:00:00Z", "text": "bob's"}]}))
+    .unwrap();
+    for (content, note, aside) in [
+        (b"{\"inbox-url\": tru".to_vec(), "after damage", "damaged"),
+        (foreign, "after another account's", "other-account"),
+    ] {
+        std::fs::write(queue_file(home), &content).unwrap();
+        let out = client(home, &["add", note], None);
+        let said = stderr(&out);
+        succeeded(&out);
+        let moved = std::fs::read_dir(home.join("pigeonhole"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().contains(&format!("client.queue.json.{aside}-")))
+            .unwrap_or_else(|| panic!("no queue moved aside: {said}"));
+        assert!(said.contains(&moved.display().to_string()), "{said}");
+        assert_eq!(std::fs::read(&moved).unwrap(), content);
+        std::fs::remove_file(moved).unwrap();
+        assert!(texts(home).contains(&note.to_owned()), "{said}");
+    }
+}
+
 /// The scheduled items (untriggered) as (content, day, time).
 fn scheduled(home: &Path) -> Vec<(String, String, String)> {
     let items: Value = serde_json::from_str(&succeeded(&client(home, &["scheduled", "--json"], None))).unwrap();

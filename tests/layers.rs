@@ -124,34 +124,59 @@ fn inline_depths(code: &str) -> Vec<usize> {
     out
 }
 
+/// Where a path may start in `code`: not inside an identifier or after `::` (or `$`).
+fn starts_path(code: &str, i: usize) -> bool {
+    i == 0 || !code[..i].ends_with(|c: char| is_ident(c) || c == ':' || c == '$')
+}
+
+/// The paths of `code` (comments removed) that begin `prefix` (`crate::`, `crate::store::`):
+/// the first segments after it.
+fn after_prefix(code: &str, prefix: &str) -> Vec<String> {
+    code.match_indices(prefix)
+        .filter(|(i, _)| starts_path(code, *i))
+        .flat_map(|(i, _)| first_segments(&code[i + prefix.len()..]))
+        .collect()
+}
+
+/// Each relative path of `code` (comments removed; `depths` from [`inline_depths`]): a chain
+/// of `super::` (or one `self::`, zero modules up) that starts a path, as (where the path
+/// after it starts, how many modules it climbs, how many inline modules enclose it).
+fn relative_paths(code: &str, depths: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    for prefix in ["super::", "self::"] {
+        let mut i = 0;
+        while let Some(found) = code[i..].find(prefix) {
+            let at = i + found;
+            let mut end = at;
+            let mut ups = 0;
+            while code[end..].starts_with("super::") {
+                ups += 1;
+                end += "super::".len();
+            }
+            if ups == 0 {
+                end += "self::".len();
+            }
+            i = end;
+            if starts_path(code, at) {
+                let line = code[..at].matches('\n').count();
+                out.push((end, ups, depths.get(line).copied().unwrap_or(0)));
+            }
+        }
+    }
+    out
+}
+
 /// The top-level modules that the code of the module `path` names: `crate::` paths and
 /// `super::` chains that climb to the crate root (inline modules such as `mod tests`
 /// counted; comments removed).
 fn used_modules_of(code: &str, path: &[String]) -> Vec<String> {
     let depths = inline_depths(code);
     let code = without_comments(code);
-    let mut out = Vec::new();
-    let starts = |i: usize| i == 0 || !code[..i].ends_with(|c: char| is_ident(c) || c == ':' || c == '$');
-    for (i, _) in code.match_indices("crate::") {
-        if starts(i) {
-            out.extend(first_segments(&code[i + "crate::".len()..]));
-        }
-    }
-    let mut i = 0;
-    while let Some(found) = code[i..].find("super::") {
-        let at = i + found;
-        let mut end = at;
-        let mut ups = 0;
-        while code[end..].starts_with("super::") {
-            ups += 1;
-            end += "super::".len();
-        }
-        let line = code[..at].matches('\n').count();
-        let depth = path.len() + depths.get(line).copied().unwrap_or(0);
-        if starts(at) && ups >= depth {
+    let mut out = after_prefix(&code, "crate::");
+    for (end, ups, inline) in relative_paths(&code, &depths) {
+        if ups > 0 && ups >= path.len() + inline {
             out.extend(first_segments(&code[end..]));
         }
-        i = end;
     }
     out
 }
@@ -217,6 +242,169 @@ fn no_module_uses_one_of_its_own_layer_or_above() {
         "dependencies that do not point down:\n{}",
         problems.join("\n")
     );
+}
+
+/// The store's engines: each a module of `store/`, with its own directory.
+const ENGINES: &[&str] = &["sled", "postgres"];
+
+/// The one file of the store's neutral layer that may name an engine's module: where the
+/// store is assembled (it opens each engine, holds sled's own parts, re-exports what only
+/// sled has: its format, moving in, backup and copy ends).
+const ASSEMBLY: &str = "store/mod.rs";
+
+/// The modules of `store` that the code of the module `path` names (`crate::store::x`,
+/// `super::`/`self::` chains that resolve into `store`, groups included): `[sled, api]` for
+/// `use crate::store::{sled::writer, api::Feed}`.
+fn store_modules_of(code: &str, path: &[String]) -> Vec<String> {
+    let depths = inline_depths(code);
+    let code = without_comments(code);
+    let mut out = after_prefix(&code, "crate::store::");
+    // resolved from the file's module (an inline module such as `mod tests` takes one
+    // `super::` to leave)
+    for (end, ups, inline) in relative_paths(&code, &depths) {
+        let Some(keep) = ups.checked_sub(inline).and_then(|up| path.len().checked_sub(up)) else {
+            continue;
+        };
+        match &path[..keep] {
+            [store] if store == "store" => out.extend(first_segments(&code[end..])),
+            [] => out.extend(
+                code[end..]
+                    .strip_prefix("store::")
+                    .map(first_segments)
+                    .unwrap_or_default(),
+            ),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The names [`ASSEMBLY`] (`code`) brings in from an engine (`use self::sled::{format,
+/// moving_in};` → `format` and `moving_in` are sled's): naming them through the store is
+/// naming the engine.
+fn engine_exports(code: &str) -> BTreeMap<String, String> {
+    let code = without_comments(code);
+    let mut out = BTreeMap::new();
+    for engine in ENGINES {
+        let head = format!("use self::{engine}::");
+        for (i, _) in code.match_indices(&head) {
+            let statement = &code[i + head.len()..];
+            let statement = &statement[..statement.find(';').unwrap_or(statement.len())];
+            for (start, c) in statement.char_indices() {
+                if !is_ident(c) || statement[..start].ends_with(is_ident) {
+                    continue;
+                }
+                let name: String = statement[start..].chars().take_while(|c| is_ident(*c)).collect();
+                // a leaf of the path: not followed by `::`
+                if !statement[start + name.len()..].trim_start().starts_with("::") && name != "self" {
+                    out.insert(name, engine.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Inside the store, dependencies point one way too: an engine (`store/sled/`,
+/// `store/postgres/`) names no other engine; the neutral layer (every other file of
+/// `store/`) names no engine's module, but [`ASSEMBLY`]; neither does so through what
+/// [`ASSEMBLY`] re-exports of an engine; and the orchestration of
+/// `migrate-store` (`launch::migrate`, which opens two stores) is named by nothing in the
+/// library but `launch.rs`, which declares it (the binary calls it): the store's copy
+/// modules know nothing of it.
+#[test]
+fn inside_the_store_engines_are_apart_and_the_neutral_layer_names_none() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut problems = Vec::new();
+    let mut engine_files = BTreeMap::new();
+    let exports = engine_exports(&std::fs::read_to_string(src.join(ASSEMBLY)).expect("read the assembly"));
+    for file in &files {
+        let rel = file
+            .strip_prefix(&src)
+            .expect("under src")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let code = std::fs::read_to_string(file).expect("read a source file");
+        let path = module_path(file, &src);
+        if rel != "main.rs" && rel != "launch.rs" {
+            let bare = without_comments(&code);
+            let own = rel.starts_with("launch/");
+            if bare.contains("launch::migrate") || (own && rel != "launch/migrate.rs" && bare.contains("migrate::")) {
+                problems.push(format!("{rel}: names the migrate orchestration (launch::migrate)"));
+            }
+        }
+        if path.first().map(String::as_str) != Some("store") {
+            continue;
+        }
+        // a file under an engine's directory, or of the neutral layer
+        let engine = ENGINES.iter().find(|e| rel.starts_with(&format!("store/{e}/")));
+        if let Some(engine) = engine {
+            *engine_files.entry(*engine).or_insert(0) += 1;
+        }
+        for used in store_modules_of(&code, &path) {
+            // an engine's module, or what the assembly re-exports of it
+            let used = match exports.get(&used) {
+                Some(engine) if rel != ASSEMBLY => engine.clone(),
+                _ => used,
+            };
+            if !ENGINES.contains(&used.as_str()) {
+                continue;
+            }
+            match engine {
+                Some(own) if **own == used => {}
+                Some(own) => problems.push(format!("{rel}: the engine `{own}` names the engine `{used}`")),
+                None if rel == ASSEMBLY => {}
+                None => problems.push(format!(
+                    "{rel}: the store's neutral layer names the engine `{used}` (only {ASSEMBLY} may)"
+                )),
+            }
+        }
+    }
+    assert!(
+        ENGINES.iter().all(|e| engine_files.get(*e).is_some_and(|n| *n > 3)),
+        "the engines' files were found: {engine_files:?}"
+    );
+    assert!(problems.is_empty(), "inside the store:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_store_scanner_resolves_paths_into_the_store() {
+    let path = |p: &[&str]| p.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // from a neutral file: crate:: paths, groups and `super::` into the store
+    let code = "use crate::store::{sled::writer, api::Feed};\nuse super::postgres::PgError;\nuse super::Result;\n";
+    assert_eq!(
+        store_modules_of(code, &path(&["store", "copy"])),
+        ["sled", "api", "postgres", "Result"]
+    );
+    // from an engine's file: `super::` stays in the engine, `super::super::` is the store
+    let code = "use super::writer::Batch;\nuse super::super::postgres::x;\nuse crate::store::sled::keys;\n";
+    assert_eq!(
+        store_modules_of(code, &path(&["store", "sled", "inbox"])),
+        ["sled", "postgres"]
+    );
+    // store/mod.rs: `self::` chains; inside `mod tests`, one more `super::` to leave it
+    let code =
+        "use self::sled::open;\n#[cfg(test)]\nmod tests {\n    use super::postgres::x;\n    use super::api;\n}\n";
+    assert_eq!(store_modules_of(code, &path(&["store"])), ["postgres", "api", "sled"]);
+    // what the assembly re-exports of an engine counts as that engine
+    let code = "pub use self::sled::{format, moving_in};\npub use self::sled::backup::{restore, verify};\n\
+                use self::postgres::PgStore;\npub use api::Feed;\n";
+    let names: Vec<_> = engine_exports(code).into_iter().collect();
+    let pair = |n: &str, e: &str| (n.to_owned(), e.to_owned());
+    assert_eq!(
+        names,
+        [
+            pair("PgStore", "postgres"),
+            pair("format", "sled"),
+            pair("moving_in", "sled"),
+            pair("restore", "sled"),
+            pair("verify", "sled")
+        ]
+    );
+    let code = "mod tests {\n    use super::super::postgres::x;\n}\n";
+    assert_eq!(store_modules_of(code, &path(&["store", "api"])), ["postgres"]);
 }
 
 #[test]

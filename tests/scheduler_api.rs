@@ -2777,3 +2777,58 @@ async fn verification_emails_are_limited_per_address_and_per_account() {
     assert!(r.text().contains("per account"), "{}", r.text());
     refused_for(r);
 }
+
+/// Issue 29 point 5: sub-addresses reach one mailbox. `target+1@…` … `target+15@…` through
+/// three accounts (at most 5 unverified triggers each): 5 verification e-mails reach the
+/// mailbox in a day, the other 10 are refused (429) and send nothing; for a domain known to
+/// ignore dots, dotted spellings count as one mailbox too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_emails_are_limited_per_mailbox() {
+    let s = Server::start_scheduler().await;
+    let api = &s.scheduler;
+    let mut accepted = 0;
+    for a in 0..3 {
+        let auth = api.user(&format!("user{a}")).await;
+        for n in 1..=5 {
+            let address = format!("target+{}@example.org", a * 5 + n);
+            let r = api
+                .post("/trigger/email", &auth, &json!({"addEmailTrigger": address}))
+                .await;
+            if r.status == 200 {
+                accepted += 1;
+            } else {
+                refused_for(r);
+            }
+        }
+    }
+    assert_eq!(accepted, 5, "sub-addresses counted apart");
+    let plain = api.user("plain").await;
+    refused_for(
+        api.post(
+            "/trigger/email",
+            &plain,
+            &json!({"addEmailTrigger": "target@example.org"}),
+        )
+        .await,
+    );
+    wait_for_emails(&s.outbox(), "To: target+", 5).await;
+    s.settle(&[Worker::VerificationEmailConverter, Worker::Emailer]).await;
+    let sent = common::scheduler::read_outbox(&s.outbox())
+        .iter()
+        .filter(|(_, t)| t.to_lowercase().contains("to: target"))
+        .count();
+    assert_eq!(sent, 5, "refusals send nothing");
+
+    let dotted = api.user("dotted").await;
+    for local in ["ann", "a.nn", "an.n", "a.n.n", "ann+5"] {
+        api.add_email_trigger(&plain, &format!("{local}@gmail.com")).await;
+    }
+    refused_for(
+        api.post(
+            "/trigger/email",
+            &dotted,
+            &json!({"addEmailTrigger": "A.N.N+x@googlemail.com"}),
+        )
+        .await,
+    );
+}

@@ -385,10 +385,13 @@ export function deleteButton(label, ariaLabel, where, work) {
 }
 
 /**
- * Checks a new password typed twice: at least 8 characters and the same both times (the
- * server refuses only an empty one). Throws the reason.
+ * Checks a new password typed twice: at least 8 characters, not only spaces, and the same
+ * both times (the server refuses only an empty one). Throws the reason.
  */
 export function checkNewPassword(password, again) {
+  if (password !== '' && password.trim() === '') {
+    throw new Error('The password needs a character other than spaces.');
+  }
   const length = [...password].length;
   if (length < 8) {
     throw new Error('The password needs at least 8 characters (this one has ' + length + ').');

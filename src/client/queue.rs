@@ -26,6 +26,10 @@ use std::time::Duration;
 pub const MAX_NOTES: usize = 1000;
 /// At most this many bytes of notes wait in the queue.
 pub const MAX_BYTES: usize = 16 << 20;
+/// The queue file is read only up to this size: what [`MAX_BYTES`] of text can take as
+/// JSON (every character escaped as `\uXXXX`), and the notes' keys and times. A larger file
+/// is not this client's queue and is moved aside unread.
+const MAX_FILE_BYTES: u64 = 6 * MAX_BYTES as u64 + MAX_NOTES as u64 * 256;
 /// One sync request carries notes of at most this many bytes (or a single larger note).
 const BATCH_BYTES: usize = 1 << 20;
 
@@ -70,8 +74,6 @@ enum Failure {
     Limit { left: usize },
     /// The local queue file.
     Local(String),
-    /// The queue holds notes for another server or account than the settings.
-    OtherAccount { username: String, inbox_url: String },
 }
 
 impl Failure {
@@ -98,11 +100,6 @@ impl fmt::Display for Failure {
                 "the account is at its free item limit: {left} note(s) not taken (delete items or subscribe)"
             ),
             Failure::Local(why) => f.write_str(why),
-            Failure::OtherAccount { username, inbox_url } => write!(
-                f,
-                "the local queue holds notes for {username} at {inbox_url}, but this machine is now set up for \
-                 another account or server: run `pigeonhole setup` for that one to send them"
-            ),
         }
     }
 }
@@ -119,6 +116,57 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 /// The queue next to the settings `settings_path`: `client.toml` → `client.queue.json`.
 fn queue_path(settings_path: &Path) -> PathBuf {
     settings_path.with_extension("queue.json")
+}
+
+/// What the queue file holds.
+enum Read {
+    Missing,
+    Queue(QueueFile),
+    /// Too big, not JSON, or not a queue: why.
+    Unreadable(String),
+}
+
+/// Reads the queue file at `path`, at most [`MAX_FILE_BYTES`] of it.
+fn read(path: &Path) -> std::io::Result<Read> {
+    use std::io::Read as _;
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Read::Missing),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Ok(Read::Unreadable(format!("larger than {} MiB", MAX_FILE_BYTES >> 20)));
+    }
+    Ok(match serde_json::from_slice::<QueueFile>(&bytes) {
+        Ok(queue) => Read::Queue(queue),
+        Err(e) => Read::Unreadable(e.to_string()),
+    })
+}
+
+/// Moves the queue file at `path` aside, to `<path>.<why>-<unix seconds>` (a free name), and
+/// syncs the directory; the new path.
+fn set_aside(path: &Path, why: &str) -> std::io::Result<PathBuf> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let aside = (0..)
+        .map(|n| match n {
+            0 => path.with_file_name(format!("{name}.{why}-{secs}")),
+            n => path.with_file_name(format!("{name}.{why}-{secs}-{n}")),
+        })
+        .find(|p| !p.exists())
+        .unwrap_or_default();
+    std::fs::rename(path, &aside)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(aside)
 }
 
 /// The queue, locked against other `pigeonhole` processes of this user while it lives.
@@ -144,16 +192,32 @@ impl Queue {
             .open(&lock_path)
             .map_err(local)?;
         lock.lock().map_err(local)?;
-        let mut file = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<QueueFile>(&bytes).map_err(|e| {
-                Failure::Local(format!(
-                    "the local queue {} is damaged ({e}); it is left as it is",
-                    path.display()
-                ))
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => QueueFile::default(),
-            Err(e) => return Err(local(e)),
+        let mut file = match read(&path).map_err(local)? {
+            Read::Missing => QueueFile::default(),
+            Read::Queue(file) => file,
+            Read::Unreadable(why) => {
+                let aside = set_aside(&path, "damaged").map_err(local)?;
+                eprintln!(
+                    "pigeonhole: the local queue was not readable ({why}): it was moved to {} and a new one begun",
+                    aside.display()
+                );
+                QueueFile::default()
+            }
         };
+        if !file.notes.is_empty() && (file.inbox_url != settings.inbox_url || file.username != settings.username) {
+            let aside = set_aside(&path, "other-account").map_err(local)?;
+            eprintln!(
+                "pigeonhole: the local queue held {} note(s) for {} at {}, not for the account this machine is set up \
+                 for: they were moved to {}; to send them, set up that account, put the file back as {} and run \
+                 `pigeonhole sync`",
+                file.notes.len(),
+                file.username,
+                file.inbox_url,
+                aside.display(),
+                path.display()
+            );
+            file = QueueFile::default();
+        }
         if file.notes.is_empty() {
             file.inbox_url = settings.inbox_url.clone();
             file.username = settings.username.clone();
@@ -344,12 +408,6 @@ async fn deliver(queue: &mut Queue, settings: &ClientSettings) -> Result<usize, 
     if queue.file.notes.is_empty() {
         return Ok(0);
     }
-    if queue.file.inbox_url != settings.inbox_url || queue.file.username != settings.username {
-        return Err(Failure::OtherAccount {
-            username: queue.file.username.clone(),
-            inbox_url: queue.file.inbox_url.clone(),
-        });
-    }
     let remote = Remote::new(settings)?;
     let mut delivered = settle_doubts(queue, &remote).await?;
     while !queue.file.notes.is_empty() {
@@ -414,9 +472,10 @@ pub async fn deliver_before(command: &Command) {
 /// is gone): the number of notes it held.
 pub(super) fn discard(settings_path: &Path) -> Result<usize, String> {
     let path = queue_path(settings_path);
-    let notes = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice::<QueueFile>(&bytes).map_or(0, |q| q.notes.len()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+    let notes = match read(&path) {
+        Ok(Read::Queue(q)) => q.notes.len(),
+        Ok(Read::Unreadable(_)) => 0,
+        Ok(Read::Missing) => return Ok(0),
         Err(e) => return Err(format!("cannot read the local queue {}: {e}", path.display())),
     };
     std::fs::remove_file(&path).map_err(|e| format!("cannot remove the local queue {}: {e}", path.display()))?;
@@ -476,7 +535,6 @@ pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), S
             saved_locally(&queue, &key, &e);
             return Ok(());
         }
-        Err(e @ Failure::OtherAccount { .. }) => return Err(format!("{e}; the note was not saved")),
         Err(e) => eprintln!(
             "pigeonhole: {} note(s) saved locally were not sent: {e}",
             queue.file.notes.len()
@@ -560,16 +618,62 @@ mod tests {
         assert!(q.push("y", false).unwrap_err().contains("16 MiB"));
     }
 
+    /// The files in `dir` whose names begin with `prefix`, and their contents.
+    fn aside(dir: &Path, prefix: &str) -> Vec<Vec<u8>> {
+        let mut found: Vec<Vec<u8>> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+            .map(|p| std::fs::read(p).unwrap())
+            .collect();
+        found.sort();
+        found
+    }
+
     #[test]
-    fn a_damaged_queue_is_an_error_and_left_alone() {
+    fn a_damaged_foreign_or_huge_queue_is_moved_aside_and_capture_goes_on() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("client.toml");
-        std::fs::write(dir.path().join("client.queue.json"), "{not json").unwrap();
-        let err = Queue::open(&path, &settings()).err().unwrap().to_string();
-        assert!(err.contains("is damaged"), "{err}");
-        assert_eq!(
-            std::fs::read_to_string(dir.path().join("client.queue.json")).unwrap(),
-            "{not json"
-        );
+        let file = dir.path().join("client.queue.json");
+        let huge = {
+            let f = std::fs::File::create(&file).unwrap();
+            f.set_len(MAX_FILE_BYTES + 1).unwrap(); // sparse: nothing is written, and never read whole
+            std::fs::rename(&file, dir.path().join("huge")).unwrap();
+            dir.path().join("huge")
+        };
+        for (content, why) in [
+            (b"{not json".to_vec(), "damaged"),
+            (br#"{"something": "else"}"#.to_vec(), "damaged"),
+            (b"\xff\xfe".to_vec(), "damaged"),
+        ] {
+            std::fs::write(&file, &content).unwrap();
+            let mut q = Queue::open(&path, &settings()).expect("a new queue begun");
+            assert!(q.file.notes.is_empty());
+            q.push("captured", false).unwrap();
+            q.save().unwrap();
+            assert!(
+                aside(dir.path(), &format!("client.queue.json.{why}-")).contains(&content),
+                "{content:?} kept"
+            );
+            std::fs::remove_file(&file).unwrap();
+        }
+        std::fs::rename(&huge, &file).unwrap();
+        let q = Queue::open(&path, &settings()).expect("a new queue begun");
+        assert!(q.file.notes.is_empty());
+        drop(q);
+        assert!(!file.exists());
+        assert_eq!(aside(dir.path(), "client.queue.json.damaged-").len(), 4);
+
+        // another account's notes: kept aside, whole
+        let mut q = Queue::open(&path, &settings()).unwrap();
+        q.push("bob's note", false).unwrap();
+        q.file.username = "bob".into();
+        q.save().unwrap();
+        drop(q);
+        let bobs = std::fs::read(&file).unwrap();
+        let q = Queue::open(&path, &settings()).unwrap();
+        assert!(q.file.notes.is_empty());
+        assert_eq!(q.file.username, "alice");
+        assert_eq!(aside(dir.path(), "client.queue.json.other-account-"), vec![bobs]);
     }
 }

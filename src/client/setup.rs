@@ -295,8 +295,14 @@ fn new_password(username: &str, password: &str, asked: bool) -> Result<(), Strin
     Ok(())
 }
 
-/// At least [`MIN_PASSWORD`] characters; `unchanged` says what the refusal left as it was.
+/// At least [`MIN_PASSWORD`] characters, not all of them spaces; `unchanged` says what the
+/// refusal left as it was.
 pub(super) fn check_new_password(password: &str, unchanged: &str) -> Result<(), String> {
+    if !password.is_empty() && password.chars().all(char::is_whitespace) {
+        return Err(format!(
+            "a new password needs a character other than spaces: choose another one; {unchanged}"
+        ));
+    }
     let n = password.chars().count();
     if n < MIN_PASSWORD {
         return Err(format!(
@@ -535,6 +541,11 @@ mod tests {
         assert!(short.contains("at least 8 characters, this one has 7"), "{short}");
         assert!(short.ends_with("; nothing was created"), "{short}");
         assert!(check_new_password("", "").is_err());
+        for blank in ["   ", "          ", "\t \u{a0}\u{3000}        "] {
+            let err = check_new_password(blank, "nothing changed").unwrap_err();
+            assert!(err.contains("other than spaces"), "{blank:?}: {err}");
+        }
+        assert!(check_new_password("  a     ", "").is_ok());
         assert!(check_new_password("äöüäöüäö", "").is_ok(), "characters, not bytes");
         assert!(check_new_password("correct horse", "").is_ok());
         assert!(confirm("correct horse", "correct horse").is_ok());

@@ -1,7 +1,8 @@
 //! The limits on verification e-mails, so that nobody can make the server mail an address
 //! over and over: at most [`RESENDS`] resends per trigger in a sliding hour
 //! (`POST /trigger/email/resend/:id`), and for every verification e-mail (a new e-mail
-//! trigger or a resend) at most [`PER_ADDRESS`] per destination address in a sliding day,
+//! trigger or a resend) at most [`PER_ADDRESS`] per destination mailbox in a sliding day
+//! (the address without its `+tag`, see [`mailbox`]),
 //! across all triggers and accounts, and [`PER_ACCOUNT`] per account in a day. Counted in
 //! the store's throttles (src/store/throttles.rs), per 16-byte key (a trigger id, an account
 //! id, the digest of an address), which bound what they keep.
@@ -22,11 +23,30 @@ pub const PER_ADDRESS: usize = 5;
 pub const PER_ACCOUNT: usize = 10;
 pub const DAY: Duration = Duration::from_secs(24 * 3600);
 
+/// Domains whose mailboxes ignore dots in the local part (`a.nn@gmail.com` is `ann@gmail.com`),
+/// and the domain each stands for.
+const DOTLESS_DOMAINS: [(&str, &str); 2] = [("gmail.com", "gmail.com"), ("googlemail.com", "gmail.com")];
+
+/// The mailbox an address reaches, for the per-address limit (issue 29 point 5): lower case,
+/// without a `+tag` (`ann+1@example.org` is `ann@example.org`: sub-addresses reach one
+/// mailbox), and for the domains known to ignore dots, without dots in the local part.
+pub fn mailbox(address: &str) -> String {
+    let address = address.to_lowercase();
+    let Some((local, domain)) = address.rsplit_once('@') else {
+        return address;
+    };
+    let local = local.split_once('+').map_or(local, |(before, _)| before);
+    match DOTLESS_DOMAINS.iter().find(|(d, _)| *d == domain) {
+        Some((_, canonical)) => format!("{}@{canonical}", local.replace('.', "")),
+        None => format!("{local}@{domain}"),
+    }
+}
+
 /// The key of an e-mail address in the per-address limit: the first 16 bytes of the SHA-256
-/// of its lower-case form (a fixed size whatever the address, and no address kept).
+/// of its [`mailbox`] (a fixed size whatever the address, and no address kept).
 pub fn address_key(address: &str) -> Uuid {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(address.to_lowercase().as_bytes());
+    let digest = Sha256::digest(mailbox(address).as_bytes());
     let mut key = [0u8; 16];
     key.copy_from_slice(&digest[..16]);
     Uuid::from_bytes(key)
@@ -211,8 +231,21 @@ mod tests {
     }
 
     #[test]
-    fn addresses_are_keyed_without_case() {
+    fn addresses_are_keyed_by_mailbox() {
         assert_eq!(address_key("Ann@Example.org"), address_key("ann@example.org"));
         assert_ne!(address_key("ann@example.org"), address_key("bob@example.org"));
+        for (address, mailbox_of) in [
+            ("Ann+1@Example.org", "ann@example.org"),
+            ("ann+@example.org", "ann@example.org"),
+            ("ann+a+b@example.org", "ann@example.org"),
+            ("a.nn@example.org", "a.nn@example.org"),
+            ("A.n.n+x@GMail.com", "ann@gmail.com"),
+            ("a.nn@googlemail.com", "ann@gmail.com"),
+            ("\"a@b\"@example.org", "\"a@b\"@example.org"),
+            ("no-at-sign", "no-at-sign"),
+        ] {
+            assert_eq!(mailbox(address), mailbox_of, "{address}");
+        }
+        assert_eq!(address_key("ann+1@example.org"), address_key("ann+15@example.org"));
     }
 }

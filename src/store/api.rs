@@ -10,12 +10,11 @@
 //! keeps its own result in a captured variable), and long listings are read in pages
 //! (`…_page(account, after, limit)`: bounded memory on every engine).
 
-use super::imports::WaitDurable;
 use super::inbox::{AddOutcome, ImportOutcome};
 use super::scheduler::{
     AddOutcome as SchedulerAddOutcome, ImportIds, ImportOutcome as SchedulerImportOutcome, QueueKey,
 };
-use super::{BackupSummary, CycleStats, Registration, Result, WriterStats, Written};
+use super::{Result, Written};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::email::{QueuedEmail, Stage};
 use crate::domain::inbox::models::InboxItem;
@@ -30,6 +29,32 @@ use uuid::Uuid;
 /// What an import reads from its request: hands each record to the callback, in order
 /// (an engine writes them in bounded batches as they come).
 pub type Feed<'a, T> = &'a mut dyn FnMut(&mut dyn FnMut(T) -> Result<()>) -> Result<()>;
+
+/// Waits until a batch of an import is on disk (an import runs in a blocking thread: this
+/// blocks it; an engine that imports in one transaction has nothing to wait for).
+pub type WaitDurable<'a> = &'a dyn Fn(Written<()>) -> Result<()>;
+
+/// The id under which `account` keeps an imported entry whose id is another account's:
+/// derived from both (SHA-256), so that importing the same file again finds it. An import
+/// never refuses such an entry, so its answer does not tell whether an id exists in
+/// another account (issue 18).
+pub(crate) fn own_id(account: uuid::Uuid, id: uuid::Uuid) -> uuid::Uuid {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::new()
+        .chain_update(b"pigeonhole: an imported id of another account")
+        .chain_update(account.as_bytes())
+        .chain_update(id.as_bytes())
+        .finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
+/// What registering a username did.
+pub enum Registration {
+    Created(Account),
+    Taken,
+}
 
 /// The accounts of one service (each service keeps its own): accounts, passwords, access
 /// keys, the payment customer and registration.
@@ -121,7 +146,7 @@ pub trait InboxItems: Send + Sync {
         new_before: u64,
     ) -> Result<ImportOutcome>;
     /// Imports the items that `items` hands to its callback (called once, in bounded
-    /// batches, each waited for with `wait`; see [`super::imports`]). Blocking: call it from
+    /// batches, each waited for with `wait`; sled: see its `imports`). Blocking: call it from
     /// a blocking thread.
     fn import_items(
         &self,
@@ -288,10 +313,17 @@ pub trait Deliveries: Send + Sync {
 #[async_trait]
 pub trait Emails: Send + Sync {
     async fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>>;
-    /// Up to `limit` e-mails of `stage`, in the order queued.
-    async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>>;
-    /// [`Emails::queued_emails`], each decoded or its error.
+    /// Up to `limit` e-mails of `stage`, in the order queued, each decoded or its error
+    /// (with several processes on one database, reading claims them for this process).
     async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>>;
+    /// [`Emails::queued_emails_each`], the first that cannot be decoded an error of the whole.
+    async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>> {
+        self.queued_emails_each(stage, limit)
+            .await?
+            .into_iter()
+            .map(|(k, e)| Ok((k, e?)))
+            .collect()
+    }
     /// Replaces (moves to its new stage) or removes a queued e-mail.
     async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>>;
     /// Gives back the claims on the queued e-mails `keys`, read by this process but not
@@ -330,7 +362,7 @@ pub trait Administration: Send + Sync {
     #[doc(hidden)]
     fn simulate_sync_failure_for_tests(&self);
     /// Writes a consistent copy of the whole database to `out`, with `files` (name and
-    /// contents) alongside ([`super::backup`]); the caller makes `out` durable. Blocking.
+    /// contents) alongside (sled: its `backup`); the caller makes `out` durable. Blocking.
     fn backup_to(&self, out: &mut dyn std::io::Write, files: &[(&str, &[u8])]) -> Result<BackupSummary>;
 }
 
@@ -356,4 +388,42 @@ pub trait Coordination: Send + Sync {
     /// Gives up this process's claims on queued work (a graceful stop), so that another
     /// process, or this one started again, takes it at once rather than after the lease.
     async fn release(&self);
+}
+
+/// What a histogram of the group commit's cycles counted so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistogramSnapshot {
+    /// Upper bounds of the buckets (inclusive).
+    pub bounds: &'static [u64],
+    /// Values per bucket (not cumulative); one more entry than `bounds`: above the last.
+    pub counts: Vec<u64>,
+    pub sum: u64,
+}
+
+/// The writer's cycles as histograms (batches per cycle, µs per flush and sync).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CycleStats {
+    pub batches: HistogramSnapshot,
+    pub sync_micros: HistogramSnapshot,
+}
+
+/// What the group commit did so far: batches acknowledged as stable, cycles that carried
+/// them, and `fsync`/`fdatasync` calls (the ratio syncs / batches is the benchmark's "syncs
+/// per acknowledged write").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    pub batches: u64,
+    pub cycles: u64,
+    pub syncs: u64,
+}
+
+/// What a backup holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackupSummary {
+    pub records: u64,
+    pub files: Vec<String>,
+    /// Bytes of the backup, trailer included.
+    pub bytes: u64,
+    /// How long writes waited for the backup (the writer was held between two cycles).
+    pub paused: std::time::Duration,
 }

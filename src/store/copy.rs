@@ -3,8 +3,11 @@
 //! [`Tally`] of counts per [`Kind`] and a SHA-256 digest over the records' canonical
 //! encoding ([`encode`]).
 //!
-//! An engine *dumps* its database as this stream and *loads* a stream into an empty
-//! database. What the stream carries is what the engines store, in domain types, plus the
+//! An engine *dumps* its database as this stream ([`Dump`]) and *loads* a stream into an
+//! empty database ([`Load`]), which it keeps only when told to ([`Loaded::keep`]): the
+//! command that copies (`launch/migrate.rs`) opens both, pipes one into the other, checks
+//! the target's tally against the source's and keeps or discards. This module knows no
+//! engine. What the stream carries is what the engines store, in domain types, plus the
 //! store's own facts that have no domain type (an access key's sequence number, a scheduled
 //! item's due instant, a triggered item's occurrence, the delivery targets fixed when an
 //! item triggered, the payment customer, the signing key). Left out on purpose, and said so
@@ -33,7 +36,6 @@ use crate::domain::wire::Timestamp;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
 use uuid::Uuid;
 
 /// Which service's accounts (each service keeps its own).
@@ -264,210 +266,39 @@ impl From<super::StoreError> for CopyError {
     }
 }
 
-/// What reaches a load: the records, then the end with the tally of every record sent. A
-/// stream that stops without its end was cut short (the source failed): nothing is kept.
-#[derive(Debug)]
-// records are what flows (the end comes once): boxing them would allocate for each
-#[allow(clippy::large_enum_variant)]
-pub enum Piece {
-    Record(Record),
-    End(Tally),
+/// An engine's stopped database, opened to be dumped.
+#[async_trait::async_trait]
+pub trait Dump: Send {
+    /// Sends every record to `out`, the kinds in [`Kind`] order (the queues in queue order);
+    /// [`CopyError::Stopped`] when the receiving side is gone.
+    async fn dump(self: Box<Self>, out: tokio::sync::mpsc::Sender<Record>) -> Result<(), CopyError>;
 }
 
-/// Where records go as they are dumped: on to a load, or only counted (a check).
-pub(crate) enum Sink<'a> {
-    Channel(&'a tokio::sync::mpsc::Sender<Record>),
-    Tally(&'a mut Tally),
+/// An engine's empty database, opened to be loaded ([`CopyError::NotEmpty`] at its opening
+/// or its load when it holds data).
+#[async_trait::async_trait]
+pub trait Load: Send {
+    /// Whether the engine keeps the occurrence of a triggered item (sled keeps none: it
+    /// guards against two processes triggering one occurrence twice, and sled has one
+    /// process).
+    fn keeps_occurrences(&self) -> bool;
+
+    /// Writes every record `records` gives, until it ends, checking what the engine relies
+    /// on (an account before what it owns, no id twice, …), then reads the database back:
+    /// the answer holds its tally. Nothing of it is kept unless [`Loaded::keep`] is called;
+    /// an error, or the answer dropped, leaves the target as it was.
+    async fn load(self: Box<Self>, records: tokio::sync::mpsc::Receiver<Record>) -> Result<Box<dyn Loaded>, CopyError>;
 }
 
-impl Sink<'_> {
-    pub(crate) async fn put(&mut self, record: Record) -> Result<(), CopyError> {
-        match self {
-            Sink::Channel(out) => out.send(record).await.map_err(|_| CopyError::Stopped),
-            Sink::Tally(tally) => {
-                tally.add(&record);
-                Ok(())
-            }
-        }
-    }
-}
+/// A load written and read back, not kept yet: dropping it discards it.
+#[async_trait::async_trait]
+pub trait Loaded: Send {
+    /// The tally of what the target holds, read back after the load.
+    fn tally(&self) -> &Tally;
 
-/// A database to copy from or to.
-#[derive(Clone, Debug)]
-pub enum Place {
-    /// The sled database of a data directory (stopped: opened under its lock).
-    Sled(PathBuf),
-    /// A PostgreSQL database (no Pigeonhole server connected to it).
-    Postgres(super::postgres::Connection),
-}
-
-/// What a copy did.
-#[derive(Clone, Debug)]
-pub struct Copied {
-    /// Counts and digest of what was copied: the source's, and the target's dumped again.
-    pub tally: Tally,
-    /// Triggered items whose occurrence was left out (sled does not keep it: it guards
-    /// against two processes triggering one occurrence twice, and sled has one process).
-    pub occurrences_left_out: u64,
-}
-
-/// Copies every record of `from` into `to`, which must be empty (a sled data directory
-/// without a database, or a database without data), checking the copy by dumping it again
-/// before it is kept: all or nothing. `key_file` is the name of the token signing key's file
-/// in a sled data directory (the key is copied too, so tokens stay valid).
-///
-/// Memory stays bounded: records flow through channels of a few dozen, each engine reads
-/// and writes in pages or flushed batches.
-pub async fn copy(from: &Place, to: &Place, key_file: &str) -> Result<Copied, CopyError> {
-    if let (Place::Sled(a), Place::Sled(b)) = (from, to) {
-        if a == b
-            || a.canonicalize()
-                .ok()
-                .is_some_and(|a| b.canonicalize().is_ok_and(|b| a == b))
-        {
-            return Err(CopyError::Invalid(
-                "the source and the target are the same directory".into(),
-            ));
-        }
-    }
-    let (source_tx, mut source_rx) = tokio::sync::mpsc::channel::<Record>(64);
-    let (target_tx, mut target_rx) = tokio::sync::mpsc::channel::<Piece>(64);
-    let dumper = tokio::spawn(dump_place(from.clone(), key_file.to_owned(), source_tx));
-    let loader = {
-        let (to, key_file) = (to.clone(), key_file.to_owned());
-        tokio::spawn(async move { load_place(&to, &key_file, &mut target_rx).await })
-    };
-    let to_sled = matches!(to, Place::Sled(_));
-    let mut tally = Tally::default();
-    let mut occurrences_left_out = 0;
-    let mut cut = false;
-    while let Some(mut record) = source_rx.recv().await {
-        if let (true, Record::Triggered { occurrence, .. }) = (to_sled, &mut record) {
-            if occurrence.take().is_some() {
-                occurrences_left_out += 1;
-            }
-        }
-        tally.add(&record);
-        if target_tx.send(Piece::Record(record)).await.is_err() {
-            cut = true;
-            break;
-        }
-    }
-    // a dumper still sending stops at its next record
-    drop(source_rx);
-    let dumped = joined(dumper.await);
-    if !cut && dumped.is_ok() {
-        let _ = target_tx.send(Piece::End(tally.clone())).await;
-    }
-    drop(target_tx);
-    let loaded = joined(loader.await);
-    match (dumped, loaded) {
-        // the dumper stopped because the load ended: the load says why
-        (Err(CopyError::Stopped) | Ok(()), Err(e)) => Err(e),
-        (Err(e), _) => Err(e),
-        (Ok(()), Ok(target)) => Ok(Copied {
-            tally: target,
-            occurrences_left_out,
-        }),
-    }
-}
-
-fn joined<T>(r: Result<Result<T, CopyError>, tokio::task::JoinError>) -> Result<T, CopyError> {
-    r.unwrap_or_else(|e| Err(CopyError::Invalid(format!("a copying task failed: {e}"))))
-}
-
-/// Dumps `from` into `out`: a sled data directory's key file and database, or a
-/// PostgreSQL database.
-async fn dump_place(from: Place, key_file: String, out: tokio::sync::mpsc::Sender<Record>) -> Result<(), CopyError> {
-    match from {
-        Place::Sled(dir) => tokio::task::spawn_blocking(move || {
-            let mut send = |r: Record| out.blocking_send(r).map_err(|_| CopyError::Stopped);
-            if !dir.join("db").is_dir() {
-                return Err(CopyError::Invalid(format!("{} holds no sled database", dir.display())));
-            }
-            let lock = super::lock_dir(&dir)?;
-            match std::fs::read(dir.join(&key_file)) {
-                Ok(key) => send(Record::SigningKey(key))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(super::StoreError::Io(e).into()),
-            }
-            super::sled::copy::dump(&mut || super::Store::open_holding(&dir, lock.try_clone()?), &mut send)
-        })
-        .await
-        .unwrap_or_else(|e| Err(CopyError::Invalid(format!("the dump failed: {e}")))),
-        Place::Postgres(connection) => super::postgres::copy::dump(&connection, &out).await,
-    }
-}
-
-/// Loads `pieces` into the empty `to`; answers the tally of what it holds then.
-async fn load_place(
-    to: &Place,
-    key_file: &str,
-    pieces: &mut tokio::sync::mpsc::Receiver<Piece>,
-) -> Result<Tally, CopyError> {
-    match to {
-        Place::Postgres(connection) => super::postgres::copy::load(connection, pieces).await,
-        Place::Sled(dir) => {
-            let (dir, key_file) = (dir.clone(), key_file.to_owned());
-            let mut next = || pieces.blocking_recv();
-            tokio::task::block_in_place(move || load_sled(&dir, &key_file, &mut next))
-        }
-    }
-}
-
-/// Builds the database of a sled data directory `dir` (which must hold none) from the
-/// stream: in `dir/.migrating`, moved to `dir/db` (the signing key beside it) only when it
-/// is complete, checked and on disk.
-pub(crate) fn load_sled(
-    dir: &std::path::Path,
-    key_file: &str,
-    next: &mut dyn FnMut() -> Option<Piece>,
-) -> Result<Tally, CopyError> {
-    let lock = super::lock_dir(dir)?;
-    let live = dir.join("db");
-    if live.exists() {
-        return Err(CopyError::NotEmpty(format!("{} holds a database", dir.display())));
-    }
-    let building = dir.join(".migrating");
-    if building.exists() {
-        // left by an interrupted copy: never used by a server
-        std::fs::remove_dir_all(&building).map_err(super::StoreError::Io)?;
-    }
-    let built = (|| {
-        let building_lock = super::lock_dir(&building)?;
-        super::sled::copy::load(
-            &mut || super::Store::open_holding(&building, building_lock.try_clone()?),
-            next,
-        )
-    })();
-    let loaded = match built {
-        Ok(loaded) => loaded,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&building);
-            return Err(e);
-        }
-    };
-    let io = |e: std::io::Error| CopyError::Store(super::StoreError::Io(e));
-    if let Some(key) = &loaded.signing_key {
-        crate::files::write(&dir.join(key_file), crate::files::Access::Private, key).map_err(io)?;
-    }
-    std::fs::rename(building.join("db"), &live).map_err(io)?;
-    std::fs::remove_dir_all(&building).map_err(io)?;
-    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
-    drop(lock);
-    Ok(loaded.tally)
-}
-
-/// Calls `out` with every record of the sled database in the data directory `dir` (not its
-/// signing key), which must be stopped: it is opened under its lock
-/// ([`super::StoreError::Locked`] while a server runs on it). A directory without a
-/// database is refused rather than made.
-pub fn dump_sled(dir: &std::path::Path, out: &mut dyn FnMut(Record) -> Result<(), CopyError>) -> Result<(), CopyError> {
-    if !dir.join("db").is_dir() {
-        return Err(CopyError::Invalid(format!("{} holds no sled database", dir.display())));
-    }
-    let lock = super::lock_dir(dir)?;
-    super::sled::copy::dump(&mut || super::Store::open_holding(dir, lock.try_clone()?), out)
+    /// Keeps the load (sled: the new database moved into the data directory, its signing
+    /// key beside it; PostgreSQL: the load's transaction committed).
+    async fn keep(self: Box<Self>) -> Result<(), CopyError>;
 }
 
 /// Counts per kind and the digest of a stream, fed record by record in bounded memory.
@@ -1074,18 +905,13 @@ pub(crate) mod samples {
             .collect()
     }
 
-    /// The pieces of `records`, ended (with their tally) or cut short.
-    pub(crate) fn pieces(records: Vec<Record>, ended: bool) -> Vec<Piece> {
-        let mut tally = Tally::default();
-        let mut out: Vec<Piece> = records
-            .into_iter()
-            .inspect(|r| tally.add(r))
-            .map(Piece::Record)
-            .collect();
-        if ended {
-            out.push(Piece::End(tally));
+    /// A channel that gives `records`, then ends (its sender is dropped).
+    pub(crate) fn channel_of(records: Vec<Record>) -> tokio::sync::mpsc::Receiver<Record> {
+        let (tx, rx) = tokio::sync::mpsc::channel(records.len().max(1));
+        for r in records {
+            tx.try_send(r).expect("room for every record");
         }
-        out
+        rx
     }
 }
 
@@ -1225,107 +1051,5 @@ mod tests {
         sum[31] = 0xff;
         add_into(&mut sum, &one);
         assert_eq!(&sum[30..], &[1, 0]);
-    }
-}
-
-#[cfg(test)]
-mod sled_load_tests {
-    use super::samples::*;
-    use super::*;
-
-    const KEY_FILE: &str = "signing.key";
-
-    fn load(dir: &std::path::Path, pieces: Vec<Piece>) -> Result<Tally, CopyError> {
-        let mut pieces = pieces.into_iter();
-        load_sled(dir, KEY_FILE, &mut || pieces.next())
-    }
-
-    /// What the data directory holds, dumped, with its key file.
-    fn dumped(dir: &std::path::Path) -> Tally {
-        let mut tally = Tally::default();
-        if let Ok(key) = std::fs::read(dir.join(KEY_FILE)) {
-            tally.add(&Record::SigningKey(key));
-        }
-        dump_sled(dir, &mut |r| {
-            tally.add(&r);
-            Ok(())
-        })
-        .expect("dump");
-        tally
-    }
-
-    /// Every kind of record goes into a new sled database with its indexes and comes back
-    /// out the same; the signing key lands in its file.
-    #[test]
-    fn every_kind_loads_into_sled_and_dumps_back_the_same() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let records = every_kind_for_sled();
-        let mut expected = Tally::default();
-        records.iter().for_each(|r| expected.add(r));
-        let loaded = load(dir.path(), pieces(records, true)).expect("load");
-        assert_eq!(loaded, expected);
-        assert_eq!(dumped(dir.path()), expected);
-        assert_eq!(std::fs::read(dir.path().join(KEY_FILE)).expect("key file"), vec![9; 32]);
-        assert!(!dir.path().join(".migrating").exists());
-        // the indexes are there: the store finds the item by id and the key by its secret
-        let store = super::super::Store::open(dir.path()).expect("open");
-        let sled = store.sled().expect("sled");
-        assert!(sled.inbox.item(id(1), id(4)).expect("read").is_some());
-        assert_eq!(
-            sled.inbox
-                .accounts
-                .access_key_by_digest(&[3; 32])
-                .expect("read")
-                .map(|(a, k)| (a, k.id)),
-            Some((id(1), id(2)))
-        );
-        assert_eq!(sled.inbox.count(id(1)).expect("count"), 1);
-        assert_eq!(sled.scheduler.counts(id(1)).expect("counts"), (1, 1));
-    }
-
-    /// A stream cut short, a record that breaks a rule of the store, a tally that differs
-    /// and a directory that holds a database already: nothing is kept, and the directory
-    /// holds no database (nor a half-built one) afterwards.
-    #[test]
-    fn a_broken_stream_or_a_full_target_leaves_no_database() {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let records = every_kind_for_sled();
-        let cut = load(dir.path(), pieces(records.clone(), false));
-        assert!(
-            matches!(cut, Err(CopyError::Invalid(ref m)) if m.contains("before its end")),
-            "{cut:?}"
-        );
-        let mut orphan = records.clone();
-        orphan.push(Record::InboxItem {
-            account: id(99),
-            item: crate::domain::inbox::models::InboxItem {
-                id: id(98),
-                kind: crate::domain::inbox::models::ItemType::Text,
-                data: b"x".to_vec(),
-                created: t(1, 0),
-            },
-        });
-        let broken = load(dir.path(), pieces(orphan, true));
-        assert!(
-            matches!(broken, Err(CopyError::Invalid(ref m)) if m.contains("not in the stream before")),
-            "{broken:?}"
-        );
-        let mut twice = records.clone();
-        twice.push(records[1].clone());
-        assert!(matches!(
-            load(dir.path(), pieces(twice, true)),
-            Err(CopyError::Invalid(_))
-        ));
-        let mut wrong = pieces(records.clone(), true);
-        if let Some(Piece::End(tally)) = wrong.last_mut() {
-            tally.add(&Record::SigningKey(vec![1; 32]));
-        }
-        assert!(matches!(load(dir.path(), wrong), Err(CopyError::Mismatch { .. })));
-        assert!(!dir.path().join("db").exists() && !dir.path().join(".migrating").exists());
-        assert!(!dir.path().join(KEY_FILE).exists());
-
-        load(dir.path(), pieces(records.clone(), true)).expect("into the empty directory");
-        let full = load(dir.path(), pieces(records, true));
-        assert!(matches!(full, Err(CopyError::NotEmpty(_))), "{full:?}");
     }
 }

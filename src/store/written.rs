@@ -19,32 +19,129 @@
 //! stage or records that the pass is done. docs/decisions.md lists them.
 
 //!
-//! The receipt is engine-neutral: its ticket is either the sled writer's (resolved at the
-//! flush and sync that covers it) or "committed" (an engine whose method returns only after
-//! its transaction committed durably, such as PostgreSQL: [`Written::committed`], durable at
-//! once).
+//! The receipt is engine-neutral: its [`Ticket`] is a place in an engine's order of durable
+//! writes (a group commit numbers its batches and says, through a watch, up to which number
+//! they are on disk: sled's writer), or "committed" (an engine whose method returns only
+//! after its transaction committed durably, such as PostgreSQL: [`Written::committed`],
+//! durable at once), or nothing to wait for.
 
-use super::sled::writer::Ticket;
-use super::Result;
+use super::{Result, StoreError};
+use tokio::sync::watch;
+
+/// How far an engine's numbered writes are: what a [`Ticket`] watches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Flushed {
+    /// Every write numbered up to this one is on disk.
+    pub(crate) ok_upto: u64,
+    /// The writes numbered up to this one failed (applying, flushing or syncing failed, or
+    /// they were queued behind a cycle that did).
+    pub(crate) failed_upto: u64,
+}
+
+/// A write's place in its engine's order: it is on disk once every write numbered up to
+/// `upto` is (0: nothing to wait for). A [`Written`] receipt carries one with the write's
+/// result.
+#[must_use = "a ticket is how a write's durability is awaited"]
+pub(crate) struct Ticket {
+    upto: u64,
+    /// The write changed something (`false`: it changed nothing, or it rests only on writes
+    /// queued before it, like a repeated idempotency key).
+    wrote: bool,
+    flushed: Option<watch::Receiver<Flushed>>,
+    /// The store took no writes: the write was never queued (the reason).
+    refused: Option<String>,
+}
+
+impl Ticket {
+    /// Nothing to wait for: resolves at once.
+    pub(crate) fn none() -> Ticket {
+        Ticket {
+            upto: 0,
+            wrote: false,
+            flushed: None,
+            refused: None,
+        }
+    }
+
+    /// The write numbered `upto`, on disk once `flushed` says so; `wrote`: it changed
+    /// something itself.
+    pub(crate) fn queued(upto: u64, wrote: bool, flushed: watch::Receiver<Flushed>) -> Ticket {
+        Ticket {
+            upto,
+            wrote,
+            flushed: Some(flushed),
+            refused: None,
+        }
+    }
+
+    /// A write committed durably before its answer: changed something, nothing to wait for.
+    fn committed() -> Ticket {
+        Ticket {
+            wrote: true,
+            ..Ticket::none()
+        }
+    }
+
+    /// A write the store refused to queue: waiting answers [`StoreError::Unavailable`].
+    pub(crate) fn refused(reason: String) -> Ticket {
+        Ticket {
+            upto: 0,
+            wrote: true,
+            flushed: None,
+            refused: Some(reason),
+        }
+    }
+
+    pub(crate) fn wrote(&self) -> bool {
+        self.wrote
+    }
+
+    /// The later of two tickets (waiting for it covers both: writes reach the disk in the
+    /// order they were numbered).
+    pub(crate) fn and(self, other: Ticket) -> Ticket {
+        let wrote = self.wrote || other.wrote;
+        let refused = self.refused.clone().or_else(|| other.refused.clone());
+        let mut later = if other.upto > self.upto { other } else { self };
+        later.wrote = wrote;
+        later.refused = refused;
+        later
+    }
+
+    /// Resolves once every write up to this ticket's is on disk.
+    pub(crate) async fn wait(self) -> Result<()> {
+        if let Some(reason) = self.refused {
+            return Err(StoreError::Unavailable(reason));
+        }
+        let (upto, Some(mut rx)) = (self.upto, self.flushed) else {
+            return Ok(());
+        };
+        if upto == 0 {
+            return Ok(());
+        }
+        let state = rx
+            .wait_for(|f| f.ok_upto >= upto || f.failed_upto >= upto)
+            .await
+            .map_err(|_| StoreError::NotDurable)?;
+        if state.ok_upto >= upto {
+            Ok(())
+        } else {
+            Err(StoreError::NotDurable)
+        }
+    }
+}
 
 /// The result of a write, to be had once the write is durable.
 #[must_use = "a write counts only once `.durable().await` has answered"]
 pub struct Written<T> {
     value: T,
-    /// The writer's place in its order (`Ticket::none()` when there is nothing to wait for).
+    /// The write's place in its engine's order.
     ticket: Ticket,
-    /// The write was committed durably before the receipt was made (changed something).
-    committed: bool,
 }
 
 impl<T> Written<T> {
     /// `value`, once the write `ticket` stands for is on disk.
     pub(crate) fn new(value: T, ticket: Ticket) -> Written<T> {
-        Written {
-            value,
-            ticket,
-            committed: false,
-        }
+        Written { value, ticket }
     }
 
     /// A write that changed nothing: `value` at once.
@@ -55,16 +152,12 @@ impl<T> Written<T> {
     /// A write that changed something and is durable already (its transaction committed
     /// before this receipt was made): `value` at once, and [`Written::changed`].
     pub(crate) fn committed(value: T) -> Written<T> {
-        Written {
-            value,
-            ticket: Ticket::none(),
-            committed: true,
-        }
+        Written::new(value, Ticket::committed())
     }
 
     /// Whether the write changed anything (callers wake a worker only when it did).
     pub fn changed(&self) -> bool {
-        self.committed || self.ticket.wrote()
+        self.ticket.wrote()
     }
 
     /// The result, once the write and every write queued before it are on disk; an error
@@ -79,7 +172,6 @@ impl<T> Written<T> {
         Written {
             value: (self.value, other.value),
             ticket: self.ticket.and(other.ticket),
-            committed: self.committed || other.committed,
         }
     }
 
@@ -88,7 +180,6 @@ impl<T> Written<T> {
         Written {
             value: (),
             ticket: self.ticket,
-            committed: self.committed,
         }
     }
 
@@ -96,17 +187,11 @@ impl<T> Written<T> {
     pub fn all(receipts: impl IntoIterator<Item = Written<T>>) -> Written<Vec<T>> {
         let mut values = Vec::new();
         let mut ticket = Ticket::none();
-        let mut committed = false;
         for written in receipts {
             values.push(written.value);
             ticket = ticket.and(written.ticket);
-            committed |= written.committed;
         }
-        Written {
-            value: values,
-            ticket,
-            committed,
-        }
+        Written { value: values, ticket }
     }
 }
 

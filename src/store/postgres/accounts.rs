@@ -11,8 +11,7 @@ use super::{transaction, PgError, PgResult};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::permissions::Permissions;
 use crate::domain::wire::Timestamp;
-use crate::store::Registration;
-use crate::store::Written;
+use crate::store::{Accounts, Registration, Result, Written};
 use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -110,15 +109,37 @@ impl PgAccounts {
         Ok(tx.query_opt(&sql, &[&id]).await?.is_some())
     }
 
+    async fn replace_password(
+        &self,
+        id: Uuid,
+        expected: &PasswordHash,
+        new_hash: String,
+        revoke: bool,
+    ) -> PgResult<Written<bool>> {
+        let (kind, hash) = password_columns(expected);
+        let epoch = if revoke { "epoch + 1" } else { "epoch" };
+        let sql = format!(
+            "UPDATE {} SET password_kind = 'pbkdf2', password_hash = $4, epoch = {epoch}
+             WHERE id = $1 AND password_kind = $2 AND password_hash = $3",
+            self.accounts()
+        );
+        let client = self.pool.get().await?;
+        let n = client.execute(&sql, &[&id, &kind, &hash, &new_hash]).await?;
+        Ok(if n == 1 {
+            Written::committed(true)
+        } else {
+            Written::unchanged(false)
+        })
+    }
+}
+
+/// Each operation one statement, or one transaction that locks the account's row first.
+#[async_trait::async_trait]
+impl Accounts for PgAccounts {
     /// Registers `username` with a PBKDF2 `password_hash`; `Taken` when the username is an
     /// account's already (the unique constraint decides between concurrent registrations,
     /// also across processes).
-    pub async fn register(
-        &self,
-        username: &str,
-        password_hash: String,
-        now: Timestamp,
-    ) -> PgResult<Written<Registration>> {
+    async fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
         let account = Account {
             id: crate::domain::wire::new_uuid(),
             username: username.to_owned(),
@@ -144,37 +165,42 @@ impl PgAccounts {
         })
     }
 
-    pub async fn get(&self, id: Uuid) -> PgResult<Option<Account>> {
+    async fn get(&self, id: Uuid) -> Result<Option<Account>> {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM {} WHERE id = $1", self.accounts());
         let client = self.pool.get().await?;
-        client
+        Ok(client
             .query_opt(&sql, &[&id])
             .await?
             .as_ref()
             .map(account_from)
-            .transpose()
+            .transpose()?)
     }
 
-    pub async fn by_username(&self, username: &str) -> PgResult<Option<Account>> {
+    async fn by_username(&self, username: &str) -> Result<Option<Account>> {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM {} WHERE username = $1", self.accounts());
         let client = self.pool.get().await?;
-        client
+        Ok(client
             .query_opt(&sql, &[&username])
             .await?
             .as_ref()
             .map(account_from)
-            .transpose()
+            .transpose()?)
     }
 
     /// Every account (admin listing and statistics), in id order.
-    pub async fn all(&self) -> PgResult<Vec<Account>> {
+    async fn all(&self) -> Result<Vec<Account>> {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM {} ORDER BY id", self.accounts());
         let client = self.pool.get().await?;
-        client.query(&sql, &[]).await?.iter().map(account_from).collect()
+        Ok(client
+            .query(&sql, &[])
+            .await?
+            .iter()
+            .map(account_from)
+            .collect::<PgResult<Vec<_>>>()?)
     }
 
     /// Records a login (never moving the last login back); `false` when the account is gone.
-    pub async fn set_last_login(&self, id: Uuid, at: Timestamp) -> PgResult<Written<bool>> {
+    async fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
         let sql = format!(
             "UPDATE {} SET
                  last_login_secs = CASE WHEN last_login_secs IS NULL OR (last_login_secs, last_login_nanos) < ($2, $3)
@@ -197,51 +223,18 @@ impl PgAccounts {
     /// Replaces the password hash if it is still `expected` and starts a new credential
     /// epoch (revoking earlier tokens). `false` when the account is gone or the password
     /// changed meanwhile.
-    pub async fn change_password(
-        &self,
-        id: Uuid,
-        expected: &PasswordHash,
-        new_hash: String,
-    ) -> PgResult<Written<bool>> {
-        self.replace_password(id, expected, new_hash, true).await
+    async fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        Ok(self.replace_password(id, expected, new_hash, true).await?)
     }
 
     /// Replaces a password hash brought from another server by the PBKDF2 hash of the same
     /// password (no new epoch). `false` when the account is gone or its password changed.
-    pub async fn upgrade_password(
-        &self,
-        id: Uuid,
-        expected: &PasswordHash,
-        new_hash: String,
-    ) -> PgResult<Written<bool>> {
-        self.replace_password(id, expected, new_hash, false).await
-    }
-
-    async fn replace_password(
-        &self,
-        id: Uuid,
-        expected: &PasswordHash,
-        new_hash: String,
-        revoke: bool,
-    ) -> PgResult<Written<bool>> {
-        let (kind, hash) = password_columns(expected);
-        let epoch = if revoke { "epoch + 1" } else { "epoch" };
-        let sql = format!(
-            "UPDATE {} SET password_kind = 'pbkdf2', password_hash = $4, epoch = {epoch}
-             WHERE id = $1 AND password_kind = $2 AND password_hash = $3",
-            self.accounts()
-        );
-        let client = self.pool.get().await?;
-        let n = client.execute(&sql, &[&id, &kind, &hash, &new_hash]).await?;
-        Ok(if n == 1 {
-            Written::committed(true)
-        } else {
-            Written::unchanged(false)
-        })
+    async fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
+        Ok(self.replace_password(id, expected, new_hash, false).await?)
     }
 
     /// The payment customer recorded for the account.
-    pub async fn customer(&self, id: Uuid) -> PgResult<Option<String>> {
+    async fn customer(&self, id: Uuid) -> Result<Option<String>> {
         let sql = format!("SELECT payment_customer FROM {} WHERE id = $1", self.accounts());
         let client = self.pool.get().await?;
         match client.query_opt(&sql, &[&id]).await? {
@@ -251,7 +244,7 @@ impl PgAccounts {
     }
 
     /// Records the payment customer of an existing account; `false` when there is none.
-    pub async fn set_customer(&self, id: Uuid, customer: &str) -> PgResult<Written<bool>> {
+    async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
         let sql = format!("UPDATE {} SET payment_customer = $2 WHERE id = $1", self.accounts());
         let client = self.pool.get().await?;
         let n = client.execute(&sql, &[&id, &customer]).await?;
@@ -263,7 +256,7 @@ impl PgAccounts {
     }
 
     /// Stores a new access key of the account; `false` when the account is gone.
-    pub async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> PgResult<Written<bool>> {
+    async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
         let sql = format!(
             "INSERT INTO {} ({KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             self.keys()
@@ -275,7 +268,7 @@ impl PgAccounts {
             KeySecret::Digest(d) => (Some(d.as_slice()), None),
             KeySecret::LegacyBcrypt(h) => (None, Some(h.as_str())),
         };
-        transaction!(self, |tx| {
+        Ok(transaction!(self, |tx| {
             if !self.lock(&tx, account).await? {
                 return Ok(Written::unchanged(false));
             }
@@ -295,11 +288,11 @@ impl PgAccounts {
             )
             .await?;
             Ok(Written::committed(true))
-        })
+        })?)
     }
 
     /// The account's access keys still kept as a hash from another server.
-    pub async fn legacy_access_keys(&self, account: Uuid) -> PgResult<Vec<AccessKey>> {
+    async fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
         let mut keys = self.access_keys(account).await?;
         keys.retain(|k| matches!(k.secret, KeySecret::LegacyBcrypt(_)));
         Ok(keys)
@@ -307,13 +300,13 @@ impl PgAccounts {
 
     /// Replaces the secret of an access key, if it is still `expected`, by the digest of its
     /// secret; `false` when the key is gone or no longer has that secret.
-    pub async fn upgrade_access_key(
+    async fn upgrade_access_key(
         &self,
         account: Uuid,
         id: Uuid,
         expected: &KeySecret,
         digest: [u8; 32],
-    ) -> PgResult<Written<bool>> {
+    ) -> Result<Written<bool>> {
         let condition = match expected {
             KeySecret::Digest(_) => "secret_digest = $4",
             KeySecret::LegacyBcrypt(_) => "secret_bcrypt = $4",
@@ -336,31 +329,36 @@ impl PgAccounts {
     }
 
     /// The account's access keys, oldest first.
-    pub async fn access_keys(&self, account: Uuid) -> PgResult<Vec<AccessKey>> {
+    async fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
         let sql = format!(
             "SELECT {KEY_COLUMNS} FROM {} WHERE account = $1 ORDER BY created_secs, created_nanos, seq",
             self.keys()
         );
         let client = self.pool.get().await?;
-        client.query(&sql, &[&account]).await?.iter().map(key_from).collect()
+        Ok(client
+            .query(&sql, &[&account])
+            .await?
+            .iter()
+            .map(key_from)
+            .collect::<PgResult<Vec<_>>>()?)
     }
 
-    pub async fn access_key(&self, account: Uuid, id: Uuid) -> PgResult<Option<AccessKey>> {
+    async fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
         let sql = format!(
             "SELECT {KEY_COLUMNS} FROM {} WHERE account = $1 AND id = $2",
             self.keys()
         );
         let client = self.pool.get().await?;
-        client
+        Ok(client
             .query_opt(&sql, &[&account, &id])
             .await?
             .as_ref()
             .map(key_from)
-            .transpose()
+            .transpose()?)
     }
 
     /// The access key whose secret has this SHA-256 digest: (owner, key).
-    pub async fn access_key_by_digest(&self, digest: &[u8; 32]) -> PgResult<Option<(Uuid, AccessKey)>> {
+    async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
         let sql = format!("SELECT {KEY_COLUMNS} FROM {} WHERE secret_digest = $1", self.keys());
         let client = self.pool.get().await?;
         match client.query_opt(&sql, &[&digest.as_slice()]).await? {
@@ -370,16 +368,16 @@ impl PgAccounts {
     }
 
     /// The next access key sequence number (shared by every process).
-    pub async fn next_key_seq(&self) -> PgResult<u64> {
+    async fn next_key_seq(&self) -> Result<u64> {
         let client = self.pool.get().await?;
         let n: i64 = client
             .query_one("SELECT nextval('access_key_seq')", &[])
             .await?
             .try_get(0)?;
-        from_bigint(n, "access key seq")
+        Ok(from_bigint(n, "access key seq")?)
     }
 
-    pub async fn delete_access_key(&self, account: Uuid, id: Uuid) -> PgResult<Written<bool>> {
+    async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let sql = format!("DELETE FROM {} WHERE account = $1 AND id = $2", self.keys());
         let client = self.pool.get().await?;
         let n = client.execute(&sql, &[&account, &id]).await?;

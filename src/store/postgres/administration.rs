@@ -1,7 +1,9 @@
-//! Engine administration for PostgreSQL, as the sled `Store`'s health and statistics
-//! methods: whether the database takes writes, the pool's state, flushing (nothing to do).
+//! [`Administration`] on PostgreSQL: whether the database takes writes; no group commit
+//! (every write is its own committed transaction), so nothing to flush and no cycles; a
+//! backup is PostgreSQL's own business. And the pool's state.
 
-use super::{PgError, PgResult, PgStore};
+use super::{PgError, PgStore};
+use crate::store::{Administration, BackupSummary, CycleStats, Result, StoreError, WriterStats};
 
 /// The pool's state (metrics, diagnostics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,11 +18,25 @@ pub struct PoolStats {
 }
 
 impl PgStore {
+    /// The pool's state.
+    pub fn pool_stats(&self) -> PoolStats {
+        let s = self.pool.status();
+        PoolStats {
+            open: s.size,
+            idle: s.available,
+            waiting: s.waiting,
+            max: s.max_size,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Administration for PgStore {
     /// Whether the database takes writes (the health check's "database writable"): a
     /// connection is had, the session is not read-only (a standby, or
     /// `default_transaction_read_only`), and commits are durable. Writes nothing. `Err`
     /// gives the reason.
-    pub async fn writable(&self) -> std::result::Result<(), String> {
+    async fn writable(&self) -> std::result::Result<(), String> {
         let probe = async {
             let client = self.pool.get().await?;
             let row = client
@@ -52,25 +68,33 @@ impl PgStore {
         }
     }
 
-    /// The pool's state.
-    pub fn pool_stats(&self) -> PoolStats {
-        let s = self.pool.status();
-        PoolStats {
-            open: s.size,
-            idle: s.available,
-            waiting: s.waiting,
-            max: s.max_size,
-        }
+    /// No group commit: every write is its own committed transaction.
+    fn writer_stats(&self) -> WriterStats {
+        WriterStats::default()
     }
 
-    /// FOR TESTS ONLY (fault injection): closes the pool, so every later statement fails
-    /// and [`PgStore::writable`] reports it.
-    pub fn close_for_tests(&self) {
+    fn writer_cycles(&self) -> CycleStats {
+        CycleStats::default()
+    }
+
+    /// Nothing to do: what was answered is committed.
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Closes the pool: every later write (and read) fails, and `writable` says so.
+    fn simulate_sync_failure_for_tests(&self) {
         self.pool.close();
     }
 
-    /// Nothing to write: every committed write is on disk already (shutdown).
-    pub async fn flush(&self) -> PgResult<()> {
-        Ok(())
+    /// A PostgreSQL database is backed up by PostgreSQL's own tools, consistent while the
+    /// processes run (docs/backup.md).
+    fn backup_to(&self, _out: &mut dyn std::io::Write, _files: &[(&str, &[u8])]) -> Result<BackupSummary> {
+        Err(StoreError::Unsupported(
+            "this server keeps its data in PostgreSQL: back it up with pg_dump (for example \
+             `pg_dump --format=custom --file=pigeonhole.dump DATABASE`) or the database's own \
+             backups; `pigeonhole backup` copies a sled data directory"
+                .into(),
+        ))
     }
 }

@@ -1,14 +1,15 @@
 //! PostgreSQL's side of moving between engines ([`crate::store::copy`]): a database dumped
-//! as the stream of records, and a stream loaded into an empty database.
+//! as the stream of records ([`PgSource`]), and a stream loaded into an empty database
+//! ([`PgTarget`]).
 //!
 //! * A dump reads one snapshot (a `REPEATABLE READ`, read-only transaction) through portals,
 //!   a page of rows at a time, so memory stays bounded whatever the tables hold; the kinds
 //!   come in [`crate::store::copy::Kind`] order, the queues in queue order.
 //! * A load is one transaction: it locks the tables, refuses a database that holds data,
 //!   inserts the records as they come, moves the access-key sequence past the keys loaded,
-//!   and then dumps the database again inside the same transaction. It commits only when
-//!   that dump's tally is the source's, so a copy that fails anywhere (a broken stream, a
-//!   constraint, a mismatch) leaves the database as it was.
+//!   and then dumps the database again inside the same transaction, for the tally the copy
+//!   is checked by. It commits only when kept ([`Loaded::keep`]), so a copy that fails
+//!   anywhere (a broken stream, a constraint, a mismatch) leaves the database as it was.
 //! * Both refuse a database that a Pigeonhole server is connected to: a copy is of a stopped
 //!   server's data.
 
@@ -24,11 +25,29 @@ use super::triggers::{put_trigger, trigger_from, TRIGGER_COLUMNS};
 use super::{config_of, Connection, PgError, PgStore};
 use crate::domain::account::KeySecret;
 use crate::domain::scheduler::models::TimeZoneSetting;
-use crate::store::copy::{CopyError, Piece, Record, Service, Sink, Tally, STAGES};
+use crate::store::copy::{CopyError, Dump, Load, Loaded, Record, Service, Tally, STAGES};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
+
+/// Where records go as they are dumped: on to a load, or only counted (a load's check).
+enum Sink<'a> {
+    Channel(&'a mpsc::Sender<Record>),
+    Tally(&'a mut Tally),
+}
+
+impl Sink<'_> {
+    async fn put(&mut self, record: Record) -> Result<(), CopyError> {
+        match self {
+            Sink::Channel(out) => out.send(record).await.map_err(|_| CopyError::Stopped),
+            Sink::Tally(tally) => {
+                tally.add(&record);
+                Ok(())
+            }
+        }
+    }
+}
 
 impl From<PgError> for CopyError {
     fn from(e: PgError) -> CopyError {
@@ -118,19 +137,37 @@ async fn check_alone(client: &tokio_postgres::Client, database: &str) -> Result<
     }
 }
 
-/// Sends every record of the database at `connection` to `out`, from one snapshot.
-pub(crate) async fn dump(connection: &Connection, out: &mpsc::Sender<Record>) -> Result<(), CopyError> {
-    let pg = connect_source(connection).await?;
-    let mut client = pg.pool.get().await.map_err(PgError::from)?;
-    check_alone(&client, &connection.database).await?;
-    let tx = client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .map_err(PgError::from)?;
-    dump_in(&tx, &mut Sink::Channel(out)).await
+/// A database to copy from: one that holds Pigeonhole's schema (migrated to this version's)
+/// and that no Pigeonhole server is connected to (checked when it is dumped).
+pub struct PgSource {
+    pg: PgStore,
+    database: String,
+}
+
+impl PgSource {
+    pub async fn open(connection: &Connection) -> Result<PgSource, CopyError> {
+        Ok(PgSource {
+            pg: connect_source(connection).await?,
+            database: connection.database.clone(),
+        })
+    }
+}
+
+/// Sends every record of the database to `out`, from one snapshot.
+#[async_trait::async_trait]
+impl Dump for PgSource {
+    async fn dump(self: Box<Self>, out: mpsc::Sender<Record>) -> Result<(), CopyError> {
+        let mut client = self.pg.pool.get().await.map_err(PgError::from)?;
+        check_alone(&client, &self.database).await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .map_err(PgError::from)?;
+        dump_in(&tx, &mut Sink::Channel(&out)).await
+    }
 }
 
 /// Puts every row `sql` selects (with `params`), converted by `convert`, into `sink`, `page`
@@ -324,59 +361,117 @@ async fn dump_triggered(tx: &Transaction<'_>, sink: &mut Sink<'_>) -> Result<(),
     }
 }
 
-/// Loads the records `pieces` gives into the empty database at `connection`, in one
-/// transaction that commits only after [`Piece::End`] and a matching dump of what it wrote;
-/// answers that dump's tally.
-pub(crate) async fn load(connection: &Connection, pieces: &mut mpsc::Receiver<Piece>) -> Result<Tally, CopyError> {
-    let (pg, _) = PgStore::connect(connection).await?;
-    let mut client = pg.pool.get().await.map_err(PgError::from)?;
-    check_alone(&client, &connection.database).await?;
-    let tx = client.transaction().await.map_err(PgError::from)?;
-    tx.batch_execute(&format!(
-        "LOCK TABLE {}, token_signing_key IN EXCLUSIVE MODE",
-        DATA_TABLES.join(", ")
-    ))
-    .await
-    .map_err(PgError::from)?;
-    for table in DATA_TABLES {
-        let rows: bool = tx
-            .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {table})"), &[])
-            .await
-            .map_err(PgError::from)?
-            .try_get(0)
-            .map_err(PgError::from)?;
-        if rows {
-            return Err(CopyError::NotEmpty(format!(
-                "the database {} has rows in {table}",
-                connection.database
-            )));
+/// A database to copy into (the schema made or migrated): it must hold no data, and no
+/// Pigeonhole server may be connected to it (both checked when it is loaded).
+pub struct PgTarget {
+    pg: PgStore,
+    database: String,
+}
+
+impl PgTarget {
+    pub async fn open(connection: &Connection) -> Result<PgTarget, CopyError> {
+        Ok(PgTarget {
+            pg: PgStore::connect(connection).await?.0,
+            database: connection.database.clone(),
+        })
+    }
+
+    /// The load's transaction: refuses a database with data, inserts what `records` gives,
+    /// moves the access-key sequence on, dumps what it wrote and hands that tally over
+    /// (`tallied`); then commits if `keep` says so (dropped: rolled back).
+    async fn load_in(
+        self,
+        records: &mut mpsc::Receiver<Record>,
+        tallied: oneshot::Sender<Tally>,
+        keep: oneshot::Receiver<()>,
+    ) -> Result<(), CopyError> {
+        let mut client = self.pg.pool.get().await.map_err(PgError::from)?;
+        check_alone(&client, &self.database).await?;
+        let tx = client.transaction().await.map_err(PgError::from)?;
+        tx.batch_execute(&format!(
+            "LOCK TABLE {}, token_signing_key IN EXCLUSIVE MODE",
+            DATA_TABLES.join(", ")
+        ))
+        .await
+        .map_err(PgError::from)?;
+        for table in DATA_TABLES {
+            let rows: bool = tx
+                .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {table})"), &[])
+                .await
+                .map_err(PgError::from)?
+                .try_get(0)
+                .map_err(PgError::from)?;
+            if rows {
+                return Err(CopyError::NotEmpty(format!(
+                    "the database {} has rows in {table}",
+                    self.database
+                )));
+            }
+        }
+        while let Some(record) = records.recv().await {
+            insert(&tx, &record).await?;
+        }
+        tx.execute(
+            "SELECT setval('access_key_seq', GREATEST((SELECT last_value FROM access_key_seq), \
+             (SELECT coalesce(max(seq), 0) FROM (SELECT seq FROM inbox_access_keys UNION ALL \
+             SELECT seq FROM scheduler_access_keys) AS keys)))",
+            &[],
+        )
+        .await
+        .map_err(PgError::from)?;
+        let mut tally = Tally::default();
+        dump_in(&tx, &mut Sink::Tally(&mut tally)).await?;
+        if tallied.send(tally).is_err() || keep.await.is_err() {
+            // not kept: the transaction is rolled back as it is dropped
+            return Ok(());
+        }
+        tx.commit().await.map_err(PgError::from)?;
+        Ok(())
+    }
+}
+
+/// The load runs in a task of its own that holds its transaction open until the copy says
+/// whether to keep it.
+#[async_trait::async_trait]
+impl Load for PgTarget {
+    fn keeps_occurrences(&self) -> bool {
+        true
+    }
+
+    async fn load(self: Box<Self>, mut records: mpsc::Receiver<Record>) -> Result<Box<dyn Loaded>, CopyError> {
+        let (tallied, tally) = oneshot::channel();
+        let (keep, kept) = oneshot::channel();
+        let task = tokio::spawn(async move { self.load_in(&mut records, tallied, kept).await });
+        match tally.await {
+            Ok(tally) => Ok(Box::new(PgLoaded { tally, keep, task })),
+            // the load ended before its tally: its error
+            Err(_) => Err(joined(task.await).err().unwrap_or(CopyError::Stopped)),
         }
     }
-    let expected = loop {
-        match pieces.recv().await {
-            Some(Piece::Record(record)) => insert(&tx, &record).await?,
-            Some(Piece::End(tally)) => break tally,
-            None => return Err(CopyError::Invalid("the source's stream stopped before its end".into())),
-        }
-    };
-    tx.execute(
-        "SELECT setval('access_key_seq', GREATEST((SELECT last_value FROM access_key_seq), \
-         (SELECT coalesce(max(seq), 0) FROM (SELECT seq FROM inbox_access_keys UNION ALL \
-         SELECT seq FROM scheduler_access_keys) AS keys)))",
-        &[],
-    )
-    .await
-    .map_err(PgError::from)?;
-    let mut tally = Tally::default();
-    dump_in(&tx, &mut Sink::Tally(&mut tally)).await?;
-    if tally != expected {
-        return Err(CopyError::Mismatch {
-            source: expected,
-            target: tally,
-        });
+}
+
+/// A load written and read back inside its open transaction: kept, it commits; dropped, the
+/// transaction is rolled back.
+struct PgLoaded {
+    tally: Tally,
+    keep: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), CopyError>>,
+}
+
+#[async_trait::async_trait]
+impl Loaded for PgLoaded {
+    fn tally(&self) -> &Tally {
+        &self.tally
     }
-    tx.commit().await.map_err(PgError::from)?;
-    Ok(tally)
+
+    async fn keep(self: Box<Self>) -> Result<(), CopyError> {
+        let _ = self.keep.send(());
+        joined(self.task.await)
+    }
+}
+
+fn joined(r: Result<Result<(), CopyError>, tokio::task::JoinError>) -> Result<(), CopyError> {
+    r.unwrap_or_else(|e| Err(CopyError::Invalid(format!("the load's task failed: {e}"))))
 }
 
 /// Inserts one record (a constraint the record breaks fails the load, naming it).

@@ -9,14 +9,15 @@
 //! Pending deliveries (and queued e-mails) are claimed by the process that reads them, for
 //! the store's lease; postponing or finishing ends the claim.
 
-use super::emails::{at_once, email_from, insert_email, lease_micros, PgQueueKey, EMAIL_COLUMNS};
+use super::emails::{at_once, insert_email, keys_of, lease_micros, PgQueueKey};
 use super::rows::{self, from_bigint, instant};
 use super::scheduler::PgScheduler;
 use super::triggers::{trigger_from, TRIGGER_COLUMNS};
 use super::{transaction, PgError, PgResult};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
-use crate::store::Written;
+use crate::store::scheduler::QueueKey;
+use crate::store::{Deliveries, Result, StoreError, Written};
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
@@ -98,11 +99,25 @@ pub(super) async fn insert_attempt(tx: &Transaction<'_>, item: Uuid, position: i
 }
 
 impl PgScheduler {
+    /// Deletes the pending delivery or queued e-mail `k` in `tx`; whether it was there.
+    async fn remove_pending_in(tx: &Transaction<'_>, k: &PgQueueKey) -> PgResult<bool> {
+        let n = match k {
+            PgQueueKey::Delivery(id) => tx.execute("DELETE FROM deliveries WHERE id = $1", &[id]).await?,
+            PgQueueKey::Email(seq) => tx.execute("DELETE FROM email_queue WHERE seq = $1", &[seq]).await?,
+        };
+        Ok(n > 0)
+    }
+}
+
+/// Reads claim what they answer for this process; postponing, finishing and removing end a
+/// claim.
+#[async_trait::async_trait]
+impl Deliveries for PgScheduler {
     /// Turns every waiting target list of one kind (`email` or inbox) into pending
     /// deliveries (inbox) or queued e-mails to render (e-mail), each list in a transaction
     /// of its own; triggers deleted meanwhile, and e-mail triggers no longer verified, are
     /// skipped. Answers how many lists it took.
-    pub async fn expand_targets(&self, email: bool) -> PgResult<Written<usize>> {
+    async fn expand_targets(&self, email: bool) -> Result<Written<usize>> {
         let kind = if email { "email" } else { "inbox" };
         let mut total = 0;
         loop {
@@ -175,7 +190,7 @@ impl PgScheduler {
     /// ([`PgScheduler::lease`] long; its own claims it gets again, renewed): another process
     /// gets them only once the lease ran out (this one died). The delivery's id is its
     /// Idempotency-Key, so a delivery taken over after a crash lands once in its inbox.
-    pub async fn pending_deliveries(&self, limit: usize) -> PgResult<Vec<(PgQueueKey, PgResult<Delivery>)>> {
+    async fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Result<Delivery>)>> {
         let limit = rows::limit(limit);
         let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
@@ -193,17 +208,19 @@ impl PgScheduler {
             )
             .await?;
         rows.sort_by_key(|row| row.try_get::<_, i64>("seq").unwrap_or(i64::MAX));
-        rows.iter()
-            .map(|row| Ok((PgQueueKey::Delivery(row.try_get("id")?), delivery_from(row))))
-            .collect()
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let key = PgQueueKey::Delivery(row.try_get("id")?).to_key();
+                Ok((key, delivery_from(row).map_err(StoreError::from)))
+            })
+            .collect::<PgResult<_>>()?)
     }
 
     /// Replaces a pending delivery (after a transient failure) if it is still pending.
-    pub async fn postpone_delivery(&self, k: &PgQueueKey, delivery: &Delivery) -> PgResult<Written<()>> {
-        let PgQueueKey::Delivery(id) = k else {
-            return Err(PgError::Corrupt(
-                "an e-mail's key where a delivery's was expected".into(),
-            ));
+    async fn postpone_delivery(&self, k: &QueueKey, delivery: &Delivery) -> Result<Written<()>> {
+        let PgQueueKey::Delivery(id) = &PgQueueKey::of(k)? else {
+            return Err(PgError::Corrupt("an e-mail's key where a delivery's was expected".into()).into());
         };
         let nanos = rows::nanos(delivery.not_before)?;
         let failures = i64::from(delivery.failures);
@@ -222,26 +239,13 @@ impl PgScheduler {
         })
     }
 
-    /// Deletes the pending delivery or queued e-mail `k` in `tx`; whether it was there.
-    async fn remove_pending_in(tx: &Transaction<'_>, k: &PgQueueKey) -> PgResult<bool> {
-        let n = match k {
-            PgQueueKey::Delivery(id) => tx.execute("DELETE FROM deliveries WHERE id = $1", &[id]).await?,
-            PgQueueKey::Email(seq) => tx.execute("DELETE FROM email_queue WHERE seq = $1", &[seq]).await?,
-        };
-        Ok(n > 0)
-    }
-
     /// Records the final outcome of a delivery on its triggered item and removes the pending
     /// record `k`, in one transaction. Nothing happens when the record was dropped meanwhile.
-    pub async fn finish_delivery(
-        &self,
-        k: &PgQueueKey,
-        delivery: &Delivery,
-        outcome: Outcome,
-    ) -> PgResult<Written<()>> {
+    async fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<Written<()>> {
+        let k = &PgQueueKey::of(k)?;
         let (kind, inbox_item, reason) = outcome_columns(&outcome);
         let nanos = rows::nanos(delivery.trigger_created)?;
-        transaction!(self, |tx| {
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, delivery.owner).await?;
             if !Self::remove_pending_in(&tx, k).await? {
                 return Ok(Written::unchanged(()));
@@ -273,25 +277,26 @@ impl PgScheduler {
                 .await?;
             }
             Ok(Written::committed(()))
-        })
+        })?)
     }
 
     /// Removes a pending delivery or queued e-mail without recording anything.
-    pub async fn remove_pending(&self, k: &PgQueueKey) -> PgResult<Written<()>> {
-        transaction!(self, |tx| {
+    async fn remove_pending(&self, k: &QueueKey) -> Result<Written<()>> {
+        let k = &PgQueueKey::of(k)?;
+        Ok(transaction!(self, |tx| {
             Ok(if Self::remove_pending_in(&tx, k).await? {
                 Written::committed(())
             } else {
                 Written::unchanged(())
             })
-        })
+        })?)
     }
 
     /// The failed deliveries of the account's triggered items `ids` become pending again
     /// (same delivery id, fresh budget), unless their trigger is gone; the failed attempts
     /// are taken off the items.
-    pub async fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> PgResult<Written<()>> {
-        transaction!(self, |tx| {
+    async fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> Result<Written<()>> {
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let failed = tx
                 .query(
@@ -337,23 +342,14 @@ impl PgScheduler {
                 }
             }
             Ok(Written::committed(()))
-        })
+        })?)
     }
 
-    /// The queued e-mail `k`, if it is still queued (tests and the workers' claims).
-    pub async fn queued_email(&self, k: &PgQueueKey) -> PgResult<Option<QueuedEmail>> {
-        let PgQueueKey::Email(seq) = k else {
-            return Ok(None);
-        };
-        let client = self.pool.get().await?;
-        client
-            .query_opt(
-                &format!("SELECT {EMAIL_COLUMNS} FROM email_queue WHERE seq = $1"),
-                &[seq],
-            )
-            .await?
-            .as_ref()
-            .map(email_from)
-            .transpose()
+    async fn release_deliveries(&self, keys: &[QueueKey]) -> Result<()> {
+        let ids = keys_of(keys, "pending deliveries", |k| match k {
+            PgQueueKey::Delivery(id) => Some(id),
+            PgQueueKey::Email(_) => None,
+        })?;
+        Ok(self.give_back("deliveries", "id", &ids).await?)
     }
 }

@@ -10,7 +10,7 @@ use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
 use crate::domain::scheduler::models::Delivery;
 use crate::domain::wire::Timestamp;
 use crate::store::scheduler::QueueKey;
-use crate::store::Written;
+use crate::store::{Emails, Result, StoreError, Written};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
@@ -275,55 +275,6 @@ pub(super) async fn insert_email(tx: &Transaction<'_>, email: &QueuedEmail) -> P
 }
 
 impl PgScheduler {
-    /// Queues an e-mail (admin notifications).
-    pub async fn queue_email(&self, email: &QueuedEmail) -> PgResult<Written<PgQueueKey>> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        let key = insert_email(&tx, email).await?;
-        tx.commit().await?;
-        Ok(Written::committed(key))
-    }
-
-    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys (claimed,
-    /// see [`Self::queued_emails_each`]).
-    pub async fn queued_emails(&self, stage: Stage, limit: usize) -> PgResult<Vec<(PgQueueKey, QueuedEmail)>> {
-        self.queued_emails_each(stage, limit)
-            .await?
-            .into_iter()
-            .map(|(k, e)| Ok((k, e?)))
-            .collect()
-    }
-
-    /// [`Self::queued_emails`], a row that cannot be read being an error of its own. Claims
-    /// what it answers for this process ([`PgScheduler::lease`] long; its own claims it
-    /// gets again, renewed), so that another process does not get them meanwhile.
-    pub async fn queued_emails_each(
-        &self,
-        stage: Stage,
-        limit: usize,
-    ) -> PgResult<Vec<(PgQueueKey, PgResult<QueuedEmail>)>> {
-        let limit = rows::limit(limit);
-        let lease = lease_micros(self.lease);
-        let client = self.pool.get().await?;
-        let mut rows = client
-            .query(
-                &format!(
-                    "UPDATE email_queue SET claimed_by = $3, \
-                     lease_until = now() + make_interval(secs => $4::bigint / 1e6) \
-                     WHERE seq IN (SELECT seq FROM email_queue WHERE stage = $1 \
-                                   AND (lease_until IS NULL OR lease_until < now() OR claimed_by = $3) \
-                                   ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
-                     RETURNING seq, {EMAIL_COLUMNS}"
-                ),
-                &[&stage_column(stage), &limit, &self.claimant, &lease],
-            )
-            .await?;
-        rows.sort_by_key(|row| row.try_get::<_, i64>("seq").unwrap_or(i64::MAX));
-        rows.iter()
-            .map(|row| Ok((PgQueueKey::Email(row.try_get("seq")?), email_from(row))))
-            .collect()
-    }
-
     /// Ends this process's claims on the rows of the queue table `table` (`deliveries`,
     /// `email_queue`) whose `column` is one of `keys` (read, not started): the next process
     /// to pass over them may take them.
@@ -348,14 +299,77 @@ impl PgScheduler {
             .await?;
         Ok(())
     }
+}
+
+/// A lease in microseconds (the claims' SQL makes an interval of it).
+pub(super) fn lease_micros(lease: std::time::Duration) -> i64 {
+    i64::try_from(lease.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// `not_before` of an e-mail that may go at once.
+pub(super) fn at_once() -> Timestamp {
+    Timestamp::from_unix(0, 0)
+}
+
+/// What `pick` takes of each of `keys` (the ids of one queue); a key of another queue or
+/// engine is refused as not one of `expected`.
+pub(super) fn keys_of<T>(
+    keys: &[QueueKey],
+    expected: &'static str,
+    pick: impl Fn(PgQueueKey) -> Option<T>,
+) -> Result<Vec<T>> {
+    keys.iter()
+        .map(|k| pick(PgQueueKey::of(k)?).ok_or(PgError::ForeignQueueKey(expected).into()))
+        .collect()
+}
+
+/// Reads claim what they answer for this process; replacing an e-mail ends its claim.
+#[async_trait::async_trait]
+impl Emails for PgScheduler {
+    /// Queues an e-mail (admin notifications).
+    async fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        insert_email(&tx, email).await?;
+        tx.commit().await?;
+        Ok(Written::committed(()))
+    }
+
+    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys, a row that
+    /// cannot be read being an error of its own. Claims what it answers for this process ([`PgScheduler::lease`] long; its own claims it
+    /// gets again, renewed), so that another process does not get them meanwhile.
+    async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
+        let limit = rows::limit(limit);
+        let lease = lease_micros(self.lease);
+        let client = self.pool.get().await?;
+        let mut rows = client
+            .query(
+                &format!(
+                    "UPDATE email_queue SET claimed_by = $3, \
+                     lease_until = now() + make_interval(secs => $4::bigint / 1e6) \
+                     WHERE seq IN (SELECT seq FROM email_queue WHERE stage = $1 \
+                                   AND (lease_until IS NULL OR lease_until < now() OR claimed_by = $3) \
+                                   ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                     RETURNING seq, {EMAIL_COLUMNS}"
+                ),
+                &[&stage_column(stage), &limit, &self.claimant, &lease],
+            )
+            .await?;
+        rows.sort_by_key(|row| row.try_get::<_, i64>("seq").unwrap_or(i64::MAX));
+        Ok(rows
+            .iter()
+            .map(|row| {
+                let key = PgQueueKey::Email(row.try_get("seq")?).to_key();
+                Ok((key, email_from(row).map_err(StoreError::from)))
+            })
+            .collect::<PgResult<_>>()?)
+    }
 
     /// Replaces a queued e-mail if it is still queued: rendered (it moves on to the rendered
     /// stage, keeping its place in the order) or postponed.
-    pub async fn replace_email(&self, k: &PgQueueKey, email: &QueuedEmail) -> PgResult<Written<()>> {
-        let PgQueueKey::Email(seq) = k else {
-            return Err(PgError::Corrupt(
-                "a delivery's key where an e-mail's was expected".into(),
-            ));
+    async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>> {
+        let PgQueueKey::Email(seq) = &PgQueueKey::of(k)? else {
+            return Err(PgError::Corrupt("a delivery's key where an e-mail's was expected".into()).into());
         };
         let c = EmailColumns::of(email)?;
         let sets: Vec<String> = EMAIL_COLUMNS
@@ -381,14 +395,12 @@ impl PgScheduler {
             Written::unchanged(())
         })
     }
-}
 
-/// A lease in microseconds (the claims' SQL makes an interval of it).
-pub(super) fn lease_micros(lease: std::time::Duration) -> i64 {
-    i64::try_from(lease.as_micros()).unwrap_or(i64::MAX)
-}
-
-/// `not_before` of an e-mail that may go at once.
-pub(super) fn at_once() -> Timestamp {
-    Timestamp::from_unix(0, 0)
+    async fn release_emails(&self, keys: &[QueueKey]) -> Result<()> {
+        let seqs = keys_of(keys, "queued e-mails", |k| match k {
+            PgQueueKey::Email(seq) => Some(seq),
+            PgQueueKey::Delivery(_) => None,
+        })?;
+        Ok(self.give_back("email_queue", "seq", &seqs).await?)
+    }
 }

@@ -1,7 +1,7 @@
 //! What the imports of both services share: sorting an import's ids into the ones new to
 //! the account (as they will be stored) and the ones it has already, in the import's
 //! transaction under the account's row lock. An id that another account has is stored under
-//! [`crate::store::imports::own_id`], as the sled store does, so that an import's answer
+//! [`crate::store::own_id`], as the sled store does, so that an import's answer
 //! never tells whether an id exists elsewhere.
 
 use super::{PgError, PgResult};
@@ -104,7 +104,7 @@ pub(super) async fn sort_ids(tx: &Transaction<'_>, table: &str, account: Uuid, i
                         sorted.new.insert(candidate);
                     }
                     Some(owner) if *owner == account => sorted.kept += 1,
-                    Some(_) => next.push((original, crate::store::imports::own_id(account, candidate))),
+                    Some(_) => next.push((original, crate::store::own_id(account, candidate))),
                 }
             }
             open = next;

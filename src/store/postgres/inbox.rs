@@ -8,8 +8,9 @@ use super::rows::{self, from_bigint, instant};
 use super::{transaction, PgError, PgResult};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
+use crate::store::api::{Feed, InboxItems};
 use crate::store::inbox::{AddOutcome, ImportOutcome};
-use crate::store::Written;
+use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
@@ -68,24 +69,86 @@ impl PgInbox {
         .await?;
         Ok(())
     }
+}
 
-    pub async fn count(&self, account: Uuid) -> PgResult<u64> {
+/// What an import of `ids` into an account does: the ids new to it (as they will be
+/// stored), the stored id of each whose own is another account's, and how many it has
+/// already (one of several identical ids counts once).
+#[derive(Default)]
+struct Plan {
+    new: std::collections::HashSet<Uuid>,
+    renamed: std::collections::HashMap<Uuid, Uuid>,
+    skipped: usize,
+    count: u64,
+}
+
+impl PgInbox {
+    /// The plan of an import (see [`Plan`]), in `tx` under the account's lock; or why
+    /// nothing may be imported. An id another account has is stored under
+    /// [`crate::store::own_id`], as the sled store does, so that the answer never
+    /// tells whether an id exists elsewhere.
+    async fn import_plan(
+        tx: &Transaction<'_>,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+    ) -> PgResult<std::result::Result<Plan, ImportOutcome>> {
+        let sorted = super::imports::sort_ids(tx, "inbox_items", account, ids).await?;
+        let mut plan = Plan {
+            new: sorted.new,
+            renamed: sorted.renamed,
+            skipped: sorted.kept,
+            count: 0,
+        };
+        plan.count = Self::count_in(tx, account).await?;
+        if !plan.new.is_empty() && max_items.is_some_and(|max| plan.count + plan.new.len() as u64 > max) {
+            return Ok(Err(ImportOutcome::LimitReached));
+        }
+        Ok(Ok(plan))
+    }
+
+    /// Inserts `items` in one statement.
+    async fn insert_all(tx: &Transaction<'_>, account: Uuid, items: &[InboxItem]) -> PgResult<()> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
+        let kinds: Vec<&str> = items.iter().map(|i| i.kind.as_str()).collect();
+        let data: Vec<&[u8]> = items.iter().map(|i| i.data.as_slice()).collect();
+        let secs: Vec<i64> = items.iter().map(|i| i.created.secs).collect();
+        let nanos: Vec<i32> = items.iter().map(|i| rows::nanos(i.created)).collect::<PgResult<_>>()?;
+        tx.execute(
+            "INSERT INTO inbox_items (id, account, kind, data, created_secs, created_nanos) \
+             SELECT id, $1, kind, data, secs, nanos \
+             FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::bigint[], $6::int[]) \
+             WITH ORDINALITY AS t(id, kind, data, secs, nanos, n) ORDER BY n",
+            &[&account, &ids, &kinds, &data, &secs, &nanos],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Each write one transaction under the account's row lock.
+#[async_trait::async_trait]
+impl InboxItems for PgInbox {
+    async fn count(&self, account: Uuid) -> Result<u64> {
         let client = self.pool.get().await?;
         let n: i64 = client
             .query_one("SELECT count(*) FROM inbox_items WHERE account = $1", &[&account])
             .await?
             .try_get(0)?;
-        from_bigint(n, "item count")
+        Ok(from_bigint(n, "item count")?)
     }
 
     /// Items of every account together.
-    pub async fn total_items(&self) -> PgResult<u64> {
+    async fn total_items(&self) -> Result<u64> {
         let client = self.pool.get().await?;
         let n: i64 = client
             .query_one("SELECT count(*) FROM inbox_items", &[])
             .await?
             .try_get(0)?;
-        from_bigint(n, "item count")
+        Ok(from_bigint(n, "item count")?)
     }
 
     /// Stores `item` for `account` unless the account already has `max_items` items
@@ -93,14 +156,14 @@ impl PgInbox {
     /// the first item's id (also when the account is at its limit). Under the account's row
     /// lock: the count, the limit and the key are decided with the account's other writes
     /// held off. An account deleted meanwhile is a foreign-key error (SQLSTATE 23503).
-    pub async fn add_item(
+    async fn add_item(
         &self,
         account: Uuid,
         item: &InboxItem,
         idempotency: Option<&str>,
         max_items: Option<u64>,
-    ) -> PgResult<Written<AddOutcome>> {
-        transaction!(self, |tx| {
+    ) -> Result<Written<AddOutcome>> {
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             if let Some(key) = idempotency {
                 let first = tx
@@ -126,12 +189,12 @@ impl PgInbox {
                 .await?;
             }
             Ok(Written::committed(AddOutcome::Added(item.id)))
-        })
+        })?)
     }
 
-    pub async fn item(&self, account: Uuid, id: Uuid) -> PgResult<Option<InboxItem>> {
+    async fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
         let client = self.pool.get().await?;
-        client
+        Ok(client
             .query_opt(
                 &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE id = $1 AND account = $2"),
                 &[&id, &account],
@@ -139,11 +202,11 @@ impl PgInbox {
             .await?
             .as_ref()
             .map(item_from)
-            .transpose()
+            .transpose()?)
     }
 
     /// Deletes the account's item `id`; nothing happens when it has none such.
-    pub async fn delete_item(&self, account: Uuid, id: Uuid) -> PgResult<Written<bool>> {
+    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
             .execute(
@@ -159,9 +222,9 @@ impl PgInbox {
     }
 
     /// The account's items, oldest first.
-    pub async fn items(&self, account: Uuid) -> PgResult<Vec<InboxItem>> {
+    async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
         let client = self.pool.get().await?;
-        client
+        Ok(client
             .query(
                 &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE account = $1 {ORDER}"),
                 &[&account],
@@ -169,11 +232,19 @@ impl PgInbox {
             .await?
             .iter()
             .map(item_from)
-            .collect()
+            .collect::<PgResult<Vec<_>>>()?)
+    }
+
+    /// Up to `limit` of the account's items after the item `after`, oldest first (empty
+    /// when `after` is no longer there).
+    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
+        let client = self.pool.get().await?;
+        let rows = rows::page(&client, "inbox_items", ITEM_COLUMNS, ORDER_KEYS, account, after, limit).await?;
+        Ok(rows.iter().map(item_from).collect::<PgResult<Vec<_>>>()?)
     }
 
     /// The ids of the account's items, oldest first.
-    pub async fn item_ids(&self, account: Uuid) -> PgResult<Vec<Uuid>> {
+    async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
         let client = self.pool.get().await?;
         client
             .query(
@@ -186,9 +257,9 @@ impl PgInbox {
             .collect()
     }
 
-    pub async fn first_item(&self, account: Uuid) -> PgResult<Option<InboxItem>> {
+    async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
         let client = self.pool.get().await?;
-        client
+        Ok(client
             .query_opt(
                 &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE account = $1 {ORDER} LIMIT 1"),
                 &[&account],
@@ -196,19 +267,19 @@ impl PgInbox {
             .await?
             .as_ref()
             .map(item_from)
-            .transpose()
+            .transpose()?)
     }
 
     /// Runs one sync atomically: `decide` sees the account's items as they are (under the
     /// account's row lock) and says what to delete and add. `decide` may be called again
     /// when the transaction is retried (the caller keeps its answer in a captured variable:
     /// the last call's is the one committed).
-    pub async fn sync(
+    async fn sync(
         &self,
         account: Uuid,
-        decide: &mut (dyn FnMut(&[InboxItem]) -> ItemChanges + Send),
-    ) -> PgResult<Written<()>> {
-        transaction!(self, |tx| {
+        decide: &mut (dyn for<'a> FnMut(&'a [InboxItem]) -> ItemChanges + Send),
+    ) -> Result<Written<()>> {
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let items = tx
                 .query(
@@ -234,12 +305,12 @@ impl PgInbox {
                 Self::insert(&tx, account, item).await?;
             }
             Ok(Written::committed(()))
-        })
+        })?)
     }
 
     /// Deletes the account and everything of it (items, access keys, idempotency keys: by
     /// the foreign keys' cascades) in one transaction. `false` when there was no such account.
-    pub async fn delete_account(&self, account: Uuid) -> PgResult<Written<bool>> {
+    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
             .execute("DELETE FROM inbox_accounts WHERE id = $1", &[&account])
@@ -250,70 +321,27 @@ impl PgInbox {
             Written::unchanged(false)
         })
     }
-}
-
-/// What an import of `ids` into an account does: the ids new to it (as they will be
-/// stored), the stored id of each whose own is another account's, and how many it has
-/// already (one of several identical ids counts once).
-#[derive(Default)]
-struct Plan {
-    new: std::collections::HashSet<Uuid>,
-    renamed: std::collections::HashMap<Uuid, Uuid>,
-    skipped: usize,
-    count: u64,
-}
-
-impl PgInbox {
-    /// Up to `limit` of the account's items after the item `after`, oldest first (empty
-    /// when `after` is no longer there).
-    pub async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> PgResult<Vec<InboxItem>> {
-        let client = self.pool.get().await?;
-        let rows = rows::page(&client, "inbox_items", ITEM_COLUMNS, ORDER_KEYS, account, after, limit).await?;
-        rows.iter().map(item_from).collect()
-    }
-
-    /// The plan of an import (see [`Plan`]), in `tx` under the account's lock; or why
-    /// nothing may be imported. An id another account has is stored under
-    /// [`crate::store::imports::own_id`], as the sled store does, so that the answer never
-    /// tells whether an id exists elsewhere.
-    async fn import_plan(
-        tx: &Transaction<'_>,
-        account: Uuid,
-        ids: &[Uuid],
-        max_items: Option<u64>,
-    ) -> PgResult<Result<Plan, ImportOutcome>> {
-        let sorted = super::imports::sort_ids(tx, "inbox_items", account, ids).await?;
-        let mut plan = Plan {
-            new: sorted.new,
-            renamed: sorted.renamed,
-            skipped: sorted.kept,
-            count: 0,
-        };
-        plan.count = Self::count_in(tx, account).await?;
-        if !plan.new.is_empty() && max_items.is_some_and(|max| plan.count + plan.new.len() as u64 > max) {
-            return Ok(Err(ImportOutcome::LimitReached));
-        }
-        Ok(Ok(plan))
-    }
 
     /// What importing items of these `ids` would do now, writing nothing.
-    pub async fn check_import(
+    fn check_import(
         &self,
         account: Uuid,
         ids: &[Uuid],
         max_items: Option<u64>,
         new_before: u64,
-    ) -> PgResult<ImportOutcome> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        self.accounts.lock(&tx, account).await?;
-        let max_items = max_items.map(|max| max.saturating_sub(new_before));
-        Ok(match Self::import_plan(&tx, account, ids, max_items).await? {
-            Ok(plan) => ImportOutcome::Imported {
-                added: plan.new.len(),
-                skipped: plan.skipped,
-            },
-            Err(refused) => refused,
+    ) -> Result<ImportOutcome> {
+        tokio::runtime::Handle::current().block_on(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            self.accounts.lock(&tx, account).await?;
+            let max_items = max_items.map(|max| max.saturating_sub(new_before));
+            Ok(match Self::import_plan(&tx, account, ids, max_items).await? {
+                Ok(plan) => ImportOutcome::Imported {
+                    added: plan.new.len(),
+                    skipped: plan.skipped,
+                },
+                Err(refused) => refused,
+            })
         })
     }
 
@@ -321,13 +349,15 @@ impl PgInbox {
     /// account's row lock, the plan first, then the items in batches; it commits only when
     /// every new item of the plan came. Called from a blocking thread (the feed is
     /// synchronous): each step runs on the runtime of that thread.
-    pub fn import_items_blocking(
+    fn import_items(
         &self,
         account: Uuid,
         ids: &[Uuid],
         max_items: Option<u64>,
-        items: crate::store::api::Feed<'_, InboxItem>,
-    ) -> PgResult<ImportOutcome> {
+        items: Feed<'_, InboxItem>,
+        // one transaction: committed whole or not at all, so there are no batches to wait for
+        _wait: WaitDurable<'_>,
+    ) -> Result<ImportOutcome> {
         let runtime = tokio::runtime::Handle::current();
         let mut client = runtime.block_on(self.pool.get())?;
         let tx = runtime.block_on(client.transaction())?;
@@ -353,30 +383,9 @@ impl PgInbox {
         let write = |batch: &[InboxItem]| runtime.block_on(Self::insert_all(&tx, account, batch));
         super::imports::feed_in_batches(items, accept, write)?;
         if !new.is_empty() {
-            return Err(PgError::Corrupt("the import changed while it was read".into()));
+            return Err(PgError::Corrupt("the import changed while it was read".into()).into());
         }
         runtime.block_on(tx.commit())?;
         Ok(ImportOutcome::Imported { added, skipped })
-    }
-
-    /// Inserts `items` in one statement.
-    async fn insert_all(tx: &Transaction<'_>, account: Uuid, items: &[InboxItem]) -> PgResult<()> {
-        if items.is_empty() {
-            return Ok(());
-        }
-        let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
-        let kinds: Vec<&str> = items.iter().map(|i| i.kind.as_str()).collect();
-        let data: Vec<&[u8]> = items.iter().map(|i| i.data.as_slice()).collect();
-        let secs: Vec<i64> = items.iter().map(|i| i.created.secs).collect();
-        let nanos: Vec<i32> = items.iter().map(|i| rows::nanos(i.created)).collect::<PgResult<_>>()?;
-        tx.execute(
-            "INSERT INTO inbox_items (id, account, kind, data, created_secs, created_nanos) \
-             SELECT id, $1, kind, data, secs, nanos \
-             FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::bigint[], $6::int[]) \
-             WITH ORDINALITY AS t(id, kind, data, secs, nanos, n) ORDER BY n",
-            &[&account, &ids, &kinds, &data, &secs, &nanos],
-        )
-        .await?;
-        Ok(())
     }
 }

@@ -1,21 +1,32 @@
-//! PostgreSQL storage (issue 21 point 2), built beside the sled store and not yet wired into
-//! the services: connecting (rustls or a Unix socket), a pool, the durability check,
-//! versioned migrations ([`migrations`]) and the schema of every concern
-//! (`migrations/0001_schema.sql`), and the data operations of accounts and access keys
-//! ([`accounts`]), inbox items ([`inbox`]), the scheduler's settings, scheduled and
-//! triggered items and triggering ([`scheduler`]), triggers and payment events
-//! (`triggers`), the delivery queue (`deliveries`) and the e-mail queue ([`emails`]), and
-//! what several processes share ([`shared`]: the signing key, the throttles).
+//! The PostgreSQL engine behind the traits of [`super::api`] (issue 21): connecting
+//! (rustls or a Unix socket), a pool, the durability check, versioned migrations
+//! ([`migrations`]) and the schema of every concern (`migrations/0001_schema.sql`), and each
+//! trait implemented where its operations are: [`super::api::Accounts`] by [`PgAccounts`]
+//! ([`accounts`]), [`super::api::InboxItems`] by [`PgInbox`] ([`inbox`]),
+//! [`super::api::ScheduledItems`] by [`PgScheduler`] ([`scheduler`]; its imports in
+//! `scheduler_import.rs`), `Triggers` and `PaymentEvents` (`triggers.rs`), `Deliveries`
+//! (`deliveries.rs`), `Emails` ([`emails`]) and `Administration` by [`PgStore`]
+//! ([`administration`]); what several processes share: the throttles ([`throttles`]), the
+//! work that runs once ([`leader`]), wake-ups ([`notify`]), the signing key.
 //!
 //! Every write is one transaction and returns only after its COMMIT, with
 //! `synchronous_commit` on: committed is durable, so a write answers a `Written` receipt
-//! whose result is there at once (it becomes the store's engine-neutral `Written` when the
-//! traits of issue 21 point 1 land). The read-check-write sequences of one account are
-//! serialised by `SELECT … FOR UPDATE` on the account's row, and a transaction that fails
-//! with a serialization failure or a deadlock (SQLSTATE 40001, 40P01) is run again, a
-//! bounded number of times ([`MAX_RETRIES`]).
+//! whose result is there at once (`Written::committed`). The read-check-write
+//! sequences of one account are serialised by `SELECT … FOR UPDATE` on the account's row,
+//! and a transaction that fails with a serialization failure or a deadlock (SQLSTATE 40001,
+//! 40P01) is run again, a bounded number of times ([`MAX_RETRIES`]). Imports are one
+//! transaction each (blocking on the runtime of their blocking thread), so there are no
+//! batches to wait for.
 //!
-//! No engine type leaves this module: errors are [`PgError`], rows become domain types here.
+//! Claims (several processes on one database, issue 21 point 3): `due_items`,
+//! `pending_deliveries` and `queued_emails(_each)` claim what they answer for this process
+//! (the store's claimant id, for its lease: [`PgStore::with_lease`]); a process gets its own
+//! claims back renewed, another gets them once the lease ran out. Postponing, finishing,
+//! removing and replacing end a claim. Queue keys are [`PgQueueKey`]s carried as the
+//! store's opaque `QueueKey` bytes.
+//!
+//! No engine type leaves this module: errors are [`PgError`] (the store's `StoreError`
+//! through the traits), rows become domain types here.
 
 pub mod accounts;
 pub mod administration;
@@ -34,11 +45,10 @@ mod scheduler_import;
 mod signing;
 pub mod throttles;
 mod tls;
-mod traits;
 mod triggers;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use std::fmt;
@@ -46,6 +56,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use accounts::{PgAccounts, Service};
+pub use copy::{PgSource, PgTarget};
 pub use emails::PgQueueKey;
 pub use inbox::PgInbox;
 pub use notify::listen;
@@ -233,6 +244,20 @@ impl From<deadpool_postgres::PoolError> for PgError {
 impl From<PgError> for super::StoreError {
     fn from(e: PgError) -> super::StoreError {
         super::StoreError::Engine(e.to_string())
+    }
+}
+
+/// The driver's errors as the store's (through [`PgError`], as the engine words them), so
+/// that the traits' implementations answer them with `?`.
+impl From<tokio_postgres::Error> for super::StoreError {
+    fn from(e: tokio_postgres::Error) -> super::StoreError {
+        PgError::from(e).into()
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for super::StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> super::StoreError {
+        PgError::from(e).into()
     }
 }
 

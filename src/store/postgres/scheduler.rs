@@ -16,9 +16,11 @@ use crate::domain::scheduler::models::{
     targets_now, Day, Recurrence, ScheduledItem, Tickle, TimeOfDay, TimeZoneSetting, TriggeredItem,
 };
 use crate::domain::scheduler::sync::ScheduledChanges;
+use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::scheduler::AddOutcome;
-use crate::store::Written;
+use crate::store::api::{Feed, ScheduledItems};
+use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome};
+use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Transaction};
@@ -167,11 +169,6 @@ pub(super) fn attempt_from(row: &Row) -> PgResult<crate::domain::scheduler::mode
     })
 }
 
-/// What becomes of a triggered item: its next occurrence and when it is due (`None`: it is
-/// done), under its owner's setting.
-pub type NextOccurrence<'a> =
-    dyn FnMut(&ScheduledItem, &TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)> + Send + 'a;
-
 /// The scheduler service's items (and its accounts).
 #[derive(Clone)]
 pub struct PgScheduler {
@@ -318,111 +315,6 @@ impl PgScheduler {
         .collect()
     }
 
-    pub async fn settings(&self, account: Uuid) -> PgResult<TimeZoneSetting> {
-        let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        Self::settings_in(&tx, account).await
-    }
-
-    /// Stores the settings and moves every scheduled item of the account to the due instant
-    /// `due_of` computes under them, in one transaction.
-    pub async fn put_settings(
-        &self,
-        account: Uuid,
-        settings: &TimeZoneSetting,
-        due_of: &(dyn Fn(&ScheduledItem) -> Timestamp + Sync),
-    ) -> PgResult<Written<()>> {
-        transaction!(self, |tx| {
-            self.accounts.lock(&tx, account).await?;
-            tx.execute(
-                "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (account) DO UPDATE SET utc_offset = $2, name = $3, summer = $4",
-                &[&account, &settings.offset, &settings.name, &settings.summer],
-            )
-            .await?;
-            let rows = tx
-                .query(
-                    &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1"),
-                    &[&account],
-                )
-                .await?;
-            for row in &rows {
-                let item = scheduled_from(row)?;
-                let due = due_of(&item);
-                if due != instant(row, "due")? {
-                    let nanos = rows::nanos(due)?;
-                    tx.execute(
-                        "UPDATE scheduled_items SET due_secs = $2, due_nanos = $3 WHERE id = $1",
-                        &[&item.id, &due.secs, &nanos],
-                    )
-                    .await?;
-                }
-            }
-            Ok(Written::committed(()))
-        })
-    }
-
-    /// Stores a new scheduled item unless the account has `cap` scheduled items already;
-    /// `due_of` gives its due instant under the account's settings.
-    pub async fn add_scheduled(
-        &self,
-        item: &ScheduledItem,
-        due_of: &mut (dyn FnMut(&TimeZoneSetting) -> Timestamp + Send),
-        cap: Option<u64>,
-    ) -> PgResult<Written<AddOutcome>> {
-        transaction!(self, |tx| {
-            self.accounts.lock(&tx, item.owner).await?;
-            if let Some(cap) = cap {
-                let n: i64 = tx
-                    .query_one(
-                        "SELECT count(*) FROM scheduled_items WHERE account = $1",
-                        &[&item.owner],
-                    )
-                    .await?
-                    .try_get(0)?;
-                if from_bigint::<u64>(n, "count")? >= cap {
-                    return Ok(Written::unchanged(AddOutcome::LimitReached));
-                }
-            }
-            let due = due_of(&Self::settings_in(&tx, item.owner).await?);
-            Self::put_scheduled(&tx, item, due).await?;
-            Ok(Written::committed(AddOutcome::Added))
-        })
-    }
-
-    pub async fn scheduled(&self, account: Uuid, id: Uuid) -> PgResult<Option<ScheduledItem>> {
-        let client = self.pool.get().await?;
-        client
-            .query_opt(
-                &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE id = $1 AND account = $2"),
-                &[&id, &account],
-            )
-            .await?
-            .as_ref()
-            .map(scheduled_from)
-            .transpose()
-    }
-
-    /// Replaces a scheduled item with what `edit` makes of it (and its due instant under the
-    /// account's settings); `false` when the account has no such scheduled item.
-    pub async fn edit_scheduled(
-        &self,
-        account: Uuid,
-        id: Uuid,
-        edit: &mut (dyn FnMut(ScheduledItem, &TimeZoneSetting) -> (ScheduledItem, Timestamp) + Send),
-    ) -> PgResult<Written<bool>> {
-        transaction!(self, |tx| {
-            self.accounts.lock(&tx, account).await?;
-            let Some((item, _)) = Self::scheduled_in(&tx, account, id).await? else {
-                return Ok(Written::unchanged(false));
-            };
-            let settings = Self::settings_in(&tx, account).await?;
-            let (item, due) = edit(item, &settings);
-            Self::put_scheduled(&tx, &item, due).await?;
-            Ok(Written::committed(true))
-        })
-    }
-
     /// The attempts recorded on triggered items, in the order the sled store keeps them
     /// (inbox before e-mail, then by the trigger's creation and id, then as recorded).
     async fn attempts_of(client: &tokio_postgres::Client, items: &mut [TriggeredItem]) -> PgResult<()> {
@@ -452,8 +344,119 @@ impl PgScheduler {
         }
         Ok(())
     }
+}
 
-    pub async fn triggered(&self, account: Uuid, id: Uuid) -> PgResult<Option<TriggeredItem>> {
+impl PgScheduler {}
+
+/// Each write one transaction, under the account's row lock where it reads what it changes.
+#[async_trait::async_trait]
+impl ScheduledItems for PgScheduler {
+    async fn settings(&self, account: Uuid) -> Result<TimeZoneSetting> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        Ok(Self::settings_in(&tx, account).await?)
+    }
+
+    /// Stores the settings and moves every scheduled item of the account to the due instant
+    /// `due_of` computes under them, in one transaction.
+    async fn put_settings(
+        &self,
+        account: Uuid,
+        settings: &TimeZoneSetting,
+        due_of: &(dyn for<'a> Fn(&'a ScheduledItem) -> Timestamp + Send + Sync),
+    ) -> Result<Written<()>> {
+        Ok(transaction!(self, |tx| {
+            self.accounts.lock(&tx, account).await?;
+            tx.execute(
+                "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (account) DO UPDATE SET utc_offset = $2, name = $3, summer = $4",
+                &[&account, &settings.offset, &settings.name, &settings.summer],
+            )
+            .await?;
+            let rows = tx
+                .query(
+                    &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1"),
+                    &[&account],
+                )
+                .await?;
+            for row in &rows {
+                let item = scheduled_from(row)?;
+                let due = due_of(&item);
+                if due != instant(row, "due")? {
+                    let nanos = rows::nanos(due)?;
+                    tx.execute(
+                        "UPDATE scheduled_items SET due_secs = $2, due_nanos = $3 WHERE id = $1",
+                        &[&item.id, &due.secs, &nanos],
+                    )
+                    .await?;
+                }
+            }
+            Ok(Written::committed(()))
+        })?)
+    }
+
+    /// Stores a new scheduled item unless the account has `cap` scheduled items already;
+    /// `due_of` gives its due instant under the account's settings.
+    async fn add_scheduled(
+        &self,
+        item: &ScheduledItem,
+        due_of: &(dyn for<'a> Fn(&'a TimeZoneSetting) -> Timestamp + Send + Sync),
+        cap: Option<u64>,
+    ) -> Result<Written<AddOutcome>> {
+        Ok(transaction!(self, |tx| {
+            self.accounts.lock(&tx, item.owner).await?;
+            if let Some(cap) = cap {
+                let n: i64 = tx
+                    .query_one(
+                        "SELECT count(*) FROM scheduled_items WHERE account = $1",
+                        &[&item.owner],
+                    )
+                    .await?
+                    .try_get(0)?;
+                if from_bigint::<u64>(n, "count")? >= cap {
+                    return Ok(Written::unchanged(AddOutcome::LimitReached));
+                }
+            }
+            let due = due_of(&Self::settings_in(&tx, item.owner).await?);
+            Self::put_scheduled(&tx, item, due).await?;
+            Ok(Written::committed(AddOutcome::Added))
+        })?)
+    }
+
+    async fn scheduled(&self, account: Uuid, id: Uuid) -> Result<Option<ScheduledItem>> {
+        let client = self.pool.get().await?;
+        Ok(client
+            .query_opt(
+                &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE id = $1 AND account = $2"),
+                &[&id, &account],
+            )
+            .await?
+            .as_ref()
+            .map(scheduled_from)
+            .transpose()?)
+    }
+
+    /// Replaces a scheduled item with what `edit` makes of it (and its due instant under the
+    /// account's settings); `false` when the account has no such scheduled item.
+    async fn edit_scheduled(
+        &self,
+        account: Uuid,
+        id: Uuid,
+        edit: &mut (dyn for<'a> FnMut(ScheduledItem, &'a TimeZoneSetting) -> (ScheduledItem, Timestamp) + Send),
+    ) -> Result<Written<bool>> {
+        Ok(transaction!(self, |tx| {
+            self.accounts.lock(&tx, account).await?;
+            let Some((item, _)) = Self::scheduled_in(&tx, account, id).await? else {
+                return Ok(Written::unchanged(false));
+            };
+            let settings = Self::settings_in(&tx, account).await?;
+            let (item, due) = edit(item, &settings);
+            Self::put_scheduled(&tx, &item, due).await?;
+            Ok(Written::committed(true))
+        })?)
+    }
+
+    async fn triggered(&self, account: Uuid, id: Uuid) -> Result<Option<TriggeredItem>> {
         let client = self.pool.get().await?;
         let Some(row) = client
             .query_opt(
@@ -472,8 +475,8 @@ impl PgScheduler {
 
     /// Deletes the account's scheduled or triggered item `id` (a triggered item with its
     /// pending deliveries, e-mails and target lists: by the foreign keys' cascades).
-    pub async fn delete_item(&self, account: Uuid, id: Uuid) -> PgResult<Written<bool>> {
-        transaction!(self, |tx| {
+    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let n = tx
                 .execute(
@@ -496,11 +499,11 @@ impl PgScheduler {
             } else {
                 Written::unchanged(false)
             })
-        })
+        })?)
     }
 
     /// Deletes all triggered items of the account, with their pending deliveries.
-    pub async fn delete_triggered_items(&self, account: Uuid) -> PgResult<Written<bool>> {
+    async fn delete_triggered_items(&self, account: Uuid) -> Result<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
             .execute("DELETE FROM triggered_items WHERE account = $1", &[&account])
@@ -513,14 +516,32 @@ impl PgScheduler {
     }
 
     /// The account's scheduled items in creation order.
-    pub async fn scheduled_items(&self, account: Uuid) -> PgResult<Vec<ScheduledItem>> {
+    async fn scheduled_items(&self, account: Uuid) -> Result<Vec<ScheduledItem>> {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
-        Self::scheduled_in_tx(&tx, account).await
+        Ok(Self::scheduled_in_tx(&tx, account).await?)
+    }
+
+    /// Up to `limit` of the account's scheduled items after the item `after`, in creation
+    /// order (empty when `after` is no longer there).
+    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<ScheduledItem>> {
+        let client = self.pool.get().await?;
+        let keys = "created_secs, created_nanos, seq";
+        let rows = rows::page(
+            &client,
+            "scheduled_items",
+            SCHEDULED_COLUMNS,
+            keys,
+            account,
+            after,
+            limit,
+        )
+        .await?;
+        Ok(rows.iter().map(scheduled_from).collect::<PgResult<Vec<_>>>()?)
     }
 
     /// The account's triggered items by original `created`, then by triggering time.
-    pub async fn triggered_items(&self, account: Uuid) -> PgResult<Vec<TriggeredItem>> {
+    async fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>> {
         let client = self.pool.get().await?;
         let mut items = client
             .query(
@@ -535,14 +556,34 @@ impl PgScheduler {
         Ok(items)
     }
 
+    /// Up to `limit` of the account's triggered items after the item `after`, in the order
+    /// of [`PgScheduler::triggered_items`] (empty when `after` is no longer there).
+    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>> {
+        let client = self.pool.get().await?;
+        let keys = "created_secs, created_nanos, triggered_secs, triggered_nanos, seq";
+        let rows = rows::page(
+            &client,
+            "triggered_items",
+            TRIGGERED_COLUMNS,
+            keys,
+            account,
+            after,
+            limit,
+        )
+        .await?;
+        let mut items = rows.iter().map(triggered_from).collect::<PgResult<Vec<_>>>()?;
+        Self::attempts_of(&client, &mut items).await?;
+        Ok(items)
+    }
+
     /// Runs one sync atomically: `decide` sees the account's scheduled items and settings
     /// as they are (under the account's row lock) and says what to delete and store.
-    pub async fn sync(
+    async fn sync(
         &self,
         account: Uuid,
-        decide: &mut (dyn FnMut(&[ScheduledItem], &TimeZoneSetting) -> ScheduledChanges + Send),
-    ) -> PgResult<Written<()>> {
-        transaction!(self, |tx| {
+        decide: &mut (dyn for<'a, 'b> FnMut(&'a [ScheduledItem], &'b TimeZoneSetting) -> ScheduledChanges + Send),
+    ) -> Result<Written<()>> {
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let items = Self::scheduled_in_tx(&tx, account).await?;
             let settings = Self::settings_in(&tx, account).await?;
@@ -567,25 +608,41 @@ impl PgScheduler {
                 Self::put_scheduled(&tx, item, *due).await?;
             }
             Ok(Written::committed(()))
-        })
+        })?)
     }
 
     /// The earliest due instant (the triggerer sleeps until then).
-    pub async fn next_due(&self) -> PgResult<Option<Timestamp>> {
+    async fn next_due(&self) -> Result<Option<Timestamp>> {
         let client = self.pool.get().await?;
-        client
+        Ok(client
             .query_opt(
                 "SELECT due_secs, due_nanos FROM scheduled_items ORDER BY due_secs, due_nanos, id LIMIT 1",
                 &[],
             )
             .await?
             .map(|row| instant(&row, "due"))
-            .transpose()
+            .transpose()?)
+    }
+
+    /// How many scheduled items are due at `now`, counting at most `limit`.
+    async fn due_count(&self, now: Timestamp, limit: usize) -> Result<usize> {
+        let nanos = rows::nanos(now)?;
+        let limit = rows::limit(limit);
+        let client = self.pool.get().await?;
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM (SELECT 1 FROM scheduled_items WHERE (due_secs, due_nanos) <= ($1, $2) \
+                 LIMIT $3) AS due",
+                &[&now.secs, &nanos, &limit],
+            )
+            .await?
+            .try_get(0)?;
+        Ok(from_bigint(n, "due count")?)
     }
 
     /// Up to `limit` of the earliest entries of the due index (due instant, account, id),
     /// claimed or not.
-    pub async fn upcoming(&self, limit: usize) -> PgResult<Vec<(Timestamp, Uuid, Uuid)>> {
+    async fn upcoming(&self, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {
         let limit = rows::limit(limit);
         let client = self.pool.get().await?;
         client
@@ -600,76 +657,6 @@ impl PgScheduler {
             .collect()
     }
 
-    /// How many scheduled items are due at `now`, counting at most `limit`.
-    pub async fn due_count(&self, now: Timestamp, limit: usize) -> PgResult<usize> {
-        let nanos = rows::nanos(now)?;
-        let limit = rows::limit(limit);
-        let client = self.pool.get().await?;
-        let n: i64 = client
-            .query_one(
-                "SELECT count(*) FROM (SELECT 1 FROM scheduled_items WHERE (due_secs, due_nanos) <= ($1, $2) \
-                 LIMIT $3) AS due",
-                &[&now.secs, &nanos, &limit],
-            )
-            .await?
-            .try_get(0)?;
-        from_bigint(n, "due count")
-    }
-
-    /// Up to `limit` (due instant, owner, item id) due at or before `now`, earliest first.
-    pub async fn due_items(&self, now: Timestamp, limit: usize) -> PgResult<Vec<(Timestamp, Uuid, Uuid)>> {
-        let nanos = rows::nanos(now)?;
-        let limit = rows::limit(limit);
-        let client = self.pool.get().await?;
-        client
-            .query(
-                "SELECT due_secs, due_nanos, account, id FROM scheduled_items \
-                 WHERE (due_secs, due_nanos) <= ($1, $2) ORDER BY due_secs, due_nanos, id LIMIT $3",
-                &[&now.secs, &nanos, &limit],
-            )
-            .await?
-            .iter()
-            .map(|row| Ok((instant(row, "due")?, row.try_get("account")?, row.try_get("id")?)))
-            .collect()
-    }
-
-    /// [`Self::due_items`] for one of several processes (issue 21 point 3): up to `limit`
-    /// entries due at `now` that no other claimant holds (its own claims it gets again,
-    /// renewed), claimed by `claimant` until the
-    /// database's clock passes `lease` from now. Rows another transaction has locked are
-    /// skipped (`FOR UPDATE SKIP LOCKED`), so concurrent claimants get disjoint entries; a
-    /// claimant that dies loses its claims when their leases run out. Triggering the item
-    /// ([`Self::trigger_item`]) moves or deletes it, which ends the claim.
-    pub async fn claim_due(
-        &self,
-        now: Timestamp,
-        limit: usize,
-        claimant: &str,
-        lease: std::time::Duration,
-    ) -> PgResult<Vec<(Timestamp, Uuid, Uuid)>> {
-        let nanos = rows::nanos(now)?;
-        let limit = rows::limit(limit);
-        let lease = i64::try_from(lease.as_micros()).unwrap_or(i64::MAX);
-        let client = self.pool.get().await?;
-        let mut claimed = client
-            .query(
-                "UPDATE scheduled_items SET claimed_by = $4, \
-                 lease_until = now() + make_interval(secs => $5::bigint / 1e6) \
-                 WHERE id IN (SELECT id FROM scheduled_items \
-                              WHERE (due_secs, due_nanos) <= ($1, $2) \
-                              AND (lease_until IS NULL OR lease_until < now() OR claimed_by = $4) \
-                              ORDER BY due_secs, due_nanos, id LIMIT $3 FOR UPDATE SKIP LOCKED) \
-                 RETURNING due_secs, due_nanos, account, id",
-                &[&now.secs, &nanos, &limit, &claimant, &lease],
-            )
-            .await?
-            .iter()
-            .map(|row| Ok((instant(row, "due")?, row.try_get("account")?, row.try_get("id")?)))
-            .collect::<PgResult<Vec<(Timestamp, Uuid, Uuid)>>>()?;
-        claimed.sort();
-        Ok(claimed)
-    }
-
     /// Triggers the item (`at`, `owner`, `id`, as [`Self::due_items`] read it) if it is still
     /// due at `now`, in one transaction: the triggered copy, the delivery targets of this
     /// moment, and the item deleted or, when `next` gives its next occurrence, moved there.
@@ -677,13 +664,15 @@ impl PgScheduler {
     /// occurrence) in the database: a second process triggering the same occurrence fails
     /// with a unique violation (it waited on the row lock, so it normally sees the item moved
     /// and answers `None` instead).
-    pub async fn trigger_item(
+    async fn trigger_item(
         &self,
-        (_at, owner, id): (Timestamp, Uuid, Uuid),
+        due: (Timestamp, Uuid, Uuid),
         now: Timestamp,
-        next: &mut NextOccurrence<'_>,
-    ) -> PgResult<Written<Option<TriggeredItem>>> {
-        transaction!(self, |tx| {
+        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
+                  + Send),
+    ) -> Result<Written<Option<TriggeredItem>>> {
+        let (_at, owner, id) = due;
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, owner).await?;
             let Some((item, due)) = Self::scheduled_in(&tx, owner, id).await?.filter(|(_, due)| *due <= now) else {
                 return Ok(Written::unchanged(None));
@@ -719,11 +708,11 @@ impl PgScheduler {
                 }
             }
             Ok(Written::committed(Some(copy.clone())))
-        })
+        })?)
     }
 
     /// (scheduled, triggered) items of the account.
-    pub async fn counts(&self, account: Uuid) -> PgResult<(u64, u64)> {
+    async fn counts(&self, account: Uuid) -> Result<(u64, u64)> {
         let client = self.pool.get().await?;
         let row = client
             .query_one(
@@ -739,7 +728,7 @@ impl PgScheduler {
     }
 
     /// (scheduled, triggered) items of every account together.
-    pub async fn total_counts(&self) -> PgResult<(u64, u64)> {
+    async fn total_counts(&self) -> Result<(u64, u64)> {
         let client = self.pool.get().await?;
         let row = client
             .query_one(
@@ -756,8 +745,8 @@ impl PgScheduler {
     /// Deletes the account and everything of it (items, triggers, settings, keys, pending
     /// deliveries and target lists by the cascades; its queued e-mails, which name it as
     /// their owner without a reference) in one transaction.
-    pub async fn delete_account(&self, account: Uuid) -> PgResult<Written<bool>> {
-        transaction!(self, |tx| {
+    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
+        Ok(transaction!(self, |tx| {
             let n = tx
                 .execute("DELETE FROM scheduler_accounts WHERE id = $1", &[&account])
                 .await?;
@@ -767,56 +756,57 @@ impl PgScheduler {
             tx.execute("DELETE FROM email_queue WHERE owner = $1", &[&account])
                 .await?;
             Ok(Written::committed(true))
-        })
-    }
-}
-
-impl PgScheduler {
-    /// Up to `limit` of the account's scheduled items after the item `after`, in creation
-    /// order (empty when `after` is no longer there).
-    pub async fn scheduled_page(
-        &self,
-        account: Uuid,
-        after: Option<Uuid>,
-        limit: usize,
-    ) -> PgResult<Vec<ScheduledItem>> {
-        let client = self.pool.get().await?;
-        let keys = "created_secs, created_nanos, seq";
-        let rows = rows::page(
-            &client,
-            "scheduled_items",
-            SCHEDULED_COLUMNS,
-            keys,
-            account,
-            after,
-            limit,
-        )
-        .await?;
-        rows.iter().map(scheduled_from).collect()
+        })?)
     }
 
-    /// Up to `limit` of the account's triggered items after the item `after`, in the order
-    /// of [`PgScheduler::triggered_items`] (empty when `after` is no longer there).
-    pub async fn triggered_page(
+    /// Up to `limit` (due instant, owner, item id) due at or before `now`, earliest first,
+    /// for one of several processes (issue 21 point 3): entries that no other claimant holds
+    /// (its own claims it gets again, renewed), claimed by this store's claimant until the
+    /// database's clock passes its lease from now. Rows another transaction has locked are
+    /// skipped (`FOR UPDATE SKIP LOCKED`), so concurrent claimants get disjoint entries; a
+    /// claimant that dies loses its claims when their leases run out. Triggering the item
+    /// ([`Self::trigger_item`]) moves or deletes it, which ends the claim.
+    async fn due_items(&self, now: Timestamp, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {
+        let nanos = rows::nanos(now)?;
+        let limit = rows::limit(limit);
+        let (claimant, lease) = (&self.claimant, super::emails::lease_micros(self.lease));
+        let client = self.pool.get().await?;
+        let mut claimed = client
+            .query(
+                "UPDATE scheduled_items SET claimed_by = $4, \
+                 lease_until = now() + make_interval(secs => $5::bigint / 1e6) \
+                 WHERE id IN (SELECT id FROM scheduled_items \
+                              WHERE (due_secs, due_nanos) <= ($1, $2) \
+                              AND (lease_until IS NULL OR lease_until < now() OR claimed_by = $4) \
+                              ORDER BY due_secs, due_nanos, id LIMIT $3 FOR UPDATE SKIP LOCKED) \
+                 RETURNING due_secs, due_nanos, account, id",
+                &[&now.secs, &nanos, &limit, &claimant, &lease],
+            )
+            .await?
+            .iter()
+            .map(|row| Ok((instant(row, "due")?, row.try_get("account")?, row.try_get("id")?)))
+            .collect::<PgResult<Vec<(Timestamp, Uuid, Uuid)>>>()?;
+        claimed.sort();
+        Ok(claimed)
+    }
+
+    fn check_import(&self, account: Uuid, ids: &ImportIds, cap: Option<u64>, new_before: u64) -> Result<ImportOutcome> {
+        let runtime = tokio::runtime::Handle::current();
+        Ok(runtime.block_on(self.check_entries(account, ids, cap, new_before))?)
+    }
+
+    /// One transaction: committed whole or not at all, so there are no batches to wait for
+    /// (scheduler_import.rs).
+    fn import(
         &self,
         account: Uuid,
-        after: Option<Uuid>,
-        limit: usize,
-    ) -> PgResult<Vec<TriggeredItem>> {
-        let client = self.pool.get().await?;
-        let keys = "created_secs, created_nanos, triggered_secs, triggered_nanos, seq";
-        let rows = rows::page(
-            &client,
-            "triggered_items",
-            TRIGGERED_COLUMNS,
-            keys,
-            account,
-            after,
-            limit,
-        )
-        .await?;
-        let mut items = rows.iter().map(triggered_from).collect::<PgResult<Vec<_>>>()?;
-        Self::attempts_of(&client, &mut items).await?;
-        Ok(items)
+        ids: &ImportIds,
+        settings: Option<&TimeZoneSetting>,
+        due_of: &(dyn Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp + Send + Sync),
+        cap: Option<u64>,
+        entries: Feed<'_, SchedulerEntry>,
+        _wait: WaitDurable<'_>,
+    ) -> Result<ImportOutcome> {
+        Ok(self.import_entries(account, ids, settings, due_of, cap, entries)?)
     }
 }

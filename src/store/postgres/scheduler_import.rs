@@ -36,7 +36,7 @@ impl PgScheduler {
         account: Uuid,
         ids: &ImportIds,
         cap: Option<u64>,
-    ) -> PgResult<Result<Plan, ImportOutcome>> {
+    ) -> PgResult<std::result::Result<Plan, ImportOutcome>> {
         let scheduled = sort_ids(tx, "scheduled_items", account, &ids.scheduled).await?;
         let triggered = sort_ids(tx, "triggered_items", account, &ids.triggered).await?;
         let triggers = sort_ids(tx, "triggers", account, &ids.triggers).await?;
@@ -67,7 +67,7 @@ impl PgScheduler {
 
     /// What importing entries of these `ids` would do now, writing nothing, after
     /// `new_before` new scheduled items of earlier pieces of the same import.
-    pub async fn check_import(
+    pub(super) async fn check_entries(
         &self,
         account: Uuid,
         ids: &ImportIds,
@@ -140,7 +140,7 @@ impl PgScheduler {
     /// item's due instant under settings. Called from a blocking thread (the feed is
     /// synchronous): each step runs on the runtime of that thread.
     #[allow(clippy::too_many_arguments)]
-    pub fn import_blocking(
+    pub(super) fn import_entries(
         &self,
         account: Uuid,
         ids: &ImportIds,

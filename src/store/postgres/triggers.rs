@@ -10,7 +10,7 @@ use super::{transaction, PgError, PgResult};
 use crate::domain::email::QueuedEmail;
 use crate::domain::scheduler::models::{Trigger, TriggerKind};
 use crate::domain::scheduler::push::{PushSubscription, WebhookFormat};
-use crate::store::Written;
+use crate::store::{PaymentEvents, Result, Triggers, Written};
 use tokio_postgres::{Row, Transaction};
 use uuid::Uuid;
 
@@ -198,11 +198,13 @@ pub(super) async fn put_trigger(tx: &Transaction<'_>, trigger: &Trigger, insert:
     Ok(())
 }
 
-impl PgScheduler {
+/// Each write one transaction under the account's row lock.
+#[async_trait::async_trait]
+impl Triggers for PgScheduler {
     /// Stores a new trigger of its owner, with the e-mail that goes with it (verification),
     /// in one transaction; `false` when the owner's account is gone.
-    pub async fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> PgResult<Written<bool>> {
-        transaction!(self, |tx| {
+    async fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<Written<bool>> {
+        Ok(transaction!(self, |tx| {
             if !self.accounts.lock(&tx, trigger.owner).await? {
                 return Ok(Written::unchanged(false));
             }
@@ -211,34 +213,11 @@ impl PgScheduler {
                 insert_email(&tx, email).await?;
             }
             Ok(Written::committed(true))
-        })
-    }
-
-    /// Stores the trigger that `decide` makes of the account's triggers (all of them, read
-    /// in the transaction that holds the account's lock): a new one, or one of them renewed
-    /// (same id); nothing when it answers `None`. `false` when the account is gone or nothing
-    /// was stored. `decide` may be called again (a retried transaction).
-    pub async fn add_or_renew_trigger(
-        &self,
-        account: Uuid,
-        decide: &mut (dyn for<'a> FnMut(&'a [Trigger]) -> Option<Trigger> + Send),
-    ) -> PgResult<Written<bool>> {
-        transaction!(self, |tx| {
-            if !self.accounts.lock(&tx, account).await? {
-                return Ok(Written::unchanged(false));
-            }
-            let triggers = triggers_of(&tx, account).await?;
-            let Some(trigger) = decide(&triggers).filter(|t| t.owner == account) else {
-                return Ok(Written::unchanged(false));
-            };
-            let exists = triggers.iter().any(|t| t.id == trigger.id);
-            put_trigger(&tx, &trigger, !exists).await?;
-            Ok(Written::committed(true))
-        })
+        })?)
     }
 
     /// The account a trigger belongs to (`None`: there is no trigger `id`).
-    pub async fn trigger_owner(&self, id: Uuid) -> PgResult<Option<Uuid>> {
+    async fn trigger_owner(&self, id: Uuid) -> Result<Option<Uuid>> {
         let client = self.pool.get().await?;
         match client
             .query_opt("SELECT account FROM triggers WHERE id = $1", &[&id])
@@ -249,9 +228,9 @@ impl PgScheduler {
         }
     }
 
-    pub async fn trigger(&self, account: Uuid, id: Uuid) -> PgResult<Option<Trigger>> {
+    async fn trigger(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>> {
         let client = self.pool.get().await?;
-        client
+        Ok(client
             .query_opt(
                 &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND account = $2"),
                 &[&id, &account],
@@ -259,25 +238,25 @@ impl PgScheduler {
             .await?
             .as_ref()
             .map(trigger_from)
-            .transpose()
+            .transpose()?)
     }
 
     /// The account's triggers in creation order.
-    pub async fn triggers(&self, account: Uuid) -> PgResult<Vec<Trigger>> {
+    async fn triggers(&self, account: Uuid) -> Result<Vec<Trigger>> {
         let client = self.pool.get().await?;
-        triggers_of(&client, account).await
+        Ok(triggers_of(&client, account).await?)
     }
 
     /// Replaces a trigger of the account with what `update` makes of it (verification, a new
     /// key) and queues the e-mail it gives, in one transaction; `false` when the account has
     /// no such trigger or `update` answers `None`.
-    pub async fn update_trigger(
+    async fn update_trigger(
         &self,
         account: Uuid,
         id: Uuid,
         update: &mut (dyn FnMut(Trigger) -> Option<(Trigger, Option<QueuedEmail>)> + Send),
-    ) -> PgResult<Written<bool>> {
-        transaction!(self, |tx| {
+    ) -> Result<Written<bool>> {
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let Some(row) = tx
                 .query_opt(
@@ -301,12 +280,35 @@ impl PgScheduler {
                 insert_email(&tx, email).await?;
             }
             Ok(Written::committed(true))
-        })
+        })?)
+    }
+
+    /// Stores the trigger that `decide` makes of the account's triggers (all of them, read
+    /// in the transaction that holds the account's lock): a new one, or one of them renewed
+    /// (same id); nothing when it answers `None`. `false` when the account is gone or nothing
+    /// was stored. `decide` may be called again (a retried transaction).
+    async fn add_or_renew_trigger(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [Trigger]) -> Option<Trigger> + Send),
+    ) -> Result<Written<bool>> {
+        Ok(transaction!(self, |tx| {
+            if !self.accounts.lock(&tx, account).await? {
+                return Ok(Written::unchanged(false));
+            }
+            let triggers = triggers_of(&tx, account).await?;
+            let Some(trigger) = decide(&triggers).filter(|t| t.owner == account) else {
+                return Ok(Written::unchanged(false));
+            };
+            let exists = triggers.iter().any(|t| t.id == trigger.id);
+            put_trigger(&tx, &trigger, !exists).await?;
+            Ok(Written::committed(true))
+        })?)
     }
 
     /// Deletes a trigger of the account with its pending deliveries and queued e-mails.
-    pub async fn delete_trigger(&self, account: Uuid, id: Uuid) -> PgResult<Written<bool>> {
-        transaction!(self, |tx| {
+    async fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let n = tx
                 .execute("DELETE FROM triggers WHERE id = $1 AND account = $2", &[&id, &account])
@@ -325,11 +327,14 @@ impl PgScheduler {
             )
             .await?;
             Ok(Written::committed(true))
-        })
+        })?)
     }
+}
 
+#[async_trait::async_trait]
+impl PaymentEvents for PgScheduler {
     /// Whether the payment event was handled (successfully or kept for the retrier).
-    pub async fn event_seen(&self, id: &str) -> PgResult<bool> {
+    async fn event_seen(&self, id: &str) -> Result<bool> {
         let client = self.pool.get().await?;
         Ok(client
             .query_opt("SELECT 1 FROM payment_events WHERE id = $1", &[&id])
@@ -338,7 +343,7 @@ impl PgScheduler {
     }
 
     /// Marks a payment event handled; `failed` keeps it (JSON) for the retrier instead.
-    pub async fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> PgResult<Written<()>> {
+    async fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> Result<Written<()>> {
         let client = self.pool.get().await?;
         client
             .execute(
@@ -351,7 +356,7 @@ impl PgScheduler {
     }
 
     /// Payment events whose handling failed (JSON), oldest first.
-    pub async fn failed_events(&self) -> PgResult<Vec<Vec<u8>>> {
+    async fn failed_events(&self) -> Result<Vec<Vec<u8>>> {
         let client = self.pool.get().await?;
         client
             .query(

@@ -5,16 +5,11 @@
 
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
-use super::{keys, lock, Result, Stripes, Written};
+use super::{keys, lock, Registration, Result, Stripes, Written};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::wire::Timestamp;
 use std::sync::{Arc, Mutex};
 use uuid::Uuid;
-
-pub enum Registration {
-    Created(Account),
-    Taken,
-}
 
 /// What moving an account in from another server does (see [`super::moving_in`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,31 +42,8 @@ impl AccountStore {
         self.stripes.lock(id.as_bytes())
     }
 
-    /// Registers `username` with a PBKDF2 `password_hash`.
-    pub fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
-        // Registrations are rare: one lock for all of them makes "exactly one of several
-        // concurrent registrations of a username wins" trivially true.
-        let _guard = lock(&self.registrations);
-        let name_key = keys::username(username);
-        if self.tree.contains_key(&name_key)? {
-            return Ok(Written::unchanged(Registration::Taken));
-        }
-        let account = Account {
-            id: crate::domain::wire::new_uuid(),
-            username: username.to_owned(),
-            password_hash: PasswordHash::Pbkdf2(password_hash),
-            created: now,
-            last_login: None,
-            epoch: 0,
-        };
-        let mut batch = Batch::default();
-        batch.insert(name_key, raw::uuid(account.id));
-        batch.insert(keys::account(account.id), records::account::encode(&account));
-        let ticket = self.tree.apply_batch(batch);
-        Ok(Written::new(Registration::Created(account), ticket))
-    }
-
-    pub fn get(&self, id: Uuid) -> Result<Option<Account>> {
+    /// The account `id` (what the operations below read under the lock).
+    pub(super) fn account(&self, id: Uuid) -> Result<Option<Account>> {
         let k = keys::account(id);
         match self.tree.get(&k)? {
             Some(v) => Ok(Some(records::account::decode(&k, &v)?)),
@@ -79,54 +51,39 @@ impl AccountStore {
         }
     }
 
-    pub fn by_username(&self, username: &str) -> Result<Option<Account>> {
-        let k = keys::username(username);
+    /// The account's access key `id`.
+    fn key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
+        let k = keys::access_key(account, id);
         match self.tree.get(&k)? {
-            Some(id) => self.get(raw::to_uuid("username index", &k, &id)?),
+            Some(v) => Ok(Some(records::access_key::decode(&k, &v)?)),
             None => Ok(None),
         }
     }
 
-    /// Every account (admin listing and statistics).
-    pub fn all(&self) -> Result<Vec<Account>> {
-        self.tree
-            .scan_prefix(keys::accounts())
+    /// The account's access keys, oldest first.
+    fn keys_of(&self, account: Uuid) -> Result<Vec<AccessKey>> {
+        let mut found = self
+            .tree
+            .scan_prefix(keys::access_keys_of(account))
             .map(|kv| {
                 let (k, v) = kv?;
-                records::account::decode(&k, &v)
+                records::access_key::decode(&k, &v)
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        found.sort_by_key(|k| (k.created, k.seq));
+        Ok(found)
     }
 
-    /// Records a login; `false` when the account is gone.
-    pub fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
-        let _guard = self.lock(id);
-        let Some(mut account) = self.get(id)? else {
-            return Ok(Written::unchanged(false));
-        };
-        account.last_login = Some(match account.last_login {
-            Some(prev) if prev > at => prev,
-            _ => at,
-        });
-        let ticket = self.tree.insert(keys::account(id), records::account::encode(&account));
-        Ok(Written::new(true, ticket))
+    fn by_name(&self, username: &str) -> Result<Option<Account>> {
+        let k = keys::username(username);
+        match self.tree.get(&k)? {
+            Some(id) => self.account(raw::to_uuid("username index", &k, &id)?),
+            None => Ok(None),
+        }
     }
 
-    /// Replaces the password hash if it is still `expected` (the caller verified the old
-    /// password against it) and starts a new credential epoch, which revokes every earlier
-    /// token. `false` when the account is gone or the password changed meanwhile.
-    pub fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
-        self.replace_password(id, expected, new_hash, true)
-    }
-
-    /// Replaces a password hash brought from another server (`expected`, which the caller
-    /// just verified the password against) by the PBKDF2 hash of the same password. The
-    /// password is the same, so tokens stay valid (no new epoch). `false` when the account
-    /// is gone or its password changed meanwhile.
-    pub fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
-        self.replace_password(id, expected, new_hash, false)
-    }
-
+    /// Replaces the password hash if it is still `expected` (the caller verified the
+    /// password against it); a new credential epoch when `revoke`.
     fn replace_password(
         &self,
         id: Uuid,
@@ -135,7 +92,7 @@ impl AccountStore {
         revoke: bool,
     ) -> Result<Written<bool>> {
         let _guard = self.lock(id);
-        let Some(mut account) = self.get(id)? else {
+        let Some(mut account) = self.account(id)? else {
             return Ok(Written::unchanged(false));
         };
         if account.password_hash != *expected {
@@ -149,125 +106,11 @@ impl AccountStore {
         Ok(Written::new(true, ticket))
     }
 
-    /// The payment customer recorded for the account.
-    pub fn customer(&self, id: Uuid) -> Result<Option<String>> {
-        Ok(self.tree.get(keys::customer(id))?.map(|v| raw::to_customer(&v)))
-    }
-
-    /// Records the payment customer of an existing account; `false` when there is none.
-    pub fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
-        let _guard = self.lock(id);
-        if self.get(id)?.is_none() {
-            return Ok(Written::unchanged(false));
-        }
-        let ticket = self.tree.insert(keys::customer(id), raw::customer(customer));
-        Ok(Written::new(true, ticket))
-    }
-
-    /// Stores a new access key of the account; `false` when the account is gone.
-    pub fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
-        let _guard = self.lock(account);
-        if self.get(account)?.is_none() {
-            return Ok(Written::unchanged(false));
-        }
-        let mut batch = Batch::default();
-        batch.insert(
-            keys::access_key(account, access_key.id),
-            records::access_key::encode(access_key),
-        );
-        if let Some(digest) = access_key.secret.digest() {
-            batch.insert(keys::key_digest(digest), keys::key_owner(account, access_key.id));
-        }
-        Ok(Written::new(true, self.tree.apply_batch(batch)))
-    }
-
-    /// The account's access keys still kept as a hash from another server (checked at a
-    /// password login, see `auth::flows`).
-    pub fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        let mut keys = self.access_keys(account)?;
-        keys.retain(|k| matches!(k.secret, KeySecret::LegacyBcrypt(_)));
-        Ok(keys)
-    }
-
-    /// Replaces the bcrypt hash of an imported access key by the digest of its secret (the
-    /// caller just verified the secret against it), indexed like any other key; `false` when
-    /// the key is gone or no longer has that hash.
-    pub fn upgrade_access_key(
-        &self,
-        account: Uuid,
-        id: Uuid,
-        expected: &KeySecret,
-        digest: [u8; 32],
-    ) -> Result<Written<bool>> {
-        let _guard = self.lock(account);
-        let Some(mut key) = self.access_key(account, id)? else {
-            return Ok(Written::unchanged(false));
-        };
-        if key.secret != *expected {
-            return Ok(Written::unchanged(false));
-        }
-        key.secret = KeySecret::Digest(digest);
-        let mut batch = Batch::default();
-        batch.insert(keys::access_key(account, id), records::access_key::encode(&key));
-        batch.insert(keys::key_digest(&digest), keys::key_owner(account, id));
-        Ok(Written::new(true, self.tree.apply_batch(batch)))
-    }
-
-    /// The account's access keys, oldest first.
-    pub fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        let mut found = self
-            .tree
-            .scan_prefix(keys::access_keys_of(account))
-            .map(|kv| {
-                let (k, v) = kv?;
-                records::access_key::decode(&k, &v)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        found.sort_by_key(|k| (k.created, k.seq));
-        Ok(found)
-    }
-
-    pub fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
-        let k = keys::access_key(account, id);
-        match self.tree.get(&k)? {
-            Some(v) => Ok(Some(records::access_key::decode(&k, &v)?)),
-            None => Ok(None),
-        }
-    }
-
-    /// The access key whose secret has this SHA-256 digest: (owner, key).
-    pub fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
-        let Some(v) = self.tree.get(keys::key_digest(digest))? else {
-            return Ok(None);
-        };
-        let (Some(account), Some(id)) = (keys::uuid_at(&v, 0), keys::uuid_at(&v, 16)) else {
-            return Ok(None);
-        };
-        Ok(self.access_key(account, id)?.map(|k| (account, k)))
-    }
-
-    pub fn next_key_seq(&self) -> Result<u64> {
-        self.tree.next_id()
-    }
-
-    pub fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        let _guard = self.lock(account);
-        let Some(k) = self.access_key(account, id)? else {
-            return Ok(Written::unchanged(false));
-        };
-        let mut batch = Batch::default();
-        batch.remove(keys::access_key(account, id));
-        if let Some(digest) = k.secret.digest() {
-            batch.remove(keys::key_digest(digest));
-        }
-        Ok(Written::new(true, self.tree.apply_batch(batch)))
-    }
-
     /// Whether `account`, moved in from another server, is new here, here already (same
     /// uuid and username) or in conflict with an account here.
     pub(in crate::store) fn arrival(&self, account: &Account) -> Result<Arrival> {
-        let by_name = self.by_username(&account.username)?;
-        let by_id = self.get(account.id)?;
+        let by_name = self.by_name(&account.username)?;
+        let by_id = self.account(account.id)?;
         Ok(match (by_name, by_id) {
             (None, None) => Arrival::Moved,
             (Some(a), Some(_)) if a.id == account.id => Arrival::AlreadyHere,
@@ -284,6 +127,7 @@ impl AccountStore {
 
     /// Adds an arriving account with its access keys to `batch` (in the order given, which
     /// is the order they list in).
+    #[cfg(test)]
     pub(in crate::store) fn put_arriving(&self, batch: &mut Batch, account: &Account, access_keys: &[AccessKey]) {
         batch.insert(keys::username(&account.username), raw::uuid(account.id));
         batch.insert(keys::account(account.id), records::account::encode(account));
@@ -317,7 +161,7 @@ impl AccountStore {
     /// Adds the removal of the account record, its username, customer and access keys to
     /// `batch`.
     pub(crate) fn delete_into(&self, account: &Account, batch: &mut Batch) -> Result<()> {
-        for access_key in self.access_keys(account.id)? {
+        for access_key in self.keys_of(account.id)? {
             batch.remove(keys::access_key(account.id, access_key.id));
             if let Some(digest) = access_key.secret.digest() {
                 batch.remove(keys::key_digest(digest));
@@ -330,53 +174,112 @@ impl AccountStore {
     }
 }
 
-/// The sled implementation: the inherent methods above, each one batch.
+/// The sled implementation: each operation one batch under the account's stripe lock
+/// (registrations under one lock of their own).
 #[async_trait::async_trait]
 impl crate::store::api::Accounts for AccountStore {
     async fn register(&self, username: &str, password_hash: String, now: Timestamp) -> Result<Written<Registration>> {
-        AccountStore::register(self, username, password_hash, now)
+        // Registrations are rare: one lock for all of them makes "exactly one of several
+        // concurrent registrations of a username wins" trivially true.
+        let _guard = lock(&self.registrations);
+        let name_key = keys::username(username);
+        if self.tree.contains_key(&name_key)? {
+            return Ok(Written::unchanged(Registration::Taken));
+        }
+        let account = Account {
+            id: crate::domain::wire::new_uuid(),
+            username: username.to_owned(),
+            password_hash: PasswordHash::Pbkdf2(password_hash),
+            created: now,
+            last_login: None,
+            epoch: 0,
+        };
+        let mut batch = Batch::default();
+        batch.insert(name_key, raw::uuid(account.id));
+        batch.insert(keys::account(account.id), records::account::encode(&account));
+        let ticket = self.tree.apply_batch(batch);
+        Ok(Written::new(Registration::Created(account), ticket))
     }
 
     async fn get(&self, id: Uuid) -> Result<Option<Account>> {
-        AccountStore::get(self, id)
+        self.account(id)
     }
 
     async fn by_username(&self, username: &str) -> Result<Option<Account>> {
-        AccountStore::by_username(self, username)
+        self.by_name(username)
     }
 
     async fn all(&self) -> Result<Vec<Account>> {
-        AccountStore::all(self)
+        self.tree
+            .scan_prefix(keys::accounts())
+            .map(|kv| {
+                let (k, v) = kv?;
+                records::account::decode(&k, &v)
+            })
+            .collect()
     }
 
     async fn set_last_login(&self, id: Uuid, at: Timestamp) -> Result<Written<bool>> {
-        AccountStore::set_last_login(self, id, at)
+        let _guard = self.lock(id);
+        let Some(mut account) = self.account(id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        account.last_login = Some(match account.last_login {
+            Some(prev) if prev > at => prev,
+            _ => at,
+        });
+        let ticket = self.tree.insert(keys::account(id), records::account::encode(&account));
+        Ok(Written::new(true, ticket))
     }
 
+    /// A new credential epoch, which revokes every earlier token.
     async fn change_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
-        AccountStore::change_password(self, id, expected, new_hash)
+        self.replace_password(id, expected, new_hash, true)
     }
 
+    /// A hash brought from another server replaced by the PBKDF2 hash of the same password:
+    /// tokens stay valid (no new epoch).
     async fn upgrade_password(&self, id: Uuid, expected: &PasswordHash, new_hash: String) -> Result<Written<bool>> {
-        AccountStore::upgrade_password(self, id, expected, new_hash)
+        self.replace_password(id, expected, new_hash, false)
     }
 
     async fn customer(&self, id: Uuid) -> Result<Option<String>> {
-        AccountStore::customer(self, id)
+        Ok(self.tree.get(keys::customer(id))?.map(|v| raw::to_customer(&v)))
     }
 
     async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
-        AccountStore::set_customer(self, id, customer)
+        let _guard = self.lock(id);
+        if self.account(id)?.is_none() {
+            return Ok(Written::unchanged(false));
+        }
+        let ticket = self.tree.insert(keys::customer(id), raw::customer(customer));
+        Ok(Written::new(true, ticket))
     }
 
     async fn add_access_key(&self, account: Uuid, access_key: &AccessKey) -> Result<Written<bool>> {
-        AccountStore::add_access_key(self, account, access_key)
+        let _guard = self.lock(account);
+        if self.account(account)?.is_none() {
+            return Ok(Written::unchanged(false));
+        }
+        let mut batch = Batch::default();
+        batch.insert(
+            keys::access_key(account, access_key.id),
+            records::access_key::encode(access_key),
+        );
+        if let Some(digest) = access_key.secret.digest() {
+            batch.insert(keys::key_digest(digest), keys::key_owner(account, access_key.id));
+        }
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     async fn legacy_access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        AccountStore::legacy_access_keys(self, account)
+        let mut keys = self.keys_of(account)?;
+        keys.retain(|k| matches!(k.secret, KeySecret::LegacyBcrypt(_)));
+        Ok(keys)
     }
 
+    /// The bcrypt hash of an imported access key replaced by the digest of its secret,
+    /// indexed like any other key.
     async fn upgrade_access_key(
         &self,
         account: Uuid,
@@ -384,26 +287,52 @@ impl crate::store::api::Accounts for AccountStore {
         expected: &KeySecret,
         digest: [u8; 32],
     ) -> Result<Written<bool>> {
-        AccountStore::upgrade_access_key(self, account, id, expected, digest)
+        let _guard = self.lock(account);
+        let Some(mut key) = self.key(account, id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        if key.secret != *expected {
+            return Ok(Written::unchanged(false));
+        }
+        key.secret = KeySecret::Digest(digest);
+        let mut batch = Batch::default();
+        batch.insert(keys::access_key(account, id), records::access_key::encode(&key));
+        batch.insert(keys::key_digest(&digest), keys::key_owner(account, id));
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
     async fn access_keys(&self, account: Uuid) -> Result<Vec<AccessKey>> {
-        AccountStore::access_keys(self, account)
+        self.keys_of(account)
     }
 
     async fn access_key(&self, account: Uuid, id: Uuid) -> Result<Option<AccessKey>> {
-        AccountStore::access_key(self, account, id)
+        self.key(account, id)
     }
 
     async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
-        AccountStore::access_key_by_digest(self, digest)
+        let Some(v) = self.tree.get(keys::key_digest(digest))? else {
+            return Ok(None);
+        };
+        let (Some(account), Some(id)) = (keys::uuid_at(&v, 0), keys::uuid_at(&v, 16)) else {
+            return Ok(None);
+        };
+        Ok(self.key(account, id)?.map(|k| (account, k)))
     }
 
     async fn next_key_seq(&self) -> Result<u64> {
-        AccountStore::next_key_seq(self)
+        self.tree.next_id()
     }
 
     async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        AccountStore::delete_access_key(self, account, id)
+        let _guard = self.lock(account);
+        let Some(k) = self.key(account, id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        let mut batch = Batch::default();
+        batch.remove(keys::access_key(account, id));
+        if let Some(digest) = k.secret.digest() {
+            batch.remove(keys::key_digest(digest));
+        }
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 }

@@ -24,7 +24,7 @@
 
 use super::records;
 use super::writer::Batch;
-use super::{Result, Store, StoreError};
+use super::{BackupSummary, Result, Store, StoreError};
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -44,17 +44,6 @@ const MAX_FIELD: u32 = 64 * 1024 * 1024;
 /// Bytes of records a backup keeps in memory while it holds the writer (beyond them, it
 /// hashes and writes while holding it).
 const HELD_BUFFER: usize = 16 * 1024 * 1024;
-
-/// What a backup holds.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BackupSummary {
-    pub records: u64,
-    pub files: Vec<String>,
-    /// Bytes of the backup, trailer included.
-    pub bytes: u64,
-    /// How long writes waited for the backup (the writer was held between two cycles).
-    pub paused: std::time::Duration,
-}
 
 /// A writer that hashes and counts what goes through it.
 struct Hashing<W> {
@@ -485,12 +474,7 @@ mod tests {
 
     fn add(store: &Store, account: Uuid, items: impl IntoIterator<Item = InboxItem>) {
         for i in items {
-            let _ = store
-                .sled()
-                .unwrap()
-                .inbox
-                .add_item(account, &i, None, None)
-                .expect("add");
+            let _ = super::super::ready(store.inbox.add_item(account, &i, None, None)).expect("add");
         }
         store.flush().expect("flush");
     }
@@ -508,8 +492,8 @@ mod tests {
             assert_eq!(summary.bytes, backup.len() as u64);
             assert!(summary.records >= 4, "items, id index, count: {summary:?}");
             (
-                store.sled().unwrap().inbox.accounts.next_key_seq().unwrap(),
-                store.sled().unwrap().inbox.items(account).unwrap(),
+                super::super::ready(store.inbox.accounts.next_key_seq()).unwrap(),
+                super::super::ready(store.inbox.items(account)).unwrap(),
             )
         };
         let src = dir.path().join("b.backup");
@@ -519,10 +503,10 @@ mod tests {
         assert_eq!(summary.files, vec!["signing.key".to_string()]);
         assert_eq!(std::fs::read(target.join("signing.key")).unwrap(), b"key bytes");
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap(), items);
-        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap()[0].data, big);
-        assert_eq!(store.sled().unwrap().inbox.count(account).unwrap(), 2);
-        assert!(store.sled().unwrap().inbox.accounts.next_key_seq().unwrap() > ids_before);
+        assert_eq!(super::super::ready(store.inbox.items(account)).unwrap(), items);
+        assert_eq!(super::super::ready(store.inbox.items(account)).unwrap()[0].data, big);
+        assert_eq!(super::super::ready(store.inbox.count(account)).unwrap(), 2);
+        assert!(super::super::ready(store.inbox.accounts.next_key_seq()).unwrap() > ids_before);
         drop(store);
         // a file not in the allowed list is refused before anything is written
         let other = dir.path().join("other");
@@ -581,7 +565,7 @@ mod tests {
         restore(&src, &target, false, &[]).unwrap();
         assert_eq!(super::super::format::check(&target).unwrap(), Some(1));
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled().unwrap().inbox.count(account).unwrap(), 1);
+        assert_eq!(super::super::ready(store.inbox.count(account)).unwrap(), 1);
         assert_eq!(super::super::format::check(&target).unwrap(), Some(2), "migrated");
         drop(store);
 
@@ -632,7 +616,7 @@ mod tests {
         );
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), before, "nothing replaced");
         let store = Store::open(&target).unwrap();
-        assert_eq!(store.sled().unwrap().inbox.items(account).unwrap()[0].data, b"one");
+        assert_eq!(super::super::ready(store.inbox.items(account)).unwrap()[0].data, b"one");
     }
 
     /// How long a backup holds writes back: run with `cargo test --lib -- --ignored

@@ -1,5 +1,7 @@
-//! The sled engine's side of moving between engines ([`crate::store::copy`]): its database
-//! dumped as the stream of records, and a stream loaded into a new database.
+//! The sled engine's side of moving between engines ([`crate::store::copy`]): a stopped data
+//! directory dumped as the stream of records ([`SledSource`], its signing key first), and a
+//! stream loaded into an empty data directory ([`SledTarget`]): built in `DIR/.migrating`,
+//! moved to `DIR/db` with the signing key beside it only when kept, removed otherwise.
 //!
 //! The dump reads the records of both trees prefix by prefix, in the order of
 //! [`crate::store::copy::Kind`] (accounts before what they own, triggered items before their
@@ -16,18 +18,170 @@
 //! it, through the store's writer (every few thousand records flushed, so memory stays
 //! bounded), checking what the store relies on: the account of each record is loaded before
 //! it, no id or username is there twice, a queue entry's triggered item exists. It ends by
-//! dumping the new database again: the copy is kept only when that dump's tally is the
-//! source's. The caller builds into a directory of its own and moves the database into
-//! place only after this answered.
+//! dumping the new database again, for the tally the copy is checked by.
 //!
 //! sled 0.34 keeps every page it has read until the database is closed, so a dump closes
 //! and opens the database again every [`REOPEN_BYTES`] (measured in docs/performance.md).
 
+use super::writer::Batch;
 use super::{keys, records, Store};
 use crate::domain::email::Stage;
-use crate::store::copy::{CopyError, Piece, Record, Service, Tally, STAGES};
-use crate::store::writer::Batch;
+use crate::store::copy::{CopyError, Dump, Load, Loaded, Record, Service, Tally, STAGES};
+use crate::store::{lock_dir, StoreError};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use tokio::sync::mpsc;
 use uuid::Uuid;
+
+/// A stopped sled data directory to copy from, opened under its lock (a directory a server
+/// runs on is [`StoreError::Locked`]; one without a database is refused, not made).
+pub struct SledSource {
+    dir: PathBuf,
+    /// The name of the token signing key's file in it.
+    key_file: String,
+    lock: File,
+}
+
+impl SledSource {
+    pub fn open(dir: &Path, key_file: &str) -> Result<SledSource, CopyError> {
+        if !dir.join("db").is_dir() {
+            return Err(CopyError::Invalid(format!("{} holds no sled database", dir.display())));
+        }
+        Ok(SledSource {
+            lock: lock_dir(dir)?,
+            dir: dir.to_path_buf(),
+            key_file: key_file.to_owned(),
+        })
+    }
+
+    /// Calls `out` with the signing key (when the directory has one), then every record.
+    pub(crate) fn dump_into(&self, out: &mut dyn FnMut(Record) -> Result<(), CopyError>) -> Result<(), CopyError> {
+        match std::fs::read(self.dir.join(&self.key_file)) {
+            Ok(key) => out(Record::SigningKey(key))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::Io(e).into()),
+        }
+        dump(&mut || super::open(&self.dir, self.lock.try_clone()?), out)
+    }
+}
+
+#[async_trait::async_trait]
+impl Dump for SledSource {
+    async fn dump(self: Box<Self>, out: mpsc::Sender<Record>) -> Result<(), CopyError> {
+        tokio::task::spawn_blocking(move || {
+            self.dump_into(&mut |r| out.blocking_send(r).map_err(|_| CopyError::Stopped))
+        })
+        .await
+        .unwrap_or_else(|e| Err(CopyError::Invalid(format!("the dump failed: {e}"))))
+    }
+}
+
+/// An empty sled data directory to copy into (made if needed), under its lock: one that
+/// holds a database is [`CopyError::NotEmpty`]; a half-built one that an interrupted copy
+/// left is removed.
+pub struct SledTarget {
+    dir: PathBuf,
+    /// The name of the token signing key's file in it.
+    key_file: String,
+    _lock: File,
+}
+
+impl SledTarget {
+    pub fn open(dir: &Path, key_file: &str) -> Result<SledTarget, CopyError> {
+        let lock = lock_dir(dir)?;
+        if dir.join("db").exists() {
+            return Err(CopyError::NotEmpty(format!("{} holds a database", dir.display())));
+        }
+        let building = dir.join(".migrating");
+        if building.exists() {
+            // left by an interrupted copy: never used by a server
+            std::fs::remove_dir_all(&building).map_err(StoreError::Io)?;
+        }
+        Ok(SledTarget {
+            dir: dir.to_path_buf(),
+            key_file: key_file.to_owned(),
+            _lock: lock,
+        })
+    }
+
+    /// Builds the database in `DIR/.migrating` from the records `next` gives and reads it
+    /// back; removed again unless kept.
+    pub(crate) fn load_from(self, next: &mut dyn FnMut() -> Option<Record>) -> Result<SledLoaded, CopyError> {
+        let building = self.dir.join(".migrating");
+        let mut loaded = SledLoaded {
+            target: self,
+            building,
+            signing_key: None,
+            tally: Tally::default(),
+            kept: false,
+        };
+        let building_lock = lock_dir(&loaded.building)?;
+        let (signing_key, tally) = load(&mut || super::open(&loaded.building, building_lock.try_clone()?), next)?;
+        (loaded.signing_key, loaded.tally) = (signing_key, tally);
+        Ok(loaded)
+    }
+}
+
+#[async_trait::async_trait]
+impl Load for SledTarget {
+    /// sled does not record which occurrence made a triggered copy.
+    fn keeps_occurrences(&self) -> bool {
+        false
+    }
+
+    async fn load(self: Box<Self>, mut records: mpsc::Receiver<Record>) -> Result<Box<dyn Loaded>, CopyError> {
+        let loaded = tokio::task::spawn_blocking(move || self.load_from(&mut || records.blocking_recv()))
+            .await
+            .unwrap_or_else(|e| Err(CopyError::Invalid(format!("the load failed: {e}"))))?;
+        Ok(Box::new(loaded))
+    }
+}
+
+/// A database built in `DIR/.migrating`, read back: [`Loaded::keep`] moves it to `DIR/db`
+/// (the signing key beside it); dropped unkept, it is removed.
+pub(crate) struct SledLoaded {
+    target: SledTarget,
+    building: PathBuf,
+    signing_key: Option<Vec<u8>>,
+    tally: Tally,
+    kept: bool,
+}
+
+impl SledLoaded {
+    /// The key file, the database moved into place, the directory synced.
+    pub(crate) fn keep_now(mut self) -> Result<(), CopyError> {
+        let io = |e: std::io::Error| CopyError::Store(StoreError::Io(e));
+        let dir = &self.target.dir;
+        if let Some(key) = &self.signing_key {
+            crate::files::write(&dir.join(&self.target.key_file), crate::files::Access::Private, key).map_err(io)?;
+        }
+        std::fs::rename(self.building.join("db"), dir.join("db")).map_err(io)?;
+        self.kept = true;
+        std::fs::remove_dir_all(&self.building).map_err(io)?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io)
+    }
+}
+
+impl Drop for SledLoaded {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = std::fs::remove_dir_all(&self.building);
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Loaded for SledLoaded {
+    fn tally(&self) -> &Tally {
+        &self.tally
+    }
+
+    async fn keep(self: Box<Self>) -> Result<(), CopyError> {
+        tokio::task::spawn_blocking(move || self.keep_now())
+            .await
+            .unwrap_or_else(|e| Err(CopyError::Invalid(format!("keeping the copy failed: {e}"))))
+    }
+}
 
 /// The record prefixes of the trees (tree, prefix) in dump order (`u`, the payment
 /// customers, are carried with their accounts and read to refuse one without its account).
@@ -258,35 +412,22 @@ fn event_id(key: &[u8]) -> Result<String, CopyError> {
 const LOAD_BATCH: usize = 5_000;
 const LOAD_BATCH_BYTES: usize = 4 * 1024 * 1024;
 
-/// What a load answers: the signing key of the stream (the caller writes it beside the
-/// database) and the tally of the new database, dumped again, which is the source's.
-pub(crate) struct Loaded {
-    pub(crate) signing_key: Option<Vec<u8>>,
-    pub(crate) tally: Tally,
-}
-
-/// Writes the records `next` gives into `store`, which must be new (opened on an empty
-/// directory), until [`Piece::End`]; then writes the per-account counts, flushes, dumps the
-/// database again and compares its tally with the one the end carries. A stream that stops
-/// without its end, a record that breaks a rule of the store or a tally that differs is an
-/// error, and the caller throws the directory away.
-pub(crate) fn load(open: &mut Open<'_>, next: &mut dyn FnMut() -> Option<Piece>) -> Result<Loaded, CopyError> {
+/// Writes the records `next` gives into the store `open` opens, which must be new (on an
+/// empty directory), until they end; then writes the per-account counts, flushes and dumps
+/// the database again: the stream's signing key (written beside the database when kept) and
+/// the tally of the new database. A record that breaks a rule of the store is an error, and
+/// the directory is thrown away.
+fn load(open: &mut Open<'_>, next: &mut dyn FnMut() -> Option<Record>) -> Result<(Option<Vec<u8>>, Tally), CopyError> {
     let mut loader = Loader {
         store: open()?,
         signing_key: None,
         since_flush: 0,
         bytes: 0,
     };
-    let expected = loop {
-        match next() {
-            Some(Piece::Record(record)) => {
-                loader.put(record)?;
-                loader.settle()?;
-            }
-            Some(Piece::End(tally)) => break tally,
-            None => return Err(CopyError::Invalid("the source's stream stopped before its end".into())),
-        }
-    };
+    while let Some(record) = next() {
+        loader.put(record)?;
+        loader.settle()?;
+    }
     loader.flush()?;
     let signing_key = loader.signing_key.take();
     drop(loader);
@@ -298,13 +439,7 @@ pub(crate) fn load(open: &mut Open<'_>, next: &mut dyn FnMut() -> Option<Piece>)
         tally.add(&r);
         Ok(())
     })?;
-    if tally != expected {
-        return Err(CopyError::Mismatch {
-            source: expected,
-            target: tally,
-        });
-    }
-    Ok(Loaded { signing_key, tally })
+    Ok((signing_key, tally))
 }
 
 struct Loader {
@@ -587,9 +722,105 @@ mod tests {
     use super::*;
     use crate::domain::account::{Account, PasswordHash};
     use crate::domain::wire::Timestamp;
+    use crate::store::copy::samples::{every_kind_for_sled, id as sample_id, t as sample_t};
     use crate::store::copy::{Kind, Tally};
-    use crate::store::writer::Batch;
+    use crate::store::sled::ready;
+    use crate::store::sled::writer::Batch;
     use uuid::Uuid;
+
+    const KEY_FILE: &str = "signing.key";
+
+    /// `records` loaded into the data directory `dir`, read back, not kept yet.
+    fn load_into(dir: &Path, records: Vec<Record>) -> Result<SledLoaded, CopyError> {
+        let mut records = records.into_iter();
+        SledTarget::open(dir, KEY_FILE)?.load_from(&mut || records.next())
+    }
+
+    /// What the data directory holds, dumped, with its key file.
+    fn dumped_dir(dir: &Path) -> Tally {
+        let mut tally = Tally::default();
+        let source = SledSource::open(dir, KEY_FILE).expect("open");
+        source
+            .dump_into(&mut |r| {
+                tally.add(&r);
+                Ok(())
+            })
+            .expect("dump");
+        tally
+    }
+
+    /// Every kind of record goes into a new sled database with its indexes and comes back
+    /// out the same; the signing key lands in its file once the load is kept.
+    #[test]
+    fn every_kind_loads_into_sled_and_dumps_back_the_same() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let records = every_kind_for_sled();
+        let mut expected = Tally::default();
+        records.iter().for_each(|r| expected.add(r));
+        let loaded = load_into(dir.path(), records).expect("load");
+        assert_eq!(loaded.tally, expected);
+        assert!(!dir.path().join("db").exists(), "nothing in place before it is kept");
+        loaded.keep_now().expect("keep");
+        assert_eq!(dumped_dir(dir.path()), expected);
+        assert_eq!(std::fs::read(dir.path().join(KEY_FILE)).expect("key file"), vec![9; 32]);
+        assert!(!dir.path().join(".migrating").exists());
+        // the indexes are there: the store finds the item by id and the key by its secret
+        let store = Store::open(dir.path()).expect("open");
+        let id = sample_id;
+        assert!(ready(store.inbox.item(id(1), id(4))).expect("read").is_some());
+        assert_eq!(
+            ready(store.inbox.accounts.access_key_by_digest(&[3; 32]))
+                .expect("read")
+                .map(|(a, k)| (a, k.id)),
+            Some((id(1), id(2)))
+        );
+        assert_eq!(ready(store.inbox.count(id(1))).expect("count"), 1);
+        assert_eq!(ready(store.scheduler.counts(id(1))).expect("counts"), (1, 1));
+    }
+
+    /// A load that is not kept, a record that breaks a rule of the store and a directory that
+    /// holds a database already: nothing is kept, and the directory holds no database (nor
+    /// a half-built one, nor the signing key) afterwards.
+    #[test]
+    fn a_load_not_kept_or_broken_or_into_a_full_target_leaves_no_database() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let records = every_kind_for_sled();
+        let half: Vec<Record> = records[..records.len() / 2].to_vec();
+        let unkept = load_into(dir.path(), half).expect("half a stream loads");
+        assert!(dir.path().join(".migrating").exists());
+        drop(unkept);
+        assert!(!dir.path().join(".migrating").exists(), "dropped unkept: removed");
+        let mut orphan = records.clone();
+        orphan.push(Record::InboxItem {
+            account: sample_id(99),
+            item: crate::domain::inbox::models::InboxItem {
+                id: sample_id(98),
+                kind: crate::domain::inbox::models::ItemType::Text,
+                data: b"x".to_vec(),
+                created: sample_t(1, 0),
+            },
+        });
+        let broken = load_into(dir.path(), orphan).err();
+        assert!(
+            matches!(broken, Some(CopyError::Invalid(ref m)) if m.contains("not in the stream before")),
+            "{broken:?}"
+        );
+        let mut twice = records.clone();
+        twice.push(records[1].clone());
+        assert!(matches!(
+            load_into(dir.path(), twice).err(),
+            Some(CopyError::Invalid(_))
+        ));
+        assert!(!dir.path().join("db").exists() && !dir.path().join(".migrating").exists());
+        assert!(!dir.path().join(KEY_FILE).exists());
+
+        load_into(dir.path(), records.clone())
+            .expect("into the empty directory")
+            .keep_now()
+            .expect("keep");
+        let full = SledTarget::open(dir.path(), KEY_FILE).err();
+        assert!(matches!(full, Some(CopyError::NotEmpty(_))), "{full:?}");
+    }
 
     fn account(id: Uuid) -> Account {
         Account {
@@ -653,18 +884,15 @@ mod tests {
     fn a_running_or_missing_source_is_refused() {
         let dir = tempfile::tempdir().expect("temporary directory");
         let running = Store::open(dir.path()).expect("open");
-        let mut ignore = |_: Record| Ok(());
-        match crate::store::copy::dump_sled(dir.path(), &mut ignore) {
+        let dump = |dir: &Path| SledSource::open(dir, KEY_FILE)?.dump_into(&mut |_| Ok(()));
+        match dump(dir.path()) {
             Err(CopyError::Store(crate::store::StoreError::Locked(_))) => {}
             other => panic!("expected the lock's refusal, got {other:?}"),
         }
         drop(running);
-        crate::store::copy::dump_sled(dir.path(), &mut ignore).expect("a stopped, empty source");
+        dump(dir.path()).expect("a stopped, empty source");
         let missing = dir.path().join("nothing");
-        assert!(matches!(
-            crate::store::copy::dump_sled(&missing, &mut ignore),
-            Err(CopyError::Invalid(_))
-        ));
+        assert!(matches!(dump(&missing), Err(CopyError::Invalid(_))));
         assert!(!missing.exists(), "nothing made");
     }
 
@@ -674,13 +902,13 @@ mod tests {
     #[test]
     fn a_large_database_is_copied_in_parts_reopened_between_them() {
         use crate::domain::inbox::models::{InboxItem, ItemType};
-        use crate::store::copy::samples::{id, pieces, t};
+        use crate::store::copy::samples::{id, t};
         let dir = tempfile::tempdir().expect("temporary directory");
         let lock = crate::store::lock_dir(dir.path()).expect("lock");
         let opens = std::cell::Cell::new(0);
         let mut open = || {
             opens.set(opens.get() + 1);
-            Store::open_holding(dir.path(), lock.try_clone()?)
+            crate::store::sled::open(dir.path(), lock.try_clone()?)
         };
         let mut records = vec![Record::Account {
             service: Service::Inbox,
@@ -701,9 +929,9 @@ mod tests {
         }
         let mut expected = Tally::default();
         records.iter().for_each(|r| expected.add(r));
-        let mut feed = pieces(records, true).into_iter();
-        let loaded = load(&mut open, &mut || feed.next()).expect("load");
-        assert_eq!(loaded.tally, expected);
+        let mut feed = records.into_iter();
+        let (_, loaded) = load(&mut open, &mut || feed.next()).expect("load");
+        assert_eq!(loaded, expected);
         let after_load = opens.get();
         assert!(after_load > 10, "opened {after_load} times for 1.5 MB");
         let mut again = Tally::default();
@@ -715,12 +943,12 @@ mod tests {
         assert_eq!(again, expected);
         assert!(opens.get() - after_load > 10);
         let store = open().expect("open");
-        let listed = store.sled().unwrap().inbox.item_ids(id(1)).expect("ids");
+        let listed = crate::store::sled::ready(store.inbox.item_ids(id(1))).expect("ids");
         assert_eq!(listed.len(), 300);
         assert_eq!(
             listed[..3],
             [Uuid::from_u128(1000), Uuid::from_u128(1001), Uuid::from_u128(1002)]
         );
-        assert_eq!(store.sled().unwrap().inbox.count(id(1)).expect("count"), 300);
+        assert_eq!(crate::store::sled::ready(store.inbox.count(id(1))).expect("count"), 300);
     }
 }

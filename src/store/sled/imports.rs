@@ -27,13 +27,10 @@
 
 use super::keys;
 use super::writer::{Batch, Bytes, Tree};
-use super::{Result, StoreError, Written};
+use super::{own_id, Result, StoreError, WaitDurable, Written};
 
 /// The most writes of one batch of an import (journal entries included).
 pub const IMPORT_BATCH_WRITES: usize = 2048;
-
-/// Waits until a batch is on disk (an import runs in a blocking thread: this blocks it).
-pub type WaitDurable<'a> = &'a dyn Fn(Written<()>) -> Result<()>;
 
 /// A pre-image in the journal: `0` for a key that was absent, `1` + the value otherwise.
 fn pre_image(value: Option<&[u8]>) -> Vec<u8> {
@@ -179,22 +176,6 @@ impl<'a> Batches<'a> {
         tracing::info!("an import that failed was undone ({undone} journal entries)");
         Ok(())
     }
-}
-
-/// The id under which `account` keeps an imported entry whose id is another account's:
-/// derived from both (SHA-256), so that importing the same file again finds it. An import
-/// never refuses such an entry, so its answer does not tell whether an id exists in
-/// another account (issue 18).
-pub(crate) fn own_id(account: uuid::Uuid, id: uuid::Uuid) -> uuid::Uuid {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::new()
-        .chain_update(b"pigeonhole: an imported id of another account")
-        .chain_update(account.as_bytes())
-        .chain_update(id.as_bytes())
-        .finalize();
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    uuid::Builder::from_random_bytes(bytes).into_uuid()
 }
 
 /// Where an imported entry goes in its account.

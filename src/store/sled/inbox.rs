@@ -6,23 +6,17 @@
 
 use super::accounts::AccountStore;
 use super::api::Feed;
-use super::imports::{Arrival, Batches, WaitDurable};
+use super::imports::{Arrival, Batches};
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
 use super::{keys, Result, StoreError, Stripes, Written};
 use crate::domain::account::Account;
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::inbox::sync::ItemChanges;
+use crate::store::inbox::{AddOutcome, ImportOutcome};
+use crate::store::WaitDurable;
 use std::sync::Arc;
 use uuid::Uuid;
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum AddOutcome {
-    Added(Uuid),
-    /// The idempotency key was used before: the item stored then.
-    Repeated(Uuid),
-    LimitReached,
-}
 
 /// What an import will do, decided before its first write.
 #[derive(Default)]
@@ -35,20 +29,6 @@ struct Plan {
     skipped: usize,
     /// The account's item count.
     count: u64,
-}
-
-/// What importing items did (see [`InboxStore::import_items`]).
-#[derive(Debug, PartialEq, Eq)]
-pub enum ImportOutcome {
-    Imported {
-        added: usize,
-        /// Items whose id the account has already (kept as they are).
-        skipped: usize,
-    },
-    LimitReached,
-    /// Writing failed after part of the import was on disk, and the store takes no more
-    /// writes until a restart, which undoes that part (see [`super::imports`]).
-    Interrupted,
 }
 
 pub struct InboxStore {
@@ -65,23 +45,13 @@ impl InboxStore {
         }
     }
 
-    pub fn count(&self, account: Uuid) -> Result<u64> {
+    /// The account's item count.
+    fn count_of(&self, account: Uuid) -> Result<u64> {
         let k = keys::count(account);
         match self.tree.get(&k)? {
             Some(v) => raw::to_count(&k, &v),
             None => Ok(0),
         }
-    }
-
-    /// Items of every account together, from the accounts' count records (one small read
-    /// per account, nothing per item: cheap enough for each metrics scrape).
-    pub fn total_items(&self) -> Result<u64> {
-        let mut total = 0u64;
-        for kv in self.tree.scan_prefix(keys::counts()) {
-            let (k, v) = kv?;
-            total = total.saturating_add(raw::to_count(&k, &v)?);
-        }
-        Ok(total)
     }
 
     pub(in crate::store) fn put_count(&self, batch: &mut Batch, account: Uuid, n: u64) {
@@ -93,40 +63,6 @@ impl InboxStore {
         batch.insert(keys::item(&place), records::item::encode(item));
         batch.insert(keys::item_id(item.id), place);
         Ok(())
-    }
-
-    /// Stores `item` for `account` unless the account already has `max_items` items
-    /// (`None`: no limit). With an idempotency key that was used before, stores nothing and
-    /// answers the first item's id (also when the account is at its limit), durable once
-    /// the first request's item is.
-    pub fn add_item(
-        &self,
-        account: Uuid,
-        item: &InboxItem,
-        idempotency: Option<&str>,
-        max_items: Option<u64>,
-    ) -> Result<Written<AddOutcome>> {
-        let _guard = self.accounts.lock(account);
-        let idem_key = idempotency.map(|k| keys::idempotency(account, k));
-        if let Some(k) = &idem_key {
-            if let Some(v) = self.tree.get(k)? {
-                // the first request's batch may still be waiting for its flush
-                let first = AddOutcome::Repeated(raw::to_uuid("idempotency key", k, &v)?);
-                return Ok(Written::new(first, self.tree.queued()));
-            }
-        }
-        let n = self.count(account)?;
-        if max_items.is_some_and(|max| n >= max) {
-            return Ok(Written::unchanged(AddOutcome::LimitReached));
-        }
-        let mut batch = Batch::default();
-        self.put_item(&mut batch, account, item)?;
-        self.put_count(&mut batch, account, n + 1);
-        if let Some(k) = idem_key {
-            batch.insert(k, raw::uuid(item.id));
-        }
-        let ticket = self.tree.apply_batch(batch);
-        Ok(Written::new(AddOutcome::Added(item.id), ticket))
     }
 
     /// The key of the account's item `id`.
@@ -145,7 +81,114 @@ impl InboxStore {
         records::item::decode(k, v, created)
     }
 
-    pub fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
+    /// The ids of an import that are new to the account (as they will be stored), the
+    /// stored id of each whose own is another account's ([`crate::store::own_id`]), how
+    /// many it has already and its item count; or why nothing may be imported.
+    fn import_plan(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+    ) -> Result<std::result::Result<Plan, ImportOutcome>> {
+        let mut plan = Plan::default();
+        let mut checked = std::collections::HashSet::new();
+        for id in ids {
+            if !checked.insert(*id) {
+                plan.skipped += 1;
+                continue;
+            }
+            match super::imports::arrival(account, *id, |id| self.tree.get(keys::item_id(id)))? {
+                Arrival::Kept => plan.skipped += 1,
+                Arrival::New(stored) => {
+                    if stored != *id {
+                        plan.renamed.insert(*id, stored);
+                    }
+                    plan.new.insert(stored);
+                }
+            }
+        }
+        plan.count = self.count_of(account)?;
+        if !plan.new.is_empty() && max_items.is_some_and(|max| plan.count + plan.new.len() as u64 > max) {
+            return Ok(Err(ImportOutcome::LimitReached));
+        }
+        Ok(Ok(plan))
+    }
+
+    fn put_item_into(&self, batches: &mut Batches<'_>, account: Uuid, item: &InboxItem) -> Result<()> {
+        // the id is new to the store (checked under the lock), the place has a fresh number
+        let place = keys::item_place(account, item.created, self.tree.next_id()?);
+        batches.insert_new(keys::item(&place), records::item::encode(item));
+        batches.insert_new(keys::item_id(item.id), place);
+        Ok(())
+    }
+
+    fn put_count_into(&self, batches: &mut Batches<'_>, account: Uuid, n: u64) -> Result<()> {
+        batches.insert(keys::count(account), raw::count(n))
+    }
+
+    /// The account's items, oldest first, read one at a time (a list answered while it is
+    /// sent holds one item).
+    pub fn item_scan(&self, account: Uuid) -> impl Iterator<Item = Result<InboxItem>> + Send + 'static {
+        self.tree.scan_prefix(keys::items_of(account)).map(|kv| {
+            let (k, v) = kv?;
+            Self::item_from(&k, &v)
+        })
+    }
+}
+
+/// The sled implementation: each write one batch under the account's lock.
+#[async_trait::async_trait]
+impl crate::store::api::InboxItems for InboxStore {
+    async fn count(&self, account: Uuid) -> Result<u64> {
+        self.count_of(account)
+    }
+
+    /// Items of every account together, from the accounts' count records (one small read
+    /// per account, nothing per item: cheap enough for each metrics scrape).
+    async fn total_items(&self) -> Result<u64> {
+        let mut total = 0u64;
+        for kv in self.tree.scan_prefix(keys::counts()) {
+            let (k, v) = kv?;
+            total = total.saturating_add(raw::to_count(&k, &v)?);
+        }
+        Ok(total)
+    }
+
+    /// Stores `item` for `account` unless the account already has `max_items` items
+    /// (`None`: no limit). With an idempotency key that was used before, stores nothing and
+    /// answers the first item's id (also when the account is at its limit), durable once
+    /// the first request's item is.
+    async fn add_item(
+        &self,
+        account: Uuid,
+        item: &InboxItem,
+        idempotency: Option<&str>,
+        max_items: Option<u64>,
+    ) -> Result<Written<AddOutcome>> {
+        let _guard = self.accounts.lock(account);
+        let idem_key = idempotency.map(|k| keys::idempotency(account, k));
+        if let Some(k) = &idem_key {
+            if let Some(v) = self.tree.get(k)? {
+                // the first request's batch may still be waiting for its flush
+                let first = AddOutcome::Repeated(raw::to_uuid("idempotency key", k, &v)?);
+                return Ok(Written::new(first, self.tree.queued()));
+            }
+        }
+        let n = self.count_of(account)?;
+        if max_items.is_some_and(|max| n >= max) {
+            return Ok(Written::unchanged(AddOutcome::LimitReached));
+        }
+        let mut batch = Batch::default();
+        self.put_item(&mut batch, account, item)?;
+        self.put_count(&mut batch, account, n + 1);
+        if let Some(k) = idem_key {
+            batch.insert(k, raw::uuid(item.id));
+        }
+        let ticket = self.tree.apply_batch(batch);
+        Ok(Written::new(AddOutcome::Added(item.id), ticket))
+    }
+
+    async fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
         let Some(k) = self.locate(account, id)? else {
             return Ok(None);
         };
@@ -155,22 +198,149 @@ impl InboxStore {
         }
     }
 
+    /// Deletes the account's item `id`; nothing happens when it has none such.
+    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(account);
+        let Some(k) = self.locate(account, id)? else {
+            return Ok(Written::unchanged(false));
+        };
+        let n = self.count_of(account)?;
+        let mut batch = Batch::default();
+        batch.remove(k);
+        batch.remove(keys::item_id(id));
+        self.put_count(&mut batch, account, n.saturating_sub(1));
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// The account's items, oldest first.
+    async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
+        self.item_scan(account).collect()
+    }
+
+    /// Up to `limit` of the account's items after the item `after` (from the first with
+    /// `None`), oldest first; empty when `after` is no longer there.
+    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
+        let prefix = keys::items_of(account);
+        let scan = match after {
+            None => self.tree.scan_prefix(&prefix),
+            Some(id) => match self.locate(account, id)? {
+                Some(k) => self.tree.scan_prefix_after(&prefix, &k),
+                None => return Ok(Vec::new()),
+            },
+        };
+        scan.take(limit)
+            .map(|kv| {
+                let (k, v) = kv?;
+                Self::item_from(&k, &v)
+            })
+            .collect()
+    }
+
+    /// The ids of the account's items, oldest first.
+    async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
+        self.item_scan(account).map(|item| Ok(item?.id)).collect()
+    }
+
+    async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
+        match self.tree.scan_prefix(keys::items_of(account)).next() {
+            Some(kv) => {
+                let (k, v) = kv?;
+                Ok(Some(Self::item_from(&k, &v)?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Runs one sync atomically: `decide` sees the account's items as they are (with the
+    /// account's writes held off) and says what to delete and add; the changes are applied
+    /// in one batch.
+    async fn sync(
+        &self,
+        account: Uuid,
+        decide: &mut (dyn for<'a> FnMut(&'a [InboxItem]) -> ItemChanges + Send),
+    ) -> Result<Written<()>> {
+        let _guard = self.accounts.lock(account);
+        let items = self.item_scan(account).collect::<Result<Vec<_>>>()?;
+        let changes = decide(&items);
+        let mut batch = Batch::default();
+        let mut n = items.len() as u64;
+        for id in &changes.delete {
+            if let Some(k) = self.locate(account, *id)? {
+                batch.remove(k);
+                batch.remove(keys::item_id(*id));
+                n -= 1;
+            }
+        }
+        for item in &changes.add {
+            self.put_item(&mut batch, account, item)?;
+            n += 1;
+        }
+        if changes.delete.is_empty() && changes.add.is_empty() {
+            return Ok(Written::unchanged(()));
+        }
+        self.put_count(&mut batch, account, n);
+        Ok(Written::new((), self.tree.apply_batch(batch)))
+    }
+
+    /// Deletes the account and everything of it (items, access keys, idempotency keys) in
+    /// one batch. `false` when there was no such account.
+    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
+        let _guard = self.accounts.lock(account);
+        let Some(record): Option<Account> = self.accounts.account(account)? else {
+            return Ok(Written::unchanged(false));
+        };
+        let mut batch = Batch::default();
+        for kv in self.tree.scan_prefix(keys::items_of(account)) {
+            let (k, v) = kv?;
+            let item = Self::item_from(&k, &v)?;
+            batch.remove(k);
+            batch.remove(keys::item_id(item.id));
+        }
+        for kv in self.tree.scan_prefix(keys::idempotency_of(account)) {
+            batch.remove(kv?.0);
+        }
+        batch.remove(keys::count(account));
+        self.accounts.delete_into(&record, &mut batch)?;
+        Ok(Written::new(true, self.tree.apply_batch(batch)))
+    }
+
+    /// What importing items of these `ids` would do now, without writing anything (the
+    /// checks of `import_items`), after `new_before` new items of earlier
+    /// pieces of the same import (counted against `max_items` too).
+    fn check_import(
+        &self,
+        account: Uuid,
+        ids: &[Uuid],
+        max_items: Option<u64>,
+        new_before: u64,
+    ) -> Result<ImportOutcome> {
+        let _guard = self.accounts.lock(account);
+        let max_items = max_items.map(|max| max.saturating_sub(new_before));
+        Ok(match self.import_plan(account, ids, max_items)? {
+            Ok(plan) => ImportOutcome::Imported {
+                added: plan.new.len(),
+                skipped: plan.skipped,
+            },
+            Err(refused) => refused,
+        })
+    }
+
     /// Imports items (with their own ids and `created` times) into `account`: those whose
     /// ids it does not have yet; items it has are left as they are, so importing the same
     /// items twice changes nothing. `ids` are the import's item ids (in any order, repeats
     /// allowed), checked before anything is written: nothing is stored when the new items
     /// would take the account over `max_items`. An item whose id is another account's is
-    /// stored under an id derived from the account and its id ([`super::imports::own_id`]),
+    /// stored under an id derived from the account and its id ([`crate::store::own_id`]),
     /// so that the answer never tells whether an id exists elsewhere. Then
     /// `items` hands over the items one at a time (the import is read a second time) and they
     /// are written in batches of bounded size ([`super::imports`]), each on disk before the
     /// next is queued, under the account's lock throughout. Runs in a blocking thread.
-    pub fn import_items(
+    fn import_items(
         &self,
         account: Uuid,
         ids: &[Uuid],
         max_items: Option<u64>,
-        items: impl FnOnce(&mut dyn FnMut(InboxItem) -> Result<()>) -> Result<()>,
+        items: Feed<'_, InboxItem>,
         wait: WaitDurable<'_>,
     ) -> Result<ImportOutcome> {
         let _guard = self.accounts.lock(account);
@@ -220,261 +390,5 @@ impl InboxStore {
             Ok(()) => Ok(ImportOutcome::Imported { added, skipped }),
             Err(e) => super::imports::failed(batches, e, account).map(|()| ImportOutcome::Interrupted),
         }
-    }
-
-    /// What importing items of these `ids` would do now, without writing anything (the
-    /// checks of [`InboxStore::import_items`]), after `new_before` new items of earlier
-    /// pieces of the same import (counted against `max_items` too).
-    pub fn check_import(
-        &self,
-        account: Uuid,
-        ids: &[Uuid],
-        max_items: Option<u64>,
-        new_before: u64,
-    ) -> Result<ImportOutcome> {
-        let _guard = self.accounts.lock(account);
-        let max_items = max_items.map(|max| max.saturating_sub(new_before));
-        Ok(match self.import_plan(account, ids, max_items)? {
-            Ok(plan) => ImportOutcome::Imported {
-                added: plan.new.len(),
-                skipped: plan.skipped,
-            },
-            Err(refused) => refused,
-        })
-    }
-
-    /// The ids of an import that are new to the account (as they will be stored), the
-    /// stored id of each whose own is another account's ([`super::imports::own_id`]), how
-    /// many it has already and its item count; or why nothing may be imported.
-    fn import_plan(
-        &self,
-        account: Uuid,
-        ids: &[Uuid],
-        max_items: Option<u64>,
-    ) -> Result<std::result::Result<Plan, ImportOutcome>> {
-        let mut plan = Plan::default();
-        let mut checked = std::collections::HashSet::new();
-        for id in ids {
-            if !checked.insert(*id) {
-                plan.skipped += 1;
-                continue;
-            }
-            match super::imports::arrival(account, *id, |id| self.tree.get(keys::item_id(id)))? {
-                Arrival::Kept => plan.skipped += 1,
-                Arrival::New(stored) => {
-                    if stored != *id {
-                        plan.renamed.insert(*id, stored);
-                    }
-                    plan.new.insert(stored);
-                }
-            }
-        }
-        plan.count = self.count(account)?;
-        if !plan.new.is_empty() && max_items.is_some_and(|max| plan.count + plan.new.len() as u64 > max) {
-            return Ok(Err(ImportOutcome::LimitReached));
-        }
-        Ok(Ok(plan))
-    }
-
-    fn put_item_into(&self, batches: &mut Batches<'_>, account: Uuid, item: &InboxItem) -> Result<()> {
-        // the id is new to the store (checked under the lock), the place has a fresh number
-        let place = keys::item_place(account, item.created, self.tree.next_id()?);
-        batches.insert_new(keys::item(&place), records::item::encode(item));
-        batches.insert_new(keys::item_id(item.id), place);
-        Ok(())
-    }
-
-    fn put_count_into(&self, batches: &mut Batches<'_>, account: Uuid, n: u64) -> Result<()> {
-        batches.insert(keys::count(account), raw::count(n))
-    }
-
-    /// Deletes the account's item `id`; nothing happens when it has none such.
-    pub fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        let _guard = self.accounts.lock(account);
-        let Some(k) = self.locate(account, id)? else {
-            return Ok(Written::unchanged(false));
-        };
-        let n = self.count(account)?;
-        let mut batch = Batch::default();
-        batch.remove(k);
-        batch.remove(keys::item_id(id));
-        self.put_count(&mut batch, account, n.saturating_sub(1));
-        Ok(Written::new(true, self.tree.apply_batch(batch)))
-    }
-
-    /// The account's items, oldest first.
-    pub fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
-        self.item_scan(account).collect()
-    }
-
-    /// The account's items, oldest first, read one at a time (a list answered while it is
-    /// sent holds one item).
-    pub fn item_scan(&self, account: Uuid) -> impl Iterator<Item = Result<InboxItem>> + Send + 'static {
-        self.tree.scan_prefix(keys::items_of(account)).map(|kv| {
-            let (k, v) = kv?;
-            Self::item_from(&k, &v)
-        })
-    }
-
-    /// Up to `limit` of the account's items after the item `after` (from the first with
-    /// `None`), oldest first; empty when `after` is no longer there.
-    pub fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
-        let prefix = keys::items_of(account);
-        let scan = match after {
-            None => self.tree.scan_prefix(&prefix),
-            Some(id) => match self.locate(account, id)? {
-                Some(k) => self.tree.scan_prefix_after(&prefix, &k),
-                None => return Ok(Vec::new()),
-            },
-        };
-        scan.take(limit)
-            .map(|kv| {
-                let (k, v) = kv?;
-                Self::item_from(&k, &v)
-            })
-            .collect()
-    }
-
-    /// The ids of the account's items, oldest first.
-    pub fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
-        self.item_scan(account).map(|item| Ok(item?.id)).collect()
-    }
-
-    pub fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
-        match self.tree.scan_prefix(keys::items_of(account)).next() {
-            Some(kv) => {
-                let (k, v) = kv?;
-                Ok(Some(Self::item_from(&k, &v)?))
-            }
-            None => Ok(None),
-        }
-    }
-
-    /// Runs one sync atomically: `decide` sees the account's items as they are (with the
-    /// account's writes held off) and says what to delete and add; the changes are applied
-    /// in one batch.
-    pub fn sync<R>(&self, account: Uuid, decide: impl FnOnce(&[InboxItem]) -> (R, ItemChanges)) -> Result<Written<R>> {
-        let _guard = self.accounts.lock(account);
-        let items = self.items(account)?;
-        let (answer, changes) = decide(&items);
-        let mut batch = Batch::default();
-        let mut n = items.len() as u64;
-        for id in &changes.delete {
-            if let Some(k) = self.locate(account, *id)? {
-                batch.remove(k);
-                batch.remove(keys::item_id(*id));
-                n -= 1;
-            }
-        }
-        for item in &changes.add {
-            self.put_item(&mut batch, account, item)?;
-            n += 1;
-        }
-        if changes.delete.is_empty() && changes.add.is_empty() {
-            return Ok(Written::unchanged(answer));
-        }
-        self.put_count(&mut batch, account, n);
-        Ok(Written::new(answer, self.tree.apply_batch(batch)))
-    }
-
-    /// Deletes the account and everything of it (items, access keys, idempotency keys) in
-    /// one batch. `false` when there was no such account.
-    pub fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
-        let _guard = self.accounts.lock(account);
-        let Some(record): Option<Account> = self.accounts.get(account)? else {
-            return Ok(Written::unchanged(false));
-        };
-        let mut batch = Batch::default();
-        for kv in self.tree.scan_prefix(keys::items_of(account)) {
-            let (k, v) = kv?;
-            let item = Self::item_from(&k, &v)?;
-            batch.remove(k);
-            batch.remove(keys::item_id(item.id));
-        }
-        for kv in self.tree.scan_prefix(keys::idempotency_of(account)) {
-            batch.remove(kv?.0);
-        }
-        batch.remove(keys::count(account));
-        self.accounts.delete_into(&record, &mut batch)?;
-        Ok(Written::new(true, self.tree.apply_batch(batch)))
-    }
-}
-
-/// The sled implementation: the inherent methods above.
-#[async_trait::async_trait]
-impl crate::store::api::InboxItems for InboxStore {
-    async fn count(&self, account: Uuid) -> Result<u64> {
-        InboxStore::count(self, account)
-    }
-
-    async fn total_items(&self) -> Result<u64> {
-        InboxStore::total_items(self)
-    }
-
-    async fn add_item(
-        &self,
-        account: Uuid,
-        item: &InboxItem,
-        idempotency: Option<&str>,
-        max_items: Option<u64>,
-    ) -> Result<Written<AddOutcome>> {
-        InboxStore::add_item(self, account, item, idempotency, max_items)
-    }
-
-    async fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
-        InboxStore::item(self, account, id)
-    }
-
-    async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
-        InboxStore::delete_item(self, account, id)
-    }
-
-    async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
-        InboxStore::items(self, account)
-    }
-
-    async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
-        InboxStore::item_ids(self, account)
-    }
-
-    async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
-        InboxStore::first_item(self, account)
-    }
-
-    async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
-        InboxStore::delete_account(self, account)
-    }
-
-    fn check_import(
-        &self,
-        account: Uuid,
-        ids: &[Uuid],
-        max_items: Option<u64>,
-        new_before: u64,
-    ) -> Result<ImportOutcome> {
-        InboxStore::check_import(self, account, ids, max_items, new_before)
-    }
-
-    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
-        InboxStore::items_page(self, account, after, limit)
-    }
-
-    async fn sync(
-        &self,
-        account: Uuid,
-        decide: &mut (dyn for<'a> FnMut(&'a [InboxItem]) -> ItemChanges + Send),
-    ) -> Result<Written<()>> {
-        InboxStore::sync(self, account, |items: &[InboxItem]| ((), decide(items)))
-    }
-
-    fn import_items(
-        &self,
-        account: Uuid,
-        ids: &[Uuid],
-        max_items: Option<u64>,
-        items: Feed<'_, InboxItem>,
-        wait: WaitDurable<'_>,
-    ) -> Result<ImportOutcome> {
-        InboxStore::import_items(self, account, ids, max_items, items, wait)
     }
 }

@@ -7,14 +7,14 @@
 //! skipped as a whole; a username or uuid that belongs to another account here is a conflict,
 //! and then nothing at all is written.
 
-use super::imports::{Batches, WaitDurable};
+use super::imports::Batches;
 use super::inbox::InboxStore;
-use super::writer::Batch;
 use super::{keys, records, Arrival, Result, StoreError, Written};
 use crate::domain::account::{AccessKey, Account};
 use crate::domain::inbox::models::InboxItem;
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
 use crate::domain::wire::Timestamp;
+use crate::store::WaitDurable;
 
 /// One inbox account as it arrives.
 #[derive(Clone, Debug)]
@@ -90,7 +90,9 @@ pub(in crate::store) fn arrivals<'a>(
 }
 
 impl InboxStore {
-    /// Writes the accounts that are new here with their access keys and items, in one batch.
+    /// Writes the accounts that are new here with their access keys and items, in one batch
+    /// (the tests' way in: moving in streams, [`InboxStore::move_in_streamed`]).
+    #[cfg(test)]
     pub fn move_in(&self, accounts: &[InboxArrival]) -> Result<MoveIn> {
         let (mut arrivals, conflict) = arrivals(accounts.iter().map(|a| &a.account), |a| self.accounts.arrival(a))?;
         let ids = accounts.iter().map(|a| a.items.iter().map(|i| i.id).collect());
@@ -98,7 +100,7 @@ impl InboxStore {
         if check_ids(&mut arrivals, ids, taken)? || conflict {
             return Ok(Written::unchanged(arrivals));
         }
-        let mut batch = Batch::default();
+        let mut batch = super::writer::Batch::default();
         let mut any = false;
         for (arriving, arrival) in accounts.iter().zip(&arrivals) {
             if *arrival != Arrival::Moved {
@@ -257,32 +259,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(moved, [Arrival::Moved]);
-        let here = store
-            .sled()
-            .unwrap()
-            .inbox
-            .accounts
-            .by_username("alice")
-            .unwrap()
-            .expect("alice");
+        let here = store.inbox.accounts.by_username("alice").await.unwrap().expect("alice");
         assert_eq!(
             (here.id, &here.password_hash),
             (alice.account.id, &alice.account.password_hash)
         );
-        assert_eq!(store.sled().unwrap().inbox.items(here.id).unwrap().len(), 1);
-        assert_eq!(store.sled().unwrap().inbox.count(here.id).unwrap(), 1);
+        assert_eq!(store.inbox.items(here.id).await.unwrap().len(), 1);
+        assert_eq!(store.inbox.count(here.id).await.unwrap(), 1);
         // an imported key has no digest to be found by, until its first login
-        assert_eq!(
-            store
-                .sled()
-                .unwrap()
-                .inbox
-                .accounts
-                .legacy_access_keys(here.id)
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(store.inbox.accounts.legacy_access_keys(here.id).await.unwrap().len(), 1);
 
         // again: skipped
         let again = store
@@ -305,14 +290,7 @@ mod tests {
             assert!(!written.changed());
             let arrivals = written.durable().await.unwrap();
             assert!(matches!(arrivals[1], Arrival::Conflict(_)), "{arrivals:?}");
-            assert!(store
-                .sled()
-                .unwrap()
-                .inbox
-                .accounts
-                .by_username("bob")
-                .unwrap()
-                .is_none());
+            assert!(store.inbox.accounts.by_username("bob").await.unwrap().is_none());
         }
     }
 
@@ -330,20 +308,22 @@ mod tests {
             .durable()
             .await
             .unwrap();
-        let accounts = &store.sled().unwrap().inbox.accounts;
+        let accounts = &store.inbox.accounts;
         let old = alice.account.password_hash.clone();
         assert!(accounts
             .upgrade_password(alice.account.id, &old, "$pbkdf2-sha256$new".into())
+            .await
             .unwrap()
             .durable()
             .await
             .unwrap());
-        let now = accounts.get(alice.account.id).unwrap().expect("alice");
+        let now = accounts.get(alice.account.id).await.unwrap().expect("alice");
         assert_eq!(now.password_hash, PasswordHash::Pbkdf2("$pbkdf2-sha256$new".into()));
         assert_eq!(now.epoch, 0, "tokens stay valid");
         // a second, concurrent upgrade finds the hash changed
         assert!(!accounts
             .upgrade_password(alice.account.id, &old, "$pbkdf2-sha256$other".into())
+            .await
             .unwrap()
             .durable()
             .await
@@ -353,15 +333,16 @@ mod tests {
         let digest = [7; 32];
         assert!(accounts
             .upgrade_access_key(alice.account.id, key.id, &key.secret, digest)
+            .await
             .unwrap()
             .durable()
             .await
             .unwrap());
-        let (owner, found) = accounts.access_key_by_digest(&digest).unwrap().expect("indexed");
+        let (owner, found) = accounts.access_key_by_digest(&digest).await.unwrap().expect("indexed");
         assert_eq!(
             (owner, found.id, found.secret),
             (alice.account.id, key.id, KeySecret::Digest(digest))
         );
-        assert!(accounts.legacy_access_keys(alice.account.id).unwrap().is_empty());
+        assert!(accounts.legacy_access_keys(alice.account.id).await.unwrap().is_empty());
     }
 }

@@ -62,6 +62,8 @@
 use super::chunks;
 use super::stable::Stable;
 use super::{lock, Result, StoreError};
+use crate::store::api::{Administration, BackupSummary, CycleStats, HistogramSnapshot, WriterStats};
+use crate::store::written::{Flushed, Ticket};
 use sled::IVec;
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -128,15 +130,6 @@ struct Applied {
     result: sled::Result<()>,
     /// Per tree, the keys written and their values before (`None`: absent).
     pre_images: Vec<Vec<(Vec<u8>, Option<IVec>)>>,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Flushed {
-    /// Every batch numbered up to this one is on disk.
-    ok_upto: u64,
-    /// The batches numbered up to this one failed (applying, flushing or syncing failed,
-    /// or they were queued behind a cycle that did).
-    failed_upto: u64,
 }
 
 struct Shared {
@@ -210,23 +203,6 @@ impl CycleHistogram {
             sum: self.sum.load(Ordering::Relaxed),
         }
     }
-}
-
-/// What a [`CycleHistogram`] counted so far.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HistogramSnapshot {
-    /// Upper bounds of the buckets (inclusive).
-    pub bounds: &'static [u64],
-    /// Values per bucket (not cumulative); one more entry than `bounds`: above the last.
-    pub counts: Vec<u64>,
-    pub sum: u64,
-}
-
-/// The writer's cycles as histograms (batches per cycle, µs per flush and sync).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CycleStats {
-    pub batches: HistogramSnapshot,
-    pub sync_micros: HistogramSnapshot,
 }
 
 impl Shared {
@@ -448,12 +424,7 @@ impl Shared {
     }
 
     fn ticket(&self, upto: u64, wrote: bool) -> Ticket {
-        Ticket {
-            upto,
-            wrote,
-            flushed: Some(self.flushed.subscribe()),
-            refused: None,
-        }
+        Ticket::queued(upto, wrote, self.flushed.subscribe())
     }
 
     fn run(&self) {
@@ -471,89 +442,6 @@ impl Shared {
             let _ = self.cycle();
         }
     }
-}
-
-/// A write's place in the writer's order: it is on disk once every batch numbered up to
-/// `upto` is (0: nothing to wait for). The store wraps it with the write's result into a
-/// [`super::Written`] receipt.
-#[must_use = "a ticket is how a write's durability is awaited"]
-pub(crate) struct Ticket {
-    upto: u64,
-    /// The write queued a batch of its own (`false`: it changed nothing, or it rests only
-    /// on batches queued before it, like a repeated idempotency key).
-    wrote: bool,
-    flushed: Option<watch::Receiver<Flushed>>,
-    /// The store took no writes: the batch was never queued (the reason).
-    refused: Option<String>,
-}
-
-impl Ticket {
-    /// Nothing to wait for: resolves at once.
-    pub(crate) fn none() -> Ticket {
-        Ticket {
-            upto: 0,
-            wrote: false,
-            flushed: None,
-            refused: None,
-        }
-    }
-
-    /// A write the store refused to queue: waiting answers [`StoreError::Unavailable`].
-    fn refused(reason: String) -> Ticket {
-        Ticket {
-            upto: 0,
-            wrote: true,
-            flushed: None,
-            refused: Some(reason),
-        }
-    }
-
-    pub(crate) fn wrote(&self) -> bool {
-        self.wrote
-    }
-
-    /// The later of two tickets (waiting for it covers both: batches reach the disk in
-    /// the order they were queued).
-    pub(crate) fn and(self, other: Ticket) -> Ticket {
-        let wrote = self.wrote || other.wrote;
-        let refused = self.refused.clone().or_else(|| other.refused.clone());
-        let mut later = if other.upto > self.upto { other } else { self };
-        later.wrote = wrote;
-        later.refused = refused;
-        later
-    }
-
-    /// Resolves once every batch up to this ticket's is on disk.
-    pub(crate) async fn wait(self) -> Result<()> {
-        if let Some(reason) = self.refused {
-            return Err(StoreError::Unavailable(reason));
-        }
-        let (upto, Some(mut rx)) = (self.upto, self.flushed) else {
-            return Ok(());
-        };
-        if upto == 0 {
-            return Ok(());
-        }
-        let state = rx
-            .wait_for(|f| f.ok_upto >= upto || f.failed_upto >= upto)
-            .await
-            .map_err(|_| StoreError::NotDurable)?;
-        if state.ok_upto >= upto {
-            Ok(())
-        } else {
-            Err(StoreError::NotDurable)
-        }
-    }
-}
-
-/// What the group commit did so far: batches acknowledged as stable, cycles that carried
-/// them, and `fsync`/`fdatasync` calls (the ratio syncs / batches is the benchmark's "syncs
-/// per acknowledged write").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WriterStats {
-    pub batches: u64,
-    pub cycles: u64,
-    pub syncs: u64,
 }
 
 /// The writer thread and the handle that request code waits on.
@@ -619,12 +507,17 @@ impl Writer {
         while self.shared.db.generate_id()? < floor {}
         Ok(())
     }
+}
 
+/// The sled engine's [`crate::store::api::Administration`]: the writer thread's health,
+/// statistics and flush, and the backup held between two of its write cycles.
+#[async_trait::async_trait]
+impl Administration for Writer {
     /// Whether the database takes writes, without writing anything (a health probe must
     /// not cost a sync): the writer thread is alive, no sync ever failed (after one,
     /// nothing is acknowledged until a restart), and its latest cycle reached the disk.
     /// `Err` says why not.
-    pub(crate) fn writable(&self) -> std::result::Result<(), String> {
+    async fn writable(&self) -> std::result::Result<(), String> {
         if let Some(reason) = &lock(&self.shared.pending).refused {
             return Err(reason.clone());
         }
@@ -637,30 +530,38 @@ impl Writer {
         Ok(())
     }
 
-    /// Marks the writer as after a failed sync (every later write fails, and
-    /// [`Writer::writable`] says so). Only for tests of the health check and of what
-    /// follows a failed sync: a real failed sync is hard to provoke on demand.
-    pub(crate) fn simulate_sync_failure(&self) {
-        let _applying = lock(&self.shared.applying);
-        self.shared
-            .refuse("syncing the database files failed (simulated by a test)", Vec::new());
+    /// Counters of the group commit so far.
+    fn writer_stats(&self) -> WriterStats {
+        WriterStats {
+            batches: self.shared.flushed.borrow().ok_upto,
+            cycles: self.shared.cycles.load(Ordering::Relaxed),
+            syncs: self.shared.stable.as_ref().map_or(0, |s| lock(s).syncs()),
+        }
     }
 
     /// The cycles so far as histograms (metrics).
-    pub(crate) fn cycle_stats(&self) -> CycleStats {
+    fn writer_cycles(&self) -> CycleStats {
         CycleStats {
             batches: self.shared.cycle_sizes.snapshot(),
             sync_micros: self.shared.sync_micros.snapshot(),
         }
     }
 
-    /// Counters of the group commit so far.
-    pub(crate) fn stats(&self) -> WriterStats {
-        WriterStats {
-            batches: self.shared.flushed.borrow().ok_upto,
-            cycles: self.shared.cycles.load(Ordering::Relaxed),
-            syncs: self.shared.stable.as_ref().map_or(0, |s| lock(s).syncs()),
-        }
+    fn flush(&self) -> Result<()> {
+        self.flush_now()
+    }
+
+    /// Marks the writer as after a failed sync (every later write fails, and `writable`
+    /// says so): a real failed sync is hard to provoke on demand.
+    fn simulate_sync_failure_for_tests(&self) {
+        let _applying = lock(&self.shared.applying);
+        self.shared
+            .refuse("syncing the database files failed (simulated by a test)", Vec::new());
+    }
+
+    fn backup_to(&self, out: &mut dyn std::io::Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
+        // an open store has been migrated to the current format
+        super::backup::backup_of_format(self, out, files, super::format::CURRENT)
     }
 }
 
@@ -1170,13 +1071,13 @@ mod tests {
             let db = sled::Config::new().path(dir.path()).open().expect("open");
             let writer = Writer::start(db.clone(), vec![db.open_tree("t").expect("tree")], dir.path()).expect("writer");
             let tree = writer.tree(0);
-            let before = writer.stats();
+            let before = writer.writer_stats();
             let first = tree.insert("first", "yes");
             let ticket = tree.insert("acknowledged", "yes");
             assert!(ticket.wrote());
             ticket.wait().await.expect("durable");
             first.wait().await.expect("an earlier batch is durable too");
-            let after = writer.stats();
+            let after = writer.writer_stats();
             assert_eq!(after.batches, before.batches + 2);
             assert!(after.syncs > before.syncs, "the cycle synced the files: {after:?}");
             assert_eq!(
@@ -1308,19 +1209,19 @@ mod tests {
             let writer = Writer::start(db.clone(), vec![db.open_tree("t").expect("tree")], dir.path()).expect("writer");
             let tree = writer.tree(0);
             tree.insert("acknowledged", "yes").wait().await.expect("durable");
-            assert!(writer.writable().is_ok());
+            assert!(writer.writable().await.is_ok());
             writer.shared.fail_syncs.store(true, Ordering::SeqCst);
             let failed = tree.insert("failed", "no");
             assert!(matches!(failed.wait().await, Err(StoreError::NotDurable)));
             assert!(tree.get("failed").expect("get").is_none());
-            let why = writer.writable().expect_err("not writable");
+            let why = writer.writable().await.expect_err("not writable");
             assert!(why.contains("syncing the database files failed"), "{why}");
             writer.shared.fail_syncs.store(false, Ordering::SeqCst);
             let refused = tree.insert("refused", "no");
             assert!(matches!(refused.wait().await, Err(StoreError::Unavailable(_))));
             assert!(matches!(writer.flush_now(), Err(StoreError::Unavailable(_))));
             assert_eq!(tree.get("acknowledged").expect("get").as_deref(), Some(&b"yes"[..]));
-            assert_eq!(writer.stats().batches, 1);
+            assert_eq!(writer.writer_stats().batches, 1);
         }
         // ("failed" may be there: its flush reached the files, only the sync failed; what
         // a failed sync leaves on disk is unknown, docs/durability.md)

@@ -10,8 +10,9 @@
 //! only in the value; [`SchedulerStore::move_legacy_emails`] moves such entries, once, when
 //! the database opens (the record format is the same, only the key changes).
 
-use super::{QueueKey, SchedulerStore};
+use super::SchedulerStore;
 use crate::domain::email::{EmailKind, QueuedEmail, Stage};
+use crate::store::scheduler::QueueKey;
 use crate::store::sled::keys;
 use crate::store::sled::records;
 use crate::store::sled::writer::Batch;
@@ -33,53 +34,6 @@ impl SchedulerStore {
     pub(super) fn put_email(&self, batch: &mut Batch, email: &QueuedEmail) -> Result<()> {
         Self::put_email_at(batch, self.seq()?, email);
         Ok(())
-    }
-
-    /// Queues an e-mail (admin notifications).
-    pub fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>> {
-        let mut batch = Batch::default();
-        self.put_email(&mut batch, email)?;
-        Ok(Written::new((), self.tree.apply_batch(batch)))
-    }
-
-    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys.
-    pub fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>> {
-        self.queued_emails_each(stage, limit)?
-            .into_iter()
-            .map(|(k, e)| Ok((k, e?)))
-            .collect()
-    }
-
-    /// [`Self::queued_emails`], a record that cannot be decoded being an error of its own
-    /// (the others are read on).
-    pub fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
-        self.tree
-            .scan_prefix(keys::emails(stage))
-            .take(limit)
-            .map(|kv| {
-                let (k, v) = kv?;
-                let email = records::email::decode(&k, &v);
-                Ok((QueueKey(k.to_vec()), email))
-            })
-            .collect()
-    }
-
-    /// Replaces a queued e-mail if it is still queued: rendered (it moves on to the rendered
-    /// stage, keeping its place in the order) or postponed.
-    pub fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>> {
-        let Some((stage, seq)) = keys::email_entry(k.as_bytes()) else {
-            return Err(StoreError::Codec("not a queued e-mail's key".into()));
-        };
-        let _guard = self.accounts.lock(email.owner);
-        if self.tree.get(k.as_bytes())?.is_none() {
-            return Ok(Written::unchanged(()));
-        }
-        let mut batch = Batch::default();
-        if stage != email.kind.stage() {
-            batch.remove(k.as_bytes());
-        }
-        Self::put_email_at(&mut batch, seq, email);
-        Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 
     /// Adds to `batch` the removal of the queued e-mail `k` of `owner` (with its index
@@ -157,5 +111,47 @@ impl SchedulerStore {
         // made durable by the caller (Store::open flushes before anything else happens)
         let _ = self.tree.apply_batch(batch);
         Ok(moved)
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::store::api::Emails for SchedulerStore {
+    /// Queues an e-mail (admin notifications).
+    async fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>> {
+        let mut batch = Batch::default();
+        self.put_email(&mut batch, email)?;
+        Ok(Written::new((), self.tree.apply_batch(batch)))
+    }
+
+    /// Up to `limit` queued e-mails of one stage, oldest first, with their keys, a record
+    /// that cannot be decoded being an error of its own (the others are read on).
+    async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
+        self.tree
+            .scan_prefix(keys::emails(stage))
+            .take(limit)
+            .map(|kv| {
+                let (k, v) = kv?;
+                let email = records::email::decode(&k, &v);
+                Ok((QueueKey::from_bytes(k.to_vec()), email))
+            })
+            .collect()
+    }
+
+    /// Replaces a queued e-mail if it is still queued: rendered (it moves on to the rendered
+    /// stage, keeping its place in the order) or postponed.
+    async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>> {
+        let Some((stage, seq)) = keys::email_entry(k.as_bytes()) else {
+            return Err(StoreError::Codec("not a queued e-mail's key".into()));
+        };
+        let _guard = self.accounts.lock(email.owner);
+        if self.tree.get(k.as_bytes())?.is_none() {
+            return Ok(Written::unchanged(()));
+        }
+        let mut batch = Batch::default();
+        if stage != email.kind.stage() {
+            batch.remove(k.as_bytes());
+        }
+        Self::put_email_at(&mut batch, seq, email);
+        Ok(Written::new((), self.tree.apply_batch(batch)))
     }
 }

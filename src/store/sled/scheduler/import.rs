@@ -6,62 +6,15 @@ use super::SchedulerStore;
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind};
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::sled::imports::{Arrival, Batches, WaitDurable};
+use crate::store::api::Feed;
+use crate::store::scheduler::{ImportIds, ImportOutcome, Imported};
+use crate::store::sled::imports::{Arrival, Batches};
 use crate::store::sled::keys;
 use crate::store::sled::records::{self, raw};
+use crate::store::WaitDurable;
 use crate::store::{Result, StoreError};
 use std::collections::HashSet;
 use uuid::Uuid;
-
-/// What an import stored; "kept" counts what the account had already (left as it is).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Imported {
-    pub settings_changed: bool,
-    pub scheduled_added: usize,
-    pub scheduled_kept: usize,
-    pub triggered_added: usize,
-    pub triggered_kept: usize,
-    pub triggers_added: usize,
-    pub triggers_kept: usize,
-    /// The e-mail triggers imported (unverified: they need verifying).
-    pub email_triggers: Vec<Uuid>,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-pub enum ImportOutcome {
-    Imported(Imported),
-    LimitReached,
-    /// Writing failed after part of the import was on disk, and the store takes no more
-    /// writes until a restart, which undoes that part (see `store::imports`).
-    Interrupted,
-}
-
-/// The ids an import brings, per kind (in any order, repeats allowed): what is checked
-/// against the store before anything is written.
-#[derive(Debug, Default)]
-pub struct ImportIds {
-    pub scheduled: Vec<Uuid>,
-    pub triggered: Vec<Uuid>,
-    pub triggers: Vec<Uuid>,
-}
-
-impl ImportIds {
-    pub fn note(&mut self, entry: &SchedulerEntry) {
-        match entry {
-            SchedulerEntry::Scheduled(s) => self.scheduled.push(s.id),
-            SchedulerEntry::Triggered(t) => self.triggered.push(t.id),
-            SchedulerEntry::Trigger(t) => self.triggers.push(t.id),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.scheduled.len() + self.triggered.len() + self.triggers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
 
 /// The ids of one kind of entry of an import: new to the account (as they are stored),
 /// renamed (import id → stored id, for ids that are another account's) and how many it has.
@@ -91,7 +44,7 @@ struct Plan {
 impl SchedulerStore {
     /// Sorts `ids` (of the id index `id_key`) into new ones (as they will be stored) and
     /// kept ones; an id that is another account's is stored under an id derived from the
-    /// account and it ([`crate::store::sled::imports::own_id`]), so an import never tells whether an
+    /// account and it ([`crate::store::own_id`]), so an import never tells whether an
     /// id exists elsewhere.
     fn sort_ids(&self, account: Uuid, ids: &[Uuid], id_key: fn(Uuid) -> Vec<u8>) -> Result<Sorted> {
         let mut sorted = Sorted::default();
@@ -131,7 +84,7 @@ impl SchedulerStore {
         let mut sorted = sorted.into_iter();
         let mut next = || sorted.next().unwrap_or_default();
         let (scheduled, triggered, triggers) = (next(), next(), next());
-        let (s, _) = self.counts(account)?;
+        let (s, _) = self.counts_of(account)?;
         if !scheduled.new.is_empty() && cap.is_some_and(|cap| s + scheduled.new.len() as u64 > cap) {
             return Ok(Err(ImportOutcome::LimitReached));
         }
@@ -154,7 +107,7 @@ impl SchedulerStore {
 
     /// What importing entries of these `ids` would do now, without writing anything, after
     /// `new_before` new scheduled items of earlier pieces of the same import.
-    pub fn check_import(
+    pub(super) fn check_entries(
         &self,
         account: Uuid,
         ids: &ImportIds,
@@ -179,14 +132,14 @@ impl SchedulerStore {
     /// twice changes nothing the second time. `due_of` gives a scheduled item's due instant
     /// under settings. Runs in a blocking thread.
     #[allow(clippy::too_many_arguments)]
-    pub fn import(
+    pub(super) fn import_entries(
         &self,
         account: Uuid,
         ids: &ImportIds,
         settings: Option<&TimeZoneSetting>,
-        due_of: impl Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp,
+        due_of: &(dyn Fn(&ScheduledItem, &TimeZoneSetting) -> Timestamp + Send + Sync),
         cap: Option<u64>,
-        entries: impl FnOnce(&mut dyn FnMut(SchedulerEntry) -> Result<()>) -> Result<()>,
+        entries: Feed<'_, SchedulerEntry>,
         wait: WaitDurable<'_>,
     ) -> Result<ImportOutcome> {
         let _guard = self.accounts.lock(account);
@@ -203,9 +156,9 @@ impl SchedulerStore {
             triggers_kept: planned.triggers_kept,
             ..Imported::default()
         };
-        let current = self.settings(account)?;
+        let current = self.settings_of(account)?;
         let settings = settings.cloned().unwrap_or_else(|| current.clone());
-        let before = self.counts(account)?;
+        let before = self.counts_of(account)?;
         // the counts in the batch being filled land with the entries they count
         let counts_into = |batches: &mut Batches<'_>, done: &Imported| -> Result<()> {
             let now = (

@@ -20,39 +20,14 @@ mod import;
 mod items;
 mod moving_in;
 mod payments;
-mod traits;
 mod triggers;
 
 use super::accounts::AccountStore;
 use super::records::raw;
 use super::writer::{Batch, Bytes, Tree};
-use super::{keys, Result, Stripes, Written};
-pub use import::{ImportIds, ImportOutcome, Imported};
+use super::{keys, Result, Stripes};
 use std::sync::Arc;
 use uuid::Uuid;
-
-/// A pending inbox delivery or queued e-mail, as the workers name it while they handle it:
-/// opaque bytes that the engine which answered it made (sled: the record's key; PostgreSQL:
-/// a tagged id, `PgQueueKey`) and reads back. The workers use the bytes as the name of what
-/// they have in flight.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct QueueKey(Vec<u8>);
-
-impl QueueKey {
-    /// The key an engine makes of its own name for an entry.
-    pub(crate) fn from_bytes(bytes: Vec<u8>) -> QueueKey {
-        QueueKey(bytes)
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-pub enum AddOutcome {
-    Added,
-    LimitReached,
-}
 
 pub struct SchedulerStore {
     tree: Tree,
@@ -94,7 +69,7 @@ impl SchedulerStore {
     }
 
     /// (scheduled, triggered) item counts of the account.
-    pub fn counts(&self, account: Uuid) -> Result<(u64, u64)> {
+    fn counts_of(&self, account: Uuid) -> Result<(u64, u64)> {
         let k = keys::count(account);
         match self.tree.get(&k)? {
             Some(v) => raw::to_counts(&k, &v),
@@ -102,36 +77,7 @@ impl SchedulerStore {
         }
     }
 
-    /// (scheduled, triggered) items of every account together, from the accounts' count
-    /// records (one small read per account: cheap enough for each metrics scrape).
-    pub fn total_counts(&self) -> Result<(u64, u64)> {
-        let (mut scheduled, mut triggered) = (0u64, 0u64);
-        for kv in self.tree.scan_prefix(keys::counts()) {
-            let (k, v) = kv?;
-            let (s, t) = raw::to_counts(&k, &v)?;
-            scheduled = scheduled.saturating_add(s);
-            triggered = triggered.saturating_add(t);
-        }
-        Ok((scheduled, triggered))
-    }
-
     fn put_counts(batch: &mut Batch, account: Uuid, counts: (u64, u64)) {
         batch.insert(keys::count(account), raw::counts(counts));
-    }
-
-    /// Deletes the account and everything of it in one batch; `false` when there was none.
-    pub fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
-        let _guard = self.accounts.lock(account);
-        let Some(record) = self.accounts.get(account)? else {
-            return Ok(Written::unchanged(false));
-        };
-        let mut batch = Batch::default();
-        self.drop_items_of(&mut batch, account)?;
-        self.drop_triggers_of(&mut batch, account)?;
-        self.drop_pending(&mut batch, account, |_, _| true)?;
-        batch.remove(keys::settings(account));
-        batch.remove(keys::count(account));
-        self.accounts.delete_into(&record, &mut batch)?;
-        Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 }

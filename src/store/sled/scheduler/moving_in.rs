@@ -2,10 +2,11 @@
 //! [`crate::store::sled::moving_in`]).
 
 use super::SchedulerStore;
-use crate::store::sled::imports::{Batches, WaitDurable};
+use crate::store::sled::imports::Batches;
 use crate::store::sled::moving_in::{arrivals, check_ids, SchedulerArrival};
 use crate::store::sled::records::raw;
 use crate::store::sled::{keys, records};
+use crate::store::WaitDurable;
 use crate::store::{Arrival, Result};
 
 impl SchedulerStore {

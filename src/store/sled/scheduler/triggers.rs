@@ -11,11 +11,53 @@ use crate::store::{Result, Written};
 use uuid::Uuid;
 
 impl SchedulerStore {
+    /// The key and record of the account's trigger `id`.
+    fn trigger_location(&self, account: Uuid, id: Uuid) -> Result<Option<(Vec<u8>, Trigger)>> {
+        match self.locate(keys::trigger_id(id), account, keys::trigger)? {
+            Some((k, v)) => {
+                let trigger = records::trigger::decode(&k, &v)?;
+                Ok(Some((k, trigger)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The account's triggers in creation order.
+    pub(super) fn triggers_of(&self, account: Uuid) -> Result<Vec<Trigger>> {
+        self.tree
+            .scan_prefix(keys::triggers_of(account))
+            .map(|kv| {
+                let (k, v) = kv?;
+                records::trigger::decode(&k, &v)
+            })
+            .collect()
+    }
+
+    /// The account's trigger `id`.
+    pub(super) fn trigger_of(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>> {
+        Ok(self.trigger_location(account, id)?.map(|(_, t)| t))
+    }
+
+    /// Adds to `batch` the removal of every trigger of the account.
+    pub(super) fn drop_triggers_of(&self, batch: &mut Batch, account: Uuid) -> Result<()> {
+        for kv in self.tree.scan_prefix(keys::triggers_of(account)) {
+            let (k, v) = kv?;
+            let trigger = records::trigger::decode(&k, &v)?;
+            batch.remove(k);
+            batch.remove(keys::trigger_id(trigger.id));
+        }
+        Ok(())
+    }
+}
+
+/// The sled implementation: each write one batch under the account's lock.
+#[async_trait::async_trait]
+impl crate::store::api::Triggers for SchedulerStore {
     /// Stores a new trigger of its owner, with the e-mail that goes with it (verification),
     /// in one batch; `false` when the owner's account is gone.
-    pub fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<Written<bool>> {
+    async fn add_trigger(&self, trigger: &Trigger, email: Option<QueuedEmail>) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(trigger.owner);
-        if self.accounts.get(trigger.owner)?.is_none() {
+        if self.accounts.account(trigger.owner)?.is_none() {
             return Ok(Written::unchanged(false));
         }
         let place = keys::trigger_place(trigger.owner, self.seq()?, trigger.id);
@@ -28,48 +70,31 @@ impl SchedulerStore {
         Ok(Written::new(true, self.tree.apply_batch(batch)))
     }
 
-    /// The key and record of the account's trigger `id`.
-    fn trigger_location(&self, account: Uuid, id: Uuid) -> Result<Option<(Vec<u8>, Trigger)>> {
-        match self.locate(keys::trigger_id(id), account, keys::trigger)? {
-            Some((k, v)) => {
-                let trigger = records::trigger::decode(&k, &v)?;
-                Ok(Some((k, trigger)))
-            }
-            None => Ok(None),
-        }
-    }
-
     /// The account a trigger belongs to (`None`: there is no trigger `id`): the
     /// verification page reaches a trigger by its id and key alone.
-    pub fn trigger_owner(&self, id: Uuid) -> Result<Option<Uuid>> {
+    async fn trigger_owner(&self, id: Uuid) -> Result<Option<Uuid>> {
         Ok(self
             .tree
             .get(keys::trigger_id(id))?
             .and_then(|place| keys::uuid_at(&place, 0)))
     }
 
-    pub fn trigger(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>> {
-        Ok(self.trigger_location(account, id)?.map(|(_, t)| t))
+    async fn trigger(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>> {
+        self.trigger_of(account, id)
     }
 
     /// The account's triggers in creation order.
-    pub fn triggers(&self, account: Uuid) -> Result<Vec<Trigger>> {
-        self.tree
-            .scan_prefix(keys::triggers_of(account))
-            .map(|kv| {
-                let (k, v) = kv?;
-                records::trigger::decode(&k, &v)
-            })
-            .collect()
+    async fn triggers(&self, account: Uuid) -> Result<Vec<Trigger>> {
+        self.triggers_of(account)
     }
 
     /// Replaces a trigger of the account (verification, new key) and optionally queues an
     /// e-mail, in one batch; `false` when the account has no such trigger.
-    pub fn update_trigger(
+    async fn update_trigger(
         &self,
         account: Uuid,
         id: Uuid,
-        update: impl FnOnce(Trigger) -> Option<(Trigger, Option<QueuedEmail>)>,
+        update: &mut (dyn FnMut(Trigger) -> Option<(Trigger, Option<QueuedEmail>)> + Send),
     ) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some((k, trigger)) = self.trigger_location(account, id)? else {
@@ -89,16 +114,16 @@ impl SchedulerStore {
     /// Stores the trigger that `decide` makes of the account's triggers (all of them, under
     /// the account's lock): a new one, or one of them renewed (same id); nothing when it
     /// answers `None`. `false` when the account is gone or nothing was stored.
-    pub fn add_or_renew_trigger(
+    async fn add_or_renew_trigger(
         &self,
         account: Uuid,
-        decide: impl FnOnce(&[Trigger]) -> Option<Trigger>,
+        decide: &mut (dyn for<'a> FnMut(&'a [Trigger]) -> Option<Trigger> + Send),
     ) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
-        if self.accounts.get(account)?.is_none() {
+        if self.accounts.account(account)?.is_none() {
             return Ok(Written::unchanged(false));
         }
-        let Some(trigger) = decide(&self.triggers(account)?).filter(|t| t.owner == account) else {
+        let Some(trigger) = decide(&self.triggers_of(account)?).filter(|t| t.owner == account) else {
             return Ok(Written::unchanged(false));
         };
         let mut batch = Batch::default();
@@ -114,7 +139,7 @@ impl SchedulerStore {
     }
 
     /// Deletes a trigger of the account with its pending deliveries and queued e-mails.
-    pub fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
+    async fn delete_trigger(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let _guard = self.accounts.lock(account);
         let Some((k, _)) = self.trigger_location(account, id)? else {
             return Ok(Written::unchanged(false));
@@ -124,16 +149,5 @@ impl SchedulerStore {
         batch.remove(keys::trigger_id(id));
         self.drop_pending(&mut batch, account, |_, trigger| trigger == Some(id))?;
         Ok(Written::new(true, self.tree.apply_batch(batch)))
-    }
-
-    /// Adds to `batch` the removal of every trigger of the account.
-    pub(super) fn drop_triggers_of(&self, batch: &mut Batch, account: Uuid) -> Result<()> {
-        for kv in self.tree.scan_prefix(keys::triggers_of(account)) {
-            let (k, v) = kv?;
-            let trigger = records::trigger::decode(&k, &v)?;
-            batch.remove(k);
-            batch.remove(keys::trigger_id(trigger.id));
-        }
-        Ok(())
     }
 }

@@ -19,7 +19,7 @@
 //!    without stage prefixes, `m` + sequence);
 //! 2. the e-mail queue has one prefix per stage (`V`, `T`, `N`, `M`) and an owner index.
 
-use super::{backup, Result, Store, StoreError};
+use super::{Result, Store, StoreError};
 use std::path::{Path, PathBuf};
 
 /// The format this version writes.
@@ -141,7 +141,7 @@ pub(super) fn migrate(store: &Store, dir: &Path, from: u32) -> Result<()> {
 
 /// A backup of `store` (whose records are of format `format`) at `path`: written under a
 /// temporary name, synced, renamed, its directory synced.
-fn write_backup(store: &Store, path: &Path, format: u32) -> Result<backup::BackupSummary> {
+fn write_backup(store: &Store, path: &Path, format: u32) -> Result<super::BackupSummary> {
     let result = crate::files::write_with(path, crate::files::Access::Private, |file| {
         store.backup_of_format(file, &[], format)
     });
