@@ -6,6 +6,7 @@ use crate::config::Settings;
 use crate::context::Context;
 use crate::domain::worker::Worker;
 use crate::metrics::{HistogramValues, Metrics, Sample, WorkerSample};
+use crate::shell::Shell;
 use crate::workers::Workers;
 use crate::{auth, control, datadir, http, inbox, loopers, mail, memory, outbound, payments, scheduler, store};
 use std::net::SocketAddr;
@@ -196,13 +197,7 @@ pub async fn start(
         _ => None,
     };
     if let Some(listener) = listeners.inbox {
-        let mut service = inbox::Inbox {
-            local_scheduler,
-            ..inbox::Inbox::new(ctx.clone())
-        };
-        // one person, one password (spec README decision 18)
-        service.flows = service.flows.with_twin(store.scheduler.accounts.clone());
-        let service = Arc::new(service);
+        let service = Arc::new(Shell::<inbox::Inbox>::new(ctx.clone(), local_scheduler));
         tasks.push(tokio::spawn(http::serve(
             service,
             listener,
@@ -211,12 +206,7 @@ pub async fn start(
         )));
     }
     if let (Some(listener), Some(mailer)) = (listeners.scheduler, mailer) {
-        let mut service = scheduler::Scheduler {
-            local_inbox,
-            ..scheduler::Scheduler::new(ctx.clone())
-        };
-        service.flows = service.flows.with_twin(store.inbox.accounts.clone());
-        let service = Arc::new(service);
+        let service = Arc::new(Shell::<scheduler::Scheduler>::new(ctx.clone(), local_inbox));
         tasks.push(tokio::spawn(http::serve(
             service,
             listener,

@@ -26,6 +26,7 @@ pub mod moving_in;
 pub mod outbound;
 pub mod payments;
 pub mod scheduler;
+pub mod shell;
 pub mod store;
 pub mod webpush;
 pub mod workers;

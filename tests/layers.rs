@@ -20,6 +20,8 @@ const LAYERS: &[&[&str]] = &[
     &["auth", "payments"],
     // what the services and the workers share, made once by launch
     &["context"],
+    // the service shell: what both HTTP services are made of, and the routes they share
+    &["shell"],
     // the two HTTP services and the background workers
     &["inbox", "scheduler", "loopers"],
     // the local control socket (online backup) and restore

@@ -3,12 +3,11 @@
 //! exactly the routes the server serves.
 //!
 //! How the server's routes are known without a second hand-kept list: the test reads the
-//! route table itself, the `match segments { … }` of `pub fn route` in src/inbox/routes.rs and
-//! src/scheduler/routes.rs, and expands each arm (`"inbox" | "intray"` alternatives, one
-//! `{}` per captured segment, the methods of its `by_method(...)` or `vec![(M::…, …)]`). A
-//! route added to the table without the document, or documented without the table, fails
-//! here; a change to the table's layout that the reader no longer understands fails too
-//! (it asserts that every arm yields methods). Then every documented operation is sent to
+//! route table itself (`pigeonhole::shell::listing`: every row of the service, each
+//! `inbox|intray` alternative spelt out, one `{}` per capture), the same rows the server
+//! matches requests against. A route added to the table without the document, or documented
+//! without the table, fails here; so does a documented permission that is not the row's
+//! (access and `also_needs`). Then every documented operation is sent to
 //! the running server without credentials: none may answer "no such path" or 405, the
 //! protected ones (a `security` list) must answer 401 and the public ones must not.
 //! `HEAD` is served wherever `GET` is and is not listed. The answers' bodies and statuses are
@@ -18,114 +17,52 @@ mod common;
 
 use common::{Api, Auth, Method, Server};
 use pigeonhole::domain::permissions::{Access, Permission};
+use pigeonhole::http::BodyUse;
+use pigeonhole::inbox::Inbox;
+use pigeonhole::scheduler::Scheduler;
+use pigeonhole::shell::{listing, table, Kind};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
 type Routes = BTreeSet<(String, String)>;
 
-/// The (method, path) pairs of a routes.rs source: paths with `{}` for captures.
-fn routes_of_source(source: &str) -> Routes {
-    let start = source.find("pub fn route(").expect("pub fn route in routes.rs");
-    let body = &source[start..];
-    let body = &body[body.find("match segments {").expect("match segments") + 16..];
-    let end = body.find("\n        _ =>").expect("the catch-all arm");
-    let body = &body[..end];
-    // arms start on lines that begin with `[` (after indentation); comments are skipped
-    let mut arms: Vec<String> = Vec::new();
-    for line in body.lines() {
-        let t = line.trim();
-        if t.starts_with("//") || t.is_empty() {
-            continue;
-        }
-        if t.starts_with('[') {
-            arms.push(String::new());
-        }
-        arms.last_mut().expect("an arm starts with [").push_str(t);
-        arms.last_mut().unwrap().push(' ');
-    }
-    let mut out = Routes::new();
-    for arm in &arms {
-        let close = arm.find(']').expect("pattern end");
-        let pattern = &arm[1..close];
-        let rhs = &arm[close..];
-        let mut paths = vec![String::new()];
-        for seg in pattern.split(',').map(str::trim) {
-            let alternatives: Vec<String> = if seg.starts_with('"') {
-                seg.split('|').map(|a| a.trim().trim_matches('"').to_owned()).collect()
-            } else {
-                vec!["{}".to_owned()]
-            };
-            paths = paths
-                .iter()
-                .flat_map(|p| alternatives.iter().map(move |a| format!("{p}/{a}")))
-                .collect();
-        }
-        let methods = methods_of(rhs);
-        assert!(!methods.is_empty(), "no methods read from the arm {arm}");
-        for p in &paths {
-            for m in &methods {
-                out.insert((m.clone(), p.clone()));
-            }
-        }
-    }
-    out
+/// The (method, path) pairs the service `K` serves, from its route table
+/// (`pigeonhole::shell::listing`), captures as `{}`.
+fn served<K: Kind>() -> Routes {
+    listing::<K>()
+        .into_iter()
+        .map(|route| (route.method.to_string(), captures_blank(&route.path)))
+        .collect()
 }
 
-/// The methods of an arm's right-hand side: `by_method(method, GET, POST, DELETE)` (each
-/// `None` or `Some(..)`), or the `M::…` of a `vec![…]`.
-fn methods_of(rhs: &str) -> Vec<String> {
-    let rhs: String = rhs.split_whitespace().collect();
-    if let Some(i) = rhs.find("by_method(method,") {
-        let mut args = Vec::new();
-        let mut depth = 0;
-        let mut current = String::new();
-        for c in rhs[i + "by_method(method,".len()..].chars() {
-            match c {
-                '(' => depth += 1,
-                ')' if depth == 0 => break,
-                ')' => depth -= 1,
-                ',' if depth == 0 => {
-                    args.push(std::mem::take(&mut current));
-                    continue;
-                }
-                _ => {}
+/// A path with each `{capture}` written `{}`.
+fn captures_blank(path: &str) -> String {
+    captures_filled(path, "{}")
+}
+
+/// A path with each `{capture}` replaced by `with`.
+fn captures_filled(path: &str, with: &str) -> String {
+    let mut filled = String::new();
+    let mut in_capture = false;
+    for c in path.chars() {
+        match c {
+            '{' => in_capture = true,
+            '}' => {
+                in_capture = false;
+                filled.push_str(with);
             }
-            current.push(c);
+            _ if !in_capture => filled.push(c),
+            _ => {}
         }
-        args.push(current);
-        let args: Vec<&str> = args.iter().map(|a| a.trim()).filter(|a| !a.is_empty()).collect();
-        assert_eq!(args.len(), 3, "by_method takes GET, POST, DELETE: {rhs}");
-        ["GET", "POST", "DELETE"]
-            .iter()
-            .zip(args)
-            .filter(|(_, a)| *a != "None")
-            .map(|(m, _)| m.to_string())
-            .collect()
-    } else {
-        rhs.split("M::")
-            .skip(1)
-            .map(|s| s.chars().take_while(|c| c.is_ascii_uppercase()).collect())
-            .collect()
     }
+    filled
 }
 
 /// The (method, path) pairs a document lists, captures as `{}`.
 fn routes_of_document(doc: &Value) -> Routes {
     let mut out = Routes::new();
     for (path, item) in doc["paths"].as_object().expect("paths") {
-        let mut normal = String::new();
-        let mut in_capture = false;
-        for c in path.chars() {
-            match c {
-                '{' => in_capture = true,
-                '}' => {
-                    in_capture = false;
-                    normal.push_str("{}");
-                }
-                _ if !in_capture => normal.push(c),
-                _ => {}
-            }
-        }
+        let normal = captures_blank(path);
         for method in item.as_object().expect("path item").keys() {
             out.insert((method.to_uppercase(), normal.clone()));
         }
@@ -150,19 +87,7 @@ async fn document(api: &Api) -> Value {
 async fn probe(api: &Api, doc: &Value) {
     let uuid = "3f2b8a52-6f0e-4c1e-9d3a-0b7c5e1d2a44";
     for (path, item) in doc["paths"].as_object().unwrap() {
-        let mut concrete = String::new();
-        let mut in_capture = false;
-        for c in path.chars() {
-            match c {
-                '{' => in_capture = true,
-                '}' => {
-                    in_capture = false;
-                    concrete.push_str(uuid);
-                }
-                _ if !in_capture => concrete.push(c),
-                _ => {}
-            }
-        }
+        let concrete = captures_filled(path, uuid);
         for (method, op) in item.as_object().unwrap() {
             let m = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
             let r = api.send(api.request(m, &concrete, &Auth::None)).await;
@@ -197,9 +122,9 @@ async fn probe(api: &Api, doc: &Value) {
     }
 }
 
-async fn check(api: &Api, source: &str) {
+async fn check<K: Kind>(api: &Api) {
     let doc = document(api).await;
-    let served = routes_of_source(source);
+    let served = served::<K>();
     let documented = routes_of_document(&doc);
     let undocumented: Vec<_> = served.difference(&documented).collect();
     let unserved: Vec<_> = documented.difference(&served).collect();
@@ -219,53 +144,28 @@ async fn check(api: &Api, source: &str) {
 #[tokio::test]
 async fn inbox_document_lists_exactly_the_served_routes() {
     let server = Server::start().await;
-    check(&server.api, include_str!("../src/inbox/routes.rs")).await;
+    check::<Inbox>(&server.api).await;
 }
 
 #[tokio::test]
 async fn scheduler_document_lists_exactly_the_served_routes() {
     let server = Server::start().await;
-    check(&server.scheduler, include_str!("../src/scheduler/routes.rs")).await;
+    check::<Scheduler>(&server.scheduler).await;
 }
 
 #[test]
-fn the_route_reader_reads_both_layouts() {
-    let source = r#"
-pub fn route(method: &Method, segments: &[&str]) -> Result<Route, ApiError> {
-    match segments {
-        [""] => by_method(method, Some(Root), None, None),
-        // a comment
-        ["inbox" | "intray", "item", id] => by_method(method, Some(GetItem(own(id))), None, Some(DeleteItem(own(id)))),
-        ["access-key", id] => by_method(
-            method,
-            None,
-            Some(Add(own(id))),
-            None,
-        ),
-        ["verify-email", id, key] => vec![
-            (M::GET, VerifyPage(own(id), own(key))),
-            (M::PUT, VerifyByLink(own(id), own(key))),
-        ],
-        _ => Err(ApiError::unknown_path()),
+fn the_listing_spells_every_alternative_of_a_path() {
+    let inbox = served::<Inbox>();
+    for path in ["/inbox/item/{}", "/intray/item/{}"] {
+        assert!(inbox.contains(&("GET".to_owned(), path.to_owned())), "{path}");
+        assert!(inbox.contains(&("DELETE".to_owned(), path.to_owned())), "{path}");
     }
-}"#;
-    let got: Vec<String> = routes_of_source(source)
-        .into_iter()
-        .map(|(m, p)| format!("{m} {p}"))
-        .collect();
-    assert_eq!(
-        got,
-        [
-            "DELETE /inbox/item/{}",
-            "DELETE /intray/item/{}",
-            "GET /",
-            "GET /inbox/item/{}",
-            "GET /intray/item/{}",
-            "GET /verify-email/{}/{}",
-            "POST /access-key/{}",
-            "PUT /verify-email/{}/{}",
-        ]
-    );
+    assert!(inbox.contains(&("GET".to_owned(), "/".to_owned())));
+    let scheduler = served::<Scheduler>();
+    for method in ["GET", "POST"] {
+        assert!(scheduler.contains(&(method.to_owned(), "/verify-email/{}/{}".to_owned())));
+    }
+    assert!(scheduler.contains(&("POST".to_owned(), "/trigger/intray".to_owned())));
 }
 
 /// A documented path with each `{capture}` replaced by `with`, as the route table's
@@ -284,37 +184,29 @@ fn segments_of(path: &str, with: &str) -> Vec<String> {
 }
 
 /// The permissions of every documented operation (`x-permissions`, `x-admin-only`; none for
-/// a public one) are exactly those the route table asks for: `access(route)` and then
-/// `also_needs(route)`.
-fn check_permissions<R>(
-    doc: &Value,
-    route: impl Fn(&warp::http::Method, &[&str]) -> Option<R>,
-    access: impl Fn(&R) -> Access,
-    also_needs: impl Fn(&R) -> &'static [Permission],
-) {
+/// a public one) are exactly those the route table asks for: the row's access and then its
+/// `also_needs`.
+fn check_permissions<K: Kind>(doc: &Value) {
+    let table = table::<K>();
     let mut protected = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
         let segments = segments_of(path, "3f2b8a52-6f0e-4c1e-9d3a-0b7c5e1d2a44");
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         for (method, op) in item.as_object().unwrap() {
             let m = warp::http::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
-            let r = route(&m, &segments).unwrap_or_else(|| panic!("{method} {path} is not routed"));
-            let (expected, admin): (Vec<&str>, bool) = match access(&r) {
-                Access::Public => (vec![], false),
-                Access::Needs(p) => (
-                    std::iter::once(p)
-                        .chain(also_needs(&r).iter().copied())
-                        .map(Permission::name)
-                        .collect(),
-                    false,
-                ),
-                Access::Admin(p) => (
-                    std::iter::once(p)
-                        .chain(also_needs(&r).iter().copied())
-                        .map(Permission::name)
-                        .collect(),
-                    true,
-                ),
+            let (row, _) = table
+                .find(&m, &segments)
+                .unwrap_or_else(|_| panic!("{method} {path} is not routed"));
+            let needs = |p: Permission| {
+                std::iter::once(p)
+                    .chain(row.also_needs.iter().copied())
+                    .map(Permission::name)
+                    .collect()
+            };
+            let (expected, admin): (Vec<&str>, bool) = match row.access {
+                Access::Public | Access::Registration => (vec![], false),
+                Access::Needs(p) => (needs(p), false),
+                Access::Admin(p) => (needs(p), true),
             };
             let documented: Vec<&str> = op["x-permissions"]
                 .as_array()
@@ -334,14 +226,55 @@ fn check_permissions<R>(
 
 #[test]
 fn every_documented_permission_is_the_route_tables() {
-    use pigeonhole::{inbox::routes as inbox, scheduler::routes as scheduler};
     let doc: Value = serde_json::from_str(include_str!("../assets/openapi/inbox.json")).unwrap();
-    check_permissions(&doc, |m, s| inbox::route(m, s).ok(), inbox::access, inbox::also_needs);
+    check_permissions::<Inbox>(&doc);
     let doc: Value = serde_json::from_str(include_str!("../assets/openapi/scheduler.json")).unwrap();
-    check_permissions(
-        &doc,
-        |m, s| scheduler::route(m, s).ok(),
-        scheduler::access,
-        scheduler::also_needs,
+    check_permissions::<Scheduler>(&doc);
+}
+
+/// The order of checks (inbox.md §1.2) on every route of the service `K`'s table, as the
+/// table declares it: a body over the cap is a 413 before anything (credentials, body use);
+/// a protected route without credentials is a 401 before its body is read (a body that is
+/// not JSON); with credentials, a route that reads its body answers on the body: 400 for
+/// one that is not JSON, except plain-text capture (`AddText`), whose item it becomes.
+async fn check_order<K: Kind>(api: &Api, cap: usize) {
+    let caller = api.user("admin").await;
+    let uuid = "3f2b8a52-6f0e-4c1e-9d3a-0b7c5e1d2a44";
+    let over = " ".repeat(cap + 1);
+    let mut protected_reading = 0;
+    for route in listing::<K>() {
+        let path = captures_filled(&route.path, uuid);
+        let what = format!("{} {path}", route.method);
+        let send = |auth: &Auth, body: Vec<u8>| {
+            api.send(
+                api.request(route.method.clone(), &path, auth)
+                    .header("Content-Type", "application/json")
+                    .body(body),
+            )
+        };
+        assert_eq!(send(&Auth::None, over.clone().into()).await.status, 413, "{what}");
+        assert_eq!(send(&caller, over.clone().into()).await.status, 413, "{what}");
+        if matches!(route.access, Access::Public | Access::Registration) {
+            continue;
+        }
+        send(&Auth::None, b"{not json".to_vec()).await.expect_error(401);
+        if route.body != BodyUse::Discard {
+            protected_reading += 1;
+            let r = send(&caller, b"{not json".to_vec()).await;
+            let read = if route.name == "AddText" { 200 } else { 400 };
+            assert_eq!(r.status, read, "{what}: {}", r.text());
+        }
+    }
+    assert!(
+        protected_reading >= 5,
+        "only {protected_reading} protected routes read a body"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_checks_the_size_then_the_credentials_then_the_body() {
+    let cap = 1024;
+    let server = Server::start_with(|s| s.max_body_bytes = cap as u64).await;
+    check_order::<Inbox>(&server.api, cap).await;
+    check_order::<Scheduler>(&server.scheduler, cap).await;
 }

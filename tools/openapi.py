@@ -172,8 +172,9 @@ def path_param(name, schema=UUID, description=None):
 
 
 # The permissions each protected operation needs, by operationId: the one the route table
-# names (`access` in src/*/routes.rs) first, then what the handler also reads or writes
-# (`also_needs`). tests/openapi.rs checks them against those tables.
+# names (the row's access in src/shell/routes.rs, src/*/routes.rs) first, then what the
+# handler also reads or writes (its `.and(&[...])`). tests/openapi.rs checks them against
+# those tables.
 COMMON_PERMISSIONS = {
     "permissions": ("PermitGetPermissions",),
     "getAccount": ("PermitGetAccountInfo",),

@@ -381,38 +381,29 @@ impl AccountFlows {
     }
 
     /// Checks 3 and 4 of the order of checks (inbox.md §1.2): `None` for a public route,
-    /// else the caller, who has the route's permission (and is an admin for `/admin/...`).
-    /// `POST /register` while registration is closed is refused here (`register_route`).
+    /// else the caller, who has the route's permission (and is an admin for `/admin/...`),
+    /// then every one of `also_needs` (those of what the route also reads or writes).
+    /// `POST /register` while registration is closed is refused here.
     pub async fn admit(
         &self,
         accounts: &dyn Accounts,
         access: Access,
-        register_route: bool,
+        also_needs: &[Permission],
         head: &Head,
     ) -> Result<Option<Principal>, ApiError> {
-        let require = |who: &Principal, p: Permission| match who.permissions.contains(p) {
-            true => Ok(()),
-            false => Err(ApiError::unauthorized(format!("these credentials lack {}", p.name()))),
+        let (permission, admin) = match access {
+            Access::Registration if !self.settings.registration_open => return Err(ApiError::registration_closed()),
+            Access::Public | Access::Registration => return Ok(None),
+            Access::Needs(permission) => (permission, false),
+            Access::Admin(permission) => (permission, true),
         };
-        match access {
-            Access::Public if register_route && !self.settings.registration_open => {
-                Err(ApiError::registration_closed())
-            }
-            Access::Public => Ok(None),
-            Access::Needs(permission) => {
-                let who = self.credentials(accounts, head).await?;
-                require(&who, permission)?;
-                Ok(Some(who))
-            }
-            Access::Admin(permission) => {
-                let who = self.credentials(accounts, head).await?;
-                require(&who, permission)?;
-                if !self.is_admin(&who.account) {
-                    return Err(ApiError::unauthorized("admins only"));
-                }
-                Ok(Some(who))
-            }
+        let who = self.credentials(accounts, head).await?;
+        require_all(&who, &[permission])?;
+        if admin && !self.is_admin(&who.account) {
+            return Err(ApiError::unauthorized("admins only"));
         }
+        require_all(&who, also_needs)?;
+        Ok(Some(who))
     }
 
     /// A bearer token, else the `Username` + `Access-Key` header pair (inbox.md §2.4–2.5).
@@ -550,9 +541,8 @@ impl AccountFlows {
     }
 }
 
-/// For a route that reads or writes more than its own permission covers (export, import):
 /// 401 unless the caller has every one of `permissions`.
-pub fn require_all(who: &Principal, permissions: &[Permission]) -> Result<(), ApiError> {
+fn require_all(who: &Principal, permissions: &[Permission]) -> Result<(), ApiError> {
     match permissions.iter().find(|p| !who.permissions.contains(**p)) {
         Some(p) => Err(ApiError::unauthorized(format!("these credentials lack {}", p.name()))),
         None => Ok(()),

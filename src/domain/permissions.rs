@@ -97,10 +97,38 @@ pub const SCHEDULER_TABLE: &[Permission] = &[
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     Public,
+    /// Public while the server takes registrations (`POST /register`); refused with 403
+    /// from the headers otherwise, before the body is read.
+    Registration,
     /// Credentials that carry the permission.
     Needs(Permission),
     /// The permission, and the caller's username is an admin's.
     Admin(Permission),
+}
+
+impl Access {
+    /// The access, and the permissions of what the route's handler also reads or writes
+    /// (an export reads the access keys too): `Needs(PermitGetItems).and(&[...])`.
+    pub const fn and(self, also_needs: &'static [Permission]) -> Guard {
+        Guard {
+            access: self,
+            also_needs,
+        }
+    }
+}
+
+/// What a route asks of its caller: its [`Access`], and the permissions of what its
+/// handler also reads or writes, all checked from the headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Guard {
+    pub access: Access,
+    pub also_needs: &'static [Permission],
+}
+
+impl From<Access> for Guard {
+    fn from(access: Access) -> Guard {
+        access.and(&[])
+    }
 }
 
 /// How many of a table's permissions (at its end) are the admin's.

@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod body;
+pub mod routes;
 pub mod server;
 
 use bytes::{Buf, Bytes};
@@ -25,6 +26,7 @@ use warp::http::{Method, StatusCode};
 use warp::Filter;
 
 use crate::config::ProxyNet;
+use crate::domain::account::Principal;
 use crate::metrics::Metrics;
 
 pub use warp::http;
@@ -64,26 +66,6 @@ impl Limits {
         self.metrics = metrics;
         self
     }
-}
-
-/// The name of a route for the metrics: its variant's name (`GetItem`, never the id it
-/// carries), so that a label has as many values as the route table has routes. Names are
-/// taken from `Debug` so that a new route needs nothing here; each distinct name is kept
-/// once for the life of the process (a few dozen, all from our own route enums).
-fn route_name<R: std::fmt::Debug>(route: &R) -> &'static str {
-    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
-    let debug = format!("{route:?}");
-    let name = debug
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .next()
-        .unwrap_or("");
-    let mut names = NAMES.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(known) = names.iter().find(|n| **n == name) {
-        return known;
-    }
-    let interned: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.push(interned);
-    interned
 }
 
 /// A request before its body: what credentials and permissions are checked on.
@@ -774,15 +756,6 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
-/// The route of `method` among those a known path serves; 405 when it serves another.
-pub fn pick<R>(method: &Method, options: Vec<(Method, R)>) -> Result<R, ApiError> {
-    options
-        .into_iter()
-        .find(|(m, _)| m == method)
-        .map(|(_, r)| r)
-        .ok_or_else(ApiError::method_not_allowed)
-}
-
 /// The Content-Security-Policy of a static page of ours (the `GET /` API descriptions): no
 /// script at all, and no style but the page's own `<style>` block, allowed by its SHA-256.
 fn static_page_policy(page: &str) -> String {
@@ -808,40 +781,23 @@ pub fn path_uuid(segment: &str) -> Result<uuid::Uuid, ApiError> {
     crate::domain::wire::parse_uuid(segment).ok_or_else(|| ApiError::bad_request("invalid UUID in path"))
 }
 
-/// A service: a route table, who may call each route, and the handlers behind it.
-pub trait Service: Send + Sync + 'static {
-    /// `Debug` gives the route's name for the metrics ([`route_name`]).
-    type Route: Send + std::fmt::Debug + 'static;
-    /// Who a protected route is called by, as established from the headers.
-    type Caller: Send + 'static;
-
+/// A service: its route table, and how it admits the callers of the table's routes.
+pub trait Service: Send + Sync + Sized + 'static {
     /// `inbox` or `scheduler`, for the log.
     fn name(&self) -> &'static str;
 
-    /// The route for a method and the path's segments (the path without its leading `/`,
-    /// split at `/`); 404 for an unknown path, 405 for a known path and another method.
-    /// `HEAD` arrives here as `GET`.
-    fn route(&self, method: &Method, segments: &[&str]) -> Result<Self::Route, ApiError>;
+    /// The routes, their access, body use and handlers.
+    fn table(&self) -> &routes::Table<Self>;
 
     /// Checks 3 and 4 of inbox.md §1.2, from the headers alone, before any body is read:
-    /// `None` for a public route, the caller of a protected one; 401 without valid
-    /// credentials or permission (403 for `POST /register` while registration is closed).
-    fn authenticate(
+    /// `None` for a public route, else the caller, whose credentials carry the row's
+    /// permissions (its access's and `also_needs`); 401 otherwise (403 for `POST /register`
+    /// while registration is closed).
+    fn admit(
         &self,
-        route: &Self::Route,
+        row: &routes::Row<Self>,
         head: &Head,
-    ) -> impl Future<Output = Result<Option<Self::Caller>, ApiError>> + Send;
-
-    /// What the route does with the request body: the bodies of routes that do not read
-    /// it are only counted for the 413 rule and discarded.
-    fn takes_body(&self, route: &Self::Route) -> BodyUse;
-
-    fn handle(
-        self: Arc<Self>,
-        route: Self::Route,
-        caller: Option<Self::Caller>,
-        request: Request,
-    ) -> impl Future<Output = Result<Reply, ApiError>> + Send;
+    ) -> impl Future<Output = Result<Option<Principal>, ApiError>> + Send;
 
     /// The settings: the body cap (413 above it), the trusted proxies.
     fn settings(&self) -> &crate::config::Settings;
@@ -999,10 +955,8 @@ where
         head.method.clone()
     };
     let segments: Vec<&str> = head.path.strip_prefix('/').unwrap_or(&head.path).split('/').collect();
-    let route = service.route(&route_method, &segments)?;
-    if limits.metrics.enabled() {
-        *route_label = route_name(&route);
-    }
+    let (row, captures) = service.table().find(&route_method, &segments)?;
+    *route_label = row.name;
     let limit = service.settings().max_body_bytes;
     let declared = head
         .headers
@@ -1014,7 +968,7 @@ where
     }
     let body = std::pin::pin!(body);
     let incoming = body::Incoming::new(body, limit, limits.connections.timeouts.body, declared);
-    let caller = match service.authenticate(&route, &head).await {
+    let caller = match service.admit(row, &head).await {
         Ok(caller) => caller,
         Err(refused) => {
             // only counted: a body over the cap is still a 413 (checked before credentials)
@@ -1024,7 +978,7 @@ where
     };
     let mut _turn = None;
     let mut _import_turn = None;
-    let body = match (service.takes_body(&route), &caller) {
+    let body = match (row.body, &caller) {
         (BodyUse::Discard, _) => {
             incoming.discard().await?;
             Bytes::new()
@@ -1042,7 +996,8 @@ where
             body
         }
     };
-    service.handle(route, caller, Request { head, body }).await
+    row.call(&service, routes::Call::new(caller, Request { head, body }, captures))
+        .await
 }
 
 /// Serves the metrics (`GET /metrics`, also `HEAD`; 404 elsewhere, 405 for another

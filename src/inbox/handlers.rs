@@ -1,179 +1,108 @@
-//! Inbox handlers: credentials and permission from the headers (before the body is read),
-//! then per route: path → parse → call the store → await the write's receipt (durable) →
-//! answer.
+//! The inbox's handlers of its own routes (`routes.rs`), called once the caller is admitted
+//! from the headers and the body read: path → parse → call the store → await the write's
+//! receipt (durable) → answer.
 
-use super::routes::{self, Route};
 use super::Inbox;
-use crate::auth::flows::require_all;
-use crate::domain::account::{Account, Principal, ServiceKind};
 use crate::domain::inbox::models::{ContentsIn, InboxItem, ItemType};
 use crate::domain::inbox::sync::{self, SyncRequest};
 use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
-use crate::http::{app, path_uuid, ApiError, Head, Page, Reply, Request};
-use crate::payments;
+use crate::http::routes::Call;
+use crate::http::{ApiError, Page, Reply};
+use crate::shell::Shell;
 use crate::store::inbox::{AddOutcome, ImportOutcome};
 use crate::store::{StoreError, Written};
-use serde_json::{json, Value};
+use serde_json::json;
 use uuid::Uuid;
 
 /// Items per page of a listing read from the store while it is answered.
 const LIST_PAGE: usize = 32;
 
-impl Inbox {
-    /// Checks 3 and 4 of inbox.md §1.2: `None` for a public route, else the caller, who has
-    /// the route's permission (and is an admin for `/admin/...`).
-    pub(super) async fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
-        let accounts = &*self.ctx.store.inbox.accounts;
-        self.flows
-            .admit(accounts, routes::access(route), *route == Route::Register, head)
-            .await
+impl Shell<Inbox> {
+    pub(super) async fn item(&self, call: Call) -> Result<Reply, ApiError> {
+        let found = self
+            .ctx
+            .store
+            .inbox
+            .item(call.who()?.account.id, call.uuid("id")?)
+            .await?
+            .ok_or_else(|| ApiError::not_found("item not found"))?;
+        Ok(Reply::json(&found))
     }
 
-    pub(super) async fn dispatch(
-        &self,
-        route: Route,
-        caller: Option<Principal>,
-        request: Request,
-    ) -> Result<Reply, ApiError> {
-        let accounts = &*self.ctx.store.inbox.accounts;
-        match route {
-            Route::Root => return Ok(Reply::html(super::API_PAGE)),
-            Route::OpenApi => return Ok(Reply::json_text(super::OPENAPI)),
-            Route::Health => return Ok(self.ctx.health().await),
-            Route::Register => return self.flows.register(accounts, &request).await,
-            Route::Login => return self.flows.login(accounts, &request).await,
-            Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
-            Route::App(name) => {
-                // the inbox page ("Later…"), the login and the settings page may call the
-                // scheduler of this server (docs/web.md)
-                let public = self.ctx.settings.web_origins.scheduler.as_deref();
-                let scheduler = self
-                    .local_scheduler
-                    .map(|port| app::sibling_connect(&request, port, public));
-                let connect = match name.as_str() {
-                    "" | "login" | "settings" => scheduler.unwrap_or_default(),
-                    _ => Vec::new(),
-                };
-                return app::serve(&request, &[super::APP, app::COMMON], &name, &connect);
-            }
-            Route::AppConfig => {
-                let registration = self.ctx.settings.registration_open;
-                // where browsers reach it: its public origin, or this host at its port
-                let origin = &self.ctx.settings.web_origins.scheduler;
-                let scheduler = self
-                    .local_scheduler
-                    .map(|port| json!({ "port": port, "origin": origin }));
-                return Ok(app::config(
-                    &json!({"service": "inbox", "registration": registration, "scheduler": scheduler}),
-                ));
-            }
-            Route::AppToken => return self.flows.login_for_page(accounts, &request).await,
-            _ => {}
-        }
-        let Some(who) = caller else {
-            return Err(ApiError::internal("a protected route without a caller"));
-        };
+    pub(super) async fn delete_item(&self, call: Call) -> Result<Reply, ApiError> {
         let store = &self.ctx.store.inbox;
-        let id = who.account.id;
-        match route {
-            Route::Permissions => Ok(self.flows.permissions(&who)),
-            Route::GetAccount => Ok(Reply::json(&self.account_info(&who.account).await?)),
-            Route::Export => self.export(&who).await,
-            Route::Import => self.import(&who, &request).await,
-            Route::ChangePassphrase => self.flows.change_passphrase(accounts, &who.account, &request).await,
-            Route::DeleteAccount => {
-                store.delete_account(id).await?.durable().await?;
-                // Intray declares `Verb 'DELETE 204` for the account's deletion
-                Ok(Reply::no_content())
-            }
-            Route::AddAccessKey => self.flows.add_access_key(accounts, &who, &request).await,
-            Route::ListAccessKeys => self.flows.access_keys(accounts, &who).await,
-            Route::GetAccessKey(key) => self.flows.access_key(accounts, &who, path_uuid(&key)?).await,
-            Route::DeleteAccessKey(key) => self.flows.delete_access_key(accounts, &who, path_uuid(&key)?).await,
-            Route::AddText => self.add_text(&who, &request).await,
-            Route::AddItem => self.add_item(&who, &request).await,
-            Route::GetItem(item) => {
-                let item = path_uuid(&item)?;
-                let found = store
-                    .item(id, item)
-                    .await?
-                    .ok_or_else(|| ApiError::not_found("item not found"))?;
-                Ok(Reply::json(&found))
-            }
-            Route::DeleteItem(item) => {
-                let item = path_uuid(&item)?;
-                store.delete_item(id, item).await?.durable().await?;
-                Ok(Reply::empty())
-            }
-            Route::Items => {
-                // checked, then sent while it is read from the store (one item in memory
-                // at a time): an undecodable item is a JSON 500
-                let items = self.ctx.store.inbox.items.clone();
-                Reply::json_pages(move |after: Option<Uuid>| -> Page<InboxItem, Uuid> {
-                    let items = items.clone();
-                    Box::pin(async move {
-                        let page = items.items_page(id, after, LIST_PAGE).await?;
-                        let next = match page.len() == LIST_PAGE {
-                            true => page.last().map(|i| i.id),
-                            false => None,
-                        };
-                        Ok((page, next))
-                    })
-                })
-                .await
-            }
-            Route::Uuids => Ok(Reply::json(&store.item_ids(id).await?)),
-            Route::ShowItem => Ok(Reply::json(&store.first_item(id).await?)),
-            Route::Size => Ok(Reply::json(&store.count(id).await?)),
-            Route::Sync => {
-                let request = SyncRequest::parse(request.json()?)?;
-                let cap = self
-                    .ctx
-                    .payments
-                    .cap_of(&*self.ctx.store.inbox.accounts, &who.account)
-                    .await?;
-                // the answer of the last call of the planner (the store may retry it)
-                let mut answer = None;
-                let synced = store
-                    .sync(id, &mut |items| {
-                        let (response, changes) = sync::plan(items, request.clone(), cap, wire::new_uuid);
-                        answer = Some(response);
-                        changes
-                    })
-                    .await?;
-                synced.durable().await?;
-                let answer = answer.ok_or_else(|| ApiError::internal("the sync was not planned"))?;
-                Ok(Reply::json(&answer))
-            }
-            Route::AdminStats => self.admin_stats().await,
-            Route::AdminAccounts => {
-                self.ctx
-                    .admin_accounts(ServiceKind::Inbox, |a| async move { self.account_info(&a).await })
-                    .await
-            }
-            Route::AdminDeleteAccount(victim) => {
-                let victim = path_uuid(&victim)?;
-                if !store.delete_account(victim).await?.durable().await? {
-                    return Err(ApiError::not_found("account not found"));
-                }
-                Ok(Reply::no_content())
-            }
-            Route::Root
-            | Route::Health
-            | Route::OpenApi
-            | Route::Register
-            | Route::Login
-            | Route::Pricing
-            | Route::App(_)
-            | Route::AppConfig
-            | Route::AppToken => Err(ApiError::internal("unreachable route")),
-        }
+        store
+            .delete_item(call.who()?.account.id, call.uuid("id")?)
+            .await?
+            .durable()
+            .await?;
+        Ok(Reply::empty())
+    }
+
+    pub(super) async fn items(&self, call: Call) -> Result<Reply, ApiError> {
+        let id = call.who()?.account.id;
+        // checked, then sent while it is read from the store (one item in memory at a
+        // time): an undecodable item is a JSON 500
+        let items = self.ctx.store.inbox.items.clone();
+        Reply::json_pages(move |after: Option<Uuid>| -> Page<InboxItem, Uuid> {
+            let items = items.clone();
+            Box::pin(async move {
+                let page = items.items_page(id, after, LIST_PAGE).await?;
+                let next = match page.len() == LIST_PAGE {
+                    true => page.last().map(|i| i.id),
+                    false => None,
+                };
+                Ok((page, next))
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn uuids(&self, call: Call) -> Result<Reply, ApiError> {
+        Ok(Reply::json(
+            &self.ctx.store.inbox.item_ids(call.who()?.account.id).await?,
+        ))
+    }
+
+    pub(super) async fn show_item(&self, call: Call) -> Result<Reply, ApiError> {
+        Ok(Reply::json(
+            &self.ctx.store.inbox.first_item(call.who()?.account.id).await?,
+        ))
+    }
+
+    pub(super) async fn size(&self, call: Call) -> Result<Reply, ApiError> {
+        Ok(Reply::json(&self.ctx.store.inbox.count(call.who()?.account.id).await?))
+    }
+
+    pub(super) async fn sync(&self, call: Call) -> Result<Reply, ApiError> {
+        let who = call.who()?;
+        let request = SyncRequest::parse(call.request.json()?)?;
+        let cap = self
+            .ctx
+            .payments
+            .cap_of(&*self.ctx.store.inbox.accounts, &who.account)
+            .await?;
+        // the answer of the last call of the planner (the store may retry it)
+        let mut answer = None;
+        let synced = self
+            .ctx
+            .store
+            .inbox
+            .sync(who.account.id, &mut |items| {
+                let (response, changes) = sync::plan(items, request.clone(), cap, wire::new_uuid);
+                answer = Some(response);
+                changes
+            })
+            .await?;
+        synced.durable().await?;
+        let answer = answer.ok_or_else(|| ApiError::internal("the sync was not planned"))?;
+        Ok(Reply::json(&answer))
     }
 
     /// `GET /account/export`: items, and access keys without their secrets.
-    async fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
-        require_all(who, super::routes::also_needs(&Route::Export))?;
+    pub(super) async fn export(&self, call: Call) -> Result<Reply, ApiError> {
+        let who = call.who()?;
         let items = self.ctx.store.inbox.items(who.account.id).await?;
         let keys = self.flows.exported_keys(&*self.ctx.store.inbox.accounts, who).await?;
         Ok(Reply::json(&transfer::inbox_export(
@@ -189,8 +118,9 @@ impl Inbox {
     /// its id kept, then the ids are checked against the store (ownership, the item limit),
     /// and only then are the items read again and written, in bounded batches (one import at
     /// a time in the process). `"dry-run": true` stops after the checks.
-    async fn import(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
-        let body = crate::http::body::json_object(request)?;
+    pub(super) async fn import(&self, call: Call) -> Result<Reply, ApiError> {
+        let who = call.who()?;
+        let body = crate::http::body::json_object(&call.request)?;
         let cap = self
             .ctx
             .payments
@@ -254,25 +184,18 @@ impl Inbox {
         }
     }
 
-    async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
-        let count = self.ctx.store.inbox.count(account.id).await?;
-        self.ctx
-            .account_info(ServiceKind::Inbox, account, &[("count", count)])
-            .await
-    }
-
     /// `POST /inbox/item`: the item's contents as JSON (inbox.md §3.5).
-    async fn add_item(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
-        let contents: ContentsIn = request.json()?;
+    pub(super) async fn add_item(&self, call: Call) -> Result<Reply, ApiError> {
+        let contents: ContentsIn = call.request.json()?;
         let (kind, data) = contents.validate()?;
-        self.store_item(who, request, kind, data).await
+        self.store_item(&call, kind, data).await
     }
 
     /// `POST /inbox/text`: the body is the text of a new item, whatever its content type
     /// (a phone shortcut, `curl --data-binary 'buy milk'`), without its trailing line break.
     /// `POST /inbox/item` keeps requiring JSON, as Intray's clients expect.
-    async fn add_text(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
-        let mut text: &[u8] = &request.body;
+    pub(super) async fn add_text(&self, call: Call) -> Result<Reply, ApiError> {
+        let mut text: &[u8] = &call.request.body;
         for end in [&b"\r\n"[..], b"\n"] {
             if let Some(rest) = text.strip_suffix(end) {
                 text = rest;
@@ -284,17 +207,12 @@ impl Inbox {
                 "the note is empty: send its text as the request body",
             ));
         }
-        self.store_item(who, request, ItemType::Text, text.to_vec()).await
+        self.store_item(&call, ItemType::Text, text.to_vec()).await
     }
 
-    async fn store_item(
-        &self,
-        who: &Principal,
-        request: &Request,
-        kind: ItemType,
-        data: Vec<u8>,
-    ) -> Result<Reply, ApiError> {
-        let idempotency = match request.header("idempotency-key") {
+    async fn store_item(&self, call: &Call, kind: ItemType, data: Vec<u8>) -> Result<Reply, ApiError> {
+        let who = call.who()?;
+        let idempotency = match call.request.header("idempotency-key") {
             Some(v) => Some(idempotency_key(v.as_bytes())?),
             None => None,
         };
@@ -324,21 +242,6 @@ impl Inbox {
                 "the free item limit is reached",
             )),
         }
-    }
-
-    async fn admin_stats(&self) -> Result<Reply, ApiError> {
-        let all = self.ctx.store.inbox.accounts.all().await?;
-        let now = Timestamp::now();
-        let mut items = 0u64;
-        for a in &all {
-            items += self.ctx.store.inbox.count(a.id).await?;
-        }
-        Ok(Reply::json(&json!({
-            "accounts": all.len(),
-            "items": items,
-            "active-users": crate::domain::account::active_users(&all, now),
-            "subscribed-users": self.ctx.payments.subscribers(&*self.ctx.store.inbox.accounts, &all).await?,
-        })))
     }
 }
 

@@ -1,25 +1,25 @@
-//! The inbox service (inbox.md): accounts, access keys, items, sync.
+//! The inbox service (inbox.md): items and sync, and the routes both services share
+//! (`crate::shell`).
 
 mod handlers;
-pub mod routes;
+mod routes;
 
-use crate::auth::flows::AccountFlows;
-use crate::config::Settings;
 use crate::context::Context;
-use crate::domain::account::Principal;
 use crate::domain::account::ServiceKind;
-use crate::http::{app, ApiError, Head, Reply, Request, Service};
-use std::sync::Arc;
-use warp::http::Method;
+use crate::domain::wire::Timestamp;
+use crate::http::routes::Row;
+use crate::http::{app, ApiError, Reply};
+use crate::shell::{Kind, Shell};
+use serde_json::{json, Value};
+use uuid::Uuid;
+use warp::http::StatusCode;
 
-pub const API_PAGE: &str = include_str!("../../assets/inbox.html");
-/// The OpenAPI 3.1 document of this service (`GET /openapi.json`, docs/api.md), written by
-/// tools/openapi.py.
-pub const OPENAPI: &str = include_str!("../../assets/openapi/inbox.json");
+/// The inbox service: the shell around the inbox, which has nothing else of its own.
+pub struct Inbox;
 
 /// The inbox's own pages of the web interface (the shared files are in
 /// [`crate::http::app::COMMON`]); `share` is the target of the manifest's `share_target`.
-pub static APP: &[app::Asset] = &[
+static APP: &[app::Asset] = &[
     app::Asset::new("", app::HTML, include_bytes!("../../assets/app/inbox.html")),
     app::Asset::new("inbox.js", app::JS, include_bytes!("../../assets/app/inbox.js")),
     app::Asset::new("share", app::HTML, include_bytes!("../../assets/app/share.html")),
@@ -31,62 +31,50 @@ pub static APP: &[app::Asset] = &[
     ),
 ];
 
-pub struct Inbox {
-    pub ctx: Arc<Context>,
-    pub flows: AccountFlows,
-    /// The port of the scheduler service of this process, if it runs one (the web pages
-    /// sign in to both and move items into it: docs/web.md).
-    pub local_scheduler: Option<u16>,
-}
+impl Kind for Inbox {
+    const SERVICE: ServiceKind = ServiceKind::Inbox;
+    const API_PAGE: &'static str = include_str!("../../assets/inbox.html");
+    const OPENAPI: &'static str = include_str!("../../assets/openapi/inbox.json");
+    const APP: &'static [app::Asset] = APP;
+    /// The inbox page ("Later…"), the login and the settings page.
+    const CALLS_SIBLING: &'static [&'static str] = &["", "login", "settings"];
+    const DELETED: StatusCode = StatusCode::NO_CONTENT;
 
-impl Inbox {
-    pub fn new(ctx: Arc<Context>) -> Inbox {
-        let flows = AccountFlows::new(
-            ServiceKind::Inbox,
-            ctx.settings.clone(),
-            ctx.tokens.clone(),
-            ctx.decoy.clone(),
-            ctx.store.throttles.clone(),
-        )
-        .with_metrics(ctx.metrics.clone());
-        Inbox {
-            ctx,
-            flows,
-            local_scheduler: None,
+    fn new(_ctx: &Context) -> Inbox {
+        Inbox
+    }
+
+    fn rows() -> Vec<Row<Shell<Inbox>>> {
+        routes::rows()
+    }
+
+    async fn counts(shell: &Shell<Inbox>, account: Uuid) -> Result<Vec<(&'static str, u64)>, ApiError> {
+        Ok(vec![("count", shell.ctx.store.inbox.count(account).await?)])
+    }
+
+    async fn delete_account(shell: &Shell<Inbox>, account: Uuid) -> Result<bool, ApiError> {
+        Ok(shell.ctx.store.inbox.delete_account(account).await?.durable().await?)
+    }
+
+    /// The scheduler's port and where browsers reach it: its public origin, or this host at
+    /// its port.
+    fn sibling_config(shell: &Shell<Inbox>, port: u16) -> Value {
+        json!({ "port": port, "origin": shell.ctx.settings.web_origins.scheduler })
+    }
+
+    async fn admin_stats(shell: &Shell<Inbox>) -> Result<Reply, ApiError> {
+        let store = &shell.ctx.store.inbox;
+        let all = store.accounts.all().await?;
+        let now = Timestamp::now();
+        let mut items = 0u64;
+        for a in &all {
+            items += store.count(a.id).await?;
         }
-    }
-}
-
-impl Service for Inbox {
-    type Route = routes::Route;
-    type Caller = Principal;
-
-    fn name(&self) -> &'static str {
-        self.flows.service.name()
-    }
-
-    fn route(&self, method: &Method, segments: &[&str]) -> Result<routes::Route, ApiError> {
-        routes::route(method, segments)
-    }
-
-    async fn authenticate(&self, route: &routes::Route, head: &Head) -> Result<Option<Principal>, ApiError> {
-        self.admit(route, head).await
-    }
-
-    fn takes_body(&self, route: &routes::Route) -> crate::http::BodyUse {
-        routes::takes_body(route)
-    }
-
-    async fn handle(
-        self: Arc<Self>,
-        route: routes::Route,
-        caller: Option<Principal>,
-        request: Request,
-    ) -> Result<Reply, ApiError> {
-        self.dispatch(route, caller, request).await
-    }
-
-    fn settings(&self) -> &Settings {
-        &self.ctx.settings
+        Ok(Reply::json(&json!({
+            "accounts": all.len(),
+            "items": items,
+            "active-users": crate::domain::account::active_users(&all, now),
+            "subscribed-users": shell.ctx.payments.subscribers(&*store.accounts, &all).await?,
+        })))
     }
 }

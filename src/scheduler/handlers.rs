@@ -1,11 +1,8 @@
-//! Scheduler handlers: the bearer token (and admin status) from the headers, before the
-//! body is read; then per route: path → parse → call the store → await the write's receipt
-//! (durable) → wake the workers that have new work → answer.
+//! The scheduler's handlers of its own routes (`routes.rs`), called once the caller is
+//! admitted from the headers and the body read: path → parse → call the store → await the
+//! write's receipt (durable) → wake the workers that have new work → answer.
 
-use super::routes::{self, Route};
 use super::{resend_limit, Scheduler};
-use crate::auth::flows::require_all;
-use crate::domain::account::{Account, Principal, ServiceKind};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{
     is_valid_email, normalise_inbox_url, subscribe, ScheduledItem, Tickle, TimeZoneSetting, Trigger, TriggerKind,
@@ -20,8 +17,9 @@ use crate::domain::secrets;
 use crate::domain::transfer;
 use crate::domain::wire::{self, Timestamp};
 use crate::domain::worker::Worker;
-use crate::http::{app, parse_json, path_uuid, wants_html, ApiError, Head, Page, Reply, Request};
-use crate::payments;
+use crate::http::routes::Call;
+use crate::http::{parse_json, path_uuid, wants_html, ApiError, Page, Reply, Request};
+use crate::shell::Shell;
 use crate::store::scheduler::{AddOutcome, ImportOutcome};
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -37,271 +35,247 @@ enum Listed {
     Triggered(Option<Uuid>),
 }
 
-impl Scheduler {
-    /// Checks 3 and 4 of the order of checks: `None` for a public route, else the caller,
-    /// whose credentials carry the route's permission (and who is an admin for `/admin/...`).
-    pub(super) async fn admit(&self, route: &Route, head: &Head) -> Result<Option<Principal>, ApiError> {
-        let accounts = &*self.ctx.store.scheduler.accounts;
-        self.flows
-            .admit(accounts, routes::access(route), *route == Route::Register, head)
-            .await
+impl Shell<Scheduler> {
+    pub(super) async fn loopers(&self, _call: Call) -> Result<Reply, ApiError> {
+        Ok(Reply::json(&self.ctx.workers.to_json()))
     }
 
-    pub(super) async fn dispatch(
-        &self,
-        route: Route,
-        caller: Option<Principal>,
-        request: Request,
-    ) -> Result<Reply, ApiError> {
-        let accounts = &*self.ctx.store.scheduler.accounts;
-        match route {
-            Route::Root => return Ok(Reply::html(super::API_PAGE)),
-            Route::OpenApi => return Ok(Reply::json_text(super::OPENAPI)),
-            Route::Health => return Ok(self.ctx.health().await),
-            Route::Register => return self.flows.register(accounts, &request).await,
-            Route::Login => return self.flows.login(accounts, &request).await,
-            Route::Pricing => return Ok(Reply::json(&payments::pricing(&self.ctx.settings))),
-            Route::Loopers => return Ok(Reply::json(&self.ctx.workers.to_json())),
-            Route::PushKey => {
-                return Ok(Reply::json(
-                    &json!({"publicKey": self.ctx.tokens.push_key().public_key()}),
-                ))
-            }
-            Route::VerifyPage(id, key) => return self.verify_page(&request, &id, &key, false).await,
-            Route::VerifyByLink(id, key) => return self.verify_page(&request, &id, &key, true).await,
-            Route::App(name) => {
-                // the triggers, login and settings pages may call the inbox of this server
-                // (docs/web.md)
-                let public = self.ctx.settings.web_origins.inbox.as_deref();
-                let inbox = self
-                    .local_inbox
-                    .map(|port| app::sibling_connect(&request, port, public));
-                let connect = match name.as_str() {
-                    "triggers" | "login" | "settings" => inbox.unwrap_or_default(),
-                    _ => Vec::new(),
-                };
-                return app::serve(&request, &[super::APP, app::COMMON], &name, &connect);
-            }
-            Route::AppConfig => return Ok(app::config(&self.app_config())),
-            Route::AppToken => return self.flows.login_for_page(accounts, &request).await,
-            _ => {}
-        }
-        let Some(who) = caller else {
-            return Err(ApiError::internal("a protected route without a caller"));
-        };
-        let account = &who.account;
+    pub(super) async fn push_key(&self, _call: Call) -> Result<Reply, ApiError> {
+        Ok(Reply::json(
+            &json!({"publicKey": self.ctx.tokens.push_key().public_key()}),
+        ))
+    }
+
+    pub(super) async fn get_settings(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        Ok(Reply::json(&self.ctx.store.scheduler.settings(me).await?.to_json()))
+    }
+
+    pub(super) async fn put_settings(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let setting = TimeZoneSetting::parse(&call.request.json::<Value>()?)?;
+        let zone = Zone::of(&setting);
+        self.ctx
+            .store
+            .scheduler
+            .put_settings(me, &setting, &|item: &ScheduledItem| schedule::due(&item.tickle, &zone))
+            .await?
+            .durable()
+            .await?;
+        self.ctx.workers.wake(Worker::Triggerer);
+        Ok(Reply::empty())
+    }
+
+    pub(super) async fn item(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let id = call.uuid("id")?;
         let store = &self.ctx.store.scheduler;
-        let me = account.id;
-        match route {
-            Route::ChangePassphrase => self.flows.change_passphrase(accounts, account, &request).await,
-            Route::GetAccount => Ok(Reply::json(&self.account_info(account).await?)),
-            Route::Export => self.export(&who).await,
-            Route::Import => self.import(&who, &request).await,
-            Route::Permissions => Ok(self.flows.permissions(&who)),
-            Route::AddAccessKey => self.flows.add_access_key(accounts, &who, &request).await,
-            Route::ListAccessKeys => self.flows.access_keys(accounts, &who).await,
-            Route::GetAccessKey(key) => self.flows.access_key(accounts, &who, path_uuid(&key)?).await,
-            Route::DeleteAccessKey(key) => self.flows.delete_access_key(accounts, &who, path_uuid(&key)?).await,
-            Route::DeleteAccount => {
-                store.delete_account(me).await?.durable().await?;
-                Ok(Reply::empty())
-            }
-            Route::GetSettings => Ok(Reply::json(&store.settings(me).await?.to_json())),
-            Route::PutSettings => {
-                let setting = TimeZoneSetting::parse(&request.json::<Value>()?)?;
-                let zone = Zone::of(&setting);
-                store
-                    .put_settings(me, &setting, &|item: &ScheduledItem| schedule::due(&item.tickle, &zone))
-                    .await?
-                    .durable()
-                    .await?;
-                self.ctx.workers.wake(Worker::Triggerer);
-                Ok(Reply::empty())
-            }
-            Route::AddItem => self.add_item(account, &request).await,
-            Route::GetItem(id) => {
-                let id = path_uuid(&id)?;
-                if let Some(item) = store.scheduled(me, id).await? {
-                    return Ok(Reply::json(&item.to_json()));
-                }
-                let item = store
-                    .triggered(me, id)
-                    .await?
-                    .ok_or_else(|| ApiError::not_found("item not found"))?;
-                Ok(Reply::json(&item.to_json()))
-            }
-            Route::EditItem(id) => {
-                let id = path_uuid(&id)?;
-                let tickle = Tickle::parse(&request.json::<Value>()?)?;
-                let edited = store
-                    .edit_scheduled(me, id, &mut |mut item: ScheduledItem, setting: &TimeZoneSetting| {
-                        item.tickle = tickle.clone();
-                        item.server_time += 1;
-                        let due = schedule::due(&item.tickle, &Zone::of(setting));
-                        (item, due)
-                    })
-                    .await?;
-                if !edited.durable().await? {
-                    return Err(ApiError::not_found("no such scheduled item"));
-                }
-                self.ctx.workers.wake(Worker::Triggerer);
-                Ok(Reply::empty())
-            }
-            Route::DeleteItem(id) => {
-                let id = path_uuid(&id)?;
-                store.delete_item(me, id).await?.durable().await?;
-                Ok(Reply::empty())
-            }
-            Route::DeleteTriggereds => {
-                store.delete_triggered_items(me).await?.durable().await?;
-                Ok(Reply::empty())
-            }
-            Route::Retry => {
-                request.require_json()?;
-                let ids: Vec<String> = parse_json(&request.body)?;
-                let ids = ids.iter().map(|s| path_uuid(s)).collect::<Result<Vec<_>, _>>()?;
-                let retried = store.deliveries.retry_failed(me, &ids).await?;
-                let changed = retried.changed();
-                retried.durable().await?;
-                if changed {
-                    self.ctx.workers.wake(Worker::TriggeredInboxItemSender);
-                    self.ctx.workers.wake(Worker::Emailer);
-                }
-                Ok(Reply::empty())
-            }
-            Route::Items => {
-                let (scheduled, triggered) = match item_filter(&request.query)? {
-                    Filter::All => (true, true),
-                    Filter::OnlyUntriggered => (true, false),
-                    Filter::OnlyTriggered => (false, true),
-                };
-                // checked, then sent while it is read from the store (one item in memory
-                // at a time): an undecodable item is a JSON 500
-                let items = self.ctx.store.scheduler.items.clone();
-                let first = match scheduled {
-                    true => Listed::Scheduled(None),
-                    false => Listed::Triggered(None),
-                };
-                Reply::json_pages(move |at: Option<Listed>| -> Page<Value, Listed> {
-                    let items = items.clone();
-                    Box::pin(async move {
-                        match at.unwrap_or(first) {
-                            Listed::Scheduled(after) => {
-                                let page = items.scheduled_page(me, after, LIST_PAGE).await?;
-                                let next = match (page.len() == LIST_PAGE, page.last()) {
-                                    (true, Some(last)) => Some(Listed::Scheduled(Some(last.id))),
-                                    _ if triggered => Some(Listed::Triggered(None)),
-                                    _ => None,
-                                };
-                                Ok((page.iter().map(ScheduledItem::to_json).collect(), next))
-                            }
-                            Listed::Triggered(after) => {
-                                let page = items.triggered_page(me, after, LIST_PAGE).await?;
-                                let next = match (page.len() == LIST_PAGE, page.last()) {
-                                    (true, Some(last)) => Some(Listed::Triggered(Some(last.id))),
-                                    _ => None,
-                                };
-                                Ok((page.iter().map(TriggeredItem::to_json).collect(), next))
-                            }
-                        }
-                    })
-                })
-                .await
-            }
-            Route::Uuids => {
-                let ids: Vec<Uuid> = store.scheduled_items(me).await?.iter().map(|i| i.id).collect();
-                Ok(Reply::json(&ids))
-            }
-            Route::Sync => {
-                let request = SyncRequest::parse(&request.json::<Value>()?)?;
-                let cap = self
-                    .ctx
-                    .payments
-                    .cap_of(&*self.ctx.store.scheduler.accounts, account)
-                    .await?;
-                // the answer of the last call of the planner (the store may retry it)
-                let mut answer = None;
-                let synced = store
-                    .sync(me, &mut |items: &[ScheduledItem], setting: &TimeZoneSetting| {
-                        let zone = Zone::of(setting);
-                        let request = request.clone();
-                        let (response, changes) =
-                            sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone));
-                        answer = Some(response);
-                        changes
-                    })
-                    .await?;
-                let changed = synced.changed();
-                synced.durable().await?;
-                let response = answer.ok_or_else(|| ApiError::internal("the sync was not planned"))?;
-                if changed {
-                    self.ctx.workers.wake(Worker::Triggerer);
-                }
-                Ok(Reply::json(&response))
-            }
-            Route::Triggers => {
-                let triggers: Vec<Value> = store
-                    .triggers
-                    .triggers(me)
-                    .await?
-                    .iter()
-                    .map(Trigger::to_json)
-                    .collect();
-                Ok(Reply::json(&triggers))
-            }
-            Route::GetTrigger(id) => {
-                let id = path_uuid(&id)?;
-                let trigger = store
-                    .triggers
-                    .trigger(me, id)
-                    .await?
-                    .ok_or_else(|| ApiError::not_found("trigger not found"))?;
-                Ok(Reply::json(&trigger.to_json()))
-            }
-            Route::DeleteTrigger(id) => {
-                let id = path_uuid(&id)?;
-                store.triggers.delete_trigger(me, id).await?.durable().await?;
-                Ok(Reply::empty())
-            }
-            Route::AddEmailTrigger => self.add_email_trigger(me, &request).await,
-            Route::Verify(id, key) => self.verify(me, &id, &key).await,
-            Route::Resend(id) => self.resend(me, &id).await,
-            Route::AddInboxTrigger => self.add_inbox_trigger(me, &request).await,
-            Route::AddPushTrigger => self.add_push_trigger(me, &request).await,
-            Route::AddWebhookTrigger => self.add_webhook_trigger(me, &request).await,
-            Route::AdminStats => self.admin_stats().await,
-            Route::AdminAccounts => {
-                self.ctx
-                    .admin_accounts(ServiceKind::Scheduler, |a| async move { self.account_info(&a).await })
-                    .await
-            }
-            Route::AdminDeleteAccount(victim) => {
-                let victim = path_uuid(&victim)?;
-                if !store.delete_account(victim).await?.durable().await? {
-                    return Err(ApiError::not_found("account not found"));
-                }
-                Ok(Reply::empty())
-            }
-            Route::Root
-            | Route::Health
-            | Route::OpenApi
-            | Route::Register
-            | Route::Login
-            | Route::Pricing
-            | Route::Loopers
-            | Route::PushKey
-            | Route::VerifyPage(..)
-            | Route::VerifyByLink(..)
-            | Route::App(_)
-            | Route::AppConfig
-            | Route::AppToken => Err(ApiError::internal("unreachable route")),
+        if let Some(item) = store.scheduled(me, id).await? {
+            return Ok(Reply::json(&item.to_json()));
         }
+        let item = store
+            .triggered(me, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("item not found"))?;
+        Ok(Reply::json(&item.to_json()))
+    }
+
+    pub(super) async fn edit_item(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let id = call.uuid("id")?;
+        let tickle = Tickle::parse(&call.request.json::<Value>()?)?;
+        let edited = self
+            .ctx
+            .store
+            .scheduler
+            .edit_scheduled(me, id, &mut |mut item: ScheduledItem, setting: &TimeZoneSetting| {
+                item.tickle = tickle.clone();
+                item.server_time += 1;
+                let due = schedule::due(&item.tickle, &Zone::of(setting));
+                (item, due)
+            })
+            .await?;
+        if !edited.durable().await? {
+            return Err(ApiError::not_found("no such scheduled item"));
+        }
+        self.ctx.workers.wake(Worker::Triggerer);
+        Ok(Reply::empty())
+    }
+
+    pub(super) async fn delete_item(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let id = call.uuid("id")?;
+        self.ctx.store.scheduler.delete_item(me, id).await?.durable().await?;
+        Ok(Reply::empty())
+    }
+
+    pub(super) async fn delete_triggereds(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        self.ctx
+            .store
+            .scheduler
+            .delete_triggered_items(me)
+            .await?
+            .durable()
+            .await?;
+        Ok(Reply::empty())
+    }
+
+    pub(super) async fn retry(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        call.request.require_json()?;
+        let ids: Vec<String> = parse_json(&call.request.body)?;
+        let ids = ids.iter().map(|s| path_uuid(s)).collect::<Result<Vec<_>, _>>()?;
+        let retried = self.ctx.store.scheduler.deliveries.retry_failed(me, &ids).await?;
+        let changed = retried.changed();
+        retried.durable().await?;
+        if changed {
+            self.ctx.workers.wake(Worker::TriggeredInboxItemSender);
+            self.ctx.workers.wake(Worker::Emailer);
+        }
+        Ok(Reply::empty())
+    }
+
+    pub(super) async fn items(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let (scheduled, triggered) = match item_filter(&call.request.query)? {
+            Filter::All => (true, true),
+            Filter::OnlyUntriggered => (true, false),
+            Filter::OnlyTriggered => (false, true),
+        };
+        // checked, then sent while it is read from the store (one item in memory at a
+        // time): an undecodable item is a JSON 500
+        let items = self.ctx.store.scheduler.items.clone();
+        let first = match scheduled {
+            true => Listed::Scheduled(None),
+            false => Listed::Triggered(None),
+        };
+        Reply::json_pages(move |at: Option<Listed>| -> Page<Value, Listed> {
+            let items = items.clone();
+            Box::pin(async move {
+                match at.unwrap_or(first) {
+                    Listed::Scheduled(after) => {
+                        let page = items.scheduled_page(me, after, LIST_PAGE).await?;
+                        let next = match (page.len() == LIST_PAGE, page.last()) {
+                            (true, Some(last)) => Some(Listed::Scheduled(Some(last.id))),
+                            _ if triggered => Some(Listed::Triggered(None)),
+                            _ => None,
+                        };
+                        Ok((page.iter().map(ScheduledItem::to_json).collect(), next))
+                    }
+                    Listed::Triggered(after) => {
+                        let page = items.triggered_page(me, after, LIST_PAGE).await?;
+                        let next = match (page.len() == LIST_PAGE, page.last()) {
+                            (true, Some(last)) => Some(Listed::Triggered(Some(last.id))),
+                            _ => None,
+                        };
+                        Ok((page.iter().map(TriggeredItem::to_json).collect(), next))
+                    }
+                }
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn uuids(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let items = self.ctx.store.scheduler.scheduled_items(me).await?;
+        let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
+        Ok(Reply::json(&ids))
+    }
+
+    pub(super) async fn sync(&self, call: Call) -> Result<Reply, ApiError> {
+        let account = &call.who()?.account;
+        let me = account.id;
+        let request = SyncRequest::parse(&call.request.json::<Value>()?)?;
+        let cap = self
+            .ctx
+            .payments
+            .cap_of(&*self.ctx.store.scheduler.accounts, account)
+            .await?;
+        // the answer of the last call of the planner (the store may retry it)
+        let mut answer = None;
+        let synced = self
+            .ctx
+            .store
+            .scheduler
+            .sync(me, &mut |items: &[ScheduledItem], setting: &TimeZoneSetting| {
+                let zone = Zone::of(setting);
+                let request = request.clone();
+                let (response, changes) =
+                    sync::plan(me, items, request, cap, wire::new_uuid, |t| schedule::due(t, &zone));
+                answer = Some(response);
+                changes
+            })
+            .await?;
+        let changed = synced.changed();
+        synced.durable().await?;
+        let response = answer.ok_or_else(|| ApiError::internal("the sync was not planned"))?;
+        if changed {
+            self.ctx.workers.wake(Worker::Triggerer);
+        }
+        Ok(Reply::json(&response))
+    }
+
+    pub(super) async fn triggers(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let triggers: Vec<Value> = self
+            .ctx
+            .store
+            .scheduler
+            .triggers
+            .triggers(me)
+            .await?
+            .iter()
+            .map(Trigger::to_json)
+            .collect();
+        Ok(Reply::json(&triggers))
+    }
+
+    pub(super) async fn trigger(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let id = call.uuid("id")?;
+        let trigger = self
+            .ctx
+            .store
+            .scheduler
+            .triggers
+            .trigger(me, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("trigger not found"))?;
+        Ok(Reply::json(&trigger.to_json()))
+    }
+
+    pub(super) async fn delete_trigger(&self, call: Call) -> Result<Reply, ApiError> {
+        let me = call.who()?.account.id;
+        let id = call.uuid("id")?;
+        let triggers = &self.ctx.store.scheduler.triggers;
+        triggers.delete_trigger(me, id).await?.durable().await?;
+        Ok(Reply::empty())
+    }
+
+    /// `POST /trigger/email/verify/:id/:key`.
+    pub(super) async fn verify_trigger(&self, call: Call) -> Result<Reply, ApiError> {
+        let (id, key) = id_and_key(&call);
+        self.verify(call.who()?.account.id, id, key).await
+    }
+
+    /// The page of the link in the verification e-mail.
+    pub(super) async fn verify_page(&self, call: Call) -> Result<Reply, ApiError> {
+        let (id, key) = id_and_key(&call);
+        self.verification_page(&call.request, id, key, false).await
+    }
+
+    /// The button of that page.
+    pub(super) async fn verify_by_link(&self, call: Call) -> Result<Reply, ApiError> {
+        let (id, key) = id_and_key(&call);
+        self.verification_page(&call.request, id, key, true).await
     }
 
     /// `GET /account/export`: settings, scheduled and triggered items, triggers (an inbox
     /// trigger with its access key: docs/backup.md), access keys without their secrets.
-    async fn export(&self, who: &Principal) -> Result<Reply, ApiError> {
-        require_all(who, super::routes::also_needs(&Route::Export))?;
+    pub(super) async fn export(&self, call: Call) -> Result<Reply, ApiError> {
+        let who = call.who()?;
         let store = &self.ctx.store.scheduler;
         let me = who.account.id;
         let keys = self.flows.exported_keys(&*store.accounts, who).await?;
@@ -320,12 +294,12 @@ impl Scheduler {
     /// checked, ids kept; then written in bounded batches once the ids are checked against
     /// the store), one import at a time in the process; `"dry-run": true` stops after the
     /// checks.
-    async fn import(&self, who: &Principal, request: &Request) -> Result<Reply, ApiError> {
+    pub(super) async fn import(&self, call: Call) -> Result<Reply, ApiError> {
         use crate::domain::transfer::{ReadError, SchedulerEntry};
         use crate::store::scheduler::ImportIds;
         use crate::store::{StoreError, Written};
-        require_all(who, super::routes::also_needs(&Route::Import))?;
-        let body = crate::http::body::json_object(request)?;
+        let who = call.who()?;
+        let body = crate::http::body::json_object(&call.request)?;
         let cap = self
             .ctx
             .payments
@@ -401,36 +375,9 @@ impl Scheduler {
         }
     }
 
-    /// `GET /app/config.json`: registration, and the inbox this process runs, if any: its
-    /// port (the page reaches it on the host it was loaded from), its public origin when the
-    /// operator gave one, and the URL the scheduler delivers to (loopback when the services
-    /// listen on every address).
-    fn app_config(&self) -> Value {
-        let settings = &self.ctx.settings;
-        let inbox = self.local_inbox.map(|port| {
-            let host = match settings.host {
-                h if h.is_unspecified() && h.is_ipv6() => std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
-                h if h.is_unspecified() => std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST),
-                h => h,
-            };
-            let url = match host {
-                std::net::IpAddr::V6(a) => format!("http://[{a}]:{port}"),
-                std::net::IpAddr::V4(a) => format!("http://{a}:{port}"),
-            };
-            // `origin`: where browsers reach it, when the operator said (`--inbox-web-host`)
-            json!({"port": port, "url": url, "origin": settings.web_origins.inbox})
-        });
-        json!({"service": "scheduler", "registration": settings.registration_open, "inbox": inbox})
-    }
-
-    async fn account_info(&self, account: &Account) -> Result<Value, ApiError> {
-        let (scheduled, triggered) = self.ctx.store.scheduler.counts(account.id).await?;
-        let counts = [("scheduler-item-count", scheduled), ("triggered-item-count", triggered)];
-        self.ctx.account_info(ServiceKind::Scheduler, account, &counts).await
-    }
-
-    async fn add_item(&self, account: &Account, request: &Request) -> Result<Reply, ApiError> {
-        let tickle = Tickle::parse(&request.json::<Value>()?)?;
+    pub(super) async fn add_item(&self, call: Call) -> Result<Reply, ApiError> {
+        let account = &call.who()?.account;
+        let tickle = Tickle::parse(&call.request.json::<Value>()?)?;
         let item = ScheduledItem {
             id: wire::new_uuid(),
             owner: account.id,
@@ -465,8 +412,9 @@ impl Scheduler {
         }
     }
 
-    async fn add_email_trigger(&self, owner: Uuid, request: &Request) -> Result<Reply, ApiError> {
-        let body: Value = request.json()?;
+    pub(super) async fn add_email_trigger(&self, call: Call) -> Result<Reply, ApiError> {
+        let owner = call.who()?.account.id;
+        let body: Value = call.request.json()?;
         let address = match body.get("addEmailTrigger") {
             Some(Value::String(a)) if is_valid_email(a) => a.clone(),
             _ => {
@@ -494,7 +442,7 @@ impl Scheduler {
                 ),
             ));
         }
-        let counted = refusal(self.verifications.first(owner, &address).await?)?;
+        let counted = refusal(self.own.verifications.first(owner, &address).await?)?;
         let (key, key_digest) = secrets::new_secret();
         let trigger = Trigger {
             id: wire::new_uuid(),
@@ -519,7 +467,7 @@ impl Scheduler {
             Err(e) => Err(e),
         };
         if !matches!(added, Ok(true)) {
-            self.verifications.give_back(&counted).await;
+            self.own.verifications.give_back(&counted).await;
             added?;
             return Err(ApiError::unauthorized("the account no longer exists"));
         }
@@ -566,9 +514,15 @@ impl Scheduler {
     /// reads the mailbox confirms it), and the confirmation takes a `POST` so that a mail
     /// scanner that fetches links cannot confirm on its own. Browsers get pages; other
     /// clients the usual JSON errors and an empty 200.
-    async fn verify_page(&self, request: &Request, id: &str, key: &str, confirm: bool) -> Result<Reply, ApiError> {
+    async fn verification_page(
+        &self,
+        request: &Request,
+        id: &str,
+        key: &str,
+        confirm: bool,
+    ) -> Result<Reply, ApiError> {
         let (host, _) = crate::mail::web_host_and_base(&self.ctx.settings);
-        let outcome = self.verify_by_link(id, key, confirm).await;
+        let outcome = self.by_link(id, key, confirm).await;
         if !wants_html(request) {
             return outcome.map(|_| Reply::empty());
         }
@@ -600,7 +554,7 @@ impl Scheduler {
 
     /// The e-mail trigger of a verification link and whether it is verified (after
     /// confirming it when `confirm`).
-    async fn verify_by_link(&self, id: &str, key: &str, confirm: bool) -> Result<(String, bool), ApiError> {
+    async fn by_link(&self, id: &str, key: &str, confirm: bool) -> Result<(String, bool), ApiError> {
         let trigger = path_uuid(id)?;
         if !secrets::looks_like_secret(key) {
             return Err(ApiError::bad_request("the verification key must be 32 hex digits"));
@@ -628,8 +582,9 @@ impl Scheduler {
         Ok((address, verified))
     }
 
-    async fn resend(&self, owner: Uuid, id: &str) -> Result<Reply, ApiError> {
-        let id = path_uuid(id)?;
+    pub(super) async fn resend(&self, call: Call) -> Result<Reply, ApiError> {
+        let owner = call.who()?.account.id;
+        let id = call.uuid("id")?;
         let address = match self
             .ctx
             .store
@@ -649,7 +604,7 @@ impl Scheduler {
             }
             _ => return Err(ApiError::not_found("no such e-mail trigger")),
         };
-        let counted = refusal(self.verifications.resend(id, owner, &address).await?)?;
+        let counted = refusal(self.own.verifications.resend(id, owner, &address).await?)?;
         let (key, digest) = secrets::new_secret();
         let updated = self
             .ctx
@@ -670,15 +625,16 @@ impl Scheduler {
             })
             .await?;
         if !updated.durable().await? {
-            self.verifications.give_back(&counted).await;
+            self.own.verifications.give_back(&counted).await;
             return Err(ApiError::bad_request("this e-mail trigger is already verified"));
         }
         self.ctx.workers.wake(Worker::VerificationEmailConverter);
         Ok(Reply::empty())
     }
 
-    async fn add_inbox_trigger(&self, owner: Uuid, request: &Request) -> Result<Reply, ApiError> {
-        let body: Value = request.json()?;
+    pub(super) async fn add_inbox_trigger(&self, call: Call) -> Result<Reply, ApiError> {
+        let owner = call.who()?.account.id;
+        let body: Value = call.request.json()?;
         let field = |new: &str, old: &str| -> Option<String> {
             match body.get(new).or_else(|| body.get(old)) {
                 Some(Value::String(s)) => Some(s.clone()),
@@ -730,8 +686,9 @@ impl Scheduler {
     /// `POST /trigger/push` (§6.4): a browser's subscription, checked (an `http` endpoint
     /// only to loopback or private addresses the outbound policy allows), stored without
     /// contacting it; the same endpoint again renews its trigger; at most 20 per account.
-    async fn add_push_trigger(&self, owner: Uuid, request: &Request) -> Result<Reply, ApiError> {
-        let body: Value = request.json()?;
+    pub(super) async fn add_push_trigger(&self, call: Call) -> Result<Reply, ApiError> {
+        let owner = call.who()?.account.id;
+        let body: Value = call.request.json()?;
         let (subscription, scheme) = PushSubscription::parse(&body, crate::webpush::is_p256_point)?;
         if scheme == EndpointScheme::Http && !self.ctx.inbox_client.is_local(&subscription.endpoint).await {
             return Err(ApiError::bad_request(
@@ -771,8 +728,9 @@ impl Scheduler {
     }
 
     /// `POST /trigger/webhook` (§6.5): the URL checked and stored, not contacted.
-    async fn add_webhook_trigger(&self, owner: Uuid, request: &Request) -> Result<Reply, ApiError> {
-        let body: Value = request.json()?;
+    pub(super) async fn add_webhook_trigger(&self, call: Call) -> Result<Reply, ApiError> {
+        let owner = call.who()?.account.id;
+        let body: Value = call.request.json()?;
         let url = match body.get("addWebhookTriggerUrl") {
             Some(Value::String(u)) => normalise_webhook_url(u),
             _ => None,
@@ -797,24 +755,11 @@ impl Scheduler {
         self.store_trigger(&trigger).await?;
         Ok(Reply::json(&trigger.id))
     }
+}
 
-    async fn admin_stats(&self) -> Result<Reply, ApiError> {
-        let all = self.ctx.store.scheduler.accounts.all().await?;
-        let now = Timestamp::now();
-        let (mut scheduled, mut triggered) = (0u64, 0u64);
-        for a in &all {
-            let (s, t) = self.ctx.store.scheduler.counts(a.id).await?;
-            scheduled += s;
-            triggered += t;
-        }
-        Ok(Reply::json(&json!({
-            "users": all.len(),
-            "subscribers": self.ctx.payments.subscribers(&*self.ctx.store.scheduler.accounts, &all).await?,
-            "scheduler-items": scheduled,
-            "triggered-items": triggered,
-            "active-users": crate::domain::account::active_users(&all, now),
-        })))
-    }
+/// The `:id` and `:key` of a verification path.
+fn id_and_key(call: &Call) -> (&str, &str) {
+    (call.capture("id").unwrap_or(""), call.capture("key").unwrap_or(""))
 }
 
 fn verification_email(owner: Uuid, trigger: Uuid, to: String, key: String) -> QueuedEmail {

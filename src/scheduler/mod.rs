@@ -1,27 +1,30 @@
-//! The scheduler service (scheduler.md): accounts and settings, scheduled and triggered
-//! items, triggers, sync; its background workers live in `crate::loopers`.
+//! The scheduler service (scheduler.md): settings, scheduled and triggered items, triggers,
+//! sync, and the routes both services share (`crate::shell`); its background workers live in
+//! `crate::loopers`.
 
 mod handlers;
 pub mod resend_limit;
-pub mod routes;
+mod routes;
 
-use crate::auth::flows::AccountFlows;
-use crate::config::Settings;
 use crate::context::Context;
-use crate::domain::account::Principal;
 use crate::domain::account::ServiceKind;
-use crate::http::{app, ApiError, Head, Reply, Request, Service};
-use std::sync::Arc;
-use warp::http::Method;
+use crate::domain::wire::Timestamp;
+use crate::http::routes::Row;
+use crate::http::{app, ApiError, Reply};
+use crate::shell::{Kind, Shell};
+use serde_json::{json, Value};
+use uuid::Uuid;
+use warp::http::StatusCode;
 
-pub const API_PAGE: &str = include_str!("../../assets/scheduler.html");
-/// The OpenAPI 3.1 document of this service (`GET /openapi.json`, docs/api.md), written by
-/// tools/openapi.py.
-pub const OPENAPI: &str = include_str!("../../assets/openapi/scheduler.json");
+/// What only the scheduler service has (the rest is its [`Shell`]).
+pub struct Scheduler {
+    /// Verification e-mails per trigger (resends), per destination address and per account.
+    pub verifications: resend_limit::VerificationLimits,
+}
 
 /// The scheduler's own pages of the web interface (the shared files are in
 /// [`crate::http::app::COMMON`]).
-pub static APP: &[app::Asset] = &[
+static APP: &[app::Asset] = &[
     app::Asset::new("", app::HTML, include_bytes!("../../assets/app/scheduler.html")),
     app::Asset::new("scheduler.js", app::JS, include_bytes!("../../assets/app/scheduler.js")),
     app::Asset::new(
@@ -39,66 +42,77 @@ pub static APP: &[app::Asset] = &[
     ),
 ];
 
-pub struct Scheduler {
-    pub ctx: Arc<Context>,
-    pub flows: AccountFlows,
-    /// Verification e-mails per trigger (resends), per destination address and per account.
-    pub verifications: resend_limit::VerificationLimits,
-    /// The port of the inbox service of this process, if it runs one (the web interface
-    /// offers it as a trigger).
-    pub local_inbox: Option<u16>,
-}
+impl Kind for Scheduler {
+    const SERVICE: ServiceKind = ServiceKind::Scheduler;
+    const API_PAGE: &'static str = include_str!("../../assets/scheduler.html");
+    const OPENAPI: &'static str = include_str!("../../assets/openapi/scheduler.json");
+    const APP: &'static [app::Asset] = APP;
+    /// The triggers, login and settings pages (the inbox as a trigger, one passphrase).
+    const CALLS_SIBLING: &'static [&'static str] = &["triggers", "login", "settings"];
+    const DELETED: StatusCode = StatusCode::OK;
 
-impl Scheduler {
-    pub fn new(ctx: Arc<Context>) -> Scheduler {
-        let flows = AccountFlows::new(
-            ServiceKind::Scheduler,
-            ctx.settings.clone(),
-            ctx.tokens.clone(),
-            ctx.decoy.clone(),
-            ctx.store.throttles.clone(),
-        )
-        .with_metrics(ctx.metrics.clone());
-        let verifications = resend_limit::VerificationLimits::new(ctx.store.throttles.clone());
+    fn new(ctx: &Context) -> Scheduler {
         Scheduler {
-            ctx,
-            flows,
-            verifications,
-            local_inbox: None,
+            verifications: resend_limit::VerificationLimits::new(ctx.store.throttles.clone()),
         }
     }
-}
 
-impl Service for Scheduler {
-    type Route = routes::Route;
-    type Caller = Principal;
-
-    fn name(&self) -> &'static str {
-        self.flows.service.name()
+    fn rows() -> Vec<Row<Shell<Scheduler>>> {
+        routes::rows()
     }
 
-    fn route(&self, method: &Method, segments: &[&str]) -> Result<routes::Route, ApiError> {
-        routes::route(method, segments)
+    async fn counts(shell: &Shell<Scheduler>, account: Uuid) -> Result<Vec<(&'static str, u64)>, ApiError> {
+        let (scheduled, triggered) = shell.ctx.store.scheduler.counts(account).await?;
+        Ok(vec![
+            ("scheduler-item-count", scheduled),
+            ("triggered-item-count", triggered),
+        ])
     }
 
-    async fn authenticate(&self, route: &routes::Route, head: &Head) -> Result<Option<Principal>, ApiError> {
-        self.admit(route, head).await
+    async fn delete_account(shell: &Shell<Scheduler>, account: Uuid) -> Result<bool, ApiError> {
+        Ok(shell
+            .ctx
+            .store
+            .scheduler
+            .delete_account(account)
+            .await?
+            .durable()
+            .await?)
     }
 
-    fn takes_body(&self, route: &routes::Route) -> crate::http::BodyUse {
-        routes::takes_body(route)
+    /// The inbox's port (the page reaches it on the host it was loaded from), its public
+    /// origin when the operator gave one (`--inbox-web-host`), and the URL the scheduler
+    /// delivers to (loopback when the services listen on every address).
+    fn sibling_config(shell: &Shell<Scheduler>, port: u16) -> Value {
+        let settings = &shell.ctx.settings;
+        let host = match settings.host {
+            h if h.is_unspecified() && h.is_ipv6() => std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
+            h if h.is_unspecified() => std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST),
+            h => h,
+        };
+        let url = match host {
+            std::net::IpAddr::V6(a) => format!("http://[{a}]:{port}"),
+            std::net::IpAddr::V4(a) => format!("http://{a}:{port}"),
+        };
+        json!({"port": port, "url": url, "origin": settings.web_origins.inbox})
     }
 
-    async fn handle(
-        self: Arc<Self>,
-        route: routes::Route,
-        caller: Option<Principal>,
-        request: Request,
-    ) -> Result<Reply, ApiError> {
-        self.dispatch(route, caller, request).await
-    }
-
-    fn settings(&self) -> &Settings {
-        &self.ctx.settings
+    async fn admin_stats(shell: &Shell<Scheduler>) -> Result<Reply, ApiError> {
+        let store = &shell.ctx.store.scheduler;
+        let all = store.accounts.all().await?;
+        let now = Timestamp::now();
+        let (mut scheduled, mut triggered) = (0u64, 0u64);
+        for a in &all {
+            let (s, t) = store.counts(a.id).await?;
+            scheduled += s;
+            triggered += t;
+        }
+        Ok(Reply::json(&json!({
+            "users": all.len(),
+            "subscribers": shell.ctx.payments.subscribers(&*store.accounts, &all).await?,
+            "scheduler-items": scheduled,
+            "triggered-items": triggered,
+            "active-users": crate::domain::account::active_users(&all, now),
+        })))
     }
 }
