@@ -232,3 +232,101 @@ async fn when_syncs_fail_the_write_is_never_seen_and_a_power_cut_keeps_the_ackno
     assert_eq!(items(&server.api, &auth).await, acknowledged);
     server.stop().await;
 }
+
+/// Issue 29 point 2: while the disk is full (every write refused with 503), every read and
+/// every login answers on both services: logins by password and by access key (the last
+/// login time and a key's upgrade are written when they can be, never needed to answer),
+/// and each read route with a token and with an access key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_read_and_login_answers_while_the_disk_is_full() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    if !fuse_available() {
+        return;
+    }
+    // a full disk, and a disk whose syncs fail (the writes having gone through)
+    for failure in [Failure::Full, Failure::Syncs] {
+        reads_and_logins_answer(failure).await;
+    }
+}
+
+async fn reads_and_logins_answer(failure: Failure) {
+    let logs = tempfile::tempdir().unwrap();
+    let mnt = tempfile::tempdir().unwrap();
+    let fs = PowerCutFs::mount(mnt.path(), None).expect("mount");
+    let (server, auth, acknowledged) = server_with_items(mnt.path(), logs.path(), 2).await;
+    let (api, scheduler) = (&server.api, &server.scheduler);
+    let (secret, key_id) = api
+        .add_key(
+            &auth,
+            "phone",
+            &["PermitGetItems", "PermitGetItem", "PermitSize", "PermitGetItemUUIDs"],
+        )
+        .await;
+    let planner = scheduler.user("alice").await;
+    let tickle = common::scheduler::future_tickle("on a full disk");
+    let tickle_id = scheduler.add_tickle(&planner, &tickle).await;
+    let (scheduler_secret, _) = scheduler.add_key(&planner, "planner", &["PermitGetItems"]).await;
+    let item = acknowledged.values().next().unwrap().clone();
+
+    fs.fail(Some(failure));
+    let refused = api.post("/inbox/item", &auth, &item_body("refused")).await;
+    assert!(refused.status == 500 || refused.status == 503, "{}", refused.text());
+
+    for _ in 0..2 {
+        // logins: by password (both services) and by access key
+        for service in [api, scheduler] {
+            let r = service.login("alice", "alice-password").await;
+            assert_eq!(
+                r.status,
+                204,
+                "login while the disk is full: {}\n{}",
+                r.text(),
+                server.log_text()
+            );
+        }
+        let by_key = Auth::key("alice", &secret);
+        let scheduler_key = Auth::key("alice", &scheduler_secret);
+        let fresh = api.login_ok("alice", "alice-password").await;
+        let planner = scheduler.login_ok("alice", "alice-password").await;
+        let reads: Vec<(&Api, String, &Auth)> = vec![
+            (api, "/inbox/items".into(), &fresh),
+            (api, "/inbox/items".into(), &by_key),
+            (api, "/inbox/uuids".into(), &by_key),
+            (api, "/inbox/size".into(), &by_key),
+            (api, format!("/inbox/item/{item}"), &by_key),
+            (api, "/inbox/show-item".into(), &fresh),
+            (api, "/account".into(), &fresh),
+            (api, "/access-key".into(), &fresh),
+            (api, format!("/access-key/{key_id}"), &fresh),
+            (api, "/permissions".into(), &fresh),
+            (scheduler, "/scheduler/items".into(), &planner),
+            (scheduler, "/scheduler/items".into(), &scheduler_key),
+            (scheduler, "/scheduler/uuids".into(), &planner),
+            (scheduler, format!("/scheduler/item/info/{tickle_id}"), &planner),
+            (scheduler, "/account/settings".into(), &planner),
+            (scheduler, "/account".into(), &planner),
+            (scheduler, "/trigger".into(), &planner),
+        ];
+        for (service, path, who) in reads {
+            let r = service.get(&path, who).await;
+            assert_eq!(
+                r.status,
+                200,
+                "GET {path} while the disk is full: {}\n{}",
+                r.text(),
+                server.log_text()
+            );
+        }
+    }
+    assert_eq!(&items(api, &auth).await, &acknowledged);
+    // the writer failed: the server stops with an error status (its last flush failed)
+    let mut server = server;
+    server.signal(libc::SIGTERM);
+    server.wait_exit().await;
+    fs.fail(None);
+    fs.unmount();
+}
+
+fn item_body(text: &str) -> Value {
+    item(text, 10)
+}

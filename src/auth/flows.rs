@@ -215,11 +215,23 @@ impl AccountFlows {
         }
         match passwords::hash_off_runtime(password, self.settings.password_iterations).await {
             Ok(new_hash) => {
-                let upgraded = accounts
+                // a refused write (a full disk) leaves the old hash, which still works: the
+                // login answers all the same (issue 29 point 2)
+                let upgraded = match accounts
                     .upgrade_password(account.id, &account.password_hash, new_hash)
-                    .await?;
-                if upgraded.durable().await? {
-                    tracing::info!(account = %account.id, "replaced a moved-in bcrypt password hash by PBKDF2");
+                    .await
+                {
+                    Ok(written) => written.durable().await,
+                    Err(e) => Err(e),
+                };
+                match upgraded {
+                    Ok(true) => {
+                        tracing::info!(account = %account.id, "replaced a moved-in bcrypt password hash by PBKDF2");
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        tracing::warn!(account = %account.id, "a moved-in password hash stays bcrypt for now: {e}")
+                    }
                 }
             }
             Err(e) => tracing::warn!("could not hash a moved-in password again: {}", e.0),
@@ -249,24 +261,38 @@ impl AccountFlows {
             return Ok(None);
         };
         let digest = secrets::digest(secret);
-        if !accounts
+        let upgraded = match accounts
             .upgrade_access_key(account.id, key.id, &key.secret, digest)
-            .await?
-            .durable()
-            .await?
+            .await
         {
+            Ok(written) => written.durable().await,
+            Err(e) => Err(e),
+        };
+        match upgraded {
+            Ok(true) => key.secret = KeySecret::Digest(digest),
             // deleted meanwhile
-            return Ok(None);
+            Ok(false) => return Ok(None),
+            // a refused write (a full disk): the bcrypt hash stays and still works; the
+            // login answers all the same (issue 29 point 2)
+            Err(e) => {
+                tracing::warn!(account = %account.id, key = %key.id, "a moved-in access key stays bcrypt for now: {e}")
+            }
         }
-        key.secret = KeySecret::Digest(digest);
         Ok(Some(key))
     }
 
-    /// Records the login and issues the token.
+    /// Records the login and issues the token. The record is a courtesy: when the database
+    /// refuses writes (a full disk), the login answers all the same, unrecorded (issue 29
+    /// point 2); an account deleted meanwhile gets no token.
     async fn grant_token(&self, accounts: &dyn Accounts, account: &Account, grant: Grant) -> Result<String, ApiError> {
-        let recorded = accounts.set_last_login(account.id, Timestamp::now()).await?;
-        if !recorded.durable().await? {
-            return Err(ApiError::unauthorized("wrong username or password"));
+        let recorded = match accounts.set_last_login(account.id, Timestamp::now()).await {
+            Ok(written) => written.durable().await,
+            Err(e) => Err(e),
+        };
+        match recorded {
+            Ok(true) => {}
+            Ok(false) => return Err(ApiError::unauthorized("wrong username or password")),
+            Err(e) => tracing::warn!(account = %account.id, "a login was not recorded: {e}"),
         }
         self.tokens
             .issue(self.service, account.id, account.epoch, grant.permissions, grant.key)
