@@ -193,7 +193,18 @@ pub fn bcrypt_hash(v: &rusqlite::types::Value) -> Result<String, String> {
 pub fn account_of(row: &Row, created_column: &str) -> Result<Account, String> {
     let username = text(row.get("username"))?;
     if !wire::is_valid_username(&username) {
-        return Err(format!("the username {username:?} is not valid here"));
+        let shown: String = username.chars().take(64).collect();
+        return Err(format!("the username {shown:?} is not valid here"));
+    }
+    // the limit of a new account (issue 29 point 3): the originals had none
+    let chars = username.chars().count();
+    if chars > crate::domain::account::MAX_NEW_USERNAME_CHARS {
+        let shown: String = username.chars().take(20).collect();
+        return Err(format!(
+            "the username {shown:?}… has {chars} characters; at most {} are accepted here (rename the account \
+             in the file first)",
+            crate::domain::account::MAX_NEW_USERNAME_CHARS
+        ));
     }
     Ok(Account {
         id: uuid(row.get("identifier"))?,
@@ -309,9 +320,17 @@ mod tests {
         let mut bad = r.clone();
         bad.0[2].1 = Some(Value::Text("$pbkdf2$…".into()));
         assert!(user(&bad).unwrap_err().contains("not bcrypt"));
-        let mut bad = r;
+        let mut bad = r.clone();
         bad.0[1].1 = Some(Value::Text("a b".into()));
         assert!(user(&bad).is_err());
+        // a new account's limit (issue 29 point 3): 64 characters, the rest refused by name
+        let mut long = r.clone();
+        long.0[1].1 = Some(Value::Text("a".repeat(64)));
+        assert!(user(&long).is_ok());
+        let mut longer = r;
+        longer.0[1].1 = Some(Value::Text("a".repeat(1_000_000)));
+        let err = user(&longer).unwrap_err();
+        assert!(err.contains("has 1000000 characters; at most 64") && err.len() < 200, "{err}");
     }
 
     #[test]

@@ -351,13 +351,18 @@ pub fn inbox_trigger(row: &Row) -> Result<Trigger, String> {
     if !secrets::looks_like_secret(&access_key) {
         return Err("the access key is not 16 bytes".into());
     }
+    let username = text(row.get("username"))?;
+    if !crate::domain::wire::is_valid_username(&username) {
+        let shown: String = username.chars().take(64).collect();
+        return Err(format!("the inbox username {shown:?} is not valid"));
+    }
     Ok(Trigger {
         id: uuid(row.get("identifier"))?,
         owner: Uuid::nil(),
         created: time(row.get("added"))?,
         kind: TriggerKind::Inbox {
             url,
-            username: text(row.get("username"))?,
+            username,
             access_key,
         },
     })
