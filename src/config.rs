@@ -1415,13 +1415,27 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Settings, String> {
+        resolve(args).map_err(|e| e.to_string())
+    }
+
+    /// `pigeonhole serve ARGS` as `main` resolves it (a command line clap refuses panics).
+    fn resolve(args: &[&str]) -> Result<Settings, ConfigError> {
         let mut full = vec!["pigeonhole", "serve"];
         full.extend_from_slice(args);
         let matches = <Cli as clap::CommandFactory>::command()
             .try_get_matches_from(full)
-            .map_err(|e| e.to_string())?;
-        let serve = matches.subcommand_matches("serve").ok_or("not the serve command")?;
-        Settings::resolve(serve).map_err(|e| e.to_string())
+            .unwrap();
+        Settings::resolve(matches.subcommand_matches("serve").unwrap())
+    }
+
+    /// `pigeonhole serve --data-dir /a --config FILE ARGS`, FILE holding `toml`.
+    fn with_file(toml: &str, args: &[&str]) -> Result<Settings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, toml).unwrap();
+        let mut full = vec!["--data-dir", "/a", "--config", path.to_str().unwrap()];
+        full.extend_from_slice(args);
+        resolve(&full)
     }
 
     #[test]
@@ -1635,5 +1649,151 @@ mod tests {
         let err = parse(&["--data-dir", "/a", "--disable-looper", "no-such-worker"]).unwrap_err();
         assert!(err.contains("no-such-worker"), "{err}");
         assert!(parse(&["--data-dir", "/a", "--disable-looper", "emailer"]).is_ok());
+    }
+
+    /// The names serde gives `Settings`' fields (the keys of the file): a deserializer that
+    /// only records them.
+    fn file_keys() -> Vec<&'static str> {
+        #[derive(Debug)]
+        struct Keys(Vec<&'static str>);
+        impl std::fmt::Display for Keys {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{:?}", self.0)
+            }
+        }
+        impl std::error::Error for Keys {}
+        impl serde::de::Error for Keys {
+            fn custom<T: std::fmt::Display>(_: T) -> Keys {
+                Keys(Vec::new())
+            }
+        }
+        struct Recorder;
+        impl<'de> serde::Deserializer<'de> for Recorder {
+            type Error = Keys;
+            fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Keys> {
+                Err(Keys(Vec::new()))
+            }
+            fn deserialize_struct<V: serde::de::Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Keys> {
+                Err(Keys(fields.to_vec()))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+                option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+                ignored_any
+            }
+        }
+        <Settings as serde::Deserialize>::deserialize(Recorder).unwrap_err().0
+    }
+
+    #[test]
+    fn the_keys_of_the_file_are_the_flags() {
+        let command = Settings::augment_args(clap::Command::new("serve"));
+        let mut flags: Vec<&str> = command.get_arguments().filter_map(|a| a.get_long()).collect();
+        let mut keys = file_keys();
+        flags.sort_unstable();
+        keys.sort_unstable();
+        assert_eq!(flags, keys);
+        assert!(keys.contains(&"inbox-port") && keys.contains(&"admin") && keys.contains(&"payment-plan"));
+        // what `finish` computes is no key
+        assert!(!keys.contains(&"admins") && !keys.contains(&"run-inbox") && !keys.contains(&"timeouts"));
+        // each flag has its variable
+        for arg in command.get_arguments().filter(|a| a.get_long().is_some()) {
+            let long = arg.get_long().unwrap();
+            let env = format!("PIGEONHOLE_{}", long.to_uppercase().replace('-', "_"));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(env.as_str()), "--{long}");
+        }
+    }
+
+    #[test]
+    fn config_errors_are_typed_and_name_what_is_wrong() {
+        let err = with_file("no-such-setting = 1\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::UnknownKey(k) if k == "no-such-setting"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "unknown setting \"no-such-setting\" in the config file"
+        );
+        for (toml, key) in [
+            ("inbox-port = \"x\"\n", "inbox-port"),
+            ("inbox-port = 70000\n", "inbox-port"),
+            ("scheduler-port = 9002\nadmin = 3\n", "admin"),
+            ("host = \"localhost\"\n", "host"),
+            ("metrics-address = \"nowhere\"\n", "metrics-address"),
+            ("log-level = \"loud\"\n", "log-level"),
+        ] {
+            let err = with_file(toml, &[]).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Value { key: k, .. } if k == key),
+                "{toml}: {err:?}"
+            );
+            let line = err.to_string();
+            assert!(
+                line.starts_with(&format!("invalid value for {key:?} in the config file: ")) && !line.contains('\n'),
+                "{line}"
+            );
+        }
+        let err = with_file("inbox-port = \n", &[]).unwrap_err();
+        assert!(matches!(err, ConfigError::Syntax { .. }), "{err:?}");
+        let err = resolve(&["--data-dir", "/a", "--config", "/nonexistent/p.toml"]).unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
+        let err = resolve(&["--data-dir", "/a", "--no-inbox", "--no-scheduler"]).unwrap_err();
+        assert!(matches!(err, ConfigError::NothingToRun), "{err:?}");
+        let err = resolve(&["--data-dir", "/a", "--database", "mysql://x"]).unwrap_err();
+        assert!(matches!(err, ConfigError::Database(_)), "{err:?}");
+        let err = resolve(&["--data-dir", "/a", "--outbound-allow", "intranet"]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::UnknownName { flag: "outbound-allow", name, .. } if name == "intranet"),
+            "{err:?}"
+        );
+        let err = resolve(&["--data-dir", "/a", "--email-from", "nobody"]).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { flag: "email-from", .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_file_takes_every_setting_and_lists_as_one_string() {
+        let s = with_file(
+            "admin = \"root\"\ntrusted-proxy = \"10.0.0.0/8\"\nno-inbox = true\nregistration = \"closed\"\n\
+             database-lease-secs = 5\nheader-timeout-secs = 3\nweb-host = \"example.org\"\n\
+             payment-plan = \"p\"\npayment-price = 700\ndisable-looper = [\"emailer\"]\nconfig = \"ignored.toml\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.admins, ["root"]);
+        assert!(s.trusted_proxies[0].contains("10.9.8.7".parse().unwrap()));
+        assert!(!s.run_inbox && s.run_scheduler && !s.registration_open);
+        assert_eq!(
+            (s.database_lease, s.timeouts.header),
+            (Duration::from_secs(5), Duration::from_secs(3))
+        );
+        assert_eq!(s.web_host, "example.org");
+        assert_eq!(s.payment_plan.map(|p| (p.plan, p.price)), Some(("p".to_owned(), 700)));
+        assert_eq!(s.disabled_loopers, [Worker::Emailer]);
+        // a flag's default never hides the file's value; a flag given does
+        let s = with_file("no-inbox = true\nlooper-period = 9\n", &["--no-inbox=false"]).unwrap();
+        assert!(s.run_inbox);
+        assert_eq!(s.looper_period, 9);
+    }
+
+    #[test]
+    fn the_environment_is_below_flags_and_above_the_file() {
+        // a variable no other test reads
+        std::env::set_var("PIGEONHOLE_MAX_ITEMS_FREE", "11");
+        let from_env = with_file("max-items-free = 9\n", &[]).map(|s| s.max_items_free);
+        let from_flag = with_file("max-items-free = 9\n", &["--max-items-free", "12"]).map(|s| s.max_items_free);
+        std::env::remove_var("PIGEONHOLE_MAX_ITEMS_FREE");
+        let from_file = with_file("max-items-free = 9\n", &[]).map(|s| s.max_items_free);
+        assert_eq!((from_flag.unwrap(), from_env.unwrap(), from_file.unwrap()), (12, 11, 9));
+        // the defaults know no environment
+        assert_eq!(Settings::with_data_dir("/a").max_items_free, 5);
     }
 }
