@@ -3,7 +3,7 @@
 
 use crate::domain::worker::Worker;
 mod database;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args as _, FromArgMatches as _, Parser, Subcommand, ValueEnum};
 pub use database::{DatabaseHost, DatabaseUrl, DatabaseUrlError, SslMode};
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -23,7 +23,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run both services (and the scheduler's workers) until SIGINT/SIGTERM.
-    Serve(Box<ServeArgs>),
+    Serve(Box<Settings>),
     /// Set up an account on a running server (both services, the link from the scheduler to
     /// the inbox, and this machine's command-line client); safe to run again.
     Setup(SetupArgs),
@@ -519,9 +519,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// Where `--metrics` listens unless `--metrics-address` says otherwise: loopback only.
-pub const DEFAULT_METRICS_ADDRESS: &str = "127.0.0.1:9464";
-
 impl LogLevel {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -534,143 +531,273 @@ impl LogLevel {
     }
 }
 
-/// Flags of `pigeonhole serve`. Every value is optional here so that the environment, the
-/// TOML file and the defaults can be layered in [`Settings::resolve`].
-#[derive(clap::Args, Debug, Default)]
+/// The settings of `pigeonhole serve`, each written once, as one field: its doc comment is
+/// its `--help` line, `#[arg]` names its flag, its environment variable and its default
+/// (`--help` shows it), and serde reads it from the TOML file of `--config` under the flag's
+/// name (`inbox-port = 9001`; an unknown key is refused). [`Settings::resolve`] layers them:
+/// the flag, else its variable, else the file, else the default (docs/configuration.md).
+///
+/// The fields after the settings are not settings: they are what the program uses, computed
+/// from the settings by [`Settings::finish`] (a parsed URL, the payment plan, the workers
+/// turned off, durations …); tests set them directly.
+#[derive(clap::Args, serde::Deserialize, Clone, Debug)]
 #[command(args_override_self = true)]
-pub struct ServeArgs {
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct Settings {
     /// TOML file with any of the settings below (keys are the flag names)
     #[arg(long, env = "PIGEONHOLE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Database, signing key and e-mail outbox [default: $XDG_DATA_HOME/pigeonhole]
-    #[arg(long, env = "PIGEONHOLE_DATA_DIR", value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
+    #[arg(long = "data-dir", env = "PIGEONHOLE_DATA_DIR", value_name = "DIR")]
+    #[serde(rename = "data-dir")]
+    pub data_dir_setting: Option<PathBuf>,
     /// postgres://user[:pass]@host[:port]/db[?sslmode=…&host=/socket/dir]: keep all data in that PostgreSQL database [default: sled in the data directory]
-    #[arg(long, env = "PIGEONHOLE_DATABASE", value_name = "URL")]
-    pub database: Option<String>,
-    /// With --database: seconds a process holds a claimed delivery, e-mail or due item before another process may take it over [default: 300]
-    #[arg(long, env = "PIGEONHOLE_DATABASE_LEASE_SECS", value_name = "SECS", hide = true)]
-    pub database_lease_secs: Option<u64>,
-    /// Address both services bind to [default: 127.0.0.1]
-    #[arg(long, env = "PIGEONHOLE_HOST", value_name = "ADDR")]
-    pub host: Option<IpAddr>,
-    /// Inbox service port [default: 8001]
-    #[arg(long, env = "PIGEONHOLE_INBOX_PORT", value_name = "N")]
-    pub inbox_port: Option<u16>,
-    /// Scheduler service port [default: 8002]
-    #[arg(long, env = "PIGEONHOLE_SCHEDULER_PORT", value_name = "N")]
-    pub scheduler_port: Option<u16>,
+    #[arg(long = "database", env = "PIGEONHOLE_DATABASE", value_name = "URL")]
+    #[serde(rename = "database")]
+    pub database_setting: Option<String>,
+    /// With --database: seconds a process holds a claimed delivery, e-mail or due item before another process may take it over
+    #[arg(
+        long,
+        env = "PIGEONHOLE_DATABASE_LEASE_SECS",
+        value_name = "SECS",
+        default_value_t = 300,
+        hide = true
+    )]
+    pub database_lease_secs: u64,
+    /// Address both services bind to
+    #[arg(long, env = "PIGEONHOLE_HOST", value_name = "ADDR", default_value_t = IpAddr::from([127, 0, 0, 1]))]
+    pub host: IpAddr,
+    /// Inbox service port
+    #[arg(long, env = "PIGEONHOLE_INBOX_PORT", value_name = "N", default_value_t = 8001)]
+    pub inbox_port: u16,
+    /// Scheduler service port
+    #[arg(long, env = "PIGEONHOLE_SCHEDULER_PORT", value_name = "N", default_value_t = 8002)]
+    pub scheduler_port: u16,
     /// Do not run the inbox service
-    #[arg(long, env = "PIGEONHOLE_NO_INBOX", num_args = 0..=1, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
-    pub no_inbox: Option<bool>,
+    #[arg(long, env = "PIGEONHOLE_NO_INBOX", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false, hide_default_value = true, value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_inbox: bool,
     /// Do not run the scheduler service
-    #[arg(long, env = "PIGEONHOLE_NO_SCHEDULER", num_args = 0..=1, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
-    pub no_scheduler: Option<bool>,
+    #[arg(long, env = "PIGEONHOLE_NO_SCHEDULER", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false, hide_default_value = true, value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_scheduler: bool,
     /// Admin username (repeatable)
-    #[arg(long, env = "PIGEONHOLE_ADMIN", value_name = "NAME", value_delimiter = ',')]
-    pub admin: Vec<String>,
+    #[arg(long = "admin", env = "PIGEONHOLE_ADMIN", value_name = "NAME", value_delimiter = ',')]
+    #[serde(rename = "admin", deserialize_with = "one_or_many")]
+    pub admins: Vec<String>,
     /// Username that never pays (repeatable)
-    #[arg(long, env = "PIGEONHOLE_FREELOADER", value_name = "NAME", value_delimiter = ',')]
-    pub freeloader: Vec<String>,
-    /// `closed`: POST /register answers 403 [default: open]
-    #[arg(long, env = "PIGEONHOLE_REGISTRATION", value_enum)]
-    pub registration: Option<Registration>,
-    /// PBKDF2 iterations for new password hashes [default: 600000]
-    #[arg(long, env = "PIGEONHOLE_PASSWORD_ITERATIONS", value_name = "N")]
-    pub password_iterations: Option<u32>,
+    #[arg(
+        long = "freeloader",
+        env = "PIGEONHOLE_FREELOADER",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    #[serde(rename = "freeloader", deserialize_with = "one_or_many")]
+    pub freeloaders: Vec<String>,
+    /// `closed`: POST /register answers 403
+    #[arg(long, env = "PIGEONHOLE_REGISTRATION", value_enum, default_value_t = Registration::Open)]
+    pub registration: Registration,
+    /// PBKDF2 iterations for new password hashes
+    #[arg(
+        long,
+        env = "PIGEONHOLE_PASSWORD_ITERATIONS",
+        value_name = "N",
+        default_value_t = 600_000
+    )]
+    pub password_iterations: u32,
     /// Expiry (seconds) added to new tokens [default: none]
     #[arg(long, env = "PIGEONHOLE_TOKEN_LIFETIME", value_name = "SECS")]
     pub token_lifetime: Option<u64>,
-    /// Request body cap in bytes [default: 16777216]
-    #[arg(long, env = "PIGEONHOLE_MAX_BODY_BYTES", value_name = "N")]
-    pub max_body_bytes: Option<u64>,
-    /// error, warn, info, debug or trace [default: info]
-    #[arg(long, env = "PIGEONHOLE_LOG_LEVEL", value_enum)]
-    pub log_level: Option<LogLevel>,
-    /// text (for people) or json (one JSON object per line) [default: text]
-    #[arg(long, env = "PIGEONHOLE_LOG_FORMAT", value_enum)]
-    pub log_format: Option<LogFormat>,
+    /// Request body cap in bytes
+    #[arg(long, env = "PIGEONHOLE_MAX_BODY_BYTES", value_name = "N", default_value_t = 16 * 1024 * 1024)]
+    pub max_body_bytes: u64,
+    /// error, warn, info, debug or trace
+    #[arg(long, env = "PIGEONHOLE_LOG_LEVEL", value_enum, default_value_t = LogLevel::Info)]
+    pub log_level: LogLevel,
+    /// text (for people) or json (one JSON object per line)
+    #[arg(long, env = "PIGEONHOLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Serve metrics in the Prometheus text format on a listener of their own (GET /metrics)
-    #[arg(long, env = "PIGEONHOLE_METRICS", num_args = 0..=1, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
-    pub metrics: Option<bool>,
-    /// Address of the metrics listener (with --metrics) [default: 127.0.0.1:9464]
-    #[arg(long, env = "PIGEONHOLE_METRICS_ADDRESS", value_name = "ADDR")]
-    pub metrics_address: Option<SocketAddr>,
+    #[arg(long, env = "PIGEONHOLE_METRICS", action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true", default_value_t = false, hide_default_value = true, value_parser = clap::builder::BoolishValueParser::new())]
+    pub metrics: bool,
+    /// Address of the metrics listener (with --metrics): loopback only by default
+    #[arg(long = "metrics-address", env = "PIGEONHOLE_METRICS_ADDRESS", value_name = "ADDR", default_value_t = SocketAddr::from(([127, 0, 0, 1], 9464)))]
+    #[serde(rename = "metrics-address")]
+    pub metrics_address_setting: SocketAddr,
     /// Payment plan identifier (turns monetisation on)
-    #[arg(long, env = "PIGEONHOLE_PAYMENT_PLAN", value_name = "ID")]
-    pub payment_plan: Option<String>,
-    /// Price in the currency's smallest unit [default: 0]
-    #[arg(long, env = "PIGEONHOLE_PAYMENT_PRICE", value_name = "N")]
-    pub payment_price: Option<u64>,
-    /// Lower-case currency code [default: eur]
-    #[arg(long, env = "PIGEONHOLE_PAYMENT_CURRENCY", value_name = "CODE")]
-    pub payment_currency: Option<String>,
+    #[arg(long = "payment-plan", env = "PIGEONHOLE_PAYMENT_PLAN", value_name = "ID")]
+    #[serde(rename = "payment-plan")]
+    pub payment_plan_setting: Option<String>,
+    /// Price in the currency's smallest unit
+    #[arg(long, env = "PIGEONHOLE_PAYMENT_PRICE", value_name = "N", default_value_t = 0)]
+    pub payment_price: u64,
+    /// Lower-case currency code
+    #[arg(
+        long,
+        env = "PIGEONHOLE_PAYMENT_CURRENCY",
+        value_name = "CODE",
+        default_value = "eur"
+    )]
+    pub payment_currency: String,
     /// Trial period in days [default: none]
     #[arg(long, env = "PIGEONHOLE_PAYMENT_TRIAL_DAYS", value_name = "N")]
     pub payment_trial_days: Option<u64>,
     /// Public key of the payment provider [default: ""]
-    #[arg(long, env = "PIGEONHOLE_PAYMENT_PUBLISHABLE_KEY", value_name = "KEY")]
-    pub payment_publishable_key: Option<String>,
+    #[arg(
+        long,
+        env = "PIGEONHOLE_PAYMENT_PUBLISHABLE_KEY",
+        value_name = "KEY",
+        default_value = "",
+        hide_default_value = true
+    )]
+    pub payment_publishable_key: String,
     /// Secret key of the payment provider; enables the payments workers
     #[arg(long, env = "PIGEONHOLE_PAYMENT_SECRET_KEY", value_name = "KEY")]
     pub payment_secret_key: Option<String>,
     /// Base URL of the payment provider's REST API
-    #[arg(long, env = "PIGEONHOLE_PAYMENT_API_URL", value_name = "URL")]
-    pub payment_api_url: Option<String>,
-    /// Free items per account while not paid [default: 5]
-    #[arg(long, env = "PIGEONHOLE_MAX_ITEMS_FREE", value_name = "N")]
-    pub max_items_free: Option<u64>,
-    /// Default period of every worker, seconds [default: 60]
-    #[arg(long, env = "PIGEONHOLE_LOOPER_PERIOD", value_name = "SECS")]
-    pub looper_period: Option<u64>,
-    /// Retry delay after a worker error, µs [default: 1000000]
-    #[arg(long, env = "PIGEONHOLE_LOOPER_RETRY_DELAY_US", value_name = "N")]
-    pub looper_retry_delay_us: Option<u64>,
-    /// Retries before a worker is reported errored [default: 7]
-    #[arg(long, env = "PIGEONHOLE_LOOPER_RETRY_AMOUNT", value_name = "N")]
-    pub looper_retry_amount: Option<u32>,
+    #[arg(
+        long,
+        env = "PIGEONHOLE_PAYMENT_API_URL",
+        value_name = "URL",
+        default_value = "https://api.stripe.com"
+    )]
+    pub payment_api_url: String,
+    /// Free items per account while not paid
+    #[arg(long, env = "PIGEONHOLE_MAX_ITEMS_FREE", value_name = "N", default_value_t = 5)]
+    pub max_items_free: u64,
+    /// Default period of every worker, seconds
+    #[arg(long, env = "PIGEONHOLE_LOOPER_PERIOD", value_name = "SECS", default_value_t = 60)]
+    pub looper_period: u64,
+    /// Retry delay after a worker error, µs
+    #[arg(
+        long,
+        env = "PIGEONHOLE_LOOPER_RETRY_DELAY_US",
+        value_name = "N",
+        default_value_t = 1_000_000
+    )]
+    pub looper_retry_delay_us: u64,
+    /// Retries before a worker is reported errored
+    #[arg(long, env = "PIGEONHOLE_LOOPER_RETRY_AMOUNT", value_name = "N", default_value_t = 7)]
+    pub looper_retry_amount: u32,
     /// Turn one worker off (repeatable)
     #[arg(long, env = "PIGEONHOLE_DISABLE_LOOPER", value_name = "NAME", value_delimiter = ',')]
+    #[serde(deserialize_with = "one_or_many")]
     pub disable_looper: Vec<String>,
     /// Host used in e-mail texts and links [default: localhost:<scheduler-port>]
-    #[arg(long, env = "PIGEONHOLE_WEB_HOST", value_name = "HOST")]
-    pub web_host: Option<String>,
+    #[arg(long = "web-host", env = "PIGEONHOLE_WEB_HOST", value_name = "HOST")]
+    #[serde(rename = "web-host")]
+    pub web_host_setting: Option<String>,
     /// Public address of the inbox's pages behind a proxy (https://inbox.example.org) [default: this host at the inbox port]
     #[arg(long, env = "PIGEONHOLE_INBOX_WEB_HOST", value_name = "HOST")]
     pub inbox_web_host: Option<String>,
     /// smtp://[user:pass@]host[:port] or smtps://… [default: write .eml files to <data-dir>/outbox]
     #[arg(long, env = "PIGEONHOLE_SMTP_URL", value_name = "URL")]
     pub smtp_url: Option<String>,
-    /// Sender of e-mails [default: pigeonhole@localhost]
-    #[arg(long, env = "PIGEONHOLE_EMAIL_FROM", value_name = "ADDR")]
-    pub email_from: Option<String>,
+    /// Sender of e-mails
+    #[arg(
+        long,
+        env = "PIGEONHOLE_EMAIL_FROM",
+        value_name = "ADDR",
+        default_value = "pigeonhole@localhost"
+    )]
+    pub email_from: String,
     /// Where admin notifications go [default: only logged]
     #[arg(long, env = "PIGEONHOLE_ADMIN_EMAIL", value_name = "ADDR")]
     pub admin_email: Option<String>,
     /// Reverse proxy address or network (`10.0.0.0/8`) whose X-Forwarded-For is believed (repeatable)
     #[arg(long, env = "PIGEONHOLE_TRUSTED_PROXY", value_name = "ADDR", value_delimiter = ',')]
+    #[serde(deserialize_with = "one_or_many")]
     pub trusted_proxy: Vec<String>,
     /// Where deliveries may connect: loopback, private, public (comma-separated) [default: loopback,private,public]; link-local and other special addresses never
-    #[arg(long, env = "PIGEONHOLE_OUTBOUND_ALLOW", value_name = "KINDS", value_delimiter = ',')]
-    pub outbound_allow: Vec<String>,
+    #[arg(
+        long = "outbound-allow",
+        env = "PIGEONHOLE_OUTBOUND_ALLOW",
+        value_name = "KINDS",
+        value_delimiter = ','
+    )]
+    #[serde(rename = "outbound-allow", deserialize_with = "one_or_many")]
+    pub outbound_allow_setting: Vec<String>,
     /// NAME=IP: resolve NAME to IP for deliveries (tests; the outbound policy still applies)
     #[arg(
-        long,
+        long = "outbound-resolve",
         env = "PIGEONHOLE_OUTBOUND_RESOLVE",
         value_name = "NAME=IP",
         value_delimiter = ',',
         hide = true
     )]
-    pub outbound_resolve: Vec<String>,
-    /// Seconds a connection may take to send a request's headers, from its first byte [default: 30]
+    #[serde(rename = "outbound-resolve", deserialize_with = "one_or_many")]
+    pub outbound_resolve_setting: Vec<String>,
+    /// Seconds a connection may take to send a request's headers, from its first byte [default: `Timeouts::default()`]
     #[arg(long, env = "PIGEONHOLE_HEADER_TIMEOUT_SECS", value_name = "SECS", hide = true)]
     pub header_timeout_secs: Option<u64>,
-    /// Seconds a connection may stay idle between requests [default: 60]
+    /// Seconds a connection may stay idle between requests [default: `Timeouts::default()`]
     #[arg(long, env = "PIGEONHOLE_IDLE_TIMEOUT_SECS", value_name = "SECS", hide = true)]
     pub idle_timeout_secs: Option<u64>,
-    /// Seconds a request or answer body may go without progress [default: 30]
+    /// Seconds a request or answer body may go without progress [default: `Timeouts::default()`]
     #[arg(long, env = "PIGEONHOLE_BODY_TIMEOUT_SECS", value_name = "SECS", hide = true)]
     pub body_timeout_secs: Option<u64>,
+
+    // Computed by `finish` from the settings above: not flags, not keys of the file.
+    /// `--data-dir`, else `$XDG_DATA_HOME/pigeonhole`, else `~/.local/share/pigeonhole`.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub data_dir: PathBuf,
+    /// `--database`: a PostgreSQL database instead of sled in the data directory.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub database: Option<DatabaseUrl>,
+    /// `--database-lease-secs`: how long a process's claim on queued work lasts when it
+    /// stops renewing it (it died): then another process takes the work over.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub database_lease: Duration,
+    /// Not `--no-inbox`.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub run_inbox: bool,
+    /// Not `--no-scheduler`.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub run_scheduler: bool,
+    /// `--registration open`.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub registration_open: bool,
+    /// Where the metrics listener binds; `None`: metrics are off (the default).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub metrics_address: Option<SocketAddr>,
+    /// `--payment-plan` with its price, currency, trial and key.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub payment_plan: Option<PaymentPlan>,
+    /// `--disable-looper`.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub disabled_loopers: Vec<Worker>,
+    /// `--web-host`, else `localhost:<scheduler-port>`.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub web_host: String,
+    /// Where browsers reach each service's pages when the operator said so (`--web-host`,
+    /// `--inbox-web-host`): each page finds the other service there (docs/web.md).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub web_origins: WebOrigins,
+    /// Peers whose `X-Forwarded-For` names the client (inbox.md §1.7).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub trusted_proxies: Vec<ProxyNet>,
+    /// Deadlines of hostile or broken connections (spec decision 17).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub timeouts: Timeouts,
+    /// The kinds of addresses deliveries may connect to (`--outbound-allow`).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub outbound_allow: OutboundAllow,
+    /// Host names resolved to fixed addresses for deliveries (tests: `--outbound-resolve`).
+    #[arg(skip)]
+    #[serde(skip)]
+    pub outbound_resolve: Vec<(String, IpAddr)>,
 }
 
 /// The configured payment plan (monetisation is on when there is one).
@@ -681,54 +808,6 @@ pub struct PaymentPlan {
     pub currency: String,
     pub trial_days: Option<u64>,
     pub publishable_key: String,
-}
-
-#[derive(Clone, Debug)]
-pub struct Settings {
-    pub data_dir: PathBuf,
-    /// `--database`: a PostgreSQL database instead of sled in the data directory.
-    pub database: Option<DatabaseUrl>,
-    /// `--database-lease-secs`: how long a process's claim on queued work lasts when it
-    /// stops renewing it (it died): then another process takes the work over.
-    pub database_lease: Duration,
-    pub host: IpAddr,
-    pub inbox_port: u16,
-    pub scheduler_port: u16,
-    pub run_inbox: bool,
-    pub run_scheduler: bool,
-    pub admins: Vec<String>,
-    pub freeloaders: Vec<String>,
-    pub registration_open: bool,
-    pub password_iterations: u32,
-    pub token_lifetime: Option<u64>,
-    pub max_body_bytes: u64,
-    pub log_level: LogLevel,
-    pub log_format: LogFormat,
-    /// Where the metrics listener binds; `None`: metrics are off (the default).
-    pub metrics_address: Option<SocketAddr>,
-    pub payment_plan: Option<PaymentPlan>,
-    pub payment_secret_key: Option<String>,
-    pub payment_api_url: String,
-    pub max_items_free: u64,
-    pub looper_period: u64,
-    pub looper_retry_delay_us: u64,
-    pub looper_retry_amount: u32,
-    pub disabled_loopers: Vec<crate::domain::worker::Worker>,
-    pub web_host: String,
-    /// Where browsers reach each service's pages when the operator said so (`--web-host`,
-    /// `--inbox-web-host`): each page finds the other service there (docs/web.md).
-    pub web_origins: WebOrigins,
-    pub smtp_url: Option<String>,
-    pub email_from: String,
-    pub admin_email: Option<String>,
-    /// Peers whose `X-Forwarded-For` names the client (inbox.md §1.7).
-    pub trusted_proxies: Vec<ProxyNet>,
-    /// Deadlines of hostile or broken connections (spec decision 17).
-    pub timeouts: Timeouts,
-    /// The kinds of addresses deliveries may connect to (`--outbound-allow`).
-    pub outbound_allow: OutboundAllow,
-    /// Host names resolved to fixed addresses for deliveries (tests: `--outbound-resolve`).
-    pub outbound_resolve: Vec<(String, IpAddr)>,
 }
 
 /// The kinds of addresses that deliveries (and the check of a new inbox trigger) may connect
@@ -754,7 +833,7 @@ impl Default for OutboundAllow {
 
 impl OutboundAllow {
     /// `loopback`, `private`, `public`, separated by commas (or given as a list).
-    pub fn parse(kinds: &[String]) -> Result<OutboundAllow, String> {
+    pub fn parse(kinds: &[String]) -> Result<OutboundAllow, ConfigError> {
         let mut allow = OutboundAllow {
             loopback: false,
             private: false,
@@ -766,9 +845,12 @@ impl OutboundAllow {
                 "private" => allow.private = true,
                 "public" => allow.public = true,
                 other => {
-                    return Err(format!(
-                        "unknown kind {other:?} for --outbound-allow (known: loopback, private, public)"
-                    ))
+                    return Err(ConfigError::UnknownName {
+                        what: "kind",
+                        flag: "outbound-allow",
+                        name: other.to_owned(),
+                        known: "loopback, private, public".to_owned(),
+                    })
                 }
             }
         }
@@ -791,8 +873,12 @@ impl OutboundAllow {
 }
 
 /// `NAME=IP` of `--outbound-resolve`.
-fn parse_resolve(text: &str) -> Result<(String, IpAddr), String> {
-    let bad = || format!("invalid --outbound-resolve {text:?}: expected NAME=IP");
+fn parse_resolve(text: &str) -> Result<(String, IpAddr), ConfigError> {
+    let bad = || ConfigError::Invalid {
+        flag: "outbound-resolve",
+        value: text.to_owned(),
+        reason: "expected NAME=IP".to_owned(),
+    };
     let (name, ip) = text.split_once('=').ok_or_else(bad)?;
     let ip = ip.trim().parse::<IpAddr>().map_err(|_| bad())?;
     let name = name.trim().to_ascii_lowercase();
@@ -864,8 +950,12 @@ pub struct ProxyNet {
 }
 
 impl ProxyNet {
-    pub fn parse(text: &str) -> Result<ProxyNet, String> {
-        let bad = || format!("invalid --trusted-proxy {text:?}: expected an IP address or ADDR/PREFIX");
+    pub fn parse(text: &str) -> Result<ProxyNet, ConfigError> {
+        let bad = || ConfigError::Invalid {
+            flag: "trusted-proxy",
+            value: text.to_owned(),
+            reason: "expected an IP address or ADDR/PREFIX".to_owned(),
+        };
         let (addr, prefix) = match text.trim().split_once('/') {
             Some((a, p)) => (a, Some(p.parse::<u8>().map_err(|_| bad())?)),
             None => (text.trim(), None),
@@ -899,181 +989,168 @@ fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
     rest == 0 || (a[whole] ^ b[whole]) >> (8 - rest) == 0
 }
 
+impl Default for Settings {
+    /// The defaults of the settings (as `--help` shows them), before [`Settings::finish`]:
+    /// `pigeonhole serve` with no flag, no environment variable and no file.
+    fn default() -> Settings {
+        let command = Settings::augment_args(clap::Command::new("serve")).mut_args(|arg| arg.env(None));
+        // every setting has a default or may be absent: an empty command line always parses
+        let matches = command.try_get_matches_from(["serve"]).expect("the defaults parse");
+        Settings::from_arg_matches(&matches).expect("the defaults parse")
+    }
+}
+
 impl Settings {
     /// Settings for tests and embedding: the defaults with a given data directory.
     pub fn with_data_dir(dir: impl Into<PathBuf>) -> Settings {
-        let args = ServeArgs {
-            data_dir: Some(dir.into()),
-            ..ServeArgs::default()
+        let settings = Settings {
+            data_dir_setting: Some(dir.into()),
+            ..Settings::default()
         };
         // The defaults of an empty configuration always resolve.
-        Settings::resolve(args).expect("default settings")
+        settings.finish().expect("default settings")
     }
 
-    /// Layers the flags (with their environment variables already applied by clap) over the
-    /// `--config` file over the defaults, and checks the result.
-    pub fn resolve(args: ServeArgs) -> Result<Settings, String> {
-        let file = match &args.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
-                text.parse::<toml::Table>()
-                    .map_err(|e| format!("invalid config file {}: {e}", path.display()))?
-            }
-            None => toml::Table::new(),
-        };
-        if let Some(bad) = file.keys().find(|k| !KNOWN_KEYS.contains(&k.as_str())) {
-            return Err(format!("unknown setting {bad:?} in the config file"));
+    /// The settings of `pigeonhole serve`'s parsed command line (`matches`, its environment
+    /// variables applied by clap): the flags and variables given there over the `--config`
+    /// file over the defaults, checked.
+    pub fn resolve(matches: &clap::ArgMatches) -> Result<Settings, ConfigError> {
+        let mut given = matches.clone();
+        let defaulted: Vec<String> = matches
+            .ids()
+            .map(|id| id.as_str().to_owned())
+            .filter(|id| matches.value_source(id) == Some(clap::parser::ValueSource::DefaultValue))
+            .collect();
+        for id in defaulted {
+            // the ids are the matches' own: clearing one cannot fail
+            let _ = given.try_clear_id(&id);
         }
-        let f = FileValues(file);
-        let scheduler_port = pick(args.scheduler_port, f.get("scheduler-port")?, 8002);
-        let plan = match args.payment_plan.clone().or(f.get("payment-plan")?) {
-            Some(plan) => Some(PaymentPlan {
-                plan,
-                price: pick(args.payment_price, f.get("payment-price")?, 0),
-                currency: pick(
-                    args.payment_currency.clone(),
-                    f.get("payment-currency")?,
-                    "eur".to_string(),
-                )
-                .to_lowercase(),
-                trial_days: args.payment_trial_days.or(f.get("payment-trial-days")?),
-                publishable_key: pick(
-                    args.payment_publishable_key.clone(),
-                    f.get("payment-publishable-key")?,
-                    String::new(),
-                ),
-            }),
-            None => None,
+        let config = Settings::from_arg_matches(matches).map_err(ConfigError::Command)?;
+        let mut settings = match &config.config {
+            Some(path) => Settings::from_file(path)?,
+            None => Settings::default(),
         };
-        let disabled = list(args.disable_looper, f.list("disable-looper")?);
-        let disabled = disabled
+        settings.update_from_arg_matches(&given).map_err(ConfigError::Command)?;
+        settings.finish()
+    }
+
+    /// The defaults with the settings of the TOML file at `path` over them.
+    fn from_file(path: &std::path::Path) -> Result<Settings, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let file = text.parse::<toml::Table>().map_err(|source| ConfigError::Syntax {
+            path: path.to_owned(),
+            source,
+        })?;
+        let command = Settings::augment_args(clap::Command::new("serve"));
+        let known: Vec<&str> = command.get_arguments().filter_map(|arg| arg.get_long()).collect();
+        if let Some(key) = file.keys().find(|key| !known.contains(&key.as_str())) {
+            return Err(ConfigError::UnknownKey(key.clone()));
+        }
+        // each value on its own first, so that a wrong one is named
+        for (key, value) in &file {
+            let one = toml::Table::from_iter([(key.clone(), value.clone())]);
+            toml::Value::Table(one)
+                .try_into::<Settings>()
+                .map_err(|source| ConfigError::Value {
+                    key: key.clone(),
+                    source,
+                })?;
+        }
+        toml::Value::Table(file)
+            .try_into()
+            .map_err(|source| ConfigError::Syntax {
+                path: path.to_owned(),
+                source,
+            })
+    }
+
+    /// Computes what the program uses from the settings, and checks them.
+    pub fn finish(mut self) -> Result<Settings, ConfigError> {
+        self.data_dir = match &self.data_dir_setting {
+            Some(dir) => dir.clone(),
+            None => default_data_dir()?,
+        };
+        self.database = self
+            .database_setting
+            .as_deref()
+            .map(DatabaseUrl::parse)
+            .transpose()
+            .map_err(ConfigError::Database)?;
+        self.database_lease = Duration::from_secs(self.database_lease_secs.clamp(1, 86_400));
+        self.run_inbox = !self.no_inbox;
+        self.run_scheduler = !self.no_scheduler;
+        self.admins = tidy(&self.admins);
+        self.freeloaders = tidy(&self.freeloaders);
+        self.registration_open = self.registration == Registration::Open;
+        self.password_iterations = self.password_iterations.max(1);
+        self.looper_period = self.looper_period.max(1);
+        self.metrics_address = self.metrics.then_some(self.metrics_address_setting);
+        self.payment_currency = self.payment_currency.to_lowercase();
+        self.payment_plan = self.payment_plan_setting.clone().map(|plan| PaymentPlan {
+            plan,
+            price: self.payment_price,
+            currency: self.payment_currency.clone(),
+            trial_days: self.payment_trial_days,
+            publishable_key: self.payment_publishable_key.clone(),
+        });
+        self.disabled_loopers = tidy(&self.disable_looper)
             .iter()
             .map(|name| {
-                Worker::parse(name).ok_or_else(|| {
-                    let known: Vec<&str> = Worker::ALL.iter().map(|w| w.name()).collect();
-                    format!(
-                        "unknown worker name {name:?} for --disable-looper (known: {})",
-                        known.join(", ")
-                    )
+                Worker::parse(name).ok_or_else(|| ConfigError::UnknownName {
+                    what: "worker name",
+                    flag: "disable-looper",
+                    name: name.clone(),
+                    known: Worker::ALL.iter().map(|w| w.name()).collect::<Vec<_>>().join(", "),
                 })
             })
-            .collect::<Result<Vec<Worker>, String>>()?;
-        let settings = Settings {
-            data_dir: match args.data_dir.or(f.get::<String>("data-dir")?.map(PathBuf::from)) {
-                Some(d) => d,
-                None => default_data_dir()?,
-            },
-            database: args
-                .database
-                .or(f.get("database")?)
-                .map(|url| DatabaseUrl::parse(&url))
-                .transpose()
-                .map_err(|e| e.to_string())?,
-            database_lease: Duration::from_secs(
-                pick(args.database_lease_secs, f.get("database-lease-secs")?, 300).clamp(1, 86_400),
-            ),
-            host: pick(
-                args.host,
-                f.get::<String>("host")?
-                    .map(|h| h.parse::<IpAddr>().map_err(|e| format!("invalid host {h:?}: {e}")))
-                    .transpose()?,
-                IpAddr::from([127, 0, 0, 1]),
-            ),
-            inbox_port: pick(args.inbox_port, f.get("inbox-port")?, 8001),
-            scheduler_port,
-            run_inbox: !pick(args.no_inbox, f.get("no-inbox")?, false),
-            run_scheduler: !pick(args.no_scheduler, f.get("no-scheduler")?, false),
-            admins: list(args.admin, f.list("admin")?),
-            freeloaders: list(args.freeloader, f.list("freeloader")?),
-            registration_open: pick(args.registration, f.get("registration")?, Registration::Open)
-                == Registration::Open,
-            password_iterations: pick(args.password_iterations, f.get("password-iterations")?, 600_000).max(1),
-            token_lifetime: args.token_lifetime.or(f.get("token-lifetime")?),
-            max_body_bytes: pick(args.max_body_bytes, f.get("max-body-bytes")?, 16 * 1024 * 1024),
-            log_level: pick(args.log_level, f.get("log-level")?, LogLevel::Info),
-            log_format: pick(args.log_format, f.get("log-format")?, LogFormat::Text),
-            metrics_address: match pick(args.metrics, f.get("metrics")?, false) {
-                false => None,
-                true => Some(match args.metrics_address {
-                    Some(a) => a,
-                    None => match f.get::<String>("metrics-address")? {
-                        Some(a) => a
-                            .parse()
-                            .map_err(|e| format!("invalid metrics-address {a:?} in the config file: {e}"))?,
-                        None => DEFAULT_METRICS_ADDRESS.parse().map_err(|e| format!("{e}"))?,
-                    },
-                }),
-            },
-            payment_plan: plan,
-            payment_secret_key: args.payment_secret_key.or(f.get("payment-secret-key")?),
-            payment_api_url: pick(
-                args.payment_api_url,
-                f.get("payment-api-url")?,
-                "https://api.stripe.com".to_string(),
-            ),
-            max_items_free: pick(args.max_items_free, f.get("max-items-free")?, 5),
-            looper_period: pick(args.looper_period, f.get("looper-period")?, 60).max(1),
-            looper_retry_delay_us: pick(args.looper_retry_delay_us, f.get("looper-retry-delay-us")?, 1_000_000),
-            looper_retry_amount: pick(args.looper_retry_amount, f.get("looper-retry-amount")?, 7),
-            disabled_loopers: disabled,
-            web_origins: WebOrigins {
-                inbox: match args.inbox_web_host.clone().or(f.get("inbox-web-host")?) {
-                    Some(host) => {
-                        Some(web_origin(&host).map_err(|e| format!("invalid --inbox-web-host {host:?}: {e}"))?)
-                    }
-                    None => None,
-                },
-                // a web host with a path still makes the e-mails' links; the pages then find
-                // the scheduler on their own host
-                scheduler: args
-                    .web_host
-                    .clone()
-                    .or(f.get("web-host")?)
-                    .and_then(|host| web_origin(&host).ok()),
-            },
-            web_host: pick(args.web_host, f.get("web-host")?, format!("localhost:{scheduler_port}")),
-            smtp_url: args.smtp_url.or(f.get("smtp-url")?),
-            email_from: pick(
-                args.email_from,
-                f.get("email-from")?,
-                "pigeonhole@localhost".to_string(),
-            ),
-            admin_email: args.admin_email.or(f.get("admin-email")?),
-            trusted_proxies: list(args.trusted_proxy, f.list("trusted-proxy")?)
-                .iter()
-                .map(|p| ProxyNet::parse(p))
-                .collect::<Result<_, _>>()?,
-            outbound_allow: {
-                let kinds = list(args.outbound_allow, f.list("outbound-allow")?);
-                if kinds.is_empty() {
-                    OutboundAllow::default()
-                } else {
-                    OutboundAllow::parse(&kinds)?
-                }
-            },
-            outbound_resolve: list(args.outbound_resolve, f.list("outbound-resolve")?)
-                .iter()
-                .map(|r| parse_resolve(r))
-                .collect::<Result<_, _>>()?,
-            timeouts: {
-                let default = Timeouts::default();
-                // 0 would cut every connection at once: raised to 1 like the other periods
-                let secs = |flag: Option<u64>, file: Option<u64>, default: Duration| {
-                    flag.or(file).map_or(default, |s| Duration::from_secs(s.max(1)))
-                };
-                Timeouts {
-                    header: secs(args.header_timeout_secs, f.get("header-timeout-secs")?, default.header),
-                    idle: secs(args.idle_timeout_secs, f.get("idle-timeout-secs")?, default.idle),
-                    body: secs(args.body_timeout_secs, f.get("body-timeout-secs")?, default.body),
-                }
-            },
+            .collect::<Result<_, _>>()?;
+        self.web_host = match &self.web_host_setting {
+            Some(host) => host.clone(),
+            None => format!("localhost:{}", self.scheduler_port),
         };
-        check_email_settings(&settings)?;
-        if !settings.run_inbox && !settings.run_scheduler {
-            return Err("--no-inbox and --no-scheduler together leave nothing to run".into());
+        self.web_origins = WebOrigins {
+            inbox: match &self.inbox_web_host {
+                Some(host) => Some(web_origin(host).map_err(|reason| ConfigError::Invalid {
+                    flag: "inbox-web-host",
+                    value: host.clone(),
+                    reason,
+                })?),
+                None => None,
+            },
+            // a web host with a path still makes the e-mails' links; the pages then find
+            // the scheduler on their own host
+            scheduler: self.web_host_setting.as_deref().and_then(|host| web_origin(host).ok()),
+        };
+        self.trusted_proxies = tidy(&self.trusted_proxy)
+            .iter()
+            .map(|p| ProxyNet::parse(p))
+            .collect::<Result<_, _>>()?;
+        let kinds = tidy(&self.outbound_allow_setting);
+        self.outbound_allow = if kinds.is_empty() {
+            OutboundAllow::default()
+        } else {
+            OutboundAllow::parse(&kinds)?
+        };
+        self.outbound_resolve = tidy(&self.outbound_resolve_setting)
+            .iter()
+            .map(|r| parse_resolve(r))
+            .collect::<Result<_, _>>()?;
+        // 0 would cut every connection at once: raised to 1 like the other periods
+        let secs = |given: Option<u64>, default: Duration| given.map_or(default, |s| Duration::from_secs(s.max(1)));
+        let default = Timeouts::default();
+        self.timeouts = Timeouts {
+            header: secs(self.header_timeout_secs, default.header),
+            idle: secs(self.idle_timeout_secs, default.idle),
+            body: secs(self.body_timeout_secs, default.body),
+        };
+        check_email_settings(&self)?;
+        if !self.run_inbox && !self.run_scheduler {
+            return Err(ConfigError::NothingToRun);
         }
-        Ok(settings)
+        Ok(self)
     }
 
     /// One line for the log at start: what runs where and how, never a secret (no SMTP
@@ -1145,50 +1222,99 @@ impl Settings {
     }
 }
 
-const KNOWN_KEYS: &[&str] = &[
-    "data-dir",
-    "database",
-    "database-lease-secs",
-    "host",
-    "inbox-port",
-    "scheduler-port",
-    "no-inbox",
-    "no-scheduler",
-    "admin",
-    "freeloader",
-    "registration",
-    "password-iterations",
-    "token-lifetime",
-    "max-body-bytes",
-    "log-level",
-    "log-format",
-    "metrics",
-    "metrics-address",
-    "payment-plan",
-    "payment-price",
-    "payment-currency",
-    "payment-trial-days",
-    "payment-publishable-key",
-    "payment-secret-key",
-    "payment-api-url",
-    "max-items-free",
-    "looper-period",
-    "looper-retry-delay-us",
-    "looper-retry-amount",
-    "disable-looper",
-    "web-host",
-    "inbox-web-host",
-    "smtp-url",
-    "email-from",
-    "admin-email",
-    "trusted-proxy",
-    "outbound-allow",
-    "outbound-resolve",
-    "header-timeout-secs",
-    "idle-timeout-secs",
-    "body-timeout-secs",
-    "config",
-];
+/// Why the settings cannot be used: `pigeonhole serve` says it on one line and stops with
+/// exit status 2.
+#[derive(Debug)]
+pub enum ConfigError {
+    /// The `--config` file cannot be read.
+    Read { path: PathBuf, source: std::io::Error },
+    /// The `--config` file is not TOML.
+    Syntax { path: PathBuf, source: toml::de::Error },
+    /// A key of the `--config` file that is no setting.
+    UnknownKey(String),
+    /// A value of the `--config` file of the wrong type or out of range.
+    Value { key: String, source: toml::de::Error },
+    /// A value that does not say what its setting takes.
+    Invalid {
+        flag: &'static str,
+        value: String,
+        reason: String,
+    },
+    /// A name that is none of the known ones (`--disable-looper`, `--outbound-allow`).
+    UnknownName {
+        what: &'static str,
+        flag: &'static str,
+        name: String,
+        known: String,
+    },
+    /// `--database` is no PostgreSQL URL that can be used.
+    Database(DatabaseUrlError),
+    /// No `--data-dir` and nowhere to put the default one.
+    NoDataDir,
+    /// `--no-inbox` with `--no-scheduler`.
+    NothingToRun,
+    /// The command line does not give the settings (only if its definition is wrong).
+    Command(clap::Error),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Read { path, source } => write!(f, "cannot read config file {}: {source}", path.display()),
+            ConfigError::Syntax { path, source } => write!(f, "invalid config file {}: {source}", path.display()),
+            ConfigError::UnknownKey(key) => write!(f, "unknown setting {key:?} in the config file"),
+            ConfigError::Value { key, source } => {
+                write!(f, "invalid value for {key:?} in the config file: {}", source.message())
+            }
+            ConfigError::Invalid { flag, value, reason } => write!(f, "invalid --{flag} {value:?}: {reason}"),
+            ConfigError::UnknownName {
+                what,
+                flag,
+                name,
+                known,
+            } => write!(f, "unknown {what} {name:?} for --{flag} (known: {known})"),
+            ConfigError::Database(e) => write!(f, "{e}"),
+            ConfigError::NoDataDir => write!(f, "no --data-dir given and neither XDG_DATA_HOME nor HOME is set"),
+            ConfigError::NothingToRun => write!(f, "--no-inbox and --no-scheduler together leave nothing to run"),
+            ConfigError::Command(e) => write!(f, "{}", e.to_string().trim_end()),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConfigError::Read { source, .. } => Some(source),
+            ConfigError::Syntax { source, .. } | ConfigError::Value { source, .. } => Some(source),
+            ConfigError::Database(e) => Some(e),
+            ConfigError::Command(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// The entries of a list setting, trimmed, without empty ones (`PIGEONHOLE_ADMIN="a, b,"`).
+fn tidy(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect()
+}
+
+/// A list setting in the file: a TOML array of strings or one string.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged, expecting = "expected a string or an array of strings")]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match serde::Deserialize::deserialize(deserializer)? {
+        OneOrMany::One(one) => vec![one],
+        OneOrMany::Many(many) => many,
+    })
+}
 
 /// Checks the e-mail settings without building anything (start-up validation).
 /// The parts of `--smtp-url`.
@@ -1201,8 +1327,12 @@ pub struct SmtpUrl {
 }
 
 /// Parses `smtp://[user:pass@]host[:port]` (port 25) or `smtps://…` (port 465).
-pub fn parse_smtp_url(url: &str) -> Result<SmtpUrl, String> {
-    let bad = || format!("invalid --smtp-url {url:?}: expected smtp://[user:pass@]host[:port] or smtps://…");
+pub fn parse_smtp_url(url: &str) -> Result<SmtpUrl, ConfigError> {
+    let bad = || ConfigError::Invalid {
+        flag: "smtp-url",
+        value: url.to_owned(),
+        reason: "expected smtp://[user:pass@]host[:port] or smtps://…".to_owned(),
+    };
     let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
     let implicit_tls = match scheme.to_ascii_lowercase().as_str() {
         "smtp" => false,
@@ -1247,14 +1377,20 @@ pub fn parse_smtp_url(url: &str) -> Result<SmtpUrl, String> {
 }
 
 /// Checks the e-mail settings without building anything (start-up validation).
-pub fn check_email_settings(settings: &Settings) -> Result<(), String> {
-    settings
-        .email_from
-        .parse::<lettre::Address>()
-        .map_err(|e| format!("invalid --email-from {:?}: {e}", settings.email_from))?;
+pub fn check_email_settings(settings: &Settings) -> Result<(), ConfigError> {
+    let address = |flag: &'static str, value: &str| {
+        value
+            .parse::<lettre::Address>()
+            .map(|_| ())
+            .map_err(|e| ConfigError::Invalid {
+                flag,
+                value: value.to_owned(),
+                reason: e.to_string(),
+            })
+    };
+    address("email-from", &settings.email_from)?;
     if let Some(to) = &settings.admin_email {
-        to.parse::<lettre::Address>()
-            .map_err(|e| format!("invalid --admin-email {to:?}: {e}"))?;
+        address("admin-email", to)?;
     }
     match &settings.smtp_url {
         Some(url) => parse_smtp_url(url).map(|_| ()),
@@ -1262,55 +1398,15 @@ pub fn check_email_settings(settings: &Settings) -> Result<(), String> {
     }
 }
 
-fn pick<T>(flag: Option<T>, file: Option<T>, default: T) -> T {
-    flag.or(file).unwrap_or(default)
-}
-
-fn list(flags: Vec<String>, file: Vec<String>) -> Vec<String> {
-    let chosen = if flags.is_empty() { file } else { flags };
-    chosen
-        .into_iter()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
-
-struct FileValues(toml::Table);
-
-impl FileValues {
-    fn get<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, String> {
-        match self.0.get(name) {
-            Some(v) => v
-                .clone()
-                .try_into()
-                .map(Some)
-                .map_err(|e| format!("invalid value for {name:?} in the config file: {e}")),
-            None => Ok(None),
-        }
-    }
-
-    /// A list setting: a TOML array of strings or one string.
-    fn list(&self, name: &str) -> Result<Vec<String>, String> {
-        match self.0.get(name) {
-            Some(toml::Value::String(s)) => Ok(vec![s.clone()]),
-            Some(v) => v
-                .clone()
-                .try_into()
-                .map_err(|e| format!("invalid value for {name:?} in the config file: {e}")),
-            None => Ok(Vec::new()),
-        }
-    }
-}
-
 /// The data directory when none is given: `$XDG_DATA_HOME/pigeonhole`, else
 /// `~/.local/share/pigeonhole`.
-pub fn default_data_dir() -> Result<PathBuf, String> {
+pub fn default_data_dir() -> Result<PathBuf, ConfigError> {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(x).join("pigeonhole"));
     }
     match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         Some(home) => Ok(PathBuf::from(home).join(".local/share/pigeonhole")),
-        None => Err("no --data-dir given and neither XDG_DATA_HOME nor HOME is set".into()),
+        None => Err(ConfigError::NoDataDir),
     }
 }
 
@@ -1319,13 +1415,27 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Settings, String> {
+        resolve(args).map_err(|e| e.to_string())
+    }
+
+    /// `pigeonhole serve ARGS` as `main` resolves it (a command line clap refuses panics).
+    fn resolve(args: &[&str]) -> Result<Settings, ConfigError> {
         let mut full = vec!["pigeonhole", "serve"];
         full.extend_from_slice(args);
-        let cli = Cli::try_parse_from(full).map_err(|e| e.to_string())?;
-        let Command::Serve(a) = cli.command else {
-            return Err("not the serve command".into());
-        };
-        Settings::resolve(*a)
+        let matches = <Cli as clap::CommandFactory>::command()
+            .try_get_matches_from(full)
+            .unwrap();
+        Settings::resolve(matches.subcommand_matches("serve").unwrap())
+    }
+
+    /// `pigeonhole serve --data-dir /a --config FILE ARGS`, FILE holding `toml`.
+    fn with_file(toml: &str, args: &[&str]) -> Result<Settings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, toml).unwrap();
+        let mut full = vec!["--data-dir", "/a", "--config", path.to_str().unwrap()];
+        full.extend_from_slice(args);
+        resolve(&full)
     }
 
     #[test]
@@ -1539,5 +1649,151 @@ mod tests {
         let err = parse(&["--data-dir", "/a", "--disable-looper", "no-such-worker"]).unwrap_err();
         assert!(err.contains("no-such-worker"), "{err}");
         assert!(parse(&["--data-dir", "/a", "--disable-looper", "emailer"]).is_ok());
+    }
+
+    /// The names serde gives `Settings`' fields (the keys of the file): a deserializer that
+    /// only records them.
+    fn file_keys() -> Vec<&'static str> {
+        #[derive(Debug)]
+        struct Keys(Vec<&'static str>);
+        impl std::fmt::Display for Keys {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{:?}", self.0)
+            }
+        }
+        impl std::error::Error for Keys {}
+        impl serde::de::Error for Keys {
+            fn custom<T: std::fmt::Display>(_: T) -> Keys {
+                Keys(Vec::new())
+            }
+        }
+        struct Recorder;
+        impl<'de> serde::Deserializer<'de> for Recorder {
+            type Error = Keys;
+            fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Keys> {
+                Err(Keys(Vec::new()))
+            }
+            fn deserialize_struct<V: serde::de::Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Keys> {
+                Err(Keys(fields.to_vec()))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+                option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+                ignored_any
+            }
+        }
+        <Settings as serde::Deserialize>::deserialize(Recorder).unwrap_err().0
+    }
+
+    #[test]
+    fn the_keys_of_the_file_are_the_flags() {
+        let command = Settings::augment_args(clap::Command::new("serve"));
+        let mut flags: Vec<&str> = command.get_arguments().filter_map(|a| a.get_long()).collect();
+        let mut keys = file_keys();
+        flags.sort_unstable();
+        keys.sort_unstable();
+        assert_eq!(flags, keys);
+        assert!(keys.contains(&"inbox-port") && keys.contains(&"admin") && keys.contains(&"payment-plan"));
+        // what `finish` computes is no key
+        assert!(!keys.contains(&"admins") && !keys.contains(&"run-inbox") && !keys.contains(&"timeouts"));
+        // each flag has its variable
+        for arg in command.get_arguments().filter(|a| a.get_long().is_some()) {
+            let long = arg.get_long().unwrap();
+            let env = format!("PIGEONHOLE_{}", long.to_uppercase().replace('-', "_"));
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(env.as_str()), "--{long}");
+        }
+    }
+
+    #[test]
+    fn config_errors_are_typed_and_name_what_is_wrong() {
+        let err = with_file("no-such-setting = 1\n", &[]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::UnknownKey(k) if k == "no-such-setting"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "unknown setting \"no-such-setting\" in the config file"
+        );
+        for (toml, key) in [
+            ("inbox-port = \"x\"\n", "inbox-port"),
+            ("inbox-port = 70000\n", "inbox-port"),
+            ("scheduler-port = 9002\nadmin = 3\n", "admin"),
+            ("host = \"localhost\"\n", "host"),
+            ("metrics-address = \"nowhere\"\n", "metrics-address"),
+            ("log-level = \"loud\"\n", "log-level"),
+        ] {
+            let err = with_file(toml, &[]).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Value { key: k, .. } if k == key),
+                "{toml}: {err:?}"
+            );
+            let line = err.to_string();
+            assert!(
+                line.starts_with(&format!("invalid value for {key:?} in the config file: ")) && !line.contains('\n'),
+                "{line}"
+            );
+        }
+        let err = with_file("inbox-port = \n", &[]).unwrap_err();
+        assert!(matches!(err, ConfigError::Syntax { .. }), "{err:?}");
+        let err = resolve(&["--data-dir", "/a", "--config", "/nonexistent/p.toml"]).unwrap_err();
+        assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
+        let err = resolve(&["--data-dir", "/a", "--no-inbox", "--no-scheduler"]).unwrap_err();
+        assert!(matches!(err, ConfigError::NothingToRun), "{err:?}");
+        let err = resolve(&["--data-dir", "/a", "--database", "mysql://x"]).unwrap_err();
+        assert!(matches!(err, ConfigError::Database(_)), "{err:?}");
+        let err = resolve(&["--data-dir", "/a", "--outbound-allow", "intranet"]).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::UnknownName { flag: "outbound-allow", name, .. } if name == "intranet"),
+            "{err:?}"
+        );
+        let err = resolve(&["--data-dir", "/a", "--email-from", "nobody"]).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { flag: "email-from", .. }),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_file_takes_every_setting_and_lists_as_one_string() {
+        let s = with_file(
+            "admin = \"root\"\ntrusted-proxy = \"10.0.0.0/8\"\nno-inbox = true\nregistration = \"closed\"\n\
+             database-lease-secs = 5\nheader-timeout-secs = 3\nweb-host = \"example.org\"\n\
+             payment-plan = \"p\"\npayment-price = 700\ndisable-looper = [\"emailer\"]\nconfig = \"ignored.toml\"\n",
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.admins, ["root"]);
+        assert!(s.trusted_proxies[0].contains("10.9.8.7".parse().unwrap()));
+        assert!(!s.run_inbox && s.run_scheduler && !s.registration_open);
+        assert_eq!(
+            (s.database_lease, s.timeouts.header),
+            (Duration::from_secs(5), Duration::from_secs(3))
+        );
+        assert_eq!(s.web_host, "example.org");
+        assert_eq!(s.payment_plan.map(|p| (p.plan, p.price)), Some(("p".to_owned(), 700)));
+        assert_eq!(s.disabled_loopers, [Worker::Emailer]);
+        // a flag's default never hides the file's value; a flag given does
+        let s = with_file("no-inbox = true\nlooper-period = 9\n", &["--no-inbox=false"]).unwrap();
+        assert!(s.run_inbox);
+        assert_eq!(s.looper_period, 9);
+    }
+
+    #[test]
+    fn the_environment_is_below_flags_and_above_the_file() {
+        // a variable no other test reads
+        std::env::set_var("PIGEONHOLE_MAX_ITEMS_FREE", "11");
+        let from_env = with_file("max-items-free = 9\n", &[]).map(|s| s.max_items_free);
+        let from_flag = with_file("max-items-free = 9\n", &["--max-items-free", "12"]).map(|s| s.max_items_free);
+        std::env::remove_var("PIGEONHOLE_MAX_ITEMS_FREE");
+        let from_file = with_file("max-items-free = 9\n", &[]).map(|s| s.max_items_free);
+        assert_eq!((from_flag.unwrap(), from_env.unwrap(), from_file.unwrap()), (12, 11, 9));
+        // the defaults know no environment
+        assert_eq!(Settings::with_data_dir("/a").max_items_free, 5);
     }
 }

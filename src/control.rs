@@ -146,7 +146,7 @@ pub fn backup_file(store: &Store, data_dir: &Path, dest: &Path) -> Result<Backup
 fn data_dir(given: Option<PathBuf>) -> Result<PathBuf, String> {
     match given {
         Some(d) => Ok(d),
-        None => default_data_dir(),
+        None => default_data_dir().map_err(|e| e.to_string()),
     }
 }
 

@@ -1,4 +1,4 @@
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use pigeonhole::config::{Cli, Command, LogFormat, Settings};
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
@@ -20,9 +20,14 @@ fn print_with(write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let args = match cli.command {
-        Command::Serve(args) => args,
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // `serve`'s settings come from its matches, which say which flags were given
+    let serve_matches = match cli.command {
+        Command::Serve(_) => matches.subcommand_matches("serve").cloned().unwrap_or_default(),
         Command::ImportIntray(args) => return move_in(pigeonhole::moving_in::Origin::Intray, args),
         Command::ImportTickler(args) => return move_in(pigeonhole::moving_in::Origin::Tickler, args),
         Command::Backup(args) => return report(pigeonhole::control::backup(args)),
@@ -32,7 +37,7 @@ fn main() -> ExitCode {
         Command::Man => return print_with(pigeonhole::manual::man_page),
         client => return run_client(client),
     };
-    let settings = match Settings::resolve(*args) {
+    let settings = match Settings::resolve(&serve_matches) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("pigeonhole: {e}");

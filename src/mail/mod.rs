@@ -55,7 +55,7 @@ fn tls_mode(u: &SmtpUrl, params: TlsParameters) -> Tls {
 
 /// Builds the SMTP transport (TLS as [`tls_mode`] says).
 fn smtp_transport(url: &str) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
-    let u = parse_smtp_url(url)?;
+    let u = parse_smtp_url(url).map_err(|e| e.to_string())?;
     let params = TlsParameters::new(u.host.clone()).map_err(|e| format!("TLS set-up for {}: {e}", u.host))?;
     let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(u.host.clone())
         .port(u.port)

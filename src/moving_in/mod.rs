@@ -112,7 +112,7 @@ impl std::fmt::Display for Report {
 pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
     let data_dir = match &args.data_dir {
         Some(d) => d.clone(),
-        None => crate::config::default_data_dir()?,
+        None => crate::config::default_data_dir().map_err(|e| e.to_string())?,
     };
     let db = sqlite::OldDatabase::open(&args.file, origin.what())?;
     let mut notes = Notes::default();
