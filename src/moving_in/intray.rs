@@ -330,7 +330,10 @@ mod tests {
         let mut longer = r;
         longer.0[1].1 = Some(Value::Text("a".repeat(1_000_000)));
         let err = user(&longer).unwrap_err();
-        assert!(err.contains("has 1000000 characters; at most 64") && err.len() < 200, "{err}");
+        assert!(
+            err.contains("has 1000000 characters; at most 64") && err.len() < 200,
+            "{err}"
+        );
     }
 
     #[test]
