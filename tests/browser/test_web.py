@@ -427,8 +427,9 @@ def test_a_failed_delivery_shows_the_reason_and_can_be_retried(server, driver):
     wait(driver).until(lambda d: d.find_element(By.ID, "item-content").get_attribute("value") == "")
     driver.get(scheduler + "/app/triggered")
     wait_text(driver, "#items", "Failed for inbox at", timeout=DELIVERY_WAIT)
-    # the reason in the server's words
-    assert "inbox answered 401" in text_of(driver, "#items")
+    # the reason: for an inbox on a loopback or private address, one text whatever the
+    # cause (no oracle, issue 29 point 6); the server's log has the 401
+    assert "not delivered to the inbox at 127.0.0.1 (this server's log has the cause)" in text_of(driver, "#items")
     assert "Renew the passport" in text_of(driver, "#items")
     shoot(driver, "scheduler-triggered-failed")
     # retry: the server takes it (no error next to the item), the delivery goes back to
