@@ -1437,79 +1437,107 @@ pub(crate) async fn free_text(accounts: Arc<dyn Accounts>, items: Arc<dyn Schedu
     }
 }
 
+/// Every scenario of this suite as a test of one engine: `on` makes that engine's store
+/// (assembled as a server assembles it) and runs the scenario on it. The scenarios are
+/// written once here; an engine's tests are `suite_on!(its_fixture)`, so the only thing that
+/// differs between the engines is how their store is made.
+macro_rules! suite_on {
+    ($on:path) => {
+        #[test]
+        fn accounts() {
+            $on("suite_accounts", |store| async move {
+                $crate::store::suite::accounts(store.inbox.accounts.clone()).await;
+            });
+        }
+
+        #[test]
+        fn inbox_items() {
+            $on("suite_inbox_items", |store| async move {
+                $crate::store::suite::inbox_items(store.inbox.accounts.clone(), store.inbox.items.clone()).await;
+            });
+        }
+
+        #[test]
+        fn triggers_and_payment_events() {
+            $on("suite_triggers_and_payment_events", |store| async move {
+                let s = &store.scheduler;
+                $crate::store::suite::triggers(s.accounts.clone(), s.triggers.clone()).await;
+                $crate::store::suite::payment_events(s.payments.clone()).await;
+            });
+        }
+
+        #[test]
+        fn scheduled_items() {
+            $on("suite_scheduled_items", |store| async move {
+                $crate::store::suite::scheduled_items(store.scheduler.accounts.clone(), store.scheduler.items.clone())
+                    .await;
+            });
+        }
+
+        #[test]
+        fn deliveries_and_emails() {
+            $on("suite_deliveries_and_emails", |store| async move {
+                let s = &store.scheduler;
+                $crate::store::suite::deliveries_and_emails(
+                    s.accounts.clone(),
+                    s.items.clone(),
+                    s.triggers.clone(),
+                    s.deliveries.clone(),
+                    s.emails.clone(),
+                )
+                .await;
+            });
+        }
+
+        #[test]
+        fn push_and_webhook_triggers() {
+            $on("suite_push_and_webhook_triggers", |store| async move {
+                let s = &store.scheduler;
+                $crate::store::suite::push_and_webhook_triggers(
+                    s.accounts.clone(),
+                    s.items.clone(),
+                    s.triggers.clone(),
+                    s.deliveries.clone(),
+                )
+                .await;
+            });
+        }
+
+        #[test]
+        fn free_text() {
+            $on("suite_free_text", |store| async move {
+                $crate::store::suite::free_text(store.scheduler.accounts.clone(), store.scheduler.items.clone()).await;
+            });
+        }
+
+        #[test]
+        fn administration() {
+            $on("suite_administration", |store| async move {
+                $crate::store::suite::administration(store.admin.clone(), store.inbox.accounts.clone()).await;
+            });
+        }
+    };
+}
+#[cfg(test)]
+pub(crate) use suite_on;
+
+/// The suite on sled: a store in a temporary data directory.
 #[cfg(test)]
 mod sled {
-    use super::*;
+    use crate::store::Store;
+    use std::future::Future;
+    use std::sync::Arc;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn accounts_on_sled() {
+    fn on_sled<F: Future<Output = ()>>(_test: &str, scenario: impl FnOnce(Arc<Store>) -> F) {
         let dir = tempfile::tempdir().expect("a directory");
-        let store = crate::store::Store::open(dir.path()).expect("open");
-        accounts(store.inbox.accounts.clone()).await;
+        let store = Store::open(dir.path()).expect("open");
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(scenario(store));
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn inbox_items_on_sled() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let store = crate::store::Store::open(dir.path()).expect("open");
-        inbox_items(store.inbox.accounts.clone(), store.inbox.items.clone()).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn triggers_and_payment_events_on_sled() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let store = crate::store::Store::open(dir.path()).expect("open");
-        triggers(store.scheduler.accounts.clone(), store.scheduler.triggers.clone()).await;
-        payment_events(store.scheduler.payments.clone()).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn scheduled_items_on_sled() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let store = crate::store::Store::open(dir.path()).expect("open");
-        scheduled_items(store.scheduler.accounts.clone(), store.scheduler.items.clone()).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn deliveries_and_emails_on_sled() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let store = crate::store::Store::open(dir.path()).expect("open");
-        let s = &store.scheduler;
-        deliveries_and_emails(
-            s.accounts.clone(),
-            s.items.clone(),
-            s.triggers.clone(),
-            s.deliveries.clone(),
-            s.emails.clone(),
-        )
-        .await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn push_and_webhook_triggers_on_sled() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let store = crate::store::Store::open(dir.path()).expect("open");
-        let s = &store.scheduler;
-        push_and_webhook_triggers(
-            s.accounts.clone(),
-            s.items.clone(),
-            s.triggers.clone(),
-            s.deliveries.clone(),
-        )
-        .await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn free_text_on_sled() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let store = crate::store::Store::open(dir.path()).expect("open");
-        free_text(store.scheduler.accounts.clone(), store.scheduler.items.clone()).await;
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn administration_on_sled() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let store = crate::store::Store::open(dir.path()).expect("open");
-        administration(store.admin.clone(), store.inbox.accounts.clone()).await;
-    }
+    super::suite_on!(on_sled);
 }

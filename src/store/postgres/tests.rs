@@ -1714,130 +1714,37 @@ fn writable_says_when_the_database_takes_no_writes() {
     assert!(answer.is_err(), "{answer:?}");
 }
 
-/// The store test suite (src/store/suite.rs) on PostgreSQL, as on sled.
+/// The store test suite (src/store/suite.rs) on PostgreSQL, as on sled: each scenario on the
+/// store a server assembles (`postgres::open`) over a fresh database of the throwaway cluster.
 mod suite {
     use super::*;
-
-    #[test]
-    fn accounts_on_postgres() {
-        let Some((_cluster, connection, _db)) = fresh("suite_accounts_on_postgres") else {
-            return;
-        };
-        runtime().block_on(async {
-            let (store, _) = PgStore::connect(&connection).await.expect("store");
-            crate::store::suite::accounts(std::sync::Arc::new(store.accounts(Service::Inbox))).await;
-        });
-    }
-}
-
-mod suite_inbox {
-    use super::*;
-
-    #[test]
-    fn inbox_items_on_postgres() {
-        let Some((_cluster, connection, _db)) = fresh("suite_inbox_items_on_postgres") else {
-            return;
-        };
-        runtime().block_on(async {
-            let (store, _) = PgStore::connect(&connection).await.expect("store");
-            let inbox = store.inbox();
-            crate::store::suite::inbox_items(std::sync::Arc::new(inbox.accounts.clone()), std::sync::Arc::new(inbox))
-                .await;
-        });
-    }
-}
-
-mod suite_scheduler {
-    use super::*;
+    use crate::store::Store;
+    use std::future::Future;
     use std::sync::Arc;
 
-    #[test]
-    fn triggers_and_payment_events_on_postgres() {
-        let Some((_cluster, connection, _db)) = fresh("suite_triggers_and_payment_events") else {
+    /// Runs `scenario` on a store over a fresh database (its migrations run); skipped as
+    /// every test here is without PostgreSQL.
+    fn on_postgres<F: Future<Output = ()>>(test: &str, scenario: impl FnOnce(Arc<Store>) -> F) {
+        let Some((_cluster, connection, _db)) = fresh(test) else {
             return;
         };
         runtime().block_on(async {
-            let (store, _) = PgStore::connect(&connection).await.expect("store");
-            let scheduler = store.scheduler();
-            crate::store::suite::triggers(Arc::new(scheduler.accounts.clone()), Arc::new(scheduler.clone())).await;
-            crate::store::suite::payment_events(Arc::new(scheduler)).await;
+            let (store, _) = super::super::open::open(&connection, std::time::Duration::from_secs(300))
+                .await
+                .expect("store");
+            scenario(Arc::new(store)).await;
         });
     }
-}
 
-mod suite_administration {
-    use super::*;
-    use crate::store::Administration;
-    use std::sync::Arc;
+    crate::store::suite::suite_on!(on_postgres);
 
+    /// What only PostgreSQL answers: a backup is its own business (`pg_dump`), and the
+    /// refusal says what to use.
     #[test]
-    fn administration_on_postgres() {
-        let Some((_cluster, connection, _db)) = fresh("suite_administration_on_postgres") else {
-            return;
-        };
-        runtime().block_on(async {
-            let (store, _) = PgStore::connect(&connection).await.expect("store");
-            // a backup is PostgreSQL's own business, and the refusal says what to use
-            let refused = Administration::backup_to(&store, &mut Vec::new(), &[]).expect_err("refused");
+    fn a_backup_is_refused_naming_pg_dump() {
+        on_postgres("suite_backup_refused", |store| async move {
+            let refused = store.admin.backup_to(&mut Vec::new(), &[]).expect_err("refused");
             assert!(refused.to_string().contains("pg_dump"), "{refused}");
-            let accounts = Arc::new(store.accounts(Service::Inbox));
-            crate::store::suite::administration(Arc::new(store), accounts).await;
-        });
-    }
-}
-
-mod suite_queues {
-    use super::*;
-    use std::sync::Arc;
-
-    #[test]
-    fn scheduled_items_on_postgres() {
-        let Some((_cluster, connection, _db)) = fresh("suite_scheduled_items_on_postgres") else {
-            return;
-        };
-        runtime().block_on(async {
-            let (store, _) = PgStore::connect(&connection).await.expect("store");
-            // one Arc<PgScheduler> as each trait object but the accounts, as the store holds them
-            let scheduler = Arc::new(store.scheduler());
-            crate::store::suite::scheduled_items(Arc::new(scheduler.accounts.clone()), scheduler).await;
-        });
-    }
-
-    #[test]
-    fn deliveries_and_emails_on_postgres() {
-        let Some((_cluster, connection, _db)) = fresh("suite_deliveries_and_emails_on_postgres") else {
-            return;
-        };
-        runtime().block_on(async {
-            let (store, _) = PgStore::connect(&connection).await.expect("store");
-            let s = Arc::new(store.scheduler());
-            let accounts = Arc::new(s.accounts.clone());
-            crate::store::suite::deliveries_and_emails(accounts, s.clone(), s.clone(), s.clone(), s).await;
-        });
-    }
-
-    #[test]
-    fn free_text_on_postgres() {
-        let Some((_cluster, connection, _db)) = fresh("suite_free_text_on_postgres") else {
-            return;
-        };
-        runtime().block_on(async {
-            let (store, _) = PgStore::connect(&connection).await.expect("store");
-            let scheduler = Arc::new(store.scheduler());
-            crate::store::suite::free_text(Arc::new(scheduler.accounts.clone()), scheduler).await;
-        });
-    }
-
-    #[test]
-    fn push_and_webhook_triggers_on_postgres() {
-        let Some((_cluster, connection, _db)) = fresh("suite_push_and_webhook_triggers_on_postgres") else {
-            return;
-        };
-        runtime().block_on(async {
-            let (store, _) = PgStore::connect(&connection).await.expect("store");
-            let s = Arc::new(store.scheduler());
-            let accounts = Arc::new(s.accounts.clone());
-            crate::store::suite::push_and_webhook_triggers(accounts, s.clone(), s.clone(), s).await;
         });
     }
 }
