@@ -198,10 +198,21 @@ pub fn lock_dir(dir: &Path) -> Result<File> {
         .write(true)
         .open(&path)
         .map_err(|e| named(&path, e))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked(dir.into())),
-        Err(std::fs::TryLockError::Error(e)) => Err(named(&path, e)),
+    // A lock this process just released can still be held for a moment by a child process
+    // that another thread forked before it closed its file: flock(2) locks belong to the
+    // open file, which fork shares until the child's exec closes it. So a taken lock is
+    // tried again for up to a second before the directory is reported in use (a test that
+    // reopened a store while another test spawned a program met this).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(lock),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.into())),
+            Err(std::fs::TryLockError::Error(e)) => return Err(named(&path, e)),
+        }
     }
 }
 
