@@ -77,6 +77,33 @@ fn setup(home: &Path, server: &Proc) {
     ));
 }
 
+/// A server on fresh directories, and this machine's client (under `home`) set up for alice
+/// on it.
+struct Machine {
+    data: tempfile::TempDir,
+    logs: tempfile::TempDir,
+    home: tempfile::TempDir,
+    server: Proc,
+}
+
+impl Machine {
+    async fn set_up(server_args: &[&str]) -> Machine {
+        let (data, logs, home) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let server = Proc::start(data.path(), logs.path(), Services::Both, server_args).await;
+        setup(home.path(), &server);
+        Machine {
+            data,
+            logs,
+            home,
+            server,
+        }
+    }
+}
+
 fn ports(server: &Proc) -> (u16, u16) {
     let port = |base: &str| base.rsplit(':').next().unwrap().parse().unwrap();
     (port(&server.api.base), port(&server.scheduler.base))
@@ -84,12 +111,13 @@ fn ports(server: &Proc) -> (u16, u16) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_note_added_while_the_server_is_down_arrives_once_when_it_is_back() {
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
+    let Machine {
+        data,
+        logs,
+        home,
+        server,
+    } = Machine::set_up(&[]).await;
     let home = home.path();
-    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
-    setup(home, &server);
     let url = server.api.base.clone();
     let ports = ports(&server);
     succeeded(&client(home, &["add", "before the outage"], None));
@@ -152,12 +180,13 @@ async fn a_note_added_while_the_server_is_down_arrives_once_when_it_is_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_note_whose_answer_was_lost_is_stored_once() {
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
+    let Machine {
+        data: _data,
+        logs: _logs,
+        home,
+        server,
+    } = Machine::set_up(&[]).await;
     let home = home.path();
-    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
-    setup(home, &server);
     // a delivery the server stored but whose answer never came back: the note is still
     // queued, marked as sent
     let auth: Auth = server.api.login_ok("alice", PASSWORD).await;
@@ -200,12 +229,13 @@ async fn a_note_whose_answer_was_lost_is_stored_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_note_is_not_kept_and_the_queue_is_bounded() {
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
+    let Machine {
+        data: _data,
+        logs: _logs,
+        home,
+        server,
+    } = Machine::set_up(&["--max-body-bytes", "4000"]).await;
     let home = home.path();
-    let server = Proc::start(data.path(), logs.path(), Services::Both, &["--max-body-bytes", "4000"]).await;
-    setup(home, &server);
     // the server is there and refuses (413): an error, nothing kept
     let big = "x".repeat(10_000);
     let err = failed(&client(home, &["add", &big], None));
@@ -232,12 +262,8 @@ async fn a_refused_note_is_not_kept_and_the_queue_is_bounded() {
 /// it is moved aside (kept whole, named in the message) and the note goes to the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_damaged_or_foreign_queue_is_moved_aside_and_capture_goes_on() {
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let home = home.path();
-    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
-    setup(home, &server);
+    let machine = Machine::set_up(&[]).await;
+    let home = machine.home.path();
     let foreign = serde_json::to_vec(&json!({"inbox-url": "http://127.0.0.1:9", "username": "bob",
         "notes": [{"key": "k", "created": "2026-11-26T10:00:00Z", "text": "bob's"}]}))
     .unwrap();
@@ -298,12 +324,13 @@ fn set_setting(home: &Path, key: &str, value: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn defer_moves_an_inbox_item_into_the_scheduler() {
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let home = tempfile::tempdir().unwrap();
+    let Machine {
+        data: _data,
+        logs: _logs,
+        home,
+        server,
+    } = Machine::set_up(&[]).await;
     let home = home.path();
-    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
-    setup(home, &server);
     for note in ["call the plumber", "read the paper", "renew the passport"] {
         succeeded(&client(home, &["add", note], None));
     }

@@ -217,13 +217,14 @@ impl AccountFlows {
             Ok(new_hash) => {
                 // a refused write (a full disk) leaves the old hash, which still works: the
                 // login answers all the same (issue 29 point 2)
-                let upgraded = match accounts
-                    .upgrade_password(account.id, &account.password_hash, new_hash)
-                    .await
-                {
-                    Ok(written) => written.durable().await,
-                    Err(e) => Err(e),
-                };
+                let upgraded = async {
+                    accounts
+                        .upgrade_password(account.id, &account.password_hash, new_hash)
+                        .await?
+                        .durable()
+                        .await
+                }
+                .await;
                 match upgraded {
                     Ok(true) => {
                         tracing::info!(account = %account.id, "replaced a moved-in bcrypt password hash by PBKDF2");
@@ -261,13 +262,14 @@ impl AccountFlows {
             return Ok(None);
         };
         let digest = secrets::digest(secret);
-        let upgraded = match accounts
-            .upgrade_access_key(account.id, key.id, &key.secret, digest)
-            .await
-        {
-            Ok(written) => written.durable().await,
-            Err(e) => Err(e),
-        };
+        let upgraded = async {
+            accounts
+                .upgrade_access_key(account.id, key.id, &key.secret, digest)
+                .await?
+                .durable()
+                .await
+        }
+        .await;
         match upgraded {
             Ok(true) => key.secret = KeySecret::Digest(digest),
             // deleted meanwhile
@@ -285,10 +287,14 @@ impl AccountFlows {
     /// refuses writes (a full disk), the login answers all the same, unrecorded (issue 29
     /// point 2); an account deleted meanwhile gets no token.
     async fn grant_token(&self, accounts: &dyn Accounts, account: &Account, grant: Grant) -> Result<String, ApiError> {
-        let recorded = match accounts.set_last_login(account.id, Timestamp::now()).await {
-            Ok(written) => written.durable().await,
-            Err(e) => Err(e),
-        };
+        let recorded = async {
+            accounts
+                .set_last_login(account.id, Timestamp::now())
+                .await?
+                .durable()
+                .await
+        }
+        .await;
         match recorded {
             Ok(true) => {}
             Ok(false) => return Err(ApiError::unauthorized("wrong username or password")),
@@ -342,13 +348,15 @@ impl AccountFlows {
         if let (Some(twin), Some(twin_accounts), true) = (twin, &self.twin, opens_twin) {
             // this service's change stands whatever becomes of the twin's: the client sees
             // which changed by logging in there (docs/decisions.md)
-            let followed = match twin_accounts
-                .change_password(twin.id, &twin.password_hash, new_hash)
-                .await
-            {
-                Ok(written) => written.durable().await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
+            let followed = async {
+                twin_accounts
+                    .change_password(twin.id, &twin.password_hash, new_hash)
+                    .await?
+                    .durable()
+                    .await
+            }
+            .await
+            .map_err(|e| e.to_string());
             match followed {
                 Ok(true) => {
                     tracing::debug!(username = %account.username, "the passphrase change followed on the other service")
