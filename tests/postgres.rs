@@ -134,9 +134,11 @@ fn a_malformed_database_url_is_refused_naming_the_fault() {
     }
 }
 
-/// Every integration test binary that starts the server in-process runs again on
-/// PostgreSQL in CI (the `in_process` list of .ci/run), unless tests/common keeps it on
-/// sled (its `SLED_ONLY`): a new test file cannot quietly test only one engine.
+/// Every integration test module that starts the server in-process runs again on
+/// PostgreSQL in CI (the `in_process` list of .ci/run: the modules, by name, of the test
+/// programs tests/<program>/main.rs, or programs of one file tests/<name>.rs), unless
+/// tests/common keeps it on sled (its `SLED_ONLY` programs): a new test file cannot quietly
+/// test only one engine.
 #[test]
 fn ci_runs_every_in_process_test_on_postgresql_too() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -152,9 +154,24 @@ fn ci_runs_every_in_process_test_on_postgresql_too() {
     };
     let ci = list(&read(".ci/run"), "in_process=(", ")");
     let sled_only = list(&read("tests/common/mod.rs"), "const SLED_ONLY: &[&str] = &[", "]");
-    let mut missing = Vec::new();
+    // the test files: tests/<name>.rs, and the modules of tests/<program>/main.rs
+    let mut files = Vec::new();
     for entry in std::fs::read_dir(root.join("tests")).expect("tests/") {
         let path = entry.expect("entry").path();
+        if path.join("main.rs").is_file() {
+            for module in std::fs::read_dir(&path).expect("a test program's directory") {
+                let module = module.expect("entry").path();
+                if module.file_name().is_some_and(|n| n != "main.rs") {
+                    files.push(module);
+                }
+            }
+        } else {
+            files.push(path);
+        }
+    }
+    let mut missing = Vec::new();
+    let mut modules = Vec::new();
+    for path in files {
         let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
             continue;
         };
@@ -162,6 +179,7 @@ fn ci_runs_every_in_process_test_on_postgresql_too() {
         if path.extension().is_none_or(|e| e != "rs") || name == "postgres" {
             continue;
         }
+        modules.push(name.to_owned());
         let code = std::fs::read_to_string(&path).expect("read a test file");
         let in_process = [
             "Server::start",
@@ -180,4 +198,18 @@ fn ci_runs_every_in_process_test_on_postgresql_too() {
         "in-process tests neither in .ci/run's in_process list nor SLED_ONLY: {missing:?}"
     );
     assert!(ci.len() >= 5, "the list was read: {ci:?}");
+    // .ci/run picks each module's tests with the filter `<module>::`, a substring of the
+    // tests' names: it must name a module, and no other module's name may end with it
+    for name in &ci {
+        assert!(
+            modules.contains(name),
+            ".ci/run's in_process names no test module {name}"
+        );
+        let also = modules.iter().filter(|m| *m != name && m.ends_with(name.as_str()));
+        assert_eq!(
+            also.count(),
+            0,
+            "the filter {name}:: of .ci/run picks other modules too"
+        );
+    }
 }

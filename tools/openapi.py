@@ -6,7 +6,7 @@ The JSON files are generated from the tables below so that the shared parts (the
 shape, the security schemes, the statuses every route can answer) are written once. Run
 `tools/openapi.py` after changing a table; `tools/openapi.py --check` fails when a committed
 file differs from what it would write (tests/openapi/run runs it). The documents are kept
-true by tests/openapi.rs (every route documented, nothing else) and by the Schemathesis run
+true by tests/api/openapi.rs (every route documented, nothing else) and by the Schemathesis run
 of tests/openapi/run (every answer matches the document).
 """
 import json
@@ -173,7 +173,7 @@ def path_param(name, schema=UUID, description=None):
 
 # The permissions each protected operation needs, by operationId: the one the route table
 # names (the row's access in src/shell/routes.rs, src/*/routes.rs) first, then what the
-# handler also reads or writes (its `.and(&[...])`). tests/openapi.rs checks them against
+# handler also reads or writes (its `.and(&[...])`). tests/api/openapi.rs checks them against
 # those tables.
 COMMON_PERMISSIONS = {
     "permissions": ("PermitGetPermissions",),

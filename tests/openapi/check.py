@@ -11,7 +11,7 @@ but the documented 503, every status documented, every body and content type as 
 `DELETE /account` and `DELETE /admin/account/{id}` are left out: they end the run's
 credentials (Schemathesis's stateful phase feeds the caller's own `uuid`, from
 `GET /account` or `GET /admin/accounts`, into the admin deletion, and every operation run
-after it then answers only 401); tests/inbox_api.rs, tests/scheduler_api.rs and the
+after it then answers only 401); tests/api/inbox_api.rs, tests/api/scheduler_api.rs and the
 conformance suite test both. Bounded: a few examples per
 operation (MAX_EXAMPLES, default 10; PHASES)."""
 import json

@@ -6,7 +6,7 @@
 //! time zone as their JSON), and what the API must show of each after moving in.
 //!
 //! To look at the files themselves:
-//! `ORIGINALS_FIXTURES=/tmp/f cargo test --test import_originals -- --ignored write_the_fixtures`.
+//! `ORIGINALS_FIXTURES=/tmp/f cargo test --test moving_in -- --ignored write_the_fixtures`.
 
 #![allow(dead_code)]
 
