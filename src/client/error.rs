@@ -70,15 +70,6 @@ impl ClientError {
             source,
         }
     }
-
-    /// The HTTP status of a refusal.
-    pub fn status(&self) -> Option<StatusCode> {
-        match self {
-            ClientError::Refused(r) => Some(r.status),
-            ClientError::Noted(e, _) => e.status(),
-            _ => None,
-        }
-    }
 }
 
 /// Why a request got no answer.
