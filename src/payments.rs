@@ -97,10 +97,7 @@ impl From<PaymentsError> for crate::http::ApiError {
         match e {
             PaymentsError::Unreachable(why) => {
                 tracing::warn!("payment provider: {why}");
-                crate::http::ApiError::new(
-                    warp::http::StatusCode::SERVICE_UNAVAILABLE,
-                    "the payment provider could not be reached",
-                )
+                crate::http::ApiError::unavailable(None, "the payment provider could not be reached")
             }
             PaymentsError::Store(e) => e.into(),
         }

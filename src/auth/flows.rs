@@ -121,10 +121,7 @@ impl AccountFlows {
                 ServiceKind::Inbox => Reply::no_content(),
                 ServiceKind::Scheduler => Reply::empty(),
             }),
-            Registration::Taken => Err(ApiError::new(
-                warp::http::StatusCode::CONFLICT,
-                "username already taken",
-            )),
+            Registration::Taken => Err(ApiError::conflict("username already taken")),
         }
     }
 
@@ -302,7 +299,7 @@ impl AccountFlows {
         }
         self.tokens
             .issue(self.service, account.id, account.epoch, grant.permissions, grant.key)
-            .map_err(|e| ApiError::internal(format!("could not sign a token: {e}")))
+            .map_err(|e| ApiError::internal(format!("could not sign a token: {e}")).with_source(e))
     }
 
     /// `POST /account` (inbox) or `POST /` (scheduler): replaces the password when the old

@@ -4,6 +4,7 @@
 //! `pigeonhole delete-account` (both services' accounts, asked once).
 
 use super::api::Service;
+use super::error::ClientError;
 use super::{queue, say, short, Client};
 use crate::config::{DeleteAccountArgs, KeyArgs, PasswordArgs};
 use reqwest::{Method, StatusCode};
@@ -35,9 +36,10 @@ fn capture_command(base: &str, username: &str, secret: &str) -> String {
 /// `text` as a QR code in the terminal: two modules per character with Unicode half blocks,
 /// light modules drawn (as `qrencode -t UTF8` does, for a dark terminal), with the quiet
 /// zone around it.
-pub(crate) fn qr_code(text: &str) -> Result<String, String> {
+pub(crate) fn qr_code(text: &str) -> Result<String, ClientError> {
     use qrcode::render::unicode::Dense1x2;
-    let code = qrcode::QrCode::new(text.as_bytes()).map_err(|e| format!("cannot make a QR code of it: {e}"))?;
+    let code = qrcode::QrCode::new(text.as_bytes())
+        .map_err(|e| ClientError::local(format!("cannot make a QR code of it: {e}")))?;
     Ok(code
         .render::<Dense1x2>()
         .dark_color(Dense1x2::Light)
@@ -55,11 +57,11 @@ fn is_loopback(base: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-pub async fn key(args: KeyArgs) -> Result<(), String> {
+pub async fn key(args: KeyArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let name = args.name.trim();
     if name.is_empty() {
-        return Err("--name \"\": a key needs a name to be found again".into());
+        return Err(ClientError::input("--name \"\": a key needs a name to be found again"));
     }
     let base = match &args.url {
         Some(url) => super::service_url(url)?,
@@ -74,7 +76,7 @@ pub async fn key(args: KeyArgs) -> Result<(), String> {
         .await?;
     let secret = created["accessKeyCreatedKey"]
         .as_str()
-        .ok_or("the inbox made a key without a secret")?;
+        .ok_or(ClientError::answer("the inbox made a key without a secret"))?;
     let id = &created["accessKeyCreatedUUID"];
     let username = &client.settings.username;
     let curl = capture_command(&base, username, secret);
@@ -103,52 +105,55 @@ pub async fn key(args: KeyArgs) -> Result<(), String> {
 }
 
 /// A line read from standard input, without its line break.
-fn read_line(what: &str) -> Result<String, String> {
+fn read_line(what: &str) -> Result<String, ClientError> {
     let mut line = String::new();
     std::io::stdin()
         .lock()
         .read_line(&mut line)
-        .map_err(|e| format!("cannot read {what} from standard input: {e}"))?;
+        .map_err(|e| ClientError::local(format!("cannot read {what} from standard input: {e}")))?;
     Ok(line.trim_end_matches(['\n', '\r']).to_owned())
 }
 
 /// The old and the new password: two lines of standard input, or asked at a terminal (the
 /// new one twice).
-fn passwords(args: &PasswordArgs) -> Result<(String, String), String> {
+fn passwords(args: &PasswordArgs) -> Result<(String, String), ClientError> {
     if args.password_stdin {
         let old = read_line("the old password")?;
         let new = read_line("the new password")?;
         return Ok((old, new));
     }
     if !std::io::stdin().is_terminal() {
-        return Err(
-            "no password: give --password-stdin (the current password on the first line, the new one on the second)"
-                .into(),
-        );
+        return Err(ClientError::input(
+            "no password: give --password-stdin (the current password on the first line, the new one on the second)",
+        ));
     }
-    let ask = |prompt: &str| rpassword::prompt_password(prompt).map_err(|e| format!("cannot read the password: {e}"));
+    let ask = |prompt: &str| {
+        rpassword::prompt_password(prompt).map_err(|e| ClientError::local(format!("cannot read the password: {e}")))
+    };
     let old = ask("Current password: ")?;
     let new = ask("New password: ")?;
     super::setup::check_new_password(&new, "nothing changed")?;
     let again = ask("The new password again, to be sure: ")?;
     if new != again {
-        return Err("the two new passwords differ: nothing changed".into());
+        return Err(ClientError::input("the two new passwords differ: nothing changed"));
     }
     Ok((old, new))
 }
 
-pub async fn password(args: PasswordArgs) -> Result<(), String> {
+pub async fn password(args: PasswordArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let (old, new) = passwords(&args)?;
     super::setup::check_new_password(&new, "nothing changed")?;
     if old == new {
-        return Err("the new password is the current one: nothing changed".into());
+        return Err(ClientError::input(
+            "the new password is the current one: nothing changed",
+        ));
     }
     let body = json!({"old-passphrase": old, "new-passphrase": new});
     let answer = client.inbox.call(Method::POST, "/account", Some(&body)).await?;
     match answer.status {
         s if s.is_success() => {}
-        StatusCode::FORBIDDEN => return Err("the current password is wrong: nothing changed".into()),
+        StatusCode::FORBIDDEN => return Err(ClientError::input("the current password is wrong: nothing changed")),
         _ => return Err(client.inbox.refusal("changing the password", &answer)),
     }
     // the server changes the scheduler's account too when the old password opened it
@@ -175,12 +180,14 @@ pub async fn password(args: PasswordArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub async fn delete(args: DeleteAccountArgs) -> Result<(), String> {
+pub async fn delete(args: DeleteAccountArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let username = client.settings.username.clone();
     if !args.yes {
         if !std::io::stdin().is_terminal() {
-            return Err("not asked at a terminal: give --yes to delete the account without a question".into());
+            return Err(ClientError::input(
+                "not asked at a terminal: give --yes to delete the account without a question",
+            ));
         }
         eprint!(
             "This deletes the account {username} on both services (the inbox at {} and the scheduler at {}) with \
@@ -190,7 +197,9 @@ pub async fn delete(args: DeleteAccountArgs) -> Result<(), String> {
         let _ = std::io::stderr().flush();
         let answer = read_line("the answer")?;
         if answer.trim() != username {
-            return Err(format!("nothing was deleted: the answer was not {username:?}"));
+            return Err(ClientError::input(format!(
+                "nothing was deleted: the answer was not {username:?}"
+            )));
         }
     }
     // the scheduler first: its deliveries into the inbox end with it
@@ -200,15 +209,17 @@ pub async fn delete(args: DeleteAccountArgs) -> Result<(), String> {
         // run again after the inbox failed: this key went with the account
         StatusCode::UNAUTHORIZED => false,
         _ => {
-            return Err(format!(
-                "{}; nothing was deleted",
-                client.scheduler.refusal("deleting the account", &scheduler)
-            ))
+            return Err(client
+                .scheduler
+                .refusal("deleting the account", &scheduler)
+                .noted("nothing was deleted"))
         }
     };
     if let Err(e) = client.inbox.ok(Method::DELETE, "/account", None).await {
         return Err(if scheduler_gone {
-            format!("the scheduler's account is deleted, but the inbox's is not ({e}): run `pigeonhole delete-account` again")
+            ClientError::local(format!(
+                "the scheduler's account is deleted, but the inbox's is not ({e}): run `pigeonhole delete-account` again"
+            ))
         } else {
             e
         });
@@ -230,15 +241,15 @@ pub async fn delete(args: DeleteAccountArgs) -> Result<(), String> {
 }
 
 /// Removes the client settings at `path` and their local queue: the notes it held.
-fn forget(path: &std::path::Path) -> Result<usize, String> {
+fn forget(path: &std::path::Path) -> Result<usize, ClientError> {
     let dropped = queue::discard(path)?;
     match std::fs::remove_file(path) {
         Ok(()) => Ok(dropped),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(dropped),
-        Err(e) => Err(format!(
+        Err(e) => Err(ClientError::local(format!(
             "the account is deleted, but {} cannot be removed: {e}",
             path.display()
-        )),
+        ))),
     }
 }
 

@@ -4,8 +4,8 @@
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::Value;
 
-/// What every command says when the server no longer takes this machine's access key.
-pub const KEY_NO_LONGER_VALID: &str = "this machine's access key is no longer valid: run `pigeonhole setup` again";
+pub use super::error::KEY_NO_LONGER_VALID;
+use super::error::{ClientError, NetworkFailure, Refusal};
 
 /// How a request identifies itself.
 #[derive(Clone, Debug)]
@@ -36,8 +36,9 @@ pub struct Answer {
 }
 
 impl Answer {
-    pub fn json(&self) -> Result<Value, String> {
-        serde_json::from_slice(&self.body).map_err(|e| format!("the server's answer is not JSON: {e}"))
+    pub fn json(&self) -> Result<Value, ClientError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| ClientError::answer(format!("the server's answer is not JSON: {e}")))
     }
 
     /// The server's reason of an error answer (`{"error": …}`), else the status.
@@ -76,54 +77,44 @@ impl Service {
     }
 
     /// Why a request got no answer, and what to do.
-    pub fn unreachable(&self, e: &reqwest::Error) -> String {
-        if e.is_connect() {
-            format!("no server at {}: is `pigeonhole serve` running?", self.base)
+    pub fn unreachable(&self, e: &reqwest::Error) -> ClientError {
+        let failure = if e.is_connect() {
+            NetworkFailure::Connect
         } else if e.is_timeout() {
-            format!(
-                "the {} service at {} did not answer in time: try again",
-                self.name, self.base
-            )
+            NetworkFailure::Timeout
         } else {
-            format!("cannot reach the {} service at {}: {e}", self.name, self.base)
+            NetworkFailure::Other(e.to_string())
+        };
+        self.network(failure)
+    }
+
+    fn network(&self, failure: NetworkFailure) -> ClientError {
+        ClientError::Network {
+            service: self.name,
+            base: self.base.clone(),
+            failure,
         }
     }
 
     /// A refusal for people: what failed and what to do.
-    pub fn refusal(&self, what: &str, answer: &Answer) -> String {
-        let retry = answer
+    pub fn refusal(&self, what: &str, answer: &Answer) -> ClientError {
+        let retry_after = answer
             .headers
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
-        match answer.status {
-            StatusCode::UNAUTHORIZED if matches!(self.credentials, Credentials::Key { .. }) => {
-                KEY_NO_LONGER_VALID.into()
-            }
-            StatusCode::FORBIDDEN if matches!(self.credentials, Credentials::Key { .. }) => format!(
-                "this machine's access key may not do that ({what} on the {} service: {}): run `pigeonhole setup` again",
-                self.name,
-                answer.reason()
-            ),
-            StatusCode::TOO_MANY_REQUESTS => match retry {
-                Some(secs) => format!("too many attempts: try again in {}", super::format::wait(secs)),
-                None => "too many attempts: try again later".into(),
-            },
-            StatusCode::SERVICE_UNAVAILABLE => match retry {
-                Some(secs) => format!(
-                    "the {} service cannot do that now ({}): try again in {}",
-                    self.name,
-                    answer.reason(),
-                    super::format::wait(secs)
-                ),
-                None => format!("the {} service cannot do that now ({}): try again later", self.name, answer.reason()),
-            },
-            _ => format!("{what} on the {} service: {}", self.name, answer.reason()),
-        }
+        ClientError::Refused(Refusal {
+            service: self.name,
+            what: what.to_owned(),
+            status: answer.status,
+            reason: answer.reason(),
+            retry_after,
+            with_key: matches!(self.credentials, Credentials::Key { .. }),
+        })
     }
 
     /// Sends `method path` with an optional JSON body; any answer is returned.
-    pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, String> {
+    pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, ClientError> {
         let mut rb = self.request(method.clone(), path);
         if let Some(body) = body {
             rb = rb.json(body);
@@ -134,13 +125,13 @@ impl Service {
         let body = response
             .bytes()
             .await
-            .map_err(|e| format!("the {} service broke off its answer: {e}", self.name))?
+            .map_err(|e| self.network(NetworkFailure::BrokeOff(e.to_string())))?
             .to_vec();
         Ok(Answer { status, body, headers })
     }
 
     /// Sends `POST path` with `body`, bytes of JSON; any answer is returned.
-    pub async fn post_bytes(&self, path: &str, body: Vec<u8>) -> Result<Answer, String> {
+    pub async fn post_bytes(&self, path: &str, body: Vec<u8>) -> Result<Answer, ClientError> {
         match self.try_post_bytes(path, body).await {
             Ok(answer) => Ok(answer),
             Err(e) => Err(self.unreachable(&e)),
@@ -155,7 +146,7 @@ impl Service {
         path: &str,
         body: Vec<u8>,
         limit: std::time::Duration,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, ClientError> {
         match self.send_bytes(path, body, Some(limit)).await {
             Ok(answer) => Ok(answer),
             Err(e) => Err(self.unreachable(&e)),
@@ -189,7 +180,7 @@ impl Service {
 
     /// Like [`Service::call`], but anything other than a 2xx answer is an error naming
     /// what was asked and the server's reason.
-    pub async fn ok(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, String> {
+    pub async fn ok(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Answer, ClientError> {
         let answer = self.call(method.clone(), path, body).await?;
         if answer.status.is_success() {
             Ok(answer)
@@ -198,16 +189,16 @@ impl Service {
         }
     }
 
-    pub async fn get_json(&self, path: &str) -> Result<Value, String> {
+    pub async fn get_json(&self, path: &str) -> Result<Value, ClientError> {
         self.ok(Method::GET, path, None).await?.json()
     }
 
-    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, String> {
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
         self.ok(Method::POST, path, Some(body)).await?.json()
     }
 
     /// `POST /login`: the token of the `JWT-Cookie`, `Ok(None)` for wrong credentials.
-    pub async fn login(&self, username: &str, password: &str) -> Result<Option<String>, String> {
+    pub async fn login(&self, username: &str, password: &str) -> Result<Option<String>, ClientError> {
         let body = serde_json::json!({"username": username, "password": password});
         let answer = self.call(Method::POST, "/login", Some(&body)).await?;
         if answer.status == StatusCode::UNAUTHORIZED {
@@ -226,6 +217,6 @@ impl Service {
             .map(str::to_owned);
         token
             .map(Some)
-            .ok_or_else(|| format!("the {} service answered the login without a token", self.name))
+            .ok_or_else(|| ClientError::answer(format!("the {} service answered the login without a token", self.name)))
     }
 }

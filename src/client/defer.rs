@@ -4,6 +4,7 @@
 //! answer is durable): at every moment the item is in the inbox, the scheduler, or (when
 //! the removal fails) both, never in neither.
 
+use super::error::ClientError;
 use super::{item_text, items, short, when, Client};
 use crate::config::DeferArgs;
 use crate::domain::scheduler::models::Tickle;
@@ -12,11 +13,11 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 /// The item `id` names (the start of its id), else the oldest.
-fn pick<'a>(items: &'a [Value], id: Option<&str>) -> Result<&'a Value, String> {
+fn pick<'a>(items: &'a [Value], id: Option<&str>) -> Result<&'a Value, ClientError> {
     let Some(prefix) = id else {
         return items
             .first()
-            .ok_or_else(|| "the inbox is empty: nothing to defer".into());
+            .ok_or_else(|| ClientError::input("the inbox is empty: nothing to defer"));
     };
     let prefix = prefix.to_ascii_lowercase();
     let matching: Vec<&Value> = items
@@ -25,31 +26,31 @@ fn pick<'a>(items: &'a [Value], id: Option<&str>) -> Result<&'a Value, String> {
         .collect();
     match matching.as_slice() {
         [one] => Ok(one),
-        [] => Err(format!("no inbox item's id starts with {prefix:?}")),
-        _ => Err(format!(
+        [] => Err(ClientError::input(format!("no inbox item's id starts with {prefix:?}"))),
+        _ => Err(ClientError::input(format!(
             "several inbox items' ids start with {prefix:?}: give more of it"
-        )),
+        ))),
     }
 }
 
 /// The text of an inbox item, which must be a text item (the scheduler keeps only text).
-fn text_of(item: &Value) -> Result<String, String> {
+fn text_of(item: &Value) -> Result<String, ClientError> {
     let contents = &item["contents"];
     if contents["type"].as_str() != Some("text") {
-        return Err(format!(
+        return Err(ClientError::input(format!(
             "inbox item {} is of type {}: only text items can be deferred (the scheduler keeps text)",
             short(&item["id"]),
             contents["type"]
-        ));
+        )));
     }
     contents["data"]
         .as_str()
         .and_then(wire::decode_base64)
         .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| format!("inbox item {} is not UTF-8 text", short(&item["id"])))
+        .ok_or_else(|| ClientError::input(format!("inbox item {} is not UTF-8 text", short(&item["id"]))))
 }
 
-pub async fn run(args: DeferArgs) -> Result<(), String> {
+pub async fn run(args: DeferArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let items = items(&client).await?;
     let item = pick(&items, args.id.as_deref())?;
@@ -60,11 +61,12 @@ pub async fn run(args: DeferArgs) -> Result<(), String> {
     let now = Timestamp::now();
     let (day, time) = match (&args.after, &args.at) {
         (Some(after), _) => {
-            let (day, time) = when::in_from_now(when::parse_duration(after)?, &zone, now)?;
+            let after = when::parse_duration(after).map_err(ClientError::Input)?;
+            let (day, time) = when::in_from_now(after, &zone, now).map_err(ClientError::Input)?;
             (day, Some(time))
         }
-        (None, Some(at)) => when::parse_at(at, &zone, now)?,
-        (None, None) => return Err(super::SAY_WHEN.into()),
+        (None, Some(at)) => when::parse_at(at, &zone, now).map_err(ClientError::Input)?,
+        (None, None) => return Err(ClientError::input(super::SAY_WHEN)),
     };
     let due = match time {
         Some(t) => format!("{day} {t}"),
@@ -82,9 +84,9 @@ pub async fn run(args: DeferArgs) -> Result<(), String> {
         .post_json("/scheduler/item", &tickle.to_json())
         .await
         .map_err(|e| {
-            format!(
-                "{e}; nothing was deferred: the item is still in the inbox (if the scheduler stored it \
-                 nevertheless, `pigeonhole scheduled` shows it)"
+            e.noted(
+                "nothing was deferred: the item is still in the inbox (if the scheduler stored it nevertheless, \
+                 `pigeonhole scheduled` shows it)",
             )
         })?;
     // 2. only now out of the inbox
@@ -93,12 +95,12 @@ pub async fn run(args: DeferArgs) -> Result<(), String> {
         .ok(Method::DELETE, &format!("/inbox/item/{id}"), None)
         .await
     {
-        return Err(format!(
+        return Err(ClientError::local(format!(
             "the item is now in both: scheduled as {} for {due}, but removing it from the inbox failed ({e}); \
              run `pigeonhole done {}` to remove it from the inbox",
             short(&scheduled),
             short(&Value::String(id.clone()))
-        ));
+        )));
     }
     client.print(
         &json!({"inbox-id": id, "scheduled-id": scheduled, "scheduled-day": day.to_string(),
@@ -126,10 +128,13 @@ mod tests {
         ];
         assert_eq!(pick(&items, None).unwrap()["id"], items[0]["id"]);
         assert_eq!(pick(&items, Some("AAAA2")).unwrap()["id"], items[1]["id"]);
-        assert!(pick(&items, Some("aaaa")).unwrap_err().contains("several"));
-        assert!(pick(&items, Some("b")).unwrap_err().contains("no inbox item"));
-        assert!(pick(&[], None).unwrap_err().contains("empty"));
+        assert!(pick(&items, Some("aaaa")).unwrap_err().to_string().contains("several"));
+        assert!(pick(&items, Some("b"))
+            .unwrap_err()
+            .to_string()
+            .contains("no inbox item"));
+        assert!(pick(&[], None).unwrap_err().to_string().contains("empty"));
         assert_eq!(text_of(&items[0]).unwrap(), "one");
-        assert!(text_of(&items[1]).unwrap_err().contains("only text items"));
+        assert!(text_of(&items[1]).unwrap_err().to_string().contains("only text items"));
     }
 }

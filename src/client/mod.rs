@@ -9,6 +9,7 @@
 mod account;
 pub mod api;
 pub mod defer;
+pub mod error;
 mod format;
 mod queue;
 mod reminders;
@@ -23,6 +24,7 @@ use crate::domain::scheduler::models::{Day, Recurrence, Tickle, TimeOfDay, TimeZ
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::{self, Timestamp};
 use api::{Credentials, Service};
+pub use error::ClientError;
 use reqwest::Method;
 use serde_json::{json, Value};
 use settings::ClientSettings;
@@ -45,7 +47,7 @@ pub(crate) fn say(text: &str) {
 }
 
 /// Runs a client command; `Err` is the one line to print.
-pub async fn run(command: Command) -> Result<(), String> {
+pub async fn run(command: Command) -> Result<(), ClientError> {
     queue::deliver_before(&command).await;
     match command {
         Command::Serve(_)
@@ -55,7 +57,7 @@ pub async fn run(command: Command) -> Result<(), String> {
         | Command::Restore(_)
         | Command::MigrateStore(_)
         | Command::Completions(_)
-        | Command::Man => Err("not a client command".into()),
+        | Command::Man => Err(ClientError::input("not a client command")),
         Command::Export(args) => transfer::export(args).await,
         Command::Import(args) => transfer::import(args).await,
         Command::Setup(args) => setup::run(args).await,
@@ -92,7 +94,7 @@ struct Client {
 }
 
 impl Client {
-    fn open(opts: &ClientOpts) -> Result<Client, String> {
+    fn open(opts: &ClientOpts) -> Result<Client, ClientError> {
         let path = settings::path(opts.client_config.as_deref())?;
         let s = ClientSettings::require(&path)?;
         let http = http_client()?;
@@ -144,9 +146,10 @@ impl Client {
         }
     }
 
-    async fn zone(&self) -> Result<Zone, String> {
+    async fn zone(&self) -> Result<Zone, ClientError> {
         let settings = self.scheduler.get_json("/account/settings").await?;
-        let setting = TimeZoneSetting::parse(&settings).map_err(|e| format!("the account's settings: {e}"))?;
+        let setting = TimeZoneSetting::parse(&settings)
+            .map_err(|e| ClientError::answer(format!("the account's settings: {e}")))?;
         self.notice_zone(&setting.name);
         Ok(Zone::of(&setting))
     }
@@ -164,7 +167,7 @@ pub(crate) fn zone_notice(machine: &str, account: &str) -> Option<String> {
     (plain(machine) != plain(account)).then(|| format!("{machine} / {account}"))
 }
 
-pub(crate) fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn http_client() -> Result<reqwest::Client, ClientError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(30))
@@ -174,32 +177,39 @@ pub(crate) fn http_client() -> Result<reqwest::Client, String> {
         .tcp_user_timeout(None)
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| format!("cannot make an HTTP client: {e}"))
+        .map_err(|e| ClientError::local(format!("cannot make an HTTP client: {e}")))
 }
 
 /// A service's base URL as given on the command line: `127.0.0.1:8001` is taken as
 /// `http://127.0.0.1:8001` (a server on this machine or the LAN speaks plain HTTP unless a
 /// proxy is put in front); only `http` and `https` URLs with a host are taken.
-pub(crate) fn service_url(given: &str) -> Result<String, String> {
+pub(crate) fn service_url(given: &str) -> Result<String, ClientError> {
     let given = given.trim();
     let full = if given.contains("://") {
         given.to_owned()
     } else {
         format!("http://{given}")
     };
-    let url = reqwest::Url::parse(&full)
-        .map_err(|e| format!("{given:?} is not a URL ({e}): give one such as http://127.0.0.1:8001"))?;
+    let url = reqwest::Url::parse(&full).map_err(|e| {
+        ClientError::input(format!(
+            "{given:?} is not a URL ({e}): give one such as http://127.0.0.1:8001"
+        ))
+    })?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{given:?} is not an http:// or https:// URL of a server"));
+        return Err(ClientError::input(format!(
+            "{given:?} is not an http:// or https:// URL of a server"
+        )));
     }
     Ok(full.trim_end_matches('/').to_owned())
 }
 
 /// The setting for the time zone `name` (an IANA name such as Europe/Zurich, or UTC), with
 /// its offset and summer time as they are now.
-pub(crate) fn zone_setting(name: &str) -> Result<TimeZoneSetting, String> {
+pub(crate) fn zone_setting(name: &str) -> Result<TimeZoneSetting, ClientError> {
     let tz = jiff::tz::TimeZone::get(name).map_err(|_| {
-        format!("{name:?} is not a time zone I know: give an IANA name such as Europe/Zurich, America/New_York or UTC")
+        ClientError::input(format!(
+            "{name:?} is not a time zone I know: give an IANA name such as Europe/Zurich, America/New_York or UTC"
+        ))
     })?;
     let info = tz.to_offset_info(jiff::Timestamp::now());
     Ok(TimeZoneSetting {
@@ -234,15 +244,15 @@ pub(crate) fn machine_zone() -> Option<String> {
 
 /// Asks `question` once at a terminal; `y` or `yes` goes on. `--yes` (`yes`) skips the
 /// question, and without a terminal it is needed (`what` says what it allows).
-fn confirm(question: &str, yes: bool, what: &str) -> Result<(), String> {
+fn confirm(question: &str, yes: bool, what: &str) -> Result<(), ClientError> {
     use std::io::{BufRead, IsTerminal};
     if yes {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        return Err(format!(
+        return Err(ClientError::input(format!(
             "not asked at a terminal: give --yes to {what} without a question"
-        ));
+        )));
     }
     eprint!("{question}");
     let _ = std::io::stderr().flush();
@@ -250,16 +260,16 @@ fn confirm(question: &str, yes: bool, what: &str) -> Result<(), String> {
     std::io::stdin()
         .lock()
         .read_line(&mut answer)
-        .map_err(|e| format!("cannot read the answer: {e}"))?;
+        .map_err(|e| ClientError::local(format!("cannot read the answer: {e}")))?;
     match answer.trim().to_ascii_lowercase().as_str() {
         "y" | "yes" => Ok(()),
-        _ => Err("nothing was done: the answer was not yes".into()),
+        _ => Err(ClientError::input("nothing was done: the answer was not yes")),
     }
 }
 
 /// The note of `add`: its words, else standard input; empty either way is refused.
-fn note_text(words: &[String]) -> Result<String, String> {
-    let empty = || "nothing to add: give the note as words or on standard input".to_string();
+fn note_text(words: &[String]) -> Result<String, ClientError> {
+    let empty = || ClientError::input("nothing to add: give the note as words or on standard input");
     if !words.is_empty() {
         let text = words.join(" ");
         if text.trim().is_empty() {
@@ -270,7 +280,7 @@ fn note_text(words: &[String]) -> Result<String, String> {
     let mut text = String::new();
     std::io::stdin()
         .read_to_string(&mut text)
-        .map_err(|e| format!("cannot read the note from standard input: {e}"))?;
+        .map_err(|e| ClientError::local(format!("cannot read the note from standard input: {e}")))?;
     let text = text.trim_end_matches(['\n', '\r']).to_owned();
     if text.trim().is_empty() {
         return Err(empty());
@@ -324,16 +334,16 @@ fn short(id: &Value) -> String {
 }
 
 /// The note is larger than the server takes.
-fn too_big(note: usize, cap: u64) -> String {
-    format!(
+fn too_big(note: usize, cap: u64) -> ClientError {
+    ClientError::input(format!(
         "the note is {}; the server takes at most {} (about {} of note once encoded): keep big things in a file and add where it is",
         format::size(note as u64),
         format::limit(cap),
         format::size(cap / 4 * 3)
-    )
+    ))
 }
 
-async fn add(args: AddArgs) -> Result<(), String> {
+async fn add(args: AddArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let text = note_text(&args.text)?;
     // A note over the server's body cap is refused here, never kept to be sent again and
@@ -348,12 +358,12 @@ async fn add(args: AddArgs) -> Result<(), String> {
 }
 
 /// The inbox, oldest first (the order it is processed in).
-async fn items(client: &Client) -> Result<Vec<Value>, String> {
+async fn items(client: &Client) -> Result<Vec<Value>, ClientError> {
     let items = client.inbox.get_json("/inbox/items").await?;
     let mut items = items
         .as_array()
         .cloned()
-        .ok_or_else(|| "the inbox answered something that is not a list".to_string())?;
+        .ok_or_else(|| ClientError::answer("the inbox answered something that is not a list"))?;
     items.sort_by_key(|i| {
         i["created"]
             .as_str()
@@ -363,7 +373,7 @@ async fn items(client: &Client) -> Result<Vec<Value>, String> {
     Ok(items)
 }
 
-async fn inbox(opts: ClientOpts) -> Result<(), String> {
+async fn inbox(opts: ClientOpts) -> Result<(), ClientError> {
     let client = Client::open(&opts)?;
     let items = items(&client).await?;
     let json = Value::Array(items.iter().map(item_json).collect());
@@ -393,7 +403,7 @@ async fn inbox(opts: ClientOpts) -> Result<(), String> {
     Ok(())
 }
 
-async fn next(opts: ClientOpts) -> Result<(), String> {
+async fn next(opts: ClientOpts) -> Result<(), ClientError> {
     let client = Client::open(&opts)?;
     let first = client.inbox.get_json("/inbox/show-item").await?;
     let size = client.inbox.get_json("/inbox/size").await?;
@@ -414,7 +424,7 @@ async fn next(opts: ClientOpts) -> Result<(), String> {
 }
 
 /// The one item whose id starts with `prefix`; `Ok(None)` when none does.
-fn by_prefix<'a>(items: &'a [Value], prefix: &str, what: &str) -> Result<Option<&'a Value>, String> {
+fn by_prefix<'a>(items: &'a [Value], prefix: &str, what: &str) -> Result<Option<&'a Value>, ClientError> {
     let prefix = prefix.to_ascii_lowercase();
     let matching: Vec<&Value> = items
         .iter()
@@ -423,20 +433,22 @@ fn by_prefix<'a>(items: &'a [Value], prefix: &str, what: &str) -> Result<Option<
     match matching.as_slice() {
         [one] => Ok(Some(*one)),
         [] => Ok(None),
-        _ => Err(format!("several {what} ids start with {prefix:?}: give more of it")),
+        _ => Err(ClientError::input(format!(
+            "several {what} ids start with {prefix:?}: give more of it"
+        ))),
     }
 }
 
-async fn done(args: DoneArgs) -> Result<(), String> {
+async fn done(args: DoneArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let items = items(&client).await?;
     let item = match &args.id {
-        None => items.first().ok_or("the inbox is empty")?,
+        None => items.first().ok_or(ClientError::input("the inbox is empty"))?,
         Some(prefix) => by_prefix(&items, prefix, "inbox items'")?.ok_or_else(|| {
-            format!(
+            ClientError::input(format!(
                 "no inbox item's id starts with {:?}: `pigeonhole inbox` lists them",
                 prefix.to_ascii_lowercase()
-            )
+            ))
         })?,
     };
     let id = item["id"].as_str().unwrap_or_default();
@@ -448,7 +460,7 @@ async fn done(args: DoneArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn show(args: ShowArgs) -> Result<(), String> {
+async fn show(args: ShowArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let items = items(&client).await?;
     if let Some(item) = by_prefix(&items, &args.id, "inbox items'")? {
@@ -475,10 +487,10 @@ async fn show(args: ShowArgs) -> Result<(), String> {
     }
     let all = scheduler_items(&client).await?;
     let item = by_prefix(&all, &args.id, "items'")?.ok_or_else(|| {
-        format!(
+        ClientError::input(format!(
             "no inbox item or reminder has an id that starts with {:?}: `pigeonhole inbox` and `pigeonhole scheduled` list them",
             args.id.to_ascii_lowercase()
-        )
+        ))
     })?;
     let zone = client.zone().await?;
     let now = Timestamp::now();
@@ -505,20 +517,21 @@ async fn show(args: ShowArgs) -> Result<(), String> {
 
 /// The day and perhaps time `--in` / `--at` name (`None` when neither is given), read in
 /// `zone` at `now`; an `--at` that has passed is refused unless `--allow-past`.
-fn due_of(when: &WhenArgs, zone: &Zone, now: Timestamp) -> Result<Option<(Day, Option<TimeOfDay>)>, String> {
+fn due_of(when: &WhenArgs, zone: &Zone, now: Timestamp) -> Result<Option<(Day, Option<TimeOfDay>)>, ClientError> {
     match (&when.after, &when.at) {
         (Some(after), _) => {
-            let (day, time) = when::in_from_now(when::parse_duration(after)?, zone, now)?;
+            let after = when::parse_duration(after).map_err(ClientError::Input)?;
+            let (day, time) = when::in_from_now(after, zone, now).map_err(ClientError::Input)?;
             Ok(Some((day, Some(time))))
         }
         (None, Some(at)) => {
-            let (day, time) = when::parse_at(at, zone, now)?;
+            let (day, time) = when::parse_at(at, zone, now).map_err(ClientError::Input)?;
             if !when.allow_past && when::has_passed(day, time, zone, now) {
                 let today = schedule::local(now, zone).map(|(d, _)| d).unwrap_or(day);
-                return Err(format!(
+                return Err(ClientError::input(format!(
                     "--at {at:?} is {} ({day}), which has passed: give a later time, or --allow-past to have it delivered at once",
                     format::wall(day, time, today)
-                ));
+                )));
             }
             Ok(Some((day, time)))
         }
@@ -563,19 +576,21 @@ fn scheduled_json(id: &Value, tickle: &Tickle, zone: &Zone) -> Value {
            "repeats": tickle.recurrence.as_ref().map(format::recurrence)})
 }
 
-async fn remind(args: RemindArgs) -> Result<(), String> {
+async fn remind(args: RemindArgs) -> Result<(), ClientError> {
     if args.when.after.is_none() && args.when.at.is_none() {
-        return Err(SAY_WHEN.into());
+        return Err(ClientError::input(SAY_WHEN));
     }
     let text = args.text.join(" ");
     if text.trim().is_empty() {
-        return Err("nothing to be reminded of: give the reminder's words".into());
+        return Err(ClientError::input(
+            "nothing to be reminded of: give the reminder's words",
+        ));
     }
     let client = Client::open(&args.opts)?;
     let zone = client.zone().await?;
     let now = Timestamp::now();
-    let (day, time) = due_of(&args.when, &zone, now)?.ok_or(SAY_WHEN)?;
-    let recurrence = when::recurrence(repeat_of(&args.repeat), day, time)?;
+    let (day, time) = due_of(&args.when, &zone, now)?.ok_or(ClientError::input(SAY_WHEN))?;
+    let recurrence = when::recurrence(repeat_of(&args.repeat), day, time).map_err(ClientError::Input)?;
     let tickle = Tickle {
         content: text.into_bytes(),
         day,
@@ -689,15 +704,15 @@ impl Reminder {
     }
 }
 
-async fn scheduler_items(client: &Client) -> Result<Vec<Value>, String> {
+async fn scheduler_items(client: &Client) -> Result<Vec<Value>, ClientError> {
     let all = client.scheduler.get_json("/scheduler/items").await?;
     all.as_array()
         .cloned()
-        .ok_or_else(|| "the scheduler answered something that is not a list".into())
+        .ok_or_else(|| ClientError::answer("the scheduler answered something that is not a list"))
 }
 
 /// `scheduled`: next due first. `triggered`: the latest first.
-async fn scheduled(opts: ClientOpts, triggered: bool) -> Result<(), String> {
+async fn scheduled(opts: ClientOpts, triggered: bool) -> Result<(), ClientError> {
     let client = Client::open(&opts)?;
     let zone = client.zone().await?;
     let now = Timestamp::now();
@@ -757,7 +772,7 @@ async fn scheduled(opts: ClientOpts, triggered: bool) -> Result<(), String> {
     Ok(())
 }
 
-async fn zone(args: ZoneArgs) -> Result<(), String> {
+async fn zone(args: ZoneArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     if let Some(name) = &args.name {
         let setting = zone_setting(name)?;
@@ -767,10 +782,11 @@ async fn zone(args: ZoneArgs) -> Result<(), String> {
             .await?;
     }
     let settings = client.scheduler.get_json("/account/settings").await?;
-    let setting = TimeZoneSetting::parse(&settings).map_err(|e| format!("the account's settings: {e}"))?;
+    let setting =
+        TimeZoneSetting::parse(&settings).map_err(|e| ClientError::answer(format!("the account's settings: {e}")))?;
     let zone = Zone::of(&setting);
     let now = Timestamp::now();
-    let (_, time) = schedule::local(now, &zone).ok_or("the clock is outside the calendar")?;
+    let (_, time) = schedule::local(now, &zone).ok_or(ClientError::local("the clock is outside the calendar"))?;
     let offset = setting.offset.unsigned_abs();
     let sign = if setting.offset < 0 { '-' } else { '+' };
     client.print(&setting.to_json()["timezone"], || {

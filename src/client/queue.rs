@@ -10,6 +10,7 @@
 //! which the client chose to the nanosecond, and its text; only a note that is not there is
 //! sent again.
 
+use super::error::ClientError;
 use super::settings::{self, ClientSettings};
 use super::Client;
 use crate::config::{ClientOpts, Command};
@@ -74,6 +75,13 @@ enum Failure {
     Limit { left: usize },
     /// The local queue file.
     Local(String),
+}
+
+impl From<Failure> for ClientError {
+    /// The queue's failure, as the command says it.
+    fn from(e: Failure) -> ClientError {
+        ClientError::local(e.to_string())
+    }
 }
 
 impl Failure {
@@ -232,7 +240,7 @@ impl Queue {
     /// Writes the queue (mode 0600, whole or not at all).
     fn save(&self) -> Result<(), Failure> {
         let bytes = serde_json::to_vec_pretty(&self.file).map_err(|e| Failure::Local(e.to_string()))?;
-        settings::write_private(&self.path, &bytes).map_err(Failure::Local)
+        settings::write_private(&self.path, &bytes).map_err(|e| Failure::Local(e.to_string()))
     }
 
     fn bytes(&self) -> usize {
@@ -240,15 +248,15 @@ impl Queue {
     }
 
     /// Appends `text` as a new note, unless the queue is full; its key.
-    fn push(&mut self, text: &str, sent: bool) -> Result<String, String> {
+    fn push(&mut self, text: &str, sent: bool) -> Result<String, ClientError> {
         if self.file.notes.len() >= MAX_NOTES || self.bytes() + text.len() > MAX_BYTES {
-            return Err(format!(
+            return Err(ClientError::local(format!(
                 "the local queue is full (it holds at most {MAX_NOTES} notes and {} MiB; it has {} notes, {} bytes): \
                  the note was not saved; run `pigeonhole sync` once the server can be reached",
                 MAX_BYTES >> 20,
                 self.file.notes.len(),
                 self.bytes()
-            ));
+            )));
         }
         let mut created = Timestamp::now();
         if let Some(last) = self.file.notes.iter().map(|n| n.created).max() {
@@ -426,7 +434,7 @@ async fn deliver(queue: &mut Queue, settings: &ClientSettings) -> Result<usize, 
 }
 
 /// The settings and their path for `opts`.
-fn settings_of(opts: &ClientOpts) -> Result<(PathBuf, ClientSettings), String> {
+fn settings_of(opts: &ClientOpts) -> Result<(PathBuf, ClientSettings), ClientError> {
     let path = settings::path(opts.client_config.as_deref())?;
     let settings = ClientSettings::require(&path)?;
     Ok((path, settings))
@@ -470,23 +478,23 @@ pub async fn deliver_before(command: &Command) {
 
 /// Removes the local queue next to the settings at `settings_path` (the account it was for
 /// is gone): the number of notes it held.
-pub(super) fn discard(settings_path: &Path) -> Result<usize, String> {
+pub(super) fn discard(settings_path: &Path) -> Result<usize, ClientError> {
     let path = queue_path(settings_path);
     let notes = match read(&path) {
         Ok(Read::Queue(q)) => q.notes.len(),
         Ok(Read::Unreadable(_)) => 0,
         Ok(Read::Missing) => return Ok(0),
-        Err(e) => return Err(format!("cannot read the local queue {}: {e}", path.display())),
+        Err(e) => return Err(ClientError::file("cannot read the local queue", path, e)),
     };
-    std::fs::remove_file(&path).map_err(|e| format!("cannot remove the local queue {}: {e}", path.display()))?;
+    std::fs::remove_file(&path).map_err(|e| ClientError::file("cannot remove the local queue", &path, e))?;
     let _ = std::fs::remove_file(path.with_extension("lock"));
     Ok(notes)
 }
 
 /// `pigeonhole sync`: delivers the queue; an error when notes are left.
-pub async fn sync(opts: ClientOpts) -> Result<(), String> {
+pub async fn sync(opts: ClientOpts) -> Result<(), ClientError> {
     let (path, settings) = settings_of(&opts)?;
-    let mut queue = Queue::open(&path, &settings).map_err(|e| e.to_string())?;
+    let mut queue = Queue::open(&path, &settings)?;
     let result = deliver(&mut queue, &settings).await;
     let waiting = queue.file.notes.len();
     match result {
@@ -500,19 +508,19 @@ pub async fn sync(opts: ClientOpts) -> Result<(), String> {
             }
             Ok(())
         }
-        Err(e) if e.is_unreachable() => Err(format!(
+        Err(e) if e.is_unreachable() => Err(ClientError::local(format!(
             "the server at {} cannot be reached ({e}): {waiting} note(s) stay saved locally",
             settings.inbox_url
-        )),
-        Err(e) => Err(format!("{e}: {waiting} note(s) stay saved locally")),
+        ))),
+        Err(e) => Err(ClientError::local(format!("{e}: {waiting} note(s) stay saved locally"))),
     }
 }
 
 /// `pigeonhole add`: the note goes to the inbox through the queue: sent at once when the
 /// server can be reached, else kept.
-pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), String> {
+pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), ClientError> {
     let (path, settings) = settings_of(opts)?;
-    let mut queue = Queue::open(&path, &settings).map_err(|e| e.to_string())?;
+    let mut queue = Queue::open(&path, &settings)?;
     let saved_locally = |queue: &Queue, key: &str, why: &Failure| {
         client.print(
             &json!({"saved-locally": key, "waiting": queue.file.notes.len(), "reason": why.to_string()}),
@@ -531,7 +539,7 @@ pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), S
         Ok(n) => eprintln!("pigeonhole: sent {n} note(s) saved locally to the inbox."),
         Err(e) if e.is_unreachable() => {
             let key = queue.push(text, false)?;
-            queue.save().map_err(|e| e.to_string())?;
+            queue.save()?;
             saved_locally(&queue, &key, &e);
             return Ok(());
         }
@@ -541,13 +549,7 @@ pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), S
         ),
     }
     let key = queue.push(text, true)?;
-    match send(
-        &mut queue,
-        &Remote::new(&settings).map_err(|e| e.to_string())?,
-        std::slice::from_ref(&key),
-    )
-    .await
-    {
+    match send(&mut queue, &Remote::new(&settings)?, std::slice::from_ref(&key)).await {
         Ok(stored) => {
             let id = Value::String(stored.get(&key).cloned().unwrap_or_default());
             client.print(&json!({ "id": id }), || format!("Added {}.", super::short(&id)));
@@ -560,10 +562,10 @@ pub async fn add(opts: &ClientOpts, client: &Client, text: &str) -> Result<(), S
         Err(e) => {
             // refused: the note is not kept
             queue.file.notes.retain(|n| n.key != key);
-            queue.save().map_err(|e| e.to_string())?;
+            queue.save()?;
             Err(match e {
-                Failure::Refused(StatusCode::UNAUTHORIZED, _) => format!("{e}; the note was not added"),
-                e => format!("the note was not added: {e}"),
+                Failure::Refused(StatusCode::UNAUTHORIZED, _) => ClientError::from(e).noted("the note was not added"),
+                e => ClientError::local(format!("the note was not added: {e}")),
             })
         }
     }
@@ -607,7 +609,7 @@ mod tests {
         while q.file.notes.len() < MAX_NOTES {
             q.push("x", false).unwrap();
         }
-        let err = q.push("one too many", false).unwrap_err();
+        let err = q.push("one too many", false).unwrap_err().to_string();
         assert!(
             err.contains("the local queue is full") && err.contains("1000 notes"),
             "{err}"
@@ -615,7 +617,7 @@ mod tests {
         let big = "x".repeat(MAX_BYTES);
         q.file.notes.clear();
         q.push(&big, false).unwrap();
-        assert!(q.push("y", false).unwrap_err().contains("16 MiB"));
+        assert!(q.push("y", false).unwrap_err().to_string().contains("16 MiB"));
     }
 
     /// The files in `dir` whose names begin with `prefix`, and their contents.

@@ -5,6 +5,7 @@
 //! scheduled original of a repeating reminder is still there) and deletes the triggered copy
 //! only once the new one is stored, so the reminder is never in neither place.
 
+use super::error::ClientError;
 use super::{
     confirm, due_of, due_words, format, repeat_of, scheduled_json, scheduler_items, short, when, Client, Reminder,
     SAY_WHEN,
@@ -35,10 +36,12 @@ impl Kind {
 
 /// The one reminder of `kind` whose id starts with `prefix`; a reminder of the other kind
 /// is named with what to do instead.
-fn reminder<'a>(all: &'a [Value], prefix: &str, kind: Kind) -> Result<&'a Value, String> {
+fn reminder<'a>(all: &'a [Value], prefix: &str, kind: Kind) -> Result<&'a Value, ClientError> {
     let prefix = prefix.trim().to_ascii_lowercase();
     if prefix.is_empty() {
-        return Err("no id given: `pigeonhole scheduled` and `pigeonhole triggered` list the reminders' ids".into());
+        return Err(ClientError::input(
+            "no id given: `pigeonhole scheduled` and `pigeonhole triggered` list the reminders' ids",
+        ));
     }
     let matching: Vec<&Value> = all
         .iter()
@@ -47,18 +50,20 @@ fn reminder<'a>(all: &'a [Value], prefix: &str, kind: Kind) -> Result<&'a Value,
     let of_kind: Vec<&Value> = matching.iter().copied().filter(|i| kind.holds(i)).collect();
     match (of_kind.as_slice(), matching.as_slice()) {
         ([one], _) => Ok(one),
-        ([_, _, ..], _) => Err(format!("several reminders' ids start with {prefix:?}: give more of it")),
+        ([_, _, ..], _) => Err(ClientError::input(format!(
+            "several reminders' ids start with {prefix:?}: give more of it"
+        ))),
         ([], [other]) => {
             let id = short(&other["id"]);
-            Err(match kind {
+            Err(ClientError::input(match kind {
                 Kind::Scheduled => format!(
                     "reminder {id} has already triggered: `pigeonhole snooze {id} --in 1h` schedules it again, \
                      `pigeonhole clear {id}` deletes it"
                 ),
                 _ => format!("reminder {id} has not triggered yet: `pigeonhole cancel {id}` cancels it"),
-            })
+            }))
         }
-        ([], _) => Err(format!(
+        ([], _) => Err(ClientError::input(format!(
             "no {}reminder's id starts with {prefix:?}: `pigeonhole {}` lists them",
             match kind {
                 Kind::Scheduled => "scheduled ",
@@ -69,13 +74,14 @@ fn reminder<'a>(all: &'a [Value], prefix: &str, kind: Kind) -> Result<&'a Value,
                 Kind::Triggered => "triggered",
                 _ => "scheduled",
             }
-        )),
+        ))),
     }
 }
 
 /// A reminder's contents as stored (its bytes, day, time, repeat).
-fn contents(item: &Value) -> Result<Tickle, String> {
-    Tickle::parse(&item["contents"]).map_err(|e| format!("the scheduler's reminder cannot be read: {e}"))
+fn contents(item: &Value) -> Result<Tickle, ClientError> {
+    Tickle::parse(&item["contents"])
+        .map_err(|e| ClientError::answer(format!("the scheduler's reminder cannot be read: {e}")))
 }
 
 fn id_of(item: &Value) -> &str {
@@ -90,7 +96,7 @@ fn at_time(r: Recurrence, time: Option<TimeOfDay>) -> Recurrence {
     }
 }
 
-pub async fn cancel(args: IdArgs) -> Result<(), String> {
+pub async fn cancel(args: IdArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let all = scheduler_items(&client).await?;
     let item = reminder(&all, &args.id, Kind::Scheduled)?;
@@ -119,16 +125,16 @@ pub async fn cancel(args: IdArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub async fn edit(args: EditArgs) -> Result<(), String> {
+pub async fn edit(args: EditArgs) -> Result<(), ClientError> {
     let repeat = repeat_of(&args.repeat);
     let moves = args.when.after.is_some() || args.when.at.is_some();
     if args.text.is_none() && !moves && !repeat.given() && !args.no_repeat {
-        return Err(
-            "nothing to change: give --text, --in or --at, --every, --every-month, --every-year or --no-repeat".into(),
-        );
+        return Err(ClientError::input(
+            "nothing to change: give --text, --in or --at, --every, --every-month, --every-year or --no-repeat",
+        ));
     }
     if args.text.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        return Err("--text \"\": a reminder needs words".into());
+        return Err(ClientError::input("--text \"\": a reminder needs words"));
     }
     let client = Client::open(&args.opts)?;
     let zone = client.zone().await?;
@@ -152,14 +158,21 @@ pub async fn edit(args: EditArgs) -> Result<(), String> {
             if repeat.day.is_some() && repeat.every.is_none() && !repeat.every_month && !repeat.every_year =>
         {
             let day = repeat.day.filter(|d| (1..=31).contains(d));
-            let day = day.ok_or_else(|| format!("--day {}: a day of the month is 1 to 31", repeat.day.unwrap_or(0)))?;
+            let day = day.ok_or_else(|| {
+                ClientError::input(format!(
+                    "--day {}: a day of the month is 1 to 31",
+                    repeat.day.unwrap_or(0)
+                ))
+            })?;
             Some(Recurrence::EveryMonths {
                 months,
                 day: Some(day),
                 time: if tickle.time != old_time { tickle.time } else { time },
             })
         }
-        (_, false) if repeat.given() => when::recurrence(repeat, tickle.day, tickle.time)?,
+        (_, false) if repeat.given() => {
+            when::recurrence(repeat, tickle.day, tickle.time).map_err(ClientError::Input)?
+        }
         // the repeats follow a new time of day
         (Some(r), false) if tickle.time != old_time => Some(at_time(r, tickle.time)),
         (r, false) => r,
@@ -178,7 +191,7 @@ pub async fn edit(args: EditArgs) -> Result<(), String> {
 }
 
 /// `POST /scheduler/item/info/:id`: the scheduled item `id` becomes `tickle`.
-async fn store_edit(client: &Client, id: &str, tickle: &Tickle) -> Result<(), String> {
+async fn store_edit(client: &Client, id: &str, tickle: &Tickle) -> Result<(), ClientError> {
     client
         .scheduler
         .ok(
@@ -190,9 +203,9 @@ async fn store_edit(client: &Client, id: &str, tickle: &Tickle) -> Result<(), St
     Ok(())
 }
 
-pub async fn snooze(args: SnoozeArgs) -> Result<(), String> {
+pub async fn snooze(args: SnoozeArgs) -> Result<(), ClientError> {
     if args.when.after.is_none() && args.when.at.is_none() {
-        return Err(SAY_WHEN.into());
+        return Err(ClientError::input(SAY_WHEN));
     }
     let client = Client::open(&args.opts)?;
     let zone = client.zone().await?;
@@ -200,7 +213,7 @@ pub async fn snooze(args: SnoozeArgs) -> Result<(), String> {
     let all = scheduler_items(&client).await?;
     let item = reminder(&all, &args.id, Kind::Either)?;
     let id = id_of(item).to_owned();
-    let (day, time) = due_of(&args.when, &zone, now)?.ok_or(SAY_WHEN)?;
+    let (day, time) = due_of(&args.when, &zone, now)?.ok_or(ClientError::input(SAY_WHEN))?;
     let mut tickle = contents(item)?;
     tickle.day = day;
     tickle.time = time;
@@ -221,19 +234,19 @@ pub async fn snooze(args: SnoozeArgs) -> Result<(), String> {
         .scheduler
         .post_json("/scheduler/item", &tickle.to_json())
         .await
-        .map_err(|e| format!("{e}; nothing was snoozed: the triggered reminder is as it was"))?;
+        .map_err(|e| e.noted("nothing was snoozed: the triggered reminder is as it was"))?;
     let when = due_words(day, time, None, &zone, now);
     if let Err(e) = client
         .scheduler
         .ok(Method::DELETE, &format!("/scheduler/item/delete/{id}"), None)
         .await
     {
-        return Err(format!(
+        return Err(ClientError::local(format!(
             "scheduled again as {} for {when}, but removing the triggered copy failed ({e}): \
              `pigeonhole clear {}` removes it",
             short(&scheduled),
             short(&item["id"])
-        ));
+        )));
     }
     let mut json = scheduled_json(&scheduled, &tickle, &zone);
     json["triggered-id"] = json!(id);
@@ -247,7 +260,7 @@ pub async fn snooze(args: SnoozeArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub async fn clear(args: ClearArgs) -> Result<(), String> {
+pub async fn clear(args: ClearArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let all = scheduler_items(&client).await?;
     if let Some(prefix) = &args.id {
@@ -309,19 +322,25 @@ mod tests {
             id_of(reminder(&all, "aaaa", Kind::Scheduled).unwrap()),
             "aaaa1111-0000-4000-8000-000000000000"
         );
-        assert!(reminder(&all, "aaaa", Kind::Either).unwrap_err().contains("several"));
-        let e = reminder(&all, "aaaa2", Kind::Scheduled).unwrap_err();
+        assert!(reminder(&all, "aaaa", Kind::Either)
+            .unwrap_err()
+            .to_string()
+            .contains("several"));
+        let e = reminder(&all, "aaaa2", Kind::Scheduled).unwrap_err().to_string();
         assert!(
             e.contains("already triggered") && e.contains("pigeonhole clear aaaa2222"),
             "{e}"
         );
-        let e = reminder(&all, "bbbb", Kind::Triggered).unwrap_err();
+        let e = reminder(&all, "bbbb", Kind::Triggered).unwrap_err().to_string();
         assert!(
             e.contains("not triggered yet") && e.contains("pigeonhole cancel bbbb1111"),
             "{e}"
         );
-        let e = reminder(&all, "c", Kind::Scheduled).unwrap_err();
+        let e = reminder(&all, "c", Kind::Scheduled).unwrap_err().to_string();
         assert!(e.contains("no scheduled reminder's id starts with \"c\""), "{e}");
-        assert!(reminder(&all, " ", Kind::Either).unwrap_err().contains("no id given"));
+        assert!(reminder(&all, " ", Kind::Either)
+            .unwrap_err()
+            .to_string()
+            .contains("no id given"));
     }
 }

@@ -2,6 +2,7 @@
 //! credentials, in `$XDG_CONFIG_HOME/pigeonhole/client.toml` (mode 0600), written by
 //! `pigeonhole setup`.
 
+use super::error::ClientError;
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -34,7 +35,7 @@ pub struct ClientSettings {
 
 /// The settings file: the one given, else `$XDG_CONFIG_HOME/pigeonhole/client.toml`, else
 /// `~/.config/pigeonhole/client.toml`.
-pub fn path(given: Option<&Path>) -> Result<PathBuf, String> {
+pub fn path(given: Option<&Path>) -> Result<PathBuf, ClientError> {
     if let Some(p) = given {
         return Ok(p.to_path_buf());
     }
@@ -43,33 +44,41 @@ pub fn path(given: Option<&Path>) -> Result<PathBuf, String> {
     }
     match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         Some(home) => Ok(PathBuf::from(home).join(".config/pigeonhole/client.toml")),
-        None => Err("neither XDG_CONFIG_HOME nor HOME is set: give --client-config FILE".into()),
+        None => Err(ClientError::input(
+            "neither XDG_CONFIG_HOME nor HOME is set: give --client-config FILE",
+        )),
     }
 }
 
 impl ClientSettings {
     /// The settings at `path`; `Ok(None)` when there are none yet.
-    pub fn load(path: &Path) -> Result<Option<ClientSettings>, String> {
+    pub fn load(path: &Path) -> Result<Option<ClientSettings>, ClientError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(e) => return Err(ClientError::file("cannot read", path, e)),
         };
-        toml::from_str(&text)
-            .map(Some)
-            .map_err(|e| format!("{} is not a client settings file: {e}", path.display()))
+        toml::from_str(&text).map(Some).map_err(|e| ClientError::NotA {
+            path: path.to_owned(),
+            what: "a client settings file",
+            why: e.to_string(),
+        })
     }
 
     /// The settings at `path`, which must exist.
-    pub fn require(path: &Path) -> Result<ClientSettings, String> {
-        ClientSettings::load(path)?
-            .ok_or_else(|| format!("no client settings at {}: run `pigeonhole setup` first", path.display()))
+    pub fn require(path: &Path) -> Result<ClientSettings, ClientError> {
+        ClientSettings::load(path)?.ok_or_else(|| {
+            ClientError::input(format!(
+                "no client settings at {}: run `pigeonhole setup` first",
+                path.display()
+            ))
+        })
     }
 
     /// Writes the settings to `path` (mode 0600, its directory 0700): a temporary file,
     /// synced, renamed.
-    pub fn save(&self, path: &Path) -> Result<(), String> {
-        let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    pub fn save(&self, path: &Path) -> Result<(), ClientError> {
+        let fail = |e: std::io::Error| ClientError::file("cannot write", path, e);
         let dir = path
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
@@ -81,7 +90,7 @@ impl ClientSettings {
             .map_err(fail)?;
         let text = format!(
             "# Written by `pigeonhole setup`: this machine's credentials. Keep it private.\n{}",
-            toml::to_string(self).map_err(|e| e.to_string())?
+            toml::to_string(self).map_err(|e| ClientError::local(e.to_string()))?
         );
         write_private(path, text.as_bytes())
     }
@@ -89,9 +98,9 @@ impl ClientSettings {
 
 /// Writes `bytes` to `path` for this user only (mode 0600), whole or not at all
 /// ([`crate::files`]). Client settings and account exports hold credentials.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), ClientError> {
     crate::files::write(path, crate::files::Access::Private, bytes)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(|e| ClientError::file("cannot write", path, e))
 }
 
 #[cfg(test)]

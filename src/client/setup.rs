@@ -13,6 +13,7 @@
 //!   (accounts, keys, the trigger, the zone) is undone, so a failed setup changes nothing.
 
 use super::api::{Credentials, Service};
+use super::error::ClientError;
 use super::settings::{self, ClientSettings};
 use crate::config::SetupArgs;
 use crate::domain::scheduler::models::normalise_inbox_url;
@@ -36,7 +37,7 @@ enum Made {
 }
 
 impl Made {
-    async fn undo(&self) -> Result<(), String> {
+    async fn undo(&self) -> Result<(), ClientError> {
         match self {
             Made::Account(s) => s.ok(Method::DELETE, "/account", None).await.map(drop),
             Made::Key(s, id) => s.ok(Method::DELETE, &format!("/access-key/{id}"), None).await.map(drop),
@@ -58,23 +59,23 @@ struct Run {
 
 impl Run {
     /// Takes back what this run made, the latest first; `error` with what became of it.
-    async fn undo(self, error: String) -> String {
+    async fn undo(self, error: ClientError) -> ClientError {
         if self.made.is_empty() {
-            return format!("{error}; nothing was changed");
+            return error.noted("nothing was changed");
         }
         let mut failures = Vec::new();
         for made in self.made.iter().rev() {
             if let Err(e) = made.undo().await {
-                failures.push(e);
+                failures.push(e.to_string());
             }
         }
         if failures.is_empty() {
-            format!("{error}; what this run had made is undone, nothing was changed")
+            error.noted("what this run had made is undone, nothing was changed")
         } else {
-            format!(
-                "{error}; undoing what this run had made failed too ({}): run `pigeonhole setup` again",
+            error.noted(format!(
+                "undoing what this run had made failed too ({}): run `pigeonhole setup` again",
                 failures.join("; ")
-            )
+            ))
         }
     }
 }
@@ -96,7 +97,7 @@ struct Key {
     replaces: Option<String>,
 }
 
-pub async fn run(args: SetupArgs) -> Result<(), String> {
+pub async fn run(args: SetupArgs) -> Result<(), ClientError> {
     let path = settings::path(args.opts.client_config.as_deref())?;
     let existing = ClientSettings::load(&path)?;
     let inbox_url = super::service_url(&args.inbox_url)?;
@@ -163,7 +164,7 @@ pub async fn run(args: SetupArgs) -> Result<(), String> {
         .await?;
         inbox_trigger(&inbox, &scheduler, &username, &mut run).await?;
         let zone_notice = time_zone(&scheduler, args.zone.as_deref(), new_scheduler_account, &mut run).await?;
-        Ok::<_, String>((
+        Ok::<_, ClientError>((
             inbox,
             scheduler,
             Outcome {
@@ -262,34 +263,37 @@ const MIN_PASSWORD: usize = 8;
 
 /// The password: from standard input (`--password-stdin`), `PIGEONHOLE_PASSWORD`, or asked
 /// without echo at a terminal (then `true`: a new password is asked again to confirm it).
-fn password(args: &SetupArgs) -> Result<(String, bool), String> {
+fn password(args: &SetupArgs) -> Result<(String, bool), ClientError> {
     if args.password_stdin {
         let mut line = String::new();
         std::io::stdin()
             .lock()
             .read_line(&mut line)
-            .map_err(|e| format!("cannot read the password from standard input: {e}"))?;
+            .map_err(|e| ClientError::local(format!("cannot read the password from standard input: {e}")))?;
         return Ok((line.trim_end_matches(['\n', '\r']).to_owned(), false));
     }
     if let Ok(p) = std::env::var("PIGEONHOLE_PASSWORD") {
         return Ok((p, false));
     }
     if !std::io::stdin().is_terminal() {
-        return Err("no password: give --password-stdin or PIGEONHOLE_PASSWORD".into());
+        return Err(ClientError::input(
+            "no password: give --password-stdin or PIGEONHOLE_PASSWORD",
+        ));
     }
-    let p = rpassword::prompt_password("Password: ").map_err(|e| format!("cannot read the password: {e}"))?;
+    let p = rpassword::prompt_password("Password: ")
+        .map_err(|e| ClientError::local(format!("cannot read the password: {e}")))?;
     Ok((p, true))
 }
 
 /// Checks a new account's password: at least [`MIN_PASSWORD`] characters, and at a
 /// terminal typed the same a second time.
-fn new_password(username: &str, password: &str, asked: bool) -> Result<(), String> {
+fn new_password(username: &str, password: &str, asked: bool) -> Result<(), ClientError> {
     check_new_password(password, "nothing was created")?;
     if asked {
         let again = rpassword::prompt_password(format!(
             "No account {username} opens with this password: to create it, the same password again, to be sure: "
         ))
-        .map_err(|e| format!("cannot read the password: {e}"))?;
+        .map_err(|e| ClientError::local(format!("cannot read the password: {e}")))?;
         confirm(password, &again)?;
     }
     Ok(())
@@ -297,25 +301,27 @@ fn new_password(username: &str, password: &str, asked: bool) -> Result<(), Strin
 
 /// At least [`MIN_PASSWORD`] characters, not all of them spaces; `unchanged` says what the
 /// refusal left as it was.
-pub(super) fn check_new_password(password: &str, unchanged: &str) -> Result<(), String> {
+pub(super) fn check_new_password(password: &str, unchanged: &str) -> Result<(), ClientError> {
     if !password.is_empty() && password.chars().all(char::is_whitespace) {
-        return Err(format!(
+        return Err(ClientError::input(format!(
             "a new password needs a character other than spaces: choose another one; {unchanged}"
-        ));
+        )));
     }
     let n = password.chars().count();
     if n < MIN_PASSWORD {
-        return Err(format!(
+        return Err(ClientError::input(format!(
             "a new password needs at least {MIN_PASSWORD} characters, this one has {n}: choose a longer one \
              (a few words are easy to remember); {unchanged}"
-        ));
+        )));
     }
     Ok(())
 }
 
-fn confirm(password: &str, again: &str) -> Result<(), String> {
+fn confirm(password: &str, again: &str) -> Result<(), ClientError> {
     if password != again {
-        return Err("the two passwords differ: run `pigeonhole setup` again; nothing was created".into());
+        return Err(ClientError::input(
+            "the two passwords differ: run `pigeonhole setup` again; nothing was created",
+        ));
     }
     Ok(())
 }
@@ -329,7 +335,7 @@ async fn time_zone(
     given: Option<&str>,
     new_account: bool,
     run: &mut Run,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ClientError> {
     let machine = super::machine_zone();
     let (name, whose) = match (given, &machine) {
         (Some(name), _) => (name.to_owned(), "as asked"),
@@ -367,9 +373,11 @@ async fn time_zone(
     Ok(None)
 }
 
-fn ask(prompt: &str) -> Result<String, String> {
+fn ask(prompt: &str) -> Result<String, ClientError> {
     if !std::io::stdin().is_terminal() {
-        return Err("no username: give --username or PIGEONHOLE_USERNAME".into());
+        return Err(ClientError::input(
+            "no username: give --username or PIGEONHOLE_USERNAME",
+        ));
     }
     eprint!("{prompt}");
     let _ = std::io::stderr().flush();
@@ -377,7 +385,7 @@ fn ask(prompt: &str) -> Result<String, String> {
     std::io::stdin()
         .lock()
         .read_line(&mut line)
-        .map_err(|e| format!("cannot read the answer: {e}"))?;
+        .map_err(|e| ClientError::local(format!("cannot read the answer: {e}")))?;
     Ok(line.trim().to_owned())
 }
 
@@ -398,7 +406,7 @@ async fn account(
     username: &str,
     password: &str,
     run: &mut Run,
-) -> Result<Service, String> {
+) -> Result<Service, ClientError> {
     if let Some(token) = token {
         run.done
             .push(format!("found the account on the {} service", service.name));
@@ -410,23 +418,25 @@ async fn account(
         // 204 from the inbox service, 200 from the scheduler (the originals' statuses)
         200 | 204 => {}
         409 => {
-            return Err(format!(
+            return Err(ClientError::input(format!(
                 "wrong password for {username} on the {} service (the account exists there): give its password",
                 service.name
-            ))
+            )))
         }
         403 => {
-            return Err(format!(
+            return Err(ClientError::input(format!(
                 "registration is closed on the {} service and {username:?} has no account there",
                 service.name
-            ))
+            )))
         }
         _ => return Err(service.refusal("registering", &answer)),
     }
-    let token = service
-        .login(username, password)
-        .await?
-        .ok_or_else(|| format!("the new account on the {} service does not log in", service.name))?;
+    let token = service.login(username, password).await?.ok_or_else(|| {
+        ClientError::answer(format!(
+            "the new account on the {} service does not log in",
+            service.name
+        ))
+    })?;
     let service = service.with(Credentials::Bearer(token));
     run.made.push(Made::Account(service.clone()));
     run.done
@@ -443,7 +453,7 @@ async fn client_key(
     name: &str,
     previous: Option<(&str, Option<&str>)>,
     run: &mut Run,
-) -> Result<Key, String> {
+) -> Result<Key, ClientError> {
     if let Some((secret, id)) = previous {
         let with_key = service.with(Credentials::Key {
             username: username.to_owned(),
@@ -481,7 +491,7 @@ async fn client_key(
 }
 
 /// Creates an access key; its secret and id.
-async fn add_key(service: &Service, name: &str, permissions: Value) -> Result<(String, String), String> {
+async fn add_key(service: &Service, name: &str, permissions: Value) -> Result<(String, String), ClientError> {
     let created = service
         .post_json(
             "/access-key",
@@ -492,15 +502,16 @@ async fn add_key(service: &Service, name: &str, permissions: Value) -> Result<(S
         created[key]
             .as_str()
             .map(str::to_owned)
-            .ok_or_else(|| format!("the {} service made a key without its {key}", service.name))
+            .ok_or_else(|| ClientError::answer(format!("the {} service made a key without its {key}", service.name)))
     };
     Ok((field("accessKeyCreatedKey")?, field("accessKeyCreatedUUID")?))
 }
 
 /// The scheduler's inbox trigger into this inbox, made once with an inbox key that may only
 /// add items.
-async fn inbox_trigger(inbox: &Service, scheduler: &Service, username: &str, run: &mut Run) -> Result<(), String> {
-    let url = normalise_inbox_url(&inbox.base).ok_or_else(|| format!("{} is not an inbox URL", inbox.base))?;
+async fn inbox_trigger(inbox: &Service, scheduler: &Service, username: &str, run: &mut Run) -> Result<(), ClientError> {
+    let url = normalise_inbox_url(&inbox.base)
+        .ok_or_else(|| ClientError::input(format!("{} is not an inbox URL", inbox.base)))?;
     let triggers = scheduler.get_json("/trigger").await?;
     let exists = triggers
         .as_array()
@@ -520,7 +531,9 @@ async fn inbox_trigger(inbox: &Service, scheduler: &Service, username: &str, run
         )
         .await?;
     if let Some(reason) = answer["Left"].as_str() {
-        return Err(format!("the scheduler could not reach the inbox at {url}: {reason}"));
+        return Err(ClientError::answer(format!(
+            "the scheduler could not reach the inbox at {url}: {reason}"
+        )));
     }
     if let Some(id) = answer["Right"].as_str() {
         run.made.push(Made::Trigger(scheduler.clone(), id.to_owned()));
@@ -537,19 +550,24 @@ mod tests {
 
     #[test]
     fn new_passwords_are_long_enough_and_typed_the_same_twice() {
-        let short = check_new_password("1234567", "nothing was created").unwrap_err();
+        let short = check_new_password("1234567", "nothing was created")
+            .unwrap_err()
+            .to_string();
         assert!(short.contains("at least 8 characters, this one has 7"), "{short}");
         assert!(short.ends_with("; nothing was created"), "{short}");
         assert!(check_new_password("", "").is_err());
         for blank in ["   ", "          ", "\t \u{a0}\u{3000}        "] {
-            let err = check_new_password(blank, "nothing changed").unwrap_err();
+            let err = check_new_password(blank, "nothing changed").unwrap_err().to_string();
             assert!(err.contains("other than spaces"), "{blank:?}: {err}");
         }
         assert!(check_new_password("  a     ", "").is_ok());
         assert!(check_new_password("äöüäöüäö", "").is_ok(), "characters, not bytes");
         assert!(check_new_password("correct horse", "").is_ok());
         assert!(confirm("correct horse", "correct horse").is_ok());
-        assert!(confirm("correct horse", "correct hose").unwrap_err().contains("differ"));
+        assert!(confirm("correct horse", "correct hose")
+            .unwrap_err()
+            .to_string()
+            .contains("differ"));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! atomically, and importing again after an interruption completes the rest (what is there
 //! is kept).
 
+use super::error::ClientError;
 use super::Client;
 use crate::config::{ExportArgs, ImportArgs};
 use crate::domain::transfer::{FILE_FORMAT, VERSION};
@@ -20,18 +21,18 @@ use tokio::sync::mpsc;
 /// The most bytes of items one import request carries (well under the default body cap).
 const PIECE_BYTES: usize = 4 * 1024 * 1024;
 
-pub async fn export(args: ExportArgs) -> Result<(), String> {
+pub async fn export(args: ExportArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let inbox = client.inbox.get_json("/account/export").await?;
     let scheduler = client.scheduler.get_json("/account/export").await?;
     let file = json!({"format": FILE_FORMAT, "version": VERSION, "inbox": inbox, "scheduler": scheduler});
-    let mut text = serde_json::to_vec_pretty(&file).map_err(|e| e.to_string())?;
+    let mut text = serde_json::to_vec_pretty(&file).map_err(|e| ClientError::local(e.to_string()))?;
     text.push(b'\n');
     match &args.file {
         None => match std::io::stdout().write_all(&text) {
             // a reader that went away (`| head`): a quiet end
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-            other => other.map_err(|e| format!("cannot write the export: {e}")),
+            other => other.map_err(|e| ClientError::local(format!("cannot write the export: {e}"))),
         },
         Some(path) => {
             // private: an inbox trigger's access key is in it
@@ -80,9 +81,9 @@ fn cut(
     limit: usize,
     dry_run: bool,
     emit: &mut dyn FnMut(Piece) -> Result<(), String>,
-) -> Result<(), String> {
+) -> Result<(), ClientError> {
     use serde::de::DeserializeSeed;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let file = std::fs::File::open(path).map_err(|e| ClientError::file("cannot read", path, e))?;
     let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::with_capacity(1 << 16, file));
     let mut failed = None;
     let read = cutter::File {
@@ -94,20 +95,24 @@ fn cut(
     .deserialize(&mut de)
     .and_then(|top| de.end().map(|()| top));
     if let Some(e) = failed {
-        return Err(e);
+        return Err(ClientError::local(e));
     }
-    let top = read.map_err(|e| format!("{} is not a Pigeonhole export: {e}", path.display()))?;
+    let top = read.map_err(|e| ClientError::NotA {
+        path: path.to_owned(),
+        what: "a Pigeonhole export",
+        why: e.to_string(),
+    })?;
     if top.format.as_ref().and_then(Value::as_str) != Some(FILE_FORMAT)
         || top.version.as_ref().and_then(Value::as_u64) != Some(VERSION)
     {
-        return Err(format!(
+        return Err(ClientError::input(format!(
             "{} is not a Pigeonhole export (format {FILE_FORMAT:?}, version {VERSION})",
             path.display()
-        ));
+        )));
     }
     for (i, (name, _)) in PARTS.iter().enumerate() {
         if !top.parts[i] {
-            return Err(format!("{} has no {name:?} part", path.display()));
+            return Err(ClientError::input(format!("{} has no {name:?} part", path.display())));
         }
     }
     Ok(())
@@ -331,7 +336,7 @@ mod cutter {
 
 /// The pieces of `path`, cut in a blocking thread while the caller sends them (at most one
 /// piece waits, so the client holds two pieces at most).
-fn pieces(path: &Path, dry_run: bool) -> (mpsc::Receiver<Piece>, tokio::task::JoinHandle<Result<(), String>>) {
+fn pieces(path: &Path, dry_run: bool) -> (mpsc::Receiver<Piece>, tokio::task::JoinHandle<Result<(), ClientError>>) {
     let (tx, rx) = mpsc::channel(1);
     let path = path.to_path_buf();
     let cutting = tokio::task::spawn_blocking(move || {
@@ -360,7 +365,7 @@ fn add_up(totals: &mut Map<String, Value>, service: &str, answer: &Value) {
     }
 }
 
-pub async fn import(args: ImportArgs) -> Result<(), String> {
+pub async fn import(args: ImportArgs) -> Result<(), ClientError> {
     let client = Client::open(&args.opts)?;
     let services = [&client.inbox, &client.scheduler];
     let file = args.file.display().to_string();
@@ -392,11 +397,11 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
         }
     }
     drop(rx);
-    let cut = cutting.await.map_err(|e| e.to_string())?;
+    let cut = cutting.await.map_err(|e| ClientError::local(e.to_string()))?;
     if let Some(refused) = refused {
-        return Err(refused);
+        return Err(ClientError::answer(refused));
     }
-    cut.map_err(|e| format!("{e}; nothing was imported"))?;
+    cut.map_err(|e| e.noted("nothing was imported"))?;
     // 2. the same pieces, stored
     let mut totals: Map<String, Value> = Map::new();
     let mut stored = [(0usize, 0usize); 2];
@@ -411,7 +416,7 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
             .await
         {
             Ok(a) if a.status.is_success() => a.json(),
-            Ok(a) => Err(a.reason()),
+            Ok(a) => Err(ClientError::answer(a.reason())),
             Err(e) => Err(e),
         };
         match answer {
@@ -427,7 +432,7 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
         }
     }
     drop(rx);
-    let cut = cutting.await.map_err(|e| e.to_string())?;
+    let cut = cutting.await.map_err(|e| ClientError::local(e.to_string()))?;
     if let Some((part, number, reason)) = failed {
         let done = |i: usize| {
             format!(
@@ -446,7 +451,7 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
                     .sum::<u64>()
             )
         };
-        return Err(format!(
+        return Err(ClientError::answer(format!(
             "{file}: piece {number} of {} of the {} part failed: {reason}\n\
              stored before it: {}, {}; the pieces after it were not sent.\n\
              Importing the same file again stores the rest (what is there is kept).",
@@ -454,7 +459,7 @@ pub async fn import(args: ImportArgs) -> Result<(), String> {
             PARTS[part].0,
             done(0),
             done(1),
-        ));
+        )));
     }
     cut?;
     let summary = Value::Object(totals);
@@ -507,7 +512,8 @@ mod tests {
         cut(&path, limit, dry_run, &mut |p| {
             out.push((p.part, serde_json::from_slice(&p.body).unwrap(), p.items));
             Ok(())
-        })?;
+        })
+        .map_err(|e| e.to_string())?;
         Ok(out)
     }
 

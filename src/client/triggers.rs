@@ -2,12 +2,13 @@
 //! the person, as the scheduler keeps them (scheduler.md §6): e-mail, the inbox, push, and
 //! webhooks (`ntfy` is a webhook that posts the text, §6.5).
 
+use super::error::ClientError;
 use super::{short, Client};
 use crate::config::{TriggerAdd, TriggerCommand, WebhookFormat};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-pub async fn run(command: TriggerCommand) -> Result<(), String> {
+pub async fn run(command: TriggerCommand) -> Result<(), ClientError> {
     match command {
         TriggerCommand::Add(TriggerAdd::Email(args)) => {
             let client = Client::open(&args.opts)?;
@@ -58,23 +59,26 @@ pub async fn run(command: TriggerCommand) -> Result<(), String> {
             let id = trigger["uuid"].as_str().unwrap_or_default();
             let key = args.key.trim();
             if key.len() != 32 || !key.bytes().all(|b| b.is_ascii_hexdigit()) {
-                return Err(format!(
+                return Err(ClientError::input(format!(
                     "{key:?} is not a verification key: it is the 32 hex digits the e-mail gives"
-                ));
+                )));
             }
             let path = format!("/trigger/email/verify/{id}/{key}");
             let answer = client.scheduler.call(Method::POST, &path, None).await?;
             match answer.status {
                 s if s.is_success() => {}
                 StatusCode::NOT_FOUND => {
-                    return Err(format!("trigger {} is not an e-mail trigger", short(&trigger["uuid"])))
+                    return Err(ClientError::input(format!(
+                        "trigger {} is not an e-mail trigger",
+                        short(&trigger["uuid"])
+                    )))
                 }
                 StatusCode::BAD_REQUEST => {
-                    return Err(format!(
+                    return Err(ClientError::input(format!(
                         "that is not the key of trigger {}'s latest e-mail ({}): nothing changed",
                         short(&trigger["uuid"]),
                         answer.reason()
-                    ))
+                    )))
                 }
                 _ => return Err(client.scheduler.refusal("verifying the address", &answer)),
             }
@@ -89,13 +93,13 @@ pub async fn run(command: TriggerCommand) -> Result<(), String> {
 
 /// `POST path body` for a new trigger: its id. A server without the endpoint is named as
 /// too old for it.
-async fn add(client: &Client, path: &str, body: &Value) -> Result<Value, String> {
+async fn add(client: &Client, path: &str, body: &Value) -> Result<Value, ClientError> {
     let answer = client.scheduler.call(Method::POST, path, Some(body)).await?;
     if answer.status == StatusCode::NOT_FOUND {
-        return Err(format!(
+        return Err(ClientError::answer(format!(
             "the scheduler at {} has no {path}: it is older than this client; update the server",
             client.scheduler.base
-        ));
+        )));
     }
     if !answer.status.is_success() {
         return Err(client.scheduler.refusal("adding the trigger", &answer));
@@ -103,13 +107,18 @@ async fn add(client: &Client, path: &str, body: &Value) -> Result<Value, String>
     let id = answer.json()?;
     match id {
         Value::String(_) => Ok(id),
-        other => Err(format!(
+        other => Err(ClientError::answer(format!(
             "the scheduler answered {other} instead of the new trigger's id"
-        )),
+        ))),
     }
 }
 
-async fn webhook(opts: &crate::config::ClientOpts, url: &str, format: WebhookFormat, kind: &str) -> Result<(), String> {
+async fn webhook(
+    opts: &crate::config::ClientOpts,
+    url: &str,
+    format: WebhookFormat,
+    kind: &str,
+) -> Result<(), ClientError> {
     let client = Client::open(opts)?;
     let format = match format {
         WebhookFormat::Text => "text",
@@ -138,21 +147,23 @@ async fn webhook(opts: &crate::config::ClientOpts, url: &str, format: WebhookFor
 
 /// A webhook's URL as given, `https://` put in front when it has no scheme. An ntfy URL
 /// names its topic (a path).
-fn webhook_url(given: &str, ntfy: bool) -> Result<String, String> {
+fn webhook_url(given: &str, ntfy: bool) -> Result<String, ClientError> {
     let given = given.trim();
     let full = if given.contains("://") {
         given.to_owned()
     } else {
         format!("https://{given}")
     };
-    let url = reqwest::Url::parse(&full).map_err(|e| format!("{given:?} is not a URL ({e})"))?;
+    let url = reqwest::Url::parse(&full).map_err(|e| ClientError::input(format!("{given:?} is not a URL ({e})")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{given:?} is not an http:// or https:// URL"));
+        return Err(ClientError::input(format!(
+            "{given:?} is not an http:// or https:// URL"
+        )));
     }
     if ntfy && url.path().trim_matches('/').is_empty() {
-        return Err(format!(
+        return Err(ClientError::input(format!(
             "{given:?} names no topic: an ntfy URL is the server's and the topic's, e.g. https://ntfy.sh/my-secret-topic"
-        ));
+        )));
     }
     Ok(full)
 }
@@ -165,14 +176,14 @@ fn without_query(url: &str) -> String {
     }
 }
 
-async fn triggers(client: &Client) -> Result<Vec<Value>, String> {
+async fn triggers(client: &Client) -> Result<Vec<Value>, ClientError> {
     let all = client.scheduler.get_json("/trigger").await?;
     all.as_array()
         .cloned()
-        .ok_or_else(|| "the scheduler answered something that is not a list".into())
+        .ok_or_else(|| ClientError::answer("the scheduler answered something that is not a list"))
 }
 
-fn by_prefix<'a>(all: &'a [Value], prefix: &str) -> Result<&'a Value, String> {
+fn by_prefix<'a>(all: &'a [Value], prefix: &str) -> Result<&'a Value, ClientError> {
     let prefix = prefix.trim().to_ascii_lowercase();
     let matching: Vec<&Value> = all
         .iter()
@@ -184,10 +195,12 @@ fn by_prefix<'a>(all: &'a [Value], prefix: &str) -> Result<&'a Value, String> {
         .collect();
     match matching.as_slice() {
         [one] => Ok(one),
-        [] => Err(format!(
+        [] => Err(ClientError::input(format!(
             "no trigger's id starts with {prefix:?}: `pigeonhole trigger list` lists them"
-        )),
-        _ => Err(format!("several triggers' ids start with {prefix:?}: give more of it")),
+        ))),
+        _ => Err(ClientError::input(format!(
+            "several triggers' ids start with {prefix:?}: give more of it"
+        ))),
     }
 }
 
@@ -250,7 +263,7 @@ fn trigger_json(trigger: &Value) -> Value {
     out
 }
 
-async fn list(opts: &crate::config::ClientOpts) -> Result<(), String> {
+async fn list(opts: &crate::config::ClientOpts) -> Result<(), ClientError> {
     let client = Client::open(opts)?;
     let all = triggers(&client).await?;
     let json = Value::Array(all.iter().map(trigger_json).collect());
@@ -287,12 +300,16 @@ mod tests {
         );
         assert!(webhook_url("https://ntfy.sh/", true)
             .unwrap_err()
+            .to_string()
             .contains("names no topic"));
         assert_eq!(
             webhook_url("https://gotify.example/message?token=abc", false).unwrap(),
             "https://gotify.example/message?token=abc"
         );
-        assert!(webhook_url("ftp://x/y", false).unwrap_err().contains("not an http"));
+        assert!(webhook_url("ftp://x/y", false)
+            .unwrap_err()
+            .to_string()
+            .contains("not an http"));
         assert!(webhook_url("https://", false).is_err());
         assert_eq!(without_query("https://g.example/m?token=abc"), "https://g.example/m?…");
     }

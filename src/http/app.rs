@@ -241,7 +241,7 @@ mod tests {
         assert_eq!(again.status, StatusCode::NOT_MODIFIED);
         let other = serve(&head(&[("if-none-match", &b.etag())]), tables, "a", &[]).unwrap();
         assert_eq!(other.status, StatusCode::OK);
-        let missing = serve(&head(&[]), tables, "b", &[]).err().map(|e| e.status);
+        let missing = serve(&head(&[]), tables, "b", &[]).err().map(|e| e.status());
         assert_eq!(missing, Some(StatusCode::NOT_FOUND));
     }
 

@@ -9,7 +9,6 @@ use futures_util::{Stream, StreamExt};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use warp::http::StatusCode;
 
 /// Public bodies (register, login) up to this size are read without waiting: a login is a
 /// few hundred bytes.
@@ -66,10 +65,7 @@ pub fn json_object(request: &super::Request) -> Result<Bytes, ApiError> {
 }
 
 pub fn too_large(limit: u64) -> ApiError {
-    ApiError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("the request body is larger than {limit} bytes"),
-    )
+    ApiError::payload_too_large(format!("the request body is larger than {limit} bytes"))
 }
 
 /// The body of a request, not read yet.
@@ -99,10 +95,10 @@ where
 
     async fn next_chunk(&mut self) -> Result<Option<B>, ApiError> {
         match tokio::time::timeout(self.stall, self.stream.next()).await {
-            Err(_) => Err(ApiError::new(
-                StatusCode::REQUEST_TIMEOUT,
-                format!("the request body stalled: no data for {} s", self.stall.as_secs_f64()),
-            )),
+            Err(_) => Err(ApiError::request_timeout(format!(
+                "the request body stalled: no data for {} s",
+                self.stall.as_secs_f64()
+            ))),
             Ok(None) => Ok(None),
             Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
             Ok(Some(Err(e))) => Err(ApiError::bad_request(format!("could not read the request body: {e}"))),
@@ -192,20 +188,20 @@ mod tests {
     async fn bodies_within_the_cap_are_read_and_longer_ones_are_413() {
         assert_eq!(incoming(chunks(&[3, 4]), 7, None).read().await.unwrap().len(), 7);
         let e = incoming(chunks(&[3, 5]), 7, None).read().await.unwrap_err();
-        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(e.status(), warp::http::StatusCode::PAYLOAD_TOO_LARGE);
         assert!(incoming(chunks(&[3, 4]), 7, None).discard().await.is_ok());
         let e = incoming(chunks(&[3, 5]), 7, None).discard().await.unwrap_err();
-        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(e.status(), warp::http::StatusCode::PAYLOAD_TOO_LARGE);
     }
 
     #[tokio::test]
     async fn a_stalled_body_is_408() {
         let stalled = chunks(&[3]).chain(stream::pending());
         let e = incoming(Box::pin(stalled), 100, None).read().await.unwrap_err();
-        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(e.status(), warp::http::StatusCode::REQUEST_TIMEOUT);
         let stalled = chunks(&[3]).chain(stream::pending());
         let e = incoming(Box::pin(stalled), 100, None).discard().await.unwrap_err();
-        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(e.status(), warp::http::StatusCode::REQUEST_TIMEOUT);
     }
 
     #[tokio::test]

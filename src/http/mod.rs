@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod body;
+mod error;
 pub mod routes;
 pub mod server;
 
@@ -24,6 +25,8 @@ use tokio::sync::watch;
 use warp::http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use warp::http::{Method, StatusCode};
 use warp::Filter;
+
+pub use error::{ApiError, ErrorKind, UNAVAILABLE_RETRY_AFTER, UNREACHABLE_RETRY_AFTER};
 
 use crate::config::ProxyNet;
 use crate::domain::account::Principal;
@@ -103,8 +106,7 @@ impl Head {
         if is_json {
             Ok(())
         } else {
-            Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Err(ApiError::unsupported_media_type(
                 "the request body must be JSON (Content-Type: application/json)",
             ))
         }
@@ -628,134 +630,6 @@ impl JsonArray {
     }
 }
 
-/// An error answer: `{"error": message}` with a JSON content type.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub message: String,
-    pub retry_after: Option<u64>,
-    /// The stored record that could not be decoded, when that is the error (noted once
-    /// the answer is made: logged once per record, counted by the health check).
-    pub undecodable: Option<Box<crate::store::Undecodable>>,
-}
-
-impl ApiError {
-    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            message: message.into(),
-            retry_after: None,
-            undecodable: None,
-        }
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, message)
-    }
-
-    pub fn unauthorized(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::UNAUTHORIZED, message)
-    }
-
-    pub fn forbidden(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::FORBIDDEN, message)
-    }
-
-    pub fn not_found(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, message)
-    }
-
-    pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
-    }
-
-    pub fn method_not_allowed() -> ApiError {
-        ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this path")
-    }
-
-    pub fn unknown_path() -> ApiError {
-        ApiError::not_found("no such path")
-    }
-
-    /// `POST /register` while registration is closed (checked before the body is read).
-    pub fn registration_closed() -> ApiError {
-        ApiError::forbidden("registration is closed on this server")
-    }
-
-    pub fn too_many_logins(retry_after: u64) -> ApiError {
-        ApiError::too_many(retry_after, "too many failed logins, try again later")
-    }
-
-    /// 429 with `Retry-After: <seconds>`.
-    pub fn too_many(retry_after: u64, message: impl Into<String>) -> ApiError {
-        ApiError {
-            retry_after: Some(retry_after),
-            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, message)
-        }
-    }
-
-    pub fn into_reply(self) -> Reply {
-        let body = serde_json::json!({ "error": self.message });
-        let mut reply = Reply {
-            status: self.status,
-            body: Payload::Full(body.to_string().into_bytes()),
-            content_type: Some("application/json"),
-            headers: Vec::new(),
-        };
-        if let Some(secs) = self.retry_after {
-            reply
-                .headers
-                .push((warp::http::header::RETRY_AFTER, HeaderValue::from(secs)));
-        }
-        reply
-    }
-}
-
-impl From<crate::domain::DomainError> for ApiError {
-    /// A value that breaks a rule of the spec: 400 with the rule's message.
-    fn from(e: crate::domain::DomainError) -> ApiError {
-        ApiError::bad_request(e.message)
-    }
-}
-
-/// `Retry-After` of a write refused while the database takes no writes: it does again only
-/// after an operator freed space and restarted the server.
-pub const UNAVAILABLE_RETRY_AFTER: u64 = 300;
-
-impl From<crate::store::StoreError> for ApiError {
-    /// 500; an undecodable record is named by its kind in the answer (its key only in the
-    /// log, once: see [`dispatch`]).
-    fn from(e: crate::store::StoreError) -> ApiError {
-        match e {
-            crate::store::StoreError::Unavailable(why) => {
-                // the reason is the server's state, not a secret; logged once by the writer
-                tracing::debug!("store: the database takes no writes: {why}");
-                ApiError {
-                    retry_after: Some(UNAVAILABLE_RETRY_AFTER),
-                    ..ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        format!("the server cannot store changes at the moment (reads still work): {why}"),
-                    )
-                }
-            }
-            crate::store::StoreError::Undecodable(record) => {
-                let message = format!(
-                    "internal error: a stored {} record cannot be read by this version of the server",
-                    record.kind
-                );
-                ApiError {
-                    undecodable: Some(record),
-                    ..ApiError::internal(message)
-                }
-            }
-            e => {
-                tracing::error!("store: {e}");
-                ApiError::internal("internal error: the database failed")
-            }
-        }
-    }
-}
-
 /// The Content-Security-Policy of a static page of ours (the `GET /` API descriptions): no
 /// script at all, and no style but the page's own `<style>` block, allowed by its SHA-256.
 fn static_page_policy(page: &str) -> String {
@@ -864,7 +738,7 @@ where
         answer(service.clone(), &limits, head, body, &mut route)
             .await
             .unwrap_or_else(|e| {
-                if let Some(record) = &e.undecodable {
+                if let Some(record) = e.undecodable() {
                     limits.undecodable.note(record);
                 }
                 e.into_reply()
@@ -1209,7 +1083,7 @@ mod tests {
                 })
             };
             let err = Reply::json_list(failing).err().expect("the error is the answer");
-            assert_eq!(err.status, StatusCode::INTERNAL_SERVER_ERROR, "at {bad}");
+            assert_eq!(err.status(), StatusCode::INTERNAL_SERVER_ERROR, "at {bad}");
         }
     }
 

@@ -349,7 +349,7 @@ mod tests {
         table
             .find(&method, &segments)
             .map(|(row, captures)| (row.name, captures))
-            .map_err(|e| e.status.as_u16())
+            .map_err(|e| e.status().as_u16())
     }
 
     #[test]
@@ -431,9 +431,9 @@ mod tests {
             captures,
         );
         assert_eq!(call.capture("id"), Some("x"));
-        assert_eq!(call.uuid("id").err().map(|e| e.status.as_u16()), Some(400));
-        assert_eq!(call.uuid("other").err().map(|e| e.status.as_u16()), Some(500));
-        assert_eq!(call.who().err().map(|e| e.status.as_u16()), Some(500));
+        assert_eq!(call.uuid("id").err().map(|e| e.status().as_u16()), Some(400));
+        assert_eq!(call.uuid("other").err().map(|e| e.status().as_u16()), Some(500));
+        assert_eq!(call.who().err().map(|e| e.status().as_u16()), Some(500));
         let answer = row.call(&Nothing, call).await.map_err(|e| e.message).unwrap();
         assert_eq!(answer.status, warp::http::StatusCode::OK);
     }

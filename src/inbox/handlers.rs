@@ -160,7 +160,7 @@ impl Shell<Inbox> {
         };
         let (head, count, outcome) = tokio::task::spawn_blocking(work)
             .await
-            .map_err(|e| ApiError::internal(format!("the import stopped: {e}")))??;
+            .map_err(|e| ApiError::internal(format!("the import stopped: {e}")).with_source(e))??;
         match outcome {
             ImportOutcome::Imported { added, skipped } if head.dry_run => Ok(Reply::json(&json!({
                 "checked": true,
@@ -173,8 +173,7 @@ impl Shell<Inbox> {
                 "items-kept": skipped,
                 "access-keys-to-recreate": head.keys_to_recreate,
             }))),
-            ImportOutcome::LimitReached => Err(ApiError::new(
-                warp::http::StatusCode::PAYMENT_REQUIRED,
+            ImportOutcome::LimitReached => Err(ApiError::payment_required(
                 "the import would go over the free item limit: nothing was imported",
             )),
             ImportOutcome::Interrupted => Err(ApiError::internal(
@@ -237,10 +236,7 @@ impl Shell<Inbox> {
             .await?;
         match added.durable().await? {
             AddOutcome::Added(id) | AddOutcome::Repeated(id) => Ok(Reply::json(&id)),
-            AddOutcome::LimitReached => Err(ApiError::new(
-                warp::http::StatusCode::PAYMENT_REQUIRED,
-                "the free item limit is reached",
-            )),
+            AddOutcome::LimitReached => Err(ApiError::payment_required("the free item limit is reached")),
         }
     }
 }

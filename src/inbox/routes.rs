@@ -42,7 +42,7 @@ mod tests {
         table
             .find(&method, &segs)
             .map(|(row, captures)| (row.name, captures.into_iter().next().map(|(_, v)| v)))
-            .map_err(|e| e.status.as_u16())
+            .map_err(|e| e.status().as_u16())
     }
 
     fn ok(name: &'static str) -> Result<(&'static str, Option<String>), u16> {

@@ -3,6 +3,7 @@
 //! are not read). Every layout that `intray-data/src/Intray/Data/DB.hs` ever had reads
 //! (docs/moving-in.md lists them): the layout is told by the tables and columns present.
 
+use super::error::FileError;
 use super::sqlite::{OldDatabase, Row};
 use super::values::{bytes, opt_time, text, time, uuid};
 use super::Notes;
@@ -46,7 +47,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn detect(db: &OldDatabase) -> Result<Layout, String> {
+    pub fn detect(db: &OldDatabase) -> Result<Layout, FileError> {
         db.require("user", USER)?;
         db.require("intray_item", ITEM)?;
         // `created` since 2018-06-07, `timestamp` before
@@ -101,43 +102,45 @@ pub struct Checked {
 /// is an error naming it), keeping only the accounts, their keys and item counts; an item
 /// uuid that two rows have is an error too (SQLite finds it: see [`OldDatabase::repeated`]).
 /// Nothing is written here.
-pub fn check(db: &OldDatabase, notes: &mut Notes) -> Result<Checked, String> {
+pub fn check(db: &OldDatabase, notes: &mut Notes) -> Result<Checked, FileError> {
     let layout = Layout::detect(db)?;
     notes.layout = layout.describe().to_owned();
     let mut accounts = Vec::new();
     let mut index = HashMap::new();
     db.each_row("user", USER, &[], |n, row| {
-        let account = user(&row).map_err(|e| format!("user row {n}: {e}"))?;
+        let account = user(&row).map_err(|e| FileError::row("user", n, e))?;
         index.insert(account.id, accounts.len());
         accounts.push(InboxMoving {
             account,
             access_keys: Vec::new(),
         });
-        Ok::<(), String>(())
+        Ok::<(), FileError>(())
     })?;
     let mut items = vec![0u64; accounts.len()];
     db.each_row("intray_item", &layout.item_columns(), &[], |n, row| {
-        let (owner, _) = item(&row, layout.item_created).map_err(|e| format!("intray_item row {n}: {e}"))?;
+        let (owner, _) = item(&row, layout.item_created).map_err(|e| FileError::row("intray_item", n, e))?;
         match index.get(&owner) {
             Some(&i) => items[i] += 1,
             None => notes.orphans += 1,
         }
-        Ok::<(), String>(())
+        Ok::<(), FileError>(())
     })?;
     if let Some(id) = db.repeated("intray_item", "identifier")? {
         let id = uuid(&id).map(|u| u.to_string()).unwrap_or_else(|_| format!("{id:?}"));
-        return Err(format!("intray_item: the item uuid {id} is in the file twice"));
+        return Err(FileError::Other(format!(
+            "intray_item: the item uuid {id} is in the file twice"
+        )));
     }
     if layout.keys.is_some() {
         db.each_row("access_key", ACCESS_KEY, &["name"], |n, row| {
             let seq = n as u64 - 1;
-            let (owner, key, dropped) = access_key(&row, seq).map_err(|e| format!("access_key row {n}: {e}"))?;
+            let (owner, key, dropped) = access_key(&row, seq).map_err(|e| FileError::row("access_key", n, e))?;
             notes.unknown_permissions.extend(dropped);
             match index.get(&owner) {
                 Some(&i) => accounts[i].access_keys.push(key),
                 None => notes.orphans += 1,
             }
-            Ok::<(), String>(())
+            Ok::<(), FileError>(())
         })?;
     }
     for a in &mut accounts {
@@ -153,12 +156,12 @@ pub fn check(db: &OldDatabase, notes: &mut Notes) -> Result<Checked, String> {
 }
 
 /// The owner and uuid of each item of the file, one row at a time (reads no contents).
-pub fn each_item_id<E: From<String>>(
+pub fn each_item_id<E: From<FileError>>(
     db: &OldDatabase,
     mut each: impl FnMut(Uuid, Uuid) -> Result<(), E>,
 ) -> Result<(), E> {
     db.each_row("intray_item", &["identifier", "user_id"], &[], |n, row| {
-        let at = |e: String| E::from(format!("intray_item row {n}: {e}"));
+        let at = |e: String| E::from(FileError::row("intray_item", n, e));
         let id = uuid(row.get("identifier")).map_err(at)?;
         let owner = uuid(row.get("user_id")).map_err(at)?;
         each(owner, id)
@@ -166,14 +169,14 @@ pub fn each_item_id<E: From<String>>(
 }
 
 /// Each item of the file with its owner, one row at a time (the second pass).
-pub fn each_item<E: From<String>>(
+pub fn each_item<E: From<FileError>>(
     db: &OldDatabase,
     layout: Layout,
     mut each: impl FnMut(Uuid, InboxItem) -> Result<(), E>,
 ) -> Result<(), E> {
     db.each_row("intray_item", &layout.item_columns(), &[], |n, row| {
         let (owner, item) =
-            item(&row, layout.item_created).map_err(|e| E::from(format!("intray_item row {n}: {e}")))?;
+            item(&row, layout.item_created).map_err(|e| E::from(FileError::row("intray_item", n, e)))?;
         each(owner, item)
     })
 }

@@ -12,10 +12,13 @@
 //! written. The file is data from outside: [`sqlite`] opens it read-only, refuses views and
 //! triggers, and bounds each value and the time spent.
 
+mod error;
 pub mod intray;
 pub mod sqlite;
 pub mod tickler;
 pub mod values;
+
+pub use error::{FileError, MoveInError};
 
 use crate::config::MoveInArgs;
 use crate::store::{Arrival, Store, StoreError};
@@ -109,16 +112,19 @@ impl std::fmt::Display for Report {
 
 /// Runs `import-intray` / `import-tickler`; the error is one line, and then nothing was
 /// written.
-pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
+pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, MoveInError> {
     let data_dir = match &args.data_dir {
         Some(d) => d.clone(),
-        None => crate::config::default_data_dir().map_err(|e| e.to_string())?,
+        None => crate::config::default_data_dir().map_err(|e| MoveInError::DataDir(e.to_string()))?,
     };
-    let db = sqlite::OldDatabase::open(&args.file, origin.what())?;
+    let db = sqlite::OldDatabase::open(&args.file, origin.what()).map_err(MoveInError::Unopenable)?;
     let mut notes = Notes::default();
-    let fail = |e: String| format!("{}: {e}; nothing was written", args.file.display());
+    let fail = |error: FileError| MoveInError::File {
+        file: args.file.clone(),
+        error,
+    };
     let written = match origin {
-        Origin::Intray => return move_in_intray(&db, &data_dir, notes).map_err(|e| e.say(&args.file)),
+        Origin::Intray => return move_in_intray(&db, &data_dir, notes).map_err(|e| e.at(&args.file)),
         Origin::Tickler => {
             let accounts = tickler::read(&db, &mut notes).map_err(fail)?;
             let store = open_store(&data_dir)?;
@@ -148,24 +154,25 @@ pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, String> {
         }
     }
     if !conflicts.is_empty() {
-        return Err(format!("{}; nothing was written", conflicts.join("; ")));
+        return Err(MoveInError::Conflicts(conflicts));
     }
     Ok(report)
 }
 
-/// Why moving in failed: the file (a row that does not read) or the data directory.
+/// Why moving in from Intray failed, before the file's path is added: the file (a row that
+/// does not read), a conflict, the store, or the data directory.
 #[derive(Debug)]
-pub enum Failure {
-    File(String),
-    /// A conflict with the accounts here.
-    Conflict(String),
+enum Failure {
+    File(FileError),
+    /// The conflicts with the accounts here.
+    Conflict(Vec<String>),
     Store(StoreError),
-    /// The data directory could not be opened (its message).
-    Open(String),
+    /// The data directory could not be opened, or the runtime not started.
+    Open(MoveInError),
 }
 
-impl From<String> for Failure {
-    fn from(e: String) -> Failure {
+impl From<FileError> for Failure {
+    fn from(e: FileError) -> Failure {
         Failure::File(e)
     }
 }
@@ -177,12 +184,18 @@ impl From<StoreError> for Failure {
 }
 
 impl Failure {
-    /// The one line the command prints.
-    fn say(self, file: &Path) -> String {
+    /// The command's error, for the file `file`.
+    fn at(self, file: &Path) -> MoveInError {
         match self {
-            Failure::File(e) => format!("{}: {e}; nothing was written", file.display()),
-            Failure::Conflict(e) => format!("{e}; nothing was written"),
-            Failure::Store(e) => format!("could not write to the data directory: {e}; nothing of the file was kept"),
+            Failure::File(error) => MoveInError::File {
+                file: file.to_owned(),
+                error,
+            },
+            Failure::Conflict(all) => MoveInError::Conflicts(all),
+            Failure::Store(error) => MoveInError::Write {
+                error,
+                says_nothing_kept: true,
+            },
             Failure::Open(e) => e,
         }
     }
@@ -221,13 +234,13 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
         intray::each_item_id(db, |owner, id| {
             if moving.contains(&owner) && store.sled()?.inbox.item_id_taken(id)? {
                 conflicts.push(format!("the uuid {id} of an item or trigger is in use already"));
-                return Err(Failure::Conflict(conflicts.join("; ")));
+                return Err(Failure::Conflict(std::mem::take(&mut conflicts)));
             }
             Ok(())
         })?;
     }
     if !conflicts.is_empty() {
-        return Err(Failure::Conflict(conflicts.join("; ")));
+        return Err(Failure::Conflict(conflicts));
     }
     let mut report = Report {
         origin: Origin::Intray,
@@ -252,7 +265,7 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Failure::Open(format!("cannot start the runtime: {e}")))?;
+        .map_err(|e| Failure::Open(MoveInError::Runtime(e)))?;
     let stop_after = std::env::var(STOP_AFTER_BATCHES)
         .ok()
         .and_then(|n| n.parse::<usize>().ok());
@@ -287,14 +300,16 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
 }
 
 /// Opens the data directory's store; a running server holds its lock.
-fn open_store(dir: &Path) -> Result<std::sync::Arc<Store>, String> {
-    crate::datadir::prepare(dir)?;
-    Store::open(dir).map_err(|e| match e {
-        StoreError::Locked(_) => format!(
-            "the data directory {} is in use by a running pigeonhole server: stop it first, then move in",
-            dir.display()
-        ),
-        e => format!("cannot open the data directory {}: {e}", dir.display()),
+fn open_store(dir: &Path) -> Result<std::sync::Arc<Store>, MoveInError> {
+    crate::datadir::prepare(dir).map_err(MoveInError::DataDir)?;
+    Store::open(dir).map_err(|e| {
+        MoveInError::DataDir(match e {
+            StoreError::Locked(_) => format!(
+                "the data directory {} is in use by a running pigeonhole server: stop it first, then move in",
+                dir.display()
+            ),
+            e => format!("cannot open the data directory {}: {e}", dir.display()),
+        })
     })
 }
 
@@ -303,12 +318,15 @@ fn open_store(dir: &Path) -> Result<std::sync::Arc<Store>, String> {
 fn move_in_tickler(
     store: &Store,
     accounts: &[crate::store::moving_in::SchedulerArrival],
-) -> Result<Vec<Arrival>, String> {
-    let fail = |e: StoreError| format!("could not write to the data directory: {e}");
+) -> Result<Vec<Arrival>, MoveInError> {
+    let fail = |error: StoreError| MoveInError::Write {
+        error,
+        says_nothing_kept: false,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        .map_err(MoveInError::Runtime)?;
     let wait = |w: crate::store::Written<()>| runtime.block_on(w.durable());
     let arrivals = store
         .sled()

@@ -21,6 +21,7 @@
 //! (recurrence, time zone) are text; a `Set`/list field is persistent's JSON of its values,
 //! each tagged with its kind (`["sPermitAdd"]`); `Bool` is an integer.
 
+use super::error::FileError;
 use rusqlite::limits::Limit;
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
@@ -178,9 +179,12 @@ impl OldDatabase {
     }
 
     /// Checks that `table` exists with every column of `columns`.
-    pub fn require(&self, table: &str, columns: &[&str]) -> Result<(), String> {
+    pub fn require(&self, table: &str, columns: &[&str]) -> Result<(), FileError> {
         if !self.has_table(table) {
-            return Err(format!("this is not {}: it has no table {table:?}", self.what));
+            return Err(FileError::MissingTable {
+                what: self.what,
+                table: table.to_owned(),
+            });
         }
         if let Some(missing) = columns.iter().find(|c| !self.has_column(table, c)) {
             return Err(self.missing(table, missing));
@@ -189,22 +193,23 @@ impl OldDatabase {
     }
 
     /// The error for a column the import needs that `table` does not have.
-    pub fn missing(&self, table: &str, column: &str) -> String {
-        format!(
-            "this is not {} of a known version: the table {table:?} has no column {column:?}",
-            self.what
-        )
+    pub fn missing(&self, table: &str, column: &str) -> FileError {
+        FileError::MissingColumn {
+            what: self.what,
+            table: table.to_owned(),
+            column: column.to_owned(),
+        }
     }
 
     /// Every row of `table` in the order they were inserted (`id`): the columns `needed`
     /// (each must be there: else an error naming the table and column) and those of
     /// `optional` that the table has. Holds them all: for the small tables (accounts, keys);
     /// [`OldDatabase::each_row`] streams.
-    pub fn rows(&self, table: &str, needed: &[&str], optional: &[&str]) -> Result<Vec<Row>, String> {
+    pub fn rows(&self, table: &str, needed: &[&str], optional: &[&str]) -> Result<Vec<Row>, FileError> {
         let mut out = Vec::new();
         self.each_row(table, needed, optional, |_, row| {
             out.push(row);
-            Ok::<(), String>(())
+            Ok::<(), FileError>(())
         })?;
         Ok(out)
     }
@@ -212,7 +217,7 @@ impl OldDatabase {
     /// Hands each row of `table` to `each` with its number (from 1), in the order they were
     /// inserted (`id`), one at a time: only the row being handled is in memory. The columns
     /// are those of [`OldDatabase::rows`]; `each`'s error stops the scan and is answered.
-    pub fn each_row<E: From<String>>(
+    pub fn each_row<E: From<FileError>>(
         &self,
         table: &str,
         needed: &[&str],
@@ -267,7 +272,7 @@ impl OldDatabase {
     /// A value of `column` that two rows of `table` have, if any. SQLite finds it (a sort
     /// that spills to a temporary file within its own cache budget), so that no list of all
     /// the values is held here.
-    pub fn repeated(&self, table: &str, column: &str) -> Result<Option<Value>, String> {
+    pub fn repeated(&self, table: &str, column: &str) -> Result<Option<Value>, FileError> {
         self.require(table, &[column])?;
         let sql = format!("SELECT \"{column}\" FROM \"{table}\" GROUP BY \"{column}\" HAVING count(*) > 1 LIMIT 1");
         match self.conn.query_row(&sql, [], |r| r.get::<_, Value>(0)) {
@@ -279,7 +284,7 @@ impl OldDatabase {
 
     /// The error for the row after the `read` rows of `table` that were read: which column
     /// of it holds a value over the cap (found by reading only that row again).
-    fn too_big(&self, table: &str, columns: &[&str], read: usize) -> String {
+    fn too_big(&self, table: &str, columns: &[&str], read: usize) -> FileError {
         let n = read + 1;
         let cap = VALUE_CAP / (1024 * 1024);
         let id: Option<i64> = self
@@ -303,21 +308,21 @@ impl OldDatabase {
             Some(id) => format!("{table} row {n} (id {id})"),
             None => format!("{table} row {n}"),
         };
-        match column {
+        FileError::Other(match column {
             Some(c) => format!("{at}: the value of {c:?} is larger than {cap} MiB, the most one value may be"),
             None => format!("{at}: a value is larger than {cap} MiB, the most one value may be"),
-        }
+        })
     }
 }
 
 /// The error for a statement on `table` that failed.
-fn read_failed(table: &str, e: rusqlite::Error) -> String {
-    match e {
+fn read_failed(table: &str, e: rusqlite::Error) -> FileError {
+    FileError::Other(match e {
         rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::OperationInterrupted => {
             format!("reading the table {table:?} was stopped: the file took longer than its time budget")
         }
         e => format!("cannot read the table {table:?}: {e}"),
-    }
+    })
 }
 
 fn is_too_big(e: &rusqlite::Error) -> bool {
@@ -372,12 +377,25 @@ mod tests {
         let (_d, p) = file("CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT); INSERT INTO t(a) VALUES ('x');");
         let db = OldDatabase::open(&p, "an Intray database").unwrap();
         let err = db.rows("t", &["a", "b"], &[]).unwrap_err();
-        assert!(err.contains("the table \"t\" has no column \"b\""), "{err}");
+        assert_eq!(
+            err,
+            FileError::MissingColumn {
+                what: "an Intray database",
+                table: "t".into(),
+                column: "b".into()
+            }
+        );
+        assert!(err.to_string().contains("the table \"t\" has no column \"b\""), "{err}");
         let rows = db.rows("t", &["a"], &["b"]).unwrap();
         assert_eq!(rows[0].get("a"), &Value::Text("x".into()));
         assert!(!rows[0].has("b"));
         assert_eq!(rows[0].get("b"), &Value::Null);
-        assert!(db.rows("u", &["a"], &[]).unwrap_err().contains("no table \"u\""));
+        let err = db.rows("u", &["a"], &[]).unwrap_err();
+        assert!(
+            matches!(&err, FileError::MissingTable { table, .. } if table == "u"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("no table \"u\""));
     }
 
     #[test]
@@ -391,11 +409,11 @@ mod tests {
         let stopped = db.each_row("t", &["a"], &[], |n, row| {
             seen.push((n, row.get("a").clone()));
             match n {
-                2 => Err("stop at row 2".to_owned()),
+                2 => Err(FileError::Other("stop at row 2".to_owned())),
                 _ => Ok(()),
             }
         });
-        assert_eq!(stopped.unwrap_err(), "stop at row 2");
+        assert_eq!(stopped.unwrap_err(), FileError::Other("stop at row 2".to_owned()));
         assert_eq!(seen, [(1, Value::Blob(vec![1])), (2, Value::Blob(vec![2]))]);
         assert_eq!(db.repeated("t", "a").unwrap(), None);
         let (_d, p) = file(
@@ -404,7 +422,11 @@ mod tests {
         );
         let db = OldDatabase::open(&p, "an Intray database").unwrap();
         assert_eq!(db.repeated("t", "a").unwrap(), Some(Value::Blob(vec![1])));
-        assert!(db.repeated("t", "b").unwrap_err().contains("no column \"b\""));
+        assert!(db
+            .repeated("t", "b")
+            .unwrap_err()
+            .to_string()
+            .contains("no column \"b\""));
     }
 
     #[test]
@@ -416,7 +438,7 @@ mod tests {
         );
         let db = OldDatabase::open_within(&p, "an Intray database", Duration::ZERO).unwrap();
         let err = db.rows("t", &["a"], &[]).unwrap_err();
-        assert!(err.contains("took longer than its time budget"), "{err}");
+        assert!(err.to_string().contains("took longer than its time budget"), "{err}");
         let db = OldDatabase::open(&p, "an Intray database").unwrap();
         assert_eq!(db.rows("t", &["a"], &[]).unwrap().len(), 20000);
     }
@@ -433,7 +455,8 @@ mod tests {
         let db = OldDatabase::open(&p, "an Intray database").unwrap();
         let err = db.rows("t", &["a", "b"], &[]).unwrap_err();
         assert!(
-            err.contains("t row 2 (id 2): the value of \"b\" is larger than 64 MiB"),
+            err.to_string()
+                .contains("t row 2 (id 2): the value of \"b\" is larger than 64 MiB"),
             "{err}"
         );
     }

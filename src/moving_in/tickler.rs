@@ -7,6 +7,7 @@
 //! columns present. The e-mail queue, verification e-mails, admin notices and the payment
 //! tables are not read.
 
+use super::error::FileError;
 use super::intray::{account_of, item_type};
 use super::sqlite::{OldDatabase, Row};
 use super::values::{self, boolean, bytes, day, opt_text, opt_time_of_day, opt_uuid, text, time, uuid};
@@ -55,7 +56,7 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn detect(db: &OldDatabase) -> Result<Layout, String> {
+    pub fn detect(db: &OldDatabase) -> Result<Layout, FileError> {
         db.require("user", USER)?;
         for table in ["tickler_item", "triggered_item"] {
             db.require(table, ITEM)?;
@@ -129,14 +130,14 @@ fn with(base: &[&'static str], more: &[&'static str]) -> Vec<&'static str> {
 }
 
 /// Reads and checks everything (nothing is written here).
-pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>, String> {
+pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>, FileError> {
     let layout = Layout::detect(db)?;
     notes.layout = layout.describe().to_owned();
 
     let mut accounts = Vec::new();
     let mut index = HashMap::new();
     for (n, row) in db.rows("user", USER, &[])?.iter().enumerate() {
-        let account = user(row).map_err(|e| format!("user row {}: {e}", n + 1))?;
+        let account = user(row).map_err(|e| FileError::row("user", n + 1, e))?;
         index.insert(account.id, accounts.len());
         accounts.push(SchedulerArrival {
             account,
@@ -148,7 +149,7 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
     }
     if db.has_table("user_settings") {
         for (n, row) in db.rows("user_settings", SETTINGS, &[])?.iter().enumerate() {
-            let (owner, setting) = settings(row).map_err(|e| format!("user_settings row {}: {e}", n + 1))?;
+            let (owner, setting) = settings(row).map_err(|e| FileError::row("user_settings", n + 1, e))?;
             match index.get(&owner) {
                 Some(&i) => accounts[i].settings = Some(setting),
                 None => notes.orphans += 1,
@@ -160,7 +161,7 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
     let mut owners = HashMap::new();
     if layout.user_trigger {
         for (n, row) in db.rows("user_trigger", USER_TRIGGER, &[])?.iter().enumerate() {
-            let at = |e: String| format!("user_trigger row {}: {e}", n + 1);
+            let at = |e: String| FileError::row("user_trigger", n + 1, e);
             let owner = uuid(row.get("user_id")).map_err(at)?;
             let trigger = uuid(row.get("trigger_id")).map_err(at)?;
             owners.insert(trigger, owner);
@@ -168,11 +169,11 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
     }
     let mut triggers = Vec::new();
     for (n, row) in db.rows("intray_trigger", INTRAY_TRIGGER, &["user"])?.iter().enumerate() {
-        let at = |e: String| format!("intray_trigger row {}: {e}", n + 1);
+        let at = |e: String| FileError::row("intray_trigger", n + 1, e);
         triggers.push((inbox_trigger(row).map_err(at)?, opt_uuid(row.get("user")).map_err(at)?));
     }
     for (n, row) in db.rows("email_trigger", EMAIL_TRIGGER, &["user"])?.iter().enumerate() {
-        let at = |e: String| format!("email_trigger row {}: {e}", n + 1);
+        let at = |e: String| FileError::row("email_trigger", n + 1, e);
         triggers.push((email_trigger(row).map_err(at)?, opt_uuid(row.get("user")).map_err(at)?));
     }
     let trigger_created: HashMap<Uuid, Timestamp> = triggers.iter().map(|(t, _)| (t.id, t.created)).collect();
@@ -206,7 +207,7 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
             .enumerate()
         {
             let found =
-                inbox_attempt(row, created_of).map_err(|e| format!("triggered_intray_item row {}: {e}", n + 1))?;
+                inbox_attempt(row, created_of).map_err(|e| FileError::row("triggered_intray_item", n + 1, e))?;
             match found {
                 Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
                 None => notes.unfinished_deliveries += 1,
@@ -216,7 +217,7 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
     if db.has_table("triggered_email") {
         let mut emails = HashMap::new();
         for (n, row) in db.rows("email", EMAIL, &["send_error", "error"])?.iter().enumerate() {
-            let (id, outcome) = email_outcome(row).map_err(|e| format!("email row {}: {e}", n + 1))?;
+            let (id, outcome) = email_outcome(row).map_err(|e| FileError::row("email", n + 1, e))?;
             emails.insert(id, outcome);
         }
         for (n, row) in db
@@ -225,7 +226,7 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
             .enumerate()
         {
             let found =
-                email_attempt(row, created_of, &emails).map_err(|e| format!("triggered_email row {}: {e}", n + 1))?;
+                email_attempt(row, created_of, &emails).map_err(|e| FileError::row("triggered_email", n + 1, e))?;
             match found {
                 Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
                 None => notes.unfinished_deliveries += 1,
@@ -243,7 +244,7 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
         .iter()
         .enumerate()
     {
-        let item = scheduled(row).map_err(|e| format!("tickler_item row {}: {e}", n + 1))?;
+        let item = scheduled(row).map_err(|e| FileError::row("tickler_item", n + 1, e))?;
         match index.get(&item.owner) {
             Some(&i) => {
                 let zone = Zone::of(&accounts[i].settings.clone().unwrap_or_default());
@@ -259,7 +260,7 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
         .iter()
         .enumerate()
     {
-        let mut item = triggered(row).map_err(|e| format!("triggered_item row {}: {e}", n + 1))?;
+        let mut item = triggered(row).map_err(|e| FileError::row("triggered_item", n + 1, e))?;
         item.attempts = attempts.remove(&item.id).unwrap_or_default();
         item.attempts
             .sort_by_key(|a| (a.outcome.is_email(), a.trigger_created, a.trigger));

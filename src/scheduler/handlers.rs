@@ -339,7 +339,7 @@ impl Shell<Scheduler> {
         };
         let (head, outcome) = tokio::task::spawn_blocking(work)
             .await
-            .map_err(|e| ApiError::internal(format!("the import stopped: {e}")))??;
+            .map_err(|e| ApiError::internal(format!("the import stopped: {e}")).with_source(e))??;
         match outcome {
             ImportOutcome::Imported(done) if head.dry_run => Ok(Reply::json(&json!({
                 "checked": true,
@@ -364,8 +364,7 @@ impl Shell<Scheduler> {
                     "access-keys-to-recreate": head.keys_to_recreate,
                 })))
             }
-            ImportOutcome::LimitReached => Err(ApiError::new(
-                StatusCode::PAYMENT_REQUIRED,
+            ImportOutcome::LimitReached => Err(ApiError::payment_required(
                 "the import would go over the free item limit: nothing was imported",
             )),
             ImportOutcome::Interrupted => Err(ApiError::internal(
@@ -405,10 +404,7 @@ impl Shell<Scheduler> {
                 self.ctx.workers.wake(Worker::Triggerer);
                 Ok(Reply::json(&item.id))
             }
-            AddOutcome::LimitReached => Err(ApiError::new(
-                StatusCode::PAYMENT_REQUIRED,
-                "the free item limit is reached",
-            )),
+            AddOutcome::LimitReached => Err(ApiError::payment_required("the free item limit is reached")),
         }
     }
 
@@ -548,7 +544,7 @@ impl Shell<Scheduler> {
                 ],
                 Some("<form method=\"post\"><button type=\"submit\">Confirm this address</button></form>\n"),
             ),
-            Err(e) => Reply::simple_page(e.status, "This link does not work", &[e.message], None),
+            Err(e) => Reply::simple_page(e.status(), "This link does not work", &[e.message], None),
         })
     }
 

@@ -58,7 +58,7 @@ mod tests {
         table
             .find(&method, &segs)
             .map(|(row, captures)| (row.name, captures.into_iter().map(|(_, v)| v).collect()))
-            .map_err(|e| e.status.as_u16())
+            .map_err(|e| e.status().as_u16())
     }
 
     fn ok(name: &'static str) -> Result<(&'static str, Vec<String>), u16> {

@@ -46,10 +46,17 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// An engine's own error, kept whole as the source of a [`StoreError`].
+pub type EngineError = Box<dyn std::error::Error + Send + Sync>;
+
 #[derive(Debug)]
 pub enum StoreError {
-    /// The storage engine failed (its own error, as text: no engine type leaves the store).
-    Engine(String),
+    /// The storage engine failed: its own error, boxed (no engine type leaves the store).
+    Engine(EngineError),
+    /// The database cannot be reached right now (a PostgreSQL server that is down,
+    /// restarting or refusing connections, or no pooled connection in time): the engine's
+    /// error, boxed. It passes: the next request may succeed without a restart.
+    Unreachable(EngineError),
     Codec(String),
     Io(std::io::Error),
     Locked(PathBuf),
@@ -82,7 +89,7 @@ pub struct Undecodable {
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StoreError::Engine(e) => write!(f, "database error: {e}"),
+            StoreError::Engine(e) | StoreError::Unreachable(e) => write!(f, "database error: {e}"),
             StoreError::Codec(e) => write!(f, "corrupt record: {e}"),
             StoreError::Io(e) => write!(f, "i/o error: {e}"),
             StoreError::Locked(p) => write!(
@@ -113,7 +120,15 @@ impl std::fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::Engine(e) | StoreError::Unreachable(e) => Some(e.as_ref()),
+            StoreError::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<std::io::Error> for StoreError {
     fn from(e: std::io::Error) -> Self {

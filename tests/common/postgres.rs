@@ -351,6 +351,37 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// Stops the server at once (`pg_ctl stop -m immediate`, as a crash or a pulled plug):
+    /// its clients' connections break and new ones are refused until [`Cluster::restart`].
+    pub fn stop_now(&self) -> Result<(), String> {
+        self.pg_ctl(&["-m", "immediate", "-w", "stop"]).map(|_| ())
+    }
+
+    /// Starts again a server stopped with [`Cluster::stop_now`] (it recovers from its WAL).
+    pub fn restart(&self) -> Result<(), String> {
+        let log = self.dir.path().join("server.log");
+        let log = log.to_str().ok_or("the log's path is not UTF-8")?.to_owned();
+        self.pg_ctl(&["-l", &log, "-w", "-t", "60", "start"]).map(|_| ())
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> Result<std::process::ExitStatus, String> {
+        let status = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(args)
+            .stdin(Stdio::null())
+            // pg_ctl start leaves the server holding its output: do not wait on a pipe
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("pg_ctl: cannot run: {e}"))?;
+        match status.success() {
+            true => Ok(status),
+            false => Err(format!("pg_ctl {args:?} failed ({status}):\n{}", self.log())),
+        }
+    }
+
     /// The server's log so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()

@@ -139,6 +139,19 @@ impl PgError {
         matches!(self, PgError::Query { code: Some(c), .. } if c == "40001" || c == "40P01")
     }
 
+    /// The database cannot be reached right now: no connection (refused, closed, broken, or
+    /// none from the pool in time), or the server said it is shutting down, crashed or is
+    /// still starting (SQLSTATE class 08, 57P01 to 57P03). It passes without a restart.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            PgError::Connect(_) => true,
+            PgError::Query { code: Some(c), .. } => {
+                c.starts_with("08") || matches!(c.as_str(), "57P01" | "57P02" | "57P03")
+            }
+            _ => false,
+        }
+    }
+
     /// A unique constraint refused the write (SQLSTATE 23505).
     pub fn is_unique_violation(&self) -> bool {
         matches!(self, PgError::Query { code: Some(c), .. } if c == "23505")
@@ -242,8 +255,15 @@ impl From<deadpool_postgres::PoolError> for PgError {
 }
 
 impl From<PgError> for super::StoreError {
+    /// The engine's error kept whole; one that says the database cannot be reached right now
+    /// is [`super::StoreError::Unreachable`] (the server answers 503, and the pool connects
+    /// again by itself once the database is back).
     fn from(e: PgError) -> super::StoreError {
-        super::StoreError::Engine(e.to_string())
+        if e.is_unreachable() {
+            super::StoreError::Unreachable(Box::new(e))
+        } else {
+            super::StoreError::Engine(Box::new(e))
+        }
     }
 }
 

@@ -500,7 +500,9 @@ fn access_keys_are_found_by_digest_upgraded_and_deleted() {
             .add_access_key(alice.id, &twin)
             .await
             // the store's error keeps the engine's SQLSTATE: 23505, a unique violation
-            .is_err_and(|e| matches!(&e, crate::store::StoreError::Engine(m) if m.contains("database error 23505"))));
+            .is_err_and(
+                |e| matches!(&e, crate::store::StoreError::Engine(_)) && e.to_string().contains("database error 23505")
+            ));
         let names: Vec<String> = accounts
             .access_keys(alice.id)
             .await
@@ -1825,5 +1827,49 @@ mod copying {
                 "{refused:?}"
             );
         });
+    }
+}
+
+/// An error that says the database cannot be reached right now becomes the store's
+/// `Unreachable` (503 at the edge); every other one stays `Engine` (500). Both keep the
+/// engine's error whole as their source, with the text it had.
+#[test]
+fn engine_errors_are_kept_and_an_unreachable_database_is_told_apart() {
+    use crate::store::StoreError;
+    let query = |code: Option<&str>| PgError::Query {
+        code: code.map(str::to_owned),
+        message: "m".into(),
+    };
+    let unreachable = [
+        PgError::Connect("connection refused".into()),
+        query(Some("08006")),
+        query(Some("08001")),
+        query(Some("57P01")),
+        query(Some("57P02")),
+        query(Some("57P03")),
+    ];
+    for e in unreachable {
+        let text = format!("database error: {e}");
+        let store = StoreError::from(e.clone());
+        assert!(matches!(store, StoreError::Unreachable(_)), "{e:?}");
+        assert_eq!(store.to_string(), text);
+        let source = std::error::Error::source(&store).expect("the engine's error is kept");
+        assert_eq!(source.downcast_ref::<PgError>(), Some(&e));
+    }
+    let failing = [
+        query(Some("23505")),
+        query(Some("40001")),
+        query(Some("57014")),
+        query(None),
+        PgError::Tls("bad certificate".into()),
+        PgError::Corrupt("not a uuid".into()),
+        PgError::Contention("40001".into()),
+    ];
+    for e in failing {
+        let store = StoreError::from(e.clone());
+        assert!(matches!(store, StoreError::Engine(_)), "{e:?}");
+        assert_eq!(store.to_string(), format!("database error: {e}"));
+        let source = std::error::Error::source(&store).expect("the engine's error is kept");
+        assert_eq!(source.downcast_ref::<PgError>(), Some(&e));
     }
 }

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 impl From<::sled::Error> for StoreError {
     fn from(e: ::sled::Error) -> Self {
-        StoreError::Engine(e.to_string())
+        StoreError::Engine(Box::new(e))
     }
 }
 
@@ -217,6 +217,20 @@ mod tests {
     use crate::domain::wire::Timestamp;
     use crate::store::inbox::AddOutcome;
     use uuid::Uuid;
+
+    /// A sled error becomes the store's `Engine` error with the same text as before, and
+    /// the sled error itself is kept as its source (no sled type in the store's signature).
+    #[test]
+    fn a_sled_error_is_kept_as_the_engine_error_source() {
+        let e = StoreError::from(::sled::Error::Unsupported("a test".into()));
+        assert!(matches!(e, StoreError::Engine(_)));
+        assert_eq!(e.to_string(), "database error: Unsupported: a test");
+        let source = std::error::Error::source(&e).expect("the sled error is kept");
+        assert!(matches!(
+            source.downcast_ref::<::sled::Error>(),
+            Some(::sled::Error::Unsupported(what)) if what == "a test"
+        ));
+    }
 
     /// Only the engine layer (writer, chunks, stable files, opening in this file) names
     /// the sled crate: the service stores (under `store/sled/`, implementing the traits),
