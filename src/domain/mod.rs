@@ -2,7 +2,7 @@
 //! storage or the runtime. Models and their wire forms (inbox.md, scheduler.md), the sync
 //! planners, scheduling (due instants, recurrences), accounts, permissions and secrets.
 //!
-//! Nothing here imports another module of the crate (tests/layers.rs checks it): the store
+//! Nothing here imports another module of the crate (tests/static_checks/layers.rs checks it): the store
 //! persists these types, the services parse requests into them and answer with them.
 
 pub mod account;

@@ -2,7 +2,7 @@
 //! who may call it, what it does with the body, its handler — from which the matching (404
 //! for an unknown path, 405 for a known path and another method), the access check, the body
 //! rule ([`super::answer`]) and the listing of the served routes ([`Table::listing`], read by
-//! tests/openapi.rs) all come.
+//! tests/api/openapi.rs) all come.
 //!
 //! A path pattern is segments after a `/`: literal text, alternatives (`inbox|intray`: the
 //! same route under either name) or a capture (`:id`: any one segment, also an empty one).

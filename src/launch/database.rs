@@ -1,5 +1,5 @@
 //! From `--database` (a checked [`DatabaseUrl`] of the settings) to what the PostgreSQL store
-//! connects with: the two layers may not name each other (tests/layers.rs), so the launch
+//! connects with: the two layers may not name each other (tests/static_checks/layers.rs), so the launch
 //! code, above both, translates.
 
 use crate::config::{DatabaseHost, DatabaseUrl, SslMode};

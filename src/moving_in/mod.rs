@@ -202,7 +202,7 @@ impl Failure {
 }
 
 /// After how many batches on disk a test run stops (and waits to be killed), to show that
-/// a run cut short leaves nothing (tests/moving_in_bounds.rs); unset in real use.
+/// a run cut short leaves nothing (tests/moving_in/moving_in_bounds.rs); unset in real use.
 const STOP_AFTER_BATCHES: &str = "PIGEONHOLE_TEST_MOVE_IN_STOP_AFTER_BATCHES";
 
 /// `import-intray` in two passes over the file (docs/moving-in.md): the first reads and

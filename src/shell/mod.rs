@@ -77,7 +77,7 @@ pub fn table<K: Kind>() -> Table<Shell<K>> {
     Table::new(routes::shared().into_iter().chain(K::rows()))
 }
 
-/// Every route the service `K` serves, with its access and body use (tests/openapi.rs
+/// Every route the service `K` serves, with its access and body use (tests/api/openapi.rs
 /// checks the OpenAPI documents against it).
 pub fn listing<K: Kind>() -> Vec<Listed> {
     table::<K>().listing()

@@ -6,7 +6,7 @@
 //! without `fsync`, and sled's own periodic `fsync` of the log (every 500 ms, in its
 //! background thread, and when it shrinks the file) can make a log record durable while the
 //! blob it points to is not. A power cut then leaves a log that points at missing or empty
-//! blobs: the power-cut simulation (tests/powercut.rs) saw acknowledged items lost and
+//! blobs: the power-cut simulation (tests/durability/powercut.rs) saw acknowledged items lost and
 //! databases that no longer opened ("tried to serialize Uninitialized"). Syncing the blob
 //! files after each flush narrows that window but cannot close it, because the writer does
 //! not control when sled syncs its log.
