@@ -64,7 +64,12 @@ fn serve(args: &[&str]) -> (std::process::ExitStatus, String, tempfile::TempDir)
 /// data directory; the same from the environment variable.
 #[test]
 fn serve_with_an_unreachable_database_stops_plainly_and_touches_nothing() {
-    let (status, stderr, dir) = serve(&["--database", "postgres://pigeon:hunter2@/pigeonhole?host=/run/none"]);
+    let (status, stderr, dir) = serve(&[
+        "--database",
+        "postgres://pigeon:hunter2@/pigeonhole?host=/run/none",
+        "--database-wait-secs",
+        "0",
+    ]);
     assert!(!status.success(), "{stderr}");
     assert!(
         stderr.contains("cannot open the PostgreSQL database postgres://pigeon:***@/pigeonhole"),
@@ -79,6 +84,7 @@ fn serve_with_an_unreachable_database_stops_plainly_and_touches_nothing() {
         .arg("--data-dir")
         .arg(dir.path())
         .env("PIGEONHOLE_DATABASE", "postgresql://u@/d?host=/run/none")
+        .env("PIGEONHOLE_DATABASE_WAIT_SECS", "0")
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run pigeonhole");

@@ -12,14 +12,13 @@ use cluster::Cluster;
 fn fresh(test: &str) -> Option<(Cluster, Connection, String)> {
     let cluster = Cluster::start_or_skip(test)?;
     let db = cluster.fresh_database();
-    let connection = Connection {
-        user: "postgres".into(),
-        password: None,
-        host: Host::Unix(cluster.socket_dir().to_path_buf()),
-        port: cluster.port(),
-        database: db.clone(),
-        tls: TlsMode::Prefer,
-    };
+    let connection = Connection::new(
+        "postgres",
+        Host::Unix(cluster.socket_dir().to_path_buf()),
+        cluster.port(),
+        &db,
+        TlsMode::Prefer,
+    );
     Some((cluster, connection, db))
 }
 
@@ -1003,14 +1002,7 @@ fn tls_is_rustls_and_sslmode_is_honoured() {
     };
     let db = cluster.fresh_database();
     let port = cluster.tls_port().expect("a TLS port");
-    let over_tcp = |tls| Connection {
-        user: "postgres".into(),
-        password: None,
-        host: Host::Tcp("localhost".into()),
-        port,
-        database: db.clone(),
-        tls,
-    };
+    let over_tcp = |tls| Connection::new("postgres", Host::Tcp("localhost".into()), port, &db, tls);
     runtime().block_on(async {
         for (mode, encrypted) in [
             (TlsMode::Require, true),
@@ -1679,7 +1671,7 @@ fn writable_says_when_the_database_takes_no_writes() {
         assert_eq!(store.writable().await, Ok(()));
         let stats = store.pool_stats();
         assert!(stats.open >= 1 && stats.open <= stats.max, "{stats:?}");
-        assert_eq!(stats.max, POOL_SIZE);
+        assert_eq!(stats.max, crate::store::postgres::Bounds::default().pool_size);
         store.flush().expect("flush");
     });
     cluster
