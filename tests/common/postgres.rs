@@ -351,6 +351,64 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// Stops the server (`pg_ctl stop -m fast`); [`Cluster::start_again`] starts it again.
+    pub fn stop(&self) -> Result<(), String> {
+        self.pg_ctl(&["-m", "fast", "-w", "stop"])
+    }
+
+    /// Starts the stopped server again (same data, same socket).
+    pub fn start_again(&self) -> Result<(), String> {
+        let log = self.dir.path().join("server.log");
+        self.pg_ctl(&["-l", &log.display().to_string(), "-w", "-t", "60", "start"])
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> Result<(), String> {
+        let status = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(args)
+            .stdin(Stdio::null())
+            // pg_ctl leaves the server holding its output: do not wait on a pipe
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("pg_ctl: cannot run: {e}"))?;
+        match status.success() {
+            true => Ok(()),
+            false => Err(format!("pg_ctl {args:?} failed ({status}):\n{}", self.log())),
+        }
+    }
+
+    /// The server's processes: the postmaster (first line of `postmaster.pid`) and every
+    /// process whose parent it is (the backends and helpers), this cluster's only.
+    pub fn processes(&self) -> Vec<i32> {
+        let Ok(pid_file) = std::fs::read_to_string(self.data_dir().join("postmaster.pid")) else {
+            return Vec::new();
+        };
+        let Some(postmaster) = pid_file.lines().next().and_then(|l| l.trim().parse::<i32>().ok()) else {
+            return Vec::new();
+        };
+        let mut all = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces, not ')'
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if parent == Some(postmaster) {
+                all.push(pid);
+            }
+        }
+        all
+    }
+
     /// The server's log so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()

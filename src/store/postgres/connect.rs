@@ -25,6 +25,12 @@ use tokio::time::Sleep;
 /// connection is given up (the server's own timeout answers first when it can).
 pub const GRACE: Duration = Duration::from_secs(2);
 
+/// Fails on a session that takes no writes (the recycling check with
+/// `target_session_attrs=read-write`).
+pub(super) const STILL_WRITABLE: &str =
+    "DO $$BEGIN IF pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on' \
+     THEN RAISE EXCEPTION 'this session takes no writes'; END IF; END$$";
+
 /// Every bound on waiting for the database (the `--database-…` settings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bounds {
@@ -330,7 +336,11 @@ impl AsyncWrite for Watched {
         };
         if let (Poll::Ready(Ok(n)), Some(silence), None) = (&polled, this.silence, &this.deadline) {
             if *n > 0 {
-                this.deadline = Some(Box::pin(tokio::time::sleep(silence)));
+                // polled once now, so that its expiry wakes the connection's task even if
+                // nothing else does (the reads registered no timer while it was unarmed)
+                let mut deadline = Box::pin(tokio::time::sleep(silence));
+                let _ = deadline.as_mut().poll(cx);
+                this.deadline = Some(deadline);
             }
         }
         polled

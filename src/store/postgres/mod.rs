@@ -424,7 +424,15 @@ impl PgStore {
                 silence: bounds.silence(),
             },
             ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
+                // with target_session_attrs=read-write, a connection given back is checked
+                // before it is handed out again: one to a host that takes no writes any more
+                // (demoted without a restart, or made read-only) fails the check and is
+                // dropped, and the next is made to whichever host takes writes now (one
+                // round trip per use; without failover, only a closed connection is dropped)
+                recycling_method: match connection.read_write {
+                    true => RecyclingMethod::Custom(connect::STILL_WRITABLE.to_owned()),
+                    false => RecyclingMethod::Fast,
+                },
             },
         );
         // every wait on the pool is bounded: for a free connection, for a new one (every
