@@ -328,3 +328,156 @@ async fn writes_go_to_whichever_host_takes_them() {
     assert_eq!((on(&first, "gus"), on(&second, "gus")), ("1".into(), "0".into()));
     server.stop().await;
 }
+
+/// Failover under load: a primary with a synchronous streaming standby, the server naming
+/// both with `target_session_attrs=read-write`, writers adding items all along; the primary
+/// is killed (every process, SIGKILL) and the standby promoted. Every write that was
+/// acknowledged is there after, and writes are taken again within 10 s of the promotion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_to_a_synchronous_standby_loses_no_acknowledged_write() {
+    use std::sync::{Arc, Mutex};
+    let Some(primary) = Cluster::start_or_skip("failover_to_a_synchronous_standby_loses_no_acknowledged_write") else {
+        return;
+    };
+    let began = Instant::now();
+    let db = primary.fresh_database();
+    let standby = primary.standby().expect("a standby");
+    eprintln!("failover: the standby made in {:?}", began.elapsed());
+    primary
+        .psql("postgres", "ALTER SYSTEM SET synchronous_standby_names = '*'")
+        .expect("psql");
+    primary.psql("postgres", "SELECT pg_reload_conf()").expect("psql");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while primary
+        .psql(
+            "postgres",
+            "SELECT string_agg(sync_state, ',') FROM pg_stat_replication",
+        )
+        .unwrap_or_default()
+        != "sync"
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the standby is not synchronous:\n{}",
+            primary.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await; // poll
+    }
+    let url = format!(
+        "host={},{} port={},{} dbname={db} user=postgres target_session_attrs=read-write",
+        primary.socket_dir().display(),
+        standby.socket_dir().display(),
+        primary.port(),
+        standby.port()
+    );
+    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let server = Proc::start(
+        data.path(),
+        logs.path(),
+        Services::Both,
+        &[
+            "--database",
+            &url,
+            "--database-statement-timeout-ms",
+            "2000",
+            "--database-connect-timeout-secs",
+            "1",
+        ],
+    )
+    .await;
+    let auth = server.api.user("hal").await;
+
+    // writers: each adds items one after another; what was acknowledged (200 and an id),
+    // and when the last write was taken
+    let acknowledged = Arc::new(Mutex::new(Vec::<(String, Instant)>::new()));
+    let failed = Arc::new(Mutex::new(0u32));
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut writers = Vec::new();
+    for writer in 0..4 {
+        let (api, auth) = (server.api.clone(), auth.clone());
+        let (acknowledged, failed, stopped) = (acknowledged.clone(), failed.clone(), stopped.clone());
+        writers.push(tokio::spawn(async move {
+            let mut n = 0;
+            while !*stopped.borrow() {
+                n += 1;
+                let r = api
+                    .request(reqwest::Method::POST, "/inbox/item", &auth)
+                    .json(&common::text_item(&format!("writer {writer} item {n}")))
+                    .send()
+                    .await;
+                match r {
+                    Ok(r) if r.status().is_success() => {
+                        let id: String = r.json().await.expect("an id");
+                        acknowledged.lock().unwrap().push((id, Instant::now()));
+                    }
+                    _ => {
+                        *failed.lock().unwrap() += 1;
+                        tokio::time::sleep(Duration::from_millis(20)).await; // pace the retries
+                    }
+                }
+            }
+        }));
+    }
+    let count = |a: &Arc<Mutex<Vec<(String, Instant)>>>| a.lock().unwrap().len();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&acknowledged) < 100 {
+        assert!(Instant::now() < deadline, "no load:\n{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(20)).await; // poll
+    }
+
+    // the primary is lost, every process of it at once
+    let killed = primary.processes();
+    let killed_at = Instant::now();
+    for pid in &killed {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+    let before_promotion = count(&acknowledged);
+    eprintln!("failover: the primary killed {:?} after the start", began.elapsed());
+    standby.promote().expect("promote the standby");
+    let promoted = Instant::now();
+    let deadline = promoted + Duration::from_secs(10);
+    let first_after = loop {
+        let latest = acknowledged.lock().unwrap().iter().map(|(_, at)| *at).max();
+        if let Some(at) = latest.filter(|at| *at > promoted) {
+            break at;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no write taken within 10 s of the promotion:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await; // poll
+    };
+    let taken_after = first_after - promoted;
+    // a little more load on the new primary, then stop
+    let more = count(&acknowledged) + 50;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while count(&acknowledged) < more {
+        assert!(Instant::now() < deadline, "the load stopped:\n{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(20)).await; // poll
+    }
+    stop.send_replace(true);
+    for w in writers {
+        w.await.expect("a writer");
+    }
+
+    let stored: std::collections::HashSet<String> = server.api.uuids(&auth).await.into_iter().collect();
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let lost: Vec<&String> = acknowledged
+        .iter()
+        .map(|(id, _)| id)
+        .filter(|id| !stored.contains(*id))
+        .collect();
+    eprintln!(
+        "failover: {} writes acknowledged ({before_promotion} before the promotion), {} failed meanwhile, \
+         {} lost; writes taken again {taken_after:?} after the promotion, {:?} after the kill",
+        acknowledged.len(),
+        failed.lock().unwrap(),
+        lost.len(),
+        first_after - killed_at
+    );
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+    server.stop().await;
+}

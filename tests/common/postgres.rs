@@ -137,7 +137,9 @@ impl Cluster {
         }
     }
 
-    fn start(bin: PathBuf, tls: bool) -> Result<Cluster, String> {
+    /// A temporary directory the cluster's user can use, and that user (as root); an
+    /// empty cluster of it, not started.
+    fn empty(bin: PathBuf) -> Result<Cluster, String> {
         let dir = tempfile::Builder::new()
             .prefix("pg")
             .tempdir()
@@ -164,13 +166,17 @@ impl Cluster {
         } else {
             None
         };
-        let mut cluster = Cluster {
+        Ok(Cluster {
             bin,
             run_as,
             dir,
             next_db: AtomicU32::new(0),
             tls_port: None,
-        };
+        })
+    }
+
+    fn start(bin: PathBuf, tls: bool) -> Result<Cluster, String> {
+        let mut cluster = Cluster::empty(bin)?;
         let data = cluster.data_dir();
         // --no-sync: the cluster's own files at creation need no fsync (a throwaway);
         // the server itself runs with fsync on.
@@ -349,6 +355,54 @@ impl Cluster {
                 .output(),
         )?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// A streaming standby of this cluster (`pg_basebackup -R`), started, on a Unix socket
+    /// of its own in its own temporary directory; stopped and removed on drop like any.
+    pub fn standby(&self) -> Result<Cluster, String> {
+        let standby = Cluster::empty(self.bin.clone())?;
+        check(
+            "pg_basebackup",
+            standby
+                .command("pg_basebackup")
+                .arg("-h")
+                .arg(self.socket_dir())
+                .args([
+                    "-p",
+                    &self.port().to_string(),
+                    "-U",
+                    "postgres",
+                    "-R",
+                    "-X",
+                    "stream",
+                    // a checkpoint at once, not spread over minutes
+                    "-c",
+                    "fast",
+                    "-D",
+                ])
+                .arg(standby.data_dir())
+                .output(),
+        )?;
+        {
+            use std::io::Write;
+            let mut conf = std::fs::OpenOptions::new()
+                .append(true)
+                .open(standby.data_dir().join("postgresql.conf"))
+                .map_err(|e| format!("postgresql.conf: {e}"))?;
+            writeln!(
+                conf,
+                "\n# the standby's own socket\nunix_socket_directories = '{}'",
+                standby.socket_dir().display()
+            )
+            .map_err(|e| format!("postgresql.conf: {e}"))?;
+        }
+        standby.start_again()?;
+        Ok(standby)
+    }
+
+    /// Promotes a standby to primary (`pg_ctl promote`, waiting for it).
+    pub fn promote(&self) -> Result<(), String> {
+        self.pg_ctl(&["-w", "-t", "60", "promote"])
     }
 
     /// Stops the server (`pg_ctl stop -m fast`); [`Cluster::start_again`] starts it again.
