@@ -572,12 +572,12 @@ pub struct Settings {
         default_value_t = 15_000
     )]
     pub database_statement_timeout_ms: u64,
-    /// With --database: milliseconds a statement may wait for a row or table lock
+    /// With --database: milliseconds a statement may wait for a row or table lock (writes to one account queue for its row)
     #[arg(
         long,
         env = "PIGEONHOLE_DATABASE_LOCK_TIMEOUT_MS",
         value_name = "MS",
-        default_value_t = 5_000
+        default_value_t = 15_000
     )]
     pub database_lock_timeout_ms: u64,
     /// With --database: seconds to connect to one database host, TLS and login included (the URL's connect_timeout comes first)
@@ -1829,7 +1829,7 @@ mod tests {
         );
         assert_eq!(
             (s.database_lock_timeout_ms, s.database_connect_timeout_secs),
-            (5_000, 5)
+            (15_000, 5)
         );
         assert_eq!(s.web_host, "example.org");
         assert_eq!(s.payment_plan.map(|p| (p.plan, p.price)), Some(("p".to_owned(), 700)));

@@ -55,6 +55,27 @@ impl Drop for Frozen {
     }
 }
 
+/// Temporary data and log directories for a server; kept as long as it runs.
+struct Dirs {
+    data: tempfile::TempDir,
+    logs: tempfile::TempDir,
+}
+
+impl Dirs {
+    fn new() -> Dirs {
+        Dirs {
+            data: tempfile::tempdir().expect("a data directory"),
+            logs: tempfile::tempdir().expect("a log directory"),
+        }
+    }
+
+    /// `pigeonhole serve --database url` with `more` settings, on these directories.
+    async fn serve(&self, url: &str, more: &[&str]) -> Proc {
+        let args: Vec<&str> = ["--database", url].iter().chain(more).copied().collect();
+        Proc::start(self.data.path(), self.logs.path(), Services::Both, &args).await
+    }
+}
+
 /// `GET path` with `auth`: the status and how long the answer took (`None`: no answer in a
 /// minute, a hang).
 async fn timed(server: &Proc, method: reqwest::Method, path: &str, auth: &common::Auth) -> (Option<u16>, Duration) {
@@ -99,25 +120,22 @@ async fn a_frozen_database_is_answered_within_bounds_and_used_again_after() {
         return;
     };
     let url = cluster.url(&cluster.fresh_database());
-    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let server = Proc::start(
-        data.path(),
-        logs.path(),
-        Services::Both,
-        &[
-            "--database",
+    let dirs = Dirs::new();
+    let server = dirs
+        .serve(
             &url,
-            "--database-statement-timeout-ms",
-            "1000",
-            "--database-lock-timeout-ms",
-            "500",
-            "--database-connect-timeout-secs",
-            "1",
-            "--database-pool-size",
-            "4",
-        ],
-    )
-    .await;
+            &[
+                "--database-statement-timeout-ms",
+                "1000",
+                "--database-lock-timeout-ms",
+                "500",
+                "--database-connect-timeout-secs",
+                "1",
+                "--database-pool-size",
+                "4",
+            ],
+        )
+        .await;
     let auth = server.api.user("dora").await;
     let before = server.api.add_text(&auth, "before the freeze").await;
     healthy_within(&server, Duration::from_secs(10)).await;
@@ -246,6 +264,18 @@ fn a_database_that_stays_down_stops_the_start_after_the_wait() {
     assert!(took < Duration::from_secs(10), "gave up after {took:?}");
 }
 
+/// The key/value `--database` naming both clusters' sockets, in order, with
+/// `target_session_attrs=read-write`.
+fn read_write_url([first, second]: [&Cluster; 2], db: &str) -> String {
+    format!(
+        "host={},{} port={},{} dbname={db} user=postgres target_session_attrs=read-write",
+        first.socket_dir().display(),
+        second.socket_dir().display(),
+        first.port(),
+        second.port()
+    )
+}
+
 /// With several hosts and `target_session_attrs=read-write`, the server uses the one that
 /// takes writes, passing over a read-only one; when the roles swap (no restart of either),
 /// the pool's connections to the host now read-only are not kept, and writes go to the other.
@@ -263,27 +293,13 @@ async fn writes_go_to_whichever_host_takes_them() {
         .expect("psql");
         c.psql("postgres", "SELECT pg_reload_conf()").expect("psql");
     };
-    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let dirs = Dirs::new();
     // both databases have the schema (the first's made by a server of its own, stopped)
     let db = first.fresh_database();
     assert_eq!(second.fresh_database(), db);
-    let alone = Proc::start(
-        data.path(),
-        logs.path(),
-        Services::Both,
-        &["--database", &first.url(&db)],
-    )
-    .await;
-    alone.stop().await;
+    dirs.serve(&first.url(&db), &[]).await.stop().await;
     read_only(&first, true);
-    let url = format!(
-        "host={},{} port={},{} dbname={db} user=postgres target_session_attrs=read-write",
-        first.socket_dir().display(),
-        second.socket_dir().display(),
-        first.port(),
-        second.port()
-    );
-    let server = Proc::start(data.path(), logs.path(), Services::Both, &["--database", &url]).await;
+    let server = dirs.serve(&read_write_url([&first, &second], &db), &[]).await;
     let on = |c: &Cluster, name: &str| {
         c.psql(
             &db,
@@ -363,28 +379,14 @@ async fn failover_to_a_synchronous_standby_loses_no_acknowledged_write() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await; // poll
     }
-    let url = format!(
-        "host={},{} port={},{} dbname={db} user=postgres target_session_attrs=read-write",
-        primary.socket_dir().display(),
-        standby.socket_dir().display(),
-        primary.port(),
-        standby.port()
-    );
-    let (data, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let server = Proc::start(
-        data.path(),
-        logs.path(),
-        Services::Both,
-        &[
-            "--database",
-            &url,
-            "--database-statement-timeout-ms",
-            "2000",
-            "--database-connect-timeout-secs",
-            "1",
-        ],
-    )
-    .await;
+    let dirs = Dirs::new();
+    let bounds = [
+        "--database-statement-timeout-ms",
+        "2000",
+        "--database-connect-timeout-secs",
+        "1",
+    ];
+    let server = dirs.serve(&read_write_url([&primary, &standby], &db), &bounds).await;
     let auth = server.api.user("hal").await;
 
     // writers: each adds items one after another; what was acknowledged (200 and an id),

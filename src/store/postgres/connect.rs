@@ -49,7 +49,7 @@ impl Default for Bounds {
         Bounds {
             connect: Duration::from_secs(5),
             statement: Some(Duration::from_secs(15)),
-            lock: Some(Duration::from_secs(5)),
+            lock: Some(Duration::from_secs(15)),
             pool_size: 16,
         }
     }
@@ -358,5 +358,98 @@ impl AsyncWrite for Watched {
             Socket::Tcp(s) => Pin::new(s).poll_shutdown(cx),
             Socket::Unix(s) => Pin::new(s).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn watched_pair(silence: Duration) -> (Watched, UnixStream) {
+        let (ours, theirs) = UnixStream::pair().expect("a socket pair");
+        (Watched::new(Socket::Unix(ours), Some(silence)), theirs)
+    }
+
+    /// A request without a reply fails the read after the silence; a reply in time does
+    /// not; an idle socket (nothing asked) waits for ever.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_unanswered_for_the_silence_fails_the_read() {
+        let silence = Duration::from_secs(3);
+        let (mut watched, mut server) = watched_pair(silence);
+        let mut buf = [0u8; 16];
+
+        // idle: no deadline, however long
+        assert!(tokio::time::timeout(Duration::from_secs(3600), watched.read(&mut buf))
+            .await
+            .is_err());
+
+        // asked and answered within the silence: the reply is read
+        watched.write_all(b"ask").await.expect("write");
+        tokio::time::sleep(silence - Duration::from_millis(100)).await;
+        server.write_all(b"answer").await.expect("reply");
+        assert_eq!(watched.read(&mut buf).await.expect("read"), 6);
+
+        // answered, so idle again: no deadline
+        assert!(tokio::time::timeout(Duration::from_secs(3600), watched.read(&mut buf))
+            .await
+            .is_err());
+
+        // asked and never answered: the read fails once the silence has passed, even when,
+        // as in the driver's task, the read was polled before the request was written in
+        // the same poll (only the deadline's own timer can wake the task then)
+        let asked = tokio::time::Instant::now();
+        let mut wrote = false;
+        let read = std::future::poll_fn(|cx| {
+            let mut into = ReadBuf::new(&mut buf);
+            if let Poll::Ready(r) = Pin::new(&mut watched).poll_read(cx, &mut into) {
+                return Poll::Ready(r);
+            }
+            if !wrote {
+                assert!(matches!(
+                    Pin::new(&mut watched).poll_write(cx, b"ask again"),
+                    Poll::Ready(Ok(9))
+                ));
+                wrote = true;
+            }
+            Poll::Pending
+        });
+        let e = tokio::time::timeout(Duration::from_secs(3600), read)
+            .await
+            .expect("woken by the deadline")
+            .expect_err("a timeout");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(asked.elapsed(), silence);
+        drop(server);
+    }
+
+    #[test]
+    fn the_sessions_options_bound_statements_and_locks_then_add_the_urls() {
+        let mut c = Connection::new("u", Host::Tcp("h".into()), 5432, "d", super::super::TlsMode::Prefer);
+        c.bounds.statement = Some(Duration::from_millis(1500));
+        c.bounds.lock = None;
+        c.options = Some("-c work_mem=8MB".into());
+        assert_eq!(
+            session_options(&c),
+            "-c synchronous_commit=on -c statement_timeout=1500 -c lock_timeout=0 -c work_mem=8MB"
+        );
+    }
+
+    #[test]
+    fn the_pools_waits_follow_from_the_bounds() {
+        let b = Bounds {
+            connect: Duration::from_secs(2),
+            statement: Some(Duration::from_secs(10)),
+            lock: Some(Duration::from_secs(1)),
+            pool_size: 4,
+        };
+        assert_eq!(b.silence(), Some(Duration::from_secs(12)));
+        assert_eq!(b.pool_wait(), Duration::from_secs(2));
+        assert_eq!(b.create(3), Duration::from_secs(6));
+        let unbounded = Bounds { statement: None, ..b };
+        assert_eq!(
+            (unbounded.silence(), unbounded.pool_wait()),
+            (None, Duration::from_secs(2))
+        );
     }
 }
