@@ -43,7 +43,7 @@ pub struct Context {
 
 /// How long `GET /healthz` waits for the database's answers (both asked at once), so that
 /// it answers within a second.
-pub const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(800);
+pub const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(700);
 
 impl Context {
     /// The accounts of `service`.
