@@ -564,6 +564,42 @@ pub struct Settings {
         hide = true
     )]
     pub database_lease_secs: u64,
+    /// With --database: milliseconds a statement may run, and a request wait for the database's answer (with 2 s grace), before it fails
+    #[arg(
+        long,
+        env = "PIGEONHOLE_DATABASE_STATEMENT_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = 15_000
+    )]
+    pub database_statement_timeout_ms: u64,
+    /// With --database: milliseconds a statement may wait for a row or table lock (writes to one account queue for its row)
+    #[arg(
+        long,
+        env = "PIGEONHOLE_DATABASE_LOCK_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = 15_000
+    )]
+    pub database_lock_timeout_ms: u64,
+    /// With --database: seconds to connect to one database host, TLS and login included (the URL's connect_timeout comes first)
+    #[arg(
+        long,
+        env = "PIGEONHOLE_DATABASE_CONNECT_TIMEOUT_SECS",
+        value_name = "SECS",
+        default_value_t = 5,
+        hide = true
+    )]
+    pub database_connect_timeout_secs: u64,
+    /// With --database: connections each process keeps to the database at most
+    #[arg(long, env = "PIGEONHOLE_DATABASE_POOL_SIZE", value_name = "N", default_value_t = 16)]
+    pub database_pool_size: usize,
+    /// With --database: seconds the start waits for an unreachable database (trying again with back-off) before giving up
+    #[arg(
+        long,
+        env = "PIGEONHOLE_DATABASE_WAIT_SECS",
+        value_name = "SECS",
+        default_value_t = 60
+    )]
+    pub database_wait_secs: u64,
     /// Address both services bind to
     #[arg(long, env = "PIGEONHOLE_HOST", value_name = "ADDR", default_value_t = IpAddr::from([127, 0, 0, 1]))]
     pub host: IpAddr,
@@ -1080,6 +1116,12 @@ impl Settings {
             .transpose()
             .map_err(ConfigError::Database)?;
         self.database_lease = Duration::from_secs(self.database_lease_secs.clamp(1, 86_400));
+        // every wait is bounded, none so short that nothing can be done
+        self.database_statement_timeout_ms = self.database_statement_timeout_ms.clamp(100, 86_400_000);
+        self.database_lock_timeout_ms = self.database_lock_timeout_ms.clamp(10, 86_400_000);
+        self.database_connect_timeout_secs = self.database_connect_timeout_secs.clamp(1, 3600);
+        self.database_pool_size = self.database_pool_size.clamp(1, 1000);
+        self.database_wait_secs = self.database_wait_secs.min(86_400);
         self.run_inbox = !self.no_inbox;
         self.run_scheduler = !self.no_scheduler;
         self.admins = tidy(&self.admins);
@@ -1763,7 +1805,8 @@ mod tests {
     fn the_file_takes_every_setting_and_lists_as_one_string() {
         let s = with_file(
             "admin = \"root\"\ntrusted-proxy = \"10.0.0.0/8\"\nno-inbox = true\nregistration = \"closed\"\n\
-             database-lease-secs = 5\nheader-timeout-secs = 3\nweb-host = \"example.org\"\n\
+             database-lease-secs = 5\nheader-timeout-secs = 3\ndatabase-pool-size = 3\n\
+             database-statement-timeout-ms = 0\ndatabase-wait-secs = 7\nweb-host = \"example.org\"\n\
              payment-plan = \"p\"\npayment-price = 700\ndisable-looper = [\"emailer\"]\nconfig = \"ignored.toml\"\n",
             &[],
         )
@@ -1774,6 +1817,19 @@ mod tests {
         assert_eq!(
             (s.database_lease, s.timeouts.header),
             (Duration::from_secs(5), Duration::from_secs(3))
+        );
+        // the database's bounds; a statement timeout of 0 is raised to the least one
+        assert_eq!(
+            (
+                s.database_pool_size,
+                s.database_statement_timeout_ms,
+                s.database_wait_secs
+            ),
+            (3, 100, 7)
+        );
+        assert_eq!(
+            (s.database_lock_timeout_ms, s.database_connect_timeout_secs),
+            (15_000, 5)
         );
         assert_eq!(s.web_host, "example.org");
         assert_eq!(s.payment_plan.map(|p| (p.plan, p.price)), Some(("p".to_owned(), 700)));

@@ -41,6 +41,10 @@ pub struct Context {
     pub started: std::time::Instant,
 }
 
+/// How long `GET /healthz` waits for the database's answers (both asked at once), so that
+/// it answers within a second.
+pub const HEALTH_BOUND: std::time::Duration = std::time::Duration::from_millis(700);
+
 impl Context {
     /// The accounts of `service`.
     pub fn accounts(&self, service: ServiceKind) -> &dyn Accounts {
@@ -62,15 +66,30 @@ impl Context {
     /// damaged) make the status `degraded`, still 200, with their count in
     /// `database.undecodable-records` (docs/decisions.md: a restart does not repair a
     /// record, so a supervisor must not restart-loop on it; the rest keeps working).
+    ///
+    /// The answer comes within [`HEALTH_BOUND`] whatever the database does: a probe that
+    /// has not answered by then counts as failed (a frozen or unreachable database is
+    /// unhealthy, and a supervisor's probe is not held up).
     pub async fn health(&self) -> Reply {
-        let readable = self
-            .store
-            .scheduler
-            .next_due()
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string());
-        let writable = self.store.admin.writable().await;
+        let bounded = |probe| async move {
+            tokio::time::timeout(HEALTH_BOUND, probe)
+                .await
+                .unwrap_or_else(|_| Err(format!("no answer within {} ms", HEALTH_BOUND.as_millis())))
+        };
+        let (readable, writable) = tokio::join!(
+            bounded(Box::pin(async {
+                self.store
+                    .scheduler
+                    .next_due()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+                as std::pin::Pin<
+                    Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>,
+                >),
+            bounded(self.store.admin.writable())
+        );
         let errored: Vec<&str> = Worker::ALL
             .into_iter()
             .filter(|w| self.workers.errored(*w))

@@ -279,8 +279,10 @@ async fn open_postgres(settings: &Settings, url: &crate::config::DatabaseUrl) ->
             settings.data_dir.display()
         );
     }
-    let connection = database::connection(url);
-    let (store, pg) = store::postgres::open(&connection, settings.database_lease)
+    let mut connection = database::connection(url);
+    connection.bounds = database::bounds(settings);
+    let wait = Duration::from_secs(settings.database_wait_secs);
+    let (store, pg) = store::postgres::open_within(&connection, settings.database_lease, wait)
         .await
         .map_err(|e| format!("cannot open the PostgreSQL database {}: {e}", url.redacted()))?;
     tracing::info!("keeping the data in the PostgreSQL database {}", url.redacted());

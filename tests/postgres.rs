@@ -64,7 +64,12 @@ fn serve(args: &[&str]) -> (std::process::ExitStatus, String, tempfile::TempDir)
 /// data directory; the same from the environment variable.
 #[test]
 fn serve_with_an_unreachable_database_stops_plainly_and_touches_nothing() {
-    let (status, stderr, dir) = serve(&["--database", "postgres://pigeon:hunter2@/pigeonhole?host=/run/none"]);
+    let (status, stderr, dir) = serve(&[
+        "--database",
+        "postgres://pigeon:hunter2@/pigeonhole?host=/run/none",
+        "--database-wait-secs",
+        "0",
+    ]);
     assert!(!status.success(), "{stderr}");
     assert!(
         stderr.contains("cannot open the PostgreSQL database postgres://pigeon:***@/pigeonhole"),
@@ -79,6 +84,7 @@ fn serve_with_an_unreachable_database_stops_plainly_and_touches_nothing() {
         .arg("--data-dir")
         .arg(dir.path())
         .env("PIGEONHOLE_DATABASE", "postgresql://u@/d?host=/run/none")
+        .env("PIGEONHOLE_DATABASE_WAIT_SECS", "0")
         .stdin(std::process::Stdio::null())
         .output()
         .expect("run pigeonhole");
@@ -263,7 +269,7 @@ async fn a_database_that_stops_answers_503_with_retry_after_until_it_is_back() {
         );
     }
 
-    cluster.restart().expect("start the database again");
+    cluster.start_again().expect("start the database again");
     // the same server connects again by itself: the first read that does not find the
     // database unreachable answers the data, and the write then succeeds
     let deadline = tokio::time::Instant::now() + RECONNECT;

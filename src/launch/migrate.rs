@@ -21,14 +21,18 @@ enum Place {
     /// The sled database of a data directory (stopped: opened under its lock).
     Sled(PathBuf),
     /// A PostgreSQL database (no Pigeonhole server connected to it).
-    Postgres(Connection),
+    Postgres(Box<Connection>),
 }
 
 /// A `--from` or `--to`: a PostgreSQL URL, or a data directory.
 fn place_of(given: &str, flag: &str) -> Result<(Place, String), String> {
     if given.starts_with("postgres://") || given.starts_with("postgresql://") {
         let url = DatabaseUrl::parse(given).map_err(|e| format!("{flag}: {e}"))?;
-        Ok((Place::Postgres(super::database::connection(&url)), url.redacted()))
+        let mut connection = super::database::connection(&url);
+        // a copy's statements (COPY of whole tables) run as long as the data takes
+        connection.bounds.statement = None;
+        connection.bounds.lock = None;
+        Ok((Place::Postgres(Box::new(connection)), url.redacted()))
     } else if given.is_empty() {
         Err(format!("{flag}: give a data directory or a postgres:// URL"))
     } else {
@@ -326,13 +330,14 @@ mod tests {
         let Some(cluster) = cluster::Cluster::start_or_skip("a_copy_goes_from_sled_to_postgresql_and_back") else {
             return;
         };
-        let connection = |database: String| Connection {
-            user: "postgres".into(),
-            password: None,
-            host: Host::Unix(cluster.socket_dir().to_path_buf()),
-            port: cluster.port(),
-            database,
-            tls: TlsMode::Prefer,
+        let connection = |database: String| {
+            Connection::new(
+                "postgres",
+                Host::Unix(cluster.socket_dir().to_path_buf()),
+                cluster.port(),
+                &database,
+                TlsMode::Prefer,
+            )
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -343,7 +348,7 @@ mod tests {
             let dirs = tempfile::tempdir().expect("temporary directory");
             let source = dirs.path().join("source");
             let original = sled_with(&source, every_kind_for_sled()).await;
-            let postgres = Place::Postgres(connection(cluster.fresh_database()));
+            let postgres = Place::Postgres(Box::new(connection(cluster.fresh_database())));
             let there = copy_between(&Place::Sled(source.clone()), &postgres, KEY_FILE)
                 .await
                 .expect("sled to PostgreSQL");
@@ -370,7 +375,7 @@ mod tests {
                 .await
                 .expect("load");
             let out = copy_between(
-                &Place::Postgres(other),
+                &Place::Postgres(Box::new(other)),
                 &Place::Sled(dirs.path().join("third")),
                 KEY_FILE,
             )

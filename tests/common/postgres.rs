@@ -137,7 +137,9 @@ impl Cluster {
         }
     }
 
-    fn start(bin: PathBuf, tls: bool) -> Result<Cluster, String> {
+    /// A temporary directory the cluster's user can use, and that user (as root); an
+    /// empty cluster of it, not started.
+    fn empty(bin: PathBuf) -> Result<Cluster, String> {
         let dir = tempfile::Builder::new()
             .prefix("pg")
             .tempdir()
@@ -164,13 +166,17 @@ impl Cluster {
         } else {
             None
         };
-        let mut cluster = Cluster {
+        Ok(Cluster {
             bin,
             run_as,
             dir,
             next_db: AtomicU32::new(0),
             tls_port: None,
-        };
+        })
+    }
+
+    fn start(bin: PathBuf, tls: bool) -> Result<Cluster, String> {
+        let mut cluster = Cluster::empty(bin)?;
         let data = cluster.data_dir();
         // --no-sync: the cluster's own files at creation need no fsync (a throwaway);
         // the server itself runs with fsync on.
@@ -351,35 +357,117 @@ impl Cluster {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     }
 
+    /// A streaming standby of this cluster (`pg_basebackup -R`), started, on a Unix socket
+    /// of its own in its own temporary directory; stopped and removed on drop like any.
+    pub fn standby(&self) -> Result<Cluster, String> {
+        let standby = Cluster::empty(self.bin.clone())?;
+        check(
+            "pg_basebackup",
+            standby
+                .command("pg_basebackup")
+                .arg("-h")
+                .arg(self.socket_dir())
+                .args([
+                    "-p",
+                    &self.port().to_string(),
+                    "-U",
+                    "postgres",
+                    "-R",
+                    "-X",
+                    "stream",
+                    // a checkpoint at once, not spread over minutes
+                    "-c",
+                    "fast",
+                    "-D",
+                ])
+                .arg(standby.data_dir())
+                .output(),
+        )?;
+        {
+            use std::io::Write;
+            let mut conf = std::fs::OpenOptions::new()
+                .append(true)
+                .open(standby.data_dir().join("postgresql.conf"))
+                .map_err(|e| format!("postgresql.conf: {e}"))?;
+            writeln!(
+                conf,
+                "\n# the standby's own socket\nunix_socket_directories = '{}'",
+                standby.socket_dir().display()
+            )
+            .map_err(|e| format!("postgresql.conf: {e}"))?;
+        }
+        standby.start_again()?;
+        Ok(standby)
+    }
+
     /// Stops the server at once (`pg_ctl stop -m immediate`, as a crash or a pulled plug):
-    /// its clients' connections break and new ones are refused until [`Cluster::restart`].
+    /// its clients' connections break and new ones are refused until
+    /// [`Cluster::start_again`] (which recovers from the WAL).
     pub fn stop_now(&self) -> Result<(), String> {
-        self.pg_ctl(&["-m", "immediate", "-w", "stop"]).map(|_| ())
+        self.pg_ctl(&["-m", "immediate", "-w", "stop"])
     }
 
-    /// Starts again a server stopped with [`Cluster::stop_now`] (it recovers from its WAL).
-    pub fn restart(&self) -> Result<(), String> {
+    /// Promotes a standby to primary (`pg_ctl promote`, waiting for it).
+    pub fn promote(&self) -> Result<(), String> {
+        self.pg_ctl(&["-w", "-t", "60", "promote"])
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`); [`Cluster::start_again`] starts it again.
+    pub fn stop(&self) -> Result<(), String> {
+        self.pg_ctl(&["-m", "fast", "-w", "stop"])
+    }
+
+    /// Starts the stopped server again (same data, same socket).
+    pub fn start_again(&self) -> Result<(), String> {
         let log = self.dir.path().join("server.log");
-        let log = log.to_str().ok_or("the log's path is not UTF-8")?.to_owned();
-        self.pg_ctl(&["-l", &log, "-w", "-t", "60", "start"]).map(|_| ())
+        self.pg_ctl(&["-l", &log.display().to_string(), "-w", "-t", "60", "start"])
     }
 
-    fn pg_ctl(&self, args: &[&str]) -> Result<std::process::ExitStatus, String> {
+    fn pg_ctl(&self, args: &[&str]) -> Result<(), String> {
         let status = self
             .command("pg_ctl")
             .arg("-D")
             .arg(self.data_dir())
             .args(args)
             .stdin(Stdio::null())
-            // pg_ctl start leaves the server holding its output: do not wait on a pipe
+            // pg_ctl leaves the server holding its output: do not wait on a pipe
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .map_err(|e| format!("pg_ctl: cannot run: {e}"))?;
         match status.success() {
-            true => Ok(status),
+            true => Ok(()),
             false => Err(format!("pg_ctl {args:?} failed ({status}):\n{}", self.log())),
         }
+    }
+
+    /// The server's processes: the postmaster (first line of `postmaster.pid`) and every
+    /// process whose parent it is (the backends and helpers), this cluster's only.
+    pub fn processes(&self) -> Vec<i32> {
+        let Ok(pid_file) = std::fs::read_to_string(self.data_dir().join("postmaster.pid")) else {
+            return Vec::new();
+        };
+        let Some(postmaster) = pid_file.lines().next().and_then(|l| l.trim().parse::<i32>().ok()) else {
+            return Vec::new();
+        };
+        let mut all = vec![postmaster];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces, not ')'
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if parent == Some(postmaster) {
+                all.push(pid);
+            }
+        }
+        all
     }
 
     /// The server's log so far (for failure messages).

@@ -30,6 +30,7 @@
 
 pub mod accounts;
 pub mod administration;
+mod connect;
 pub(crate) mod copy;
 mod deliveries;
 pub mod emails;
@@ -56,11 +57,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use accounts::{PgAccounts, Service};
+pub use connect::Bounds;
 pub use copy::{PgSource, PgTarget};
 pub use emails::PgQueueKey;
 pub use inbox::PgInbox;
 pub use notify::listen;
-pub use open::open;
+pub use open::{open, open_within};
 pub use scheduler::PgScheduler;
 
 /// Where and how to connect (made from `--database` by the launch code).
@@ -68,10 +70,47 @@ pub use scheduler::PgScheduler;
 pub struct Connection {
     pub user: String,
     pub password: Option<String>,
-    pub host: Host,
-    pub port: u16,
+    /// The hosts, tried in order (failover: the first that answers and suits
+    /// [`Connection::read_write`]), each with its port.
+    pub hosts: Vec<(Host, u16)>,
     pub database: String,
     pub tls: TlsMode,
+    /// `sslrootcert`, `sslcert` and `sslkey`.
+    pub tls_files: TlsFiles,
+    /// `target_session_attrs=read-write` (or `primary`): a host that takes no writes is
+    /// passed over.
+    pub read_write: bool,
+    pub application_name: String,
+    /// `options`: more of the session's settings (`-c name=value …`).
+    pub options: Option<String>,
+    pub bounds: Bounds,
+}
+
+impl Connection {
+    /// A connection to `database` on one host, with every other part as by default.
+    pub fn new(user: &str, host: Host, port: u16, database: &str, tls: TlsMode) -> Connection {
+        Connection {
+            user: user.to_owned(),
+            password: None,
+            hosts: vec![(host, port)],
+            database: database.to_owned(),
+            tls,
+            tls_files: TlsFiles::default(),
+            read_write: false,
+            application_name: "pigeonhole".to_owned(),
+            options: None,
+            bounds: Bounds::default(),
+        }
+    }
+}
+
+/// Files of TLS: a private root (instead of the public ones) and a client certificate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// PEM certificates of the roots the server's certificate must chain to.
+    pub root_cert: Option<PathBuf>,
+    /// PEM client certificate (chain) and its PEM private key.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,10 +137,14 @@ impl fmt::Debug for Connection {
         f.debug_struct("Connection")
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("host", &self.host)
-            .field("port", &self.port)
+            .field("hosts", &self.hosts)
             .field("database", &self.database)
             .field("tls", &self.tls)
+            .field("tls_files", &self.tls_files)
+            .field("read_write", &self.read_write)
+            .field("application_name", &self.application_name)
+            .field("options", &self.options)
+            .field("bounds", &self.bounds)
             .finish()
     }
 }
@@ -139,14 +182,16 @@ impl PgError {
         matches!(self, PgError::Query { code: Some(c), .. } if c == "40001" || c == "40P01")
     }
 
-    /// The database cannot be reached right now: no connection (refused, closed, broken, or
-    /// none from the pool in time), or the server said it is shutting down, crashed or is
-    /// still starting (SQLSTATE class 08, 57P01 to 57P03). It passes without a restart.
-    pub fn is_unreachable(&self) -> bool {
+    /// The database cannot be used now but may be soon, without a restart: no connection
+    /// (refused, closed, broken, or none from the pool in time), the server shutting down,
+    /// crashed or still starting (SQLSTATE class 08, 57P01 to 57P03), taking no writes (a
+    /// standby not yet promoted: 25006), or too slow to answer within the bounds (the
+    /// statement or lock timeout: 57014, 55P03).
+    pub fn is_unavailable(&self) -> bool {
         match self {
-            PgError::Connect(_) => true,
+            PgError::Connect(_) | PgError::ReadOnly(_) => true,
             PgError::Query { code: Some(c), .. } => {
-                c.starts_with("08") || matches!(c.as_str(), "57P01" | "57P02" | "57P03")
+                c.starts_with("08") || matches!(c.as_str(), "57P01" | "57P02" | "57P03" | "25006" | "57014" | "55P03")
             }
             _ => false,
         }
@@ -259,7 +304,7 @@ impl From<PgError> for super::StoreError {
     /// is [`super::StoreError::Unreachable`] (the server answers 503, and the pool connects
     /// again by itself once the database is back).
     fn from(e: PgError) -> super::StoreError {
-        if e.is_unreachable() {
+        if e.is_unavailable() {
             super::StoreError::Unreachable(Box::new(e))
         } else {
             super::StoreError::Engine(Box::new(e))
@@ -328,7 +373,8 @@ macro_rules! transaction {
 pub(crate) use transaction;
 
 /// The client configuration and TLS connector of `connection` (every session commits
-/// durably, whatever the role's or database's default).
+/// durably, whatever the role's or database's default, under the bounds of
+/// [`Connection::bounds`]).
 pub(crate) fn config_of(
     connection: &Connection,
 ) -> PgResult<(tokio_postgres::Config, tokio_postgres_rustls::MakeRustlsConnect)> {
@@ -336,29 +382,27 @@ pub(crate) fn config_of(
     config
         .user(&connection.user)
         .dbname(&connection.database)
-        .port(connection.port)
-        .application_name("pigeonhole")
-        .connect_timeout(Duration::from_secs(10))
-        // every session commits durably, whatever the role's or database's default
-        .options("-c synchronous_commit=on");
+        .application_name(&connection.application_name)
+        .connect_timeout(connection.bounds.connect)
+        .options(connect::session_options(connection))
+        .target_session_attrs(match connection.read_write {
+            true => tokio_postgres::config::TargetSessionAttrs::ReadWrite,
+            false => tokio_postgres::config::TargetSessionAttrs::Any,
+        });
     if let Some(p) = &connection.password {
         config.password(p);
     }
+    connect::add_hosts(&mut config, connection);
     use tokio_postgres::config::SslMode;
-    match &connection.host {
-        Host::Tcp(name) => {
-            config.host(name).ssl_mode(match connection.tls {
-                TlsMode::Disable => SslMode::Disable,
-                TlsMode::Prefer => SslMode::Prefer,
-                TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
-            });
-        }
-        Host::Unix(dir) => {
-            config.host_path(dir).ssl_mode(SslMode::Disable);
-        }
-    }
+    // TLS is never negotiated over a Unix socket (the URL's parser refuses to ask for it)
+    let over_tcp = connection.hosts.iter().any(|(h, _)| matches!(h, Host::Tcp(_)));
+    config.ssl_mode(match (over_tcp, connection.tls) {
+        (false, _) | (true, TlsMode::Disable) => SslMode::Disable,
+        (true, TlsMode::Prefer) => SslMode::Prefer,
+        (true, TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull) => SslMode::Require,
+    });
     let tls = tokio_postgres_rustls::MakeRustlsConnect::new(
-        tls::client_config(connection.tls).map_err(|e| PgError::Tls(e.to_string()))?,
+        tls::client_config(connection.tls, &connection.tls_files).map_err(|e| PgError::Tls(e.to_string()))?,
     );
     Ok((config, tls))
 }
@@ -376,27 +420,38 @@ pub struct PgStore {
 /// The lease of claims unless [`PgStore::with_lease`] says otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
 
-/// Connections the pool keeps at most (per process).
-pub const POOL_SIZE: usize = 16;
-
 impl PgStore {
     /// Connects, checks that commits are durable, and migrates the schema (under the
     /// migration lock, see [`migrations`]). Answers the store and the migrations applied.
     pub async fn connect(connection: &Connection) -> PgResult<(PgStore, Vec<i64>)> {
         let (config, tls) = config_of(connection)?;
-        let manager = Manager::from_config(
+        let bounds = connection.bounds;
+        let manager = Manager::from_connect(
             config,
-            tls,
+            connect::Connector {
+                tls,
+                silence: bounds.silence(),
+            },
             ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
+                // with target_session_attrs=read-write, a connection given back is checked
+                // before it is handed out again: one to a host that takes no writes any more
+                // (demoted without a restart, or made read-only) fails the check and is
+                // dropped, and the next is made to whichever host takes writes now (one
+                // round trip per use; without failover, only a closed connection is dropped)
+                recycling_method: match connection.read_write {
+                    true => RecyclingMethod::Custom(connect::STILL_WRITABLE.to_owned()),
+                    false => RecyclingMethod::Fast,
+                },
             },
         );
+        // every wait on the pool is bounded: for a free connection, for a new one (every
+        // host tried once), for the check of one given back
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(bounds.pool_size.max(1))
             .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(Duration::from_secs(30)))
-            .create_timeout(Some(Duration::from_secs(15)))
-            .recycle_timeout(Some(Duration::from_secs(5)))
+            .wait_timeout(Some(bounds.pool_wait()))
+            .create_timeout(Some(bounds.create(connection.hosts.len()) + Duration::from_secs(1)))
+            .recycle_timeout(Some(Duration::from_secs(2)))
             .build()
             .map_err(|e| PgError::Connect(e.to_string()))?;
         let store = PgStore {

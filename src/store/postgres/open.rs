@@ -16,12 +16,43 @@ const LEAD_PERIOD: Duration = Duration::from_secs(5);
 /// How long the first question about a once-only work waits for the lock's first try.
 const FIRST_TRY: Duration = Duration::from_secs(2);
 
+/// [`open`], trying again while the database cannot be reached (or takes no writes yet: a
+/// standby being promoted), with a growing pause, for at most `wait`: a server started
+/// with its database (or while it fails over) comes up once the database does. One log line
+/// per try; any other error (not durable, a newer schema, a bad password) stops at once.
+pub async fn open_within(connection: &Connection, lease: Duration, wait: Duration) -> Result<(Store, PgStore)> {
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(250);
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        match PgStore::connect(connection).await {
+            Ok(connected) => return Ok(assemble(connection, connected, lease)),
+            Err(e) if e.is_unavailable() && started.elapsed() + pause < wait => {
+                tracing::warn!(
+                    "the database cannot be used yet (try {attempt}, {:.1} s of at most {} s): {e}; trying again in {:.1} s",
+                    started.elapsed().as_secs_f64(),
+                    wait.as_secs(),
+                    pause.as_secs_f64()
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Connects to the database (checking that commits are durable, migrating the schema under
 /// its lock) and makes the store over it; a claim on queued work lasts `lease` after this
 /// process last renewed it. Answers the PostgreSQL store too, for what only the launch
 /// does with it (the shared signing key, listening for wake-ups).
 pub async fn open(connection: &Connection, lease: Duration) -> Result<(Store, PgStore)> {
-    let (pg, applied) = PgStore::connect(connection).await?;
+    Ok(assemble(connection, PgStore::connect(connection).await?, lease))
+}
+
+/// The store over a connected, migrated database.
+fn assemble(connection: &Connection, (pg, applied): (PgStore, Vec<i64>), lease: Duration) -> (Store, PgStore) {
     if let Some(last) = applied.last() {
         tracing::info!(
             "the PostgreSQL database {} now has schema version {last} ({} migrations applied)",
@@ -52,7 +83,7 @@ pub async fn open(connection: &Connection, lease: Duration) -> Result<(Store, Pg
             leads: Mutex::default(),
         }),
     );
-    Ok((store, pg))
+    (store, pg)
 }
 
 impl PgStore {

@@ -14,14 +14,13 @@ use std::sync::Arc;
 fn fresh(test: &str) -> Option<(Cluster, Connection, String)> {
     let cluster = Cluster::start_or_skip(test)?;
     let db = cluster.fresh_database();
-    let connection = Connection {
-        user: "postgres".into(),
-        password: None,
-        host: Host::Unix(cluster.socket_dir().to_path_buf()),
-        port: cluster.port(),
-        database: db.clone(),
-        tls: TlsMode::Prefer,
-    };
+    let connection = Connection::new(
+        "postgres",
+        Host::Unix(cluster.socket_dir().to_path_buf()),
+        cluster.port(),
+        &db,
+        TlsMode::Prefer,
+    );
     Some((cluster, connection, db))
 }
 
@@ -981,14 +980,7 @@ fn tls_is_rustls_and_sslmode_is_honoured() {
     };
     let db = cluster.fresh_database();
     let port = cluster.tls_port().expect("a TLS port");
-    let over_tcp = |tls| Connection {
-        user: "postgres".into(),
-        password: None,
-        host: Host::Tcp("localhost".into()),
-        port,
-        database: db.clone(),
-        tls,
-    };
+    let over_tcp = |tls| Connection::new("postgres", Host::Tcp("localhost".into()), port, &db, tls);
     runtime().block_on(async {
         for (mode, encrypted) in [
             (TlsMode::Require, true),
@@ -1013,6 +1005,209 @@ fn tls_is_rustls_and_sslmode_is_honoured() {
                 "{mode:?}: {err:?}"
             );
         }
+    });
+}
+
+/// Runs `openssl` with `args` in `dir`, asserting it succeeds.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A private CA in `dir` (`ca.crt`, `ca.key`) and a certificate it signs for `name`
+/// (`<file>.crt`, `<file>.key`), with `ext` (an X.509 v3 extensions line).
+fn signed(dir: &std::path::Path, file: &str, name: &str, ext: &str) {
+    if !dir.join("ca.crt").exists() {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=pigeonhole test CA",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+            ],
+        );
+    }
+    std::fs::write(
+        dir.join(format!("{file}.ext")),
+        format!("basicConstraints=CA:FALSE\n{ext}\n"),
+    )
+    .expect("ext");
+    let subject = format!("/CN={name}");
+    let (key, csr, crt, extfile) = (
+        format!("{file}.key"),
+        format!("{file}.csr"),
+        format!("{file}.crt"),
+        format!("{file}.ext"),
+    );
+    openssl(
+        dir,
+        &[
+            "req", "-newkey", "rsa:2048", "-nodes", "-subj", &subject, "-keyout", &key, "-out", &csr,
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            &crt,
+            "-extfile",
+            &extfile,
+        ],
+    );
+}
+
+/// `sslrootcert`, `sslcert`, `sslkey`: the cluster's certificate signed by a private CA;
+/// with that CA as the root, `verify-full` and `verify-ca` connect over TLS (without it,
+/// Mozilla's roots refuse the certificate); once the server asks for a client certificate
+/// signed by the CA, a connection without one is refused and one with it connects, as the
+/// certificate's name. A root file that holds no certificate is an error naming the file.
+#[test]
+fn a_private_ca_and_a_client_certificate() {
+    let Some(cluster) = Cluster::start_with_tls_or_skip("a_private_ca_and_a_client_certificate") else {
+        return;
+    };
+    let db = cluster.fresh_database();
+    let port = cluster.tls_port().expect("a TLS port");
+    let pki = tempfile::tempdir().expect("a directory");
+    signed(
+        pki.path(),
+        "server",
+        "localhost",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1",
+    );
+    signed(pki.path(), "client", "postgres", "extendedKeyUsage=clientAuth");
+    let data = cluster.socket_dir().join("data");
+    // copied over the cluster's own files, which keep their owner and mode
+    std::fs::copy(pki.path().join("server.crt"), data.join("server.crt")).expect("server.crt");
+    std::fs::copy(pki.path().join("server.key"), data.join("server.key")).expect("server.key");
+    std::fs::copy(pki.path().join("ca.crt"), data.join("client-ca.crt")).expect("client-ca.crt");
+    // as the superuser over the Unix socket (no TLS, no certificate)
+    let admin = |sql: &'static str| {
+        let local = Connection::new(
+            "postgres",
+            Host::Unix(cluster.socket_dir().to_owned()),
+            port,
+            "postgres",
+            TlsMode::Disable,
+        );
+        async move {
+            let (config, tls) = config_of(&local).expect("config");
+            let (client, connection) = config.connect(tls).await.expect("connect over the socket");
+            let task = tokio::spawn(connection);
+            client.batch_execute(sql).await.expect(sql);
+            task.abort();
+        }
+    };
+    let connection = |tls, root: Option<&std::path::Path>, client: bool| {
+        let mut c = Connection::new("postgres", Host::Tcp("localhost".into()), port, &db, tls);
+        c.tls_files.root_cert = root.map(|r| r.to_owned());
+        if client {
+            c.tls_files.client_cert = Some((pki.path().join("client.crt"), pki.path().join("client.key")));
+        }
+        c
+    };
+    let ca = pki.path().join("ca.crt");
+    runtime().block_on(async {
+        admin("SELECT pg_reload_conf()").await;
+        let encrypted = |store: PgStore| async move {
+            let client = store.pool.get().await.expect("connection");
+            let row = client
+                .query_one(
+                    "SELECT ssl, coalesce(client_dn, '') FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .await
+                .expect("pg_stat_ssl");
+            (row.get::<_, bool>(0), row.get::<_, String>(1))
+        };
+        // the reload takes the new certificate a moment later
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let store = loop {
+            match PgStore::connect(&connection(TlsMode::VerifyFull, Some(&ca), false)).await {
+                Ok((store, _)) => break store,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(50)).await; // poll
+                }
+                Err(e) => panic!("verify-full with the private CA: {e}\n{}", cluster.log()),
+            }
+        };
+        assert_eq!(encrypted(store).await, (true, String::new()));
+        let (store, _) = PgStore::connect(&connection(TlsMode::VerifyCa, Some(&ca), false))
+            .await
+            .expect("verify-ca with the private CA");
+        assert!(encrypted(store).await.0);
+        let err = PgStore::connect(&connection(TlsMode::VerifyFull, None, false))
+            .await
+            .err();
+        assert!(
+            matches!(&err, Some(PgError::Connect(why)) if why.contains("certificate")),
+            "{err:?}"
+        );
+
+        // the server now asks for a client certificate signed by the CA
+        let hba = data.join("pg_hba.conf");
+        let rules = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+        std::fs::write(
+            &hba,
+            format!("hostssl all all 127.0.0.1/32 cert\nhostssl all all ::1/128 cert\n{rules}"),
+        )
+        .expect("pg_hba.conf");
+        admin("ALTER SYSTEM SET ssl_ca_file = 'client-ca.crt'").await;
+        admin("SELECT pg_reload_conf()").await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while PgStore::connect(&connection(TlsMode::VerifyFull, Some(&ca), false))
+            .await
+            .is_ok()
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no client certificate is asked for"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await; // poll
+        }
+        let (store, _) = PgStore::connect(&connection(TlsMode::VerifyFull, Some(&ca), true))
+            .await
+            .unwrap_or_else(|e| panic!("with the client certificate: {e}\n{}", cluster.log()));
+        assert_eq!(encrypted(store).await, (true, "/CN=postgres".to_owned()));
+
+        let empty = tempfile::NamedTempFile::new().expect("a file");
+        let err = PgStore::connect(&connection(TlsMode::VerifyFull, Some(empty.path()), false))
+            .await
+            .err();
+        assert!(
+            matches!(&err, Some(PgError::Tls(why)) if why.contains(&empty.path().display().to_string())),
+            "{err:?}"
+        );
     });
 }
 
@@ -1656,7 +1851,7 @@ fn writable_says_when_the_database_takes_no_writes() {
         assert_eq!(store.writable().await, Ok(()));
         let stats = store.pool_stats();
         assert!(stats.open >= 1 && stats.open <= stats.max, "{stats:?}");
-        assert_eq!(stats.max, POOL_SIZE);
+        assert_eq!(stats.max, crate::store::postgres::Bounds::default().pool_size);
         store.flush().expect("flush");
     });
     cluster

@@ -6,40 +6,73 @@
 //! * `verify-ca`: the certificate must chain to a trusted root, whatever name it has;
 //! * `verify-full`: it must also name the host.
 //!
-//! Trusted roots are Mozilla's (webpki-roots). The handshake's signatures are always checked
-//! with the crypto provider's algorithms (ring).
+//! Trusted roots are Mozilla's (webpki-roots), or those of the `sslrootcert` file (a private
+//! CA) instead. With `sslcert` and `sslkey`, the client shows its certificate. The
+//! handshake's signatures are always checked with the crypto provider's algorithms (ring).
 
-use super::TlsMode;
+use super::{TlsFiles, TlsMode};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::PrivateKeyDer;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, Error, RootCertStore, SignatureScheme};
 use std::sync::Arc;
 
-/// The rustls client configuration for `mode`.
-pub(super) fn client_config(mode: TlsMode) -> Result<ClientConfig, Error> {
+/// The rustls client configuration for `mode` with `files` (read now: a file that cannot
+/// be read or holds no certificate is an error naming it).
+pub(super) fn client_config(mode: TlsMode, files: &TlsFiles) -> Result<ClientConfig, Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
-    let roots = || Arc::new(RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()));
-    let config = match mode {
-        TlsMode::VerifyFull => builder.with_root_certificates(roots()).with_no_client_auth(),
+    let roots = Arc::new(match &files.root_cert {
+        None => RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+        Some(path) => {
+            let mut roots = RootCertStore::empty();
+            for cert in certificates(path)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| Error::General(format!("sslrootcert {}: {e}", path.display())))?;
+            }
+            roots
+        }
+    });
+    let builder = match mode {
+        TlsMode::VerifyFull => builder.with_root_certificates(roots),
         TlsMode::VerifyCa => {
-            let inner = WebPkiServerVerifier::builder_with_provider(roots(), provider)
+            let inner = WebPkiServerVerifier::builder_with_provider(roots, provider)
                 .build()
                 .map_err(|e| Error::General(e.to_string()))?;
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyName(inner)))
-                .with_no_client_auth()
         }
         // disable and Unix sockets never get here (no TLS is negotiated); prefer and require
         TlsMode::Disable | TlsMode::Prefer | TlsMode::Require => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(Unchecked(provider)))
-            .with_no_client_auth(),
+            .with_custom_certificate_verifier(Arc::new(Unchecked(provider))),
     };
-    Ok(config)
+    match &files.client_cert {
+        None => Ok(builder.with_no_client_auth()),
+        Some((cert, key)) => {
+            let key = PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| Error::General(format!("sslkey {}: {e}", key.display())))?;
+            builder.with_client_auth_cert(certificates(cert)?, key)
+        }
+    }
+}
+
+/// The PEM certificates of the file at `path` (at least one).
+fn certificates(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, Error> {
+    let bad = |e: &dyn std::fmt::Display| Error::General(format!("{}: {e}", path.display()));
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| bad(&e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(&e))?;
+    if certs.is_empty() {
+        return Err(bad(&"no PEM certificate in the file"));
+    }
+    Ok(certs)
 }
 
 /// `verify-ca`: the chain is checked, the name is not.
@@ -141,7 +174,7 @@ mod tests {
             TlsMode::VerifyCa,
             TlsMode::VerifyFull,
         ] {
-            assert!(client_config(mode).is_ok(), "{mode:?}");
+            assert!(client_config(mode, &TlsFiles::default()).is_ok(), "{mode:?}");
         }
     }
 }
