@@ -7,7 +7,8 @@
 //! accounts and their keys, then checks them and every item uuid against the store; the
 //! second reads the items again and writes them in bounded batches through the store's
 //! import journal, all or nothing (a run cut short is undone when the store is next
-//! opened). `import-tickler` reads everything first, then writes the same way. A file that is
+//! opened). `import-tickler` does the same, its triggered items read beside the outcomes of
+//! their deliveries (each table sorted by the item's uuid by SQLite). A file that is
 //! not such a database, or any row that does not read, is one error line and nothing is
 //! written. The file is data from outside: [`sqlite`] opens it read-only, refuses views and
 //! triggers, and bounds each value and the time spent.
@@ -21,8 +22,12 @@ pub mod values;
 pub use error::{FileError, MoveInError};
 
 use crate::config::MoveInArgs;
-use crate::store::{Arrival, Store, StoreError};
+use crate::domain::scheduler::schedule::{self, Zone};
+use crate::store::moving_in::{SchedulerItem, Target};
+use crate::store::{Arrival, StoreError, WaitDurable};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use uuid::Uuid;
 
 /// Which server a database comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,49 +123,16 @@ pub fn run(origin: Origin, args: &MoveInArgs) -> Result<Report, MoveInError> {
         None => crate::config::default_data_dir().map_err(|e| MoveInError::DataDir(e.to_string()))?,
     };
     let db = sqlite::OldDatabase::open(&args.file, origin.what()).map_err(MoveInError::Unopenable)?;
-    let mut notes = Notes::default();
-    let fail = |error: FileError| MoveInError::File {
-        file: args.file.clone(),
-        error,
-    };
-    let written = match origin {
-        Origin::Intray => return move_in_intray(&db, &data_dir, notes).map_err(|e| e.at(&args.file)),
-        Origin::Tickler => {
-            let accounts = tickler::read(&db, &mut notes).map_err(fail)?;
-            let store = open_store(&data_dir)?;
-            let items = accounts.iter().map(|a| a.scheduled.len() + a.triggered.len()).collect();
-            let names = accounts.iter().map(|a| a.account.username.clone()).collect();
-            let arrivals = move_in_tickler(&store, &accounts)?;
-            (arrivals, names, items)
-        }
-    };
-    let (arrivals, names, items): (Vec<Arrival>, Vec<String>, Vec<usize>) = written;
-    let mut report = Report {
-        origin,
-        moved: Vec::new(),
-        already_here: Vec::new(),
-        items: 0,
-        notes,
-    };
-    let mut conflicts = Vec::new();
-    for ((arrival, name), n) in arrivals.into_iter().zip(names).zip(items) {
-        match arrival {
-            Arrival::Moved => {
-                report.moved.push(name);
-                report.items += n;
-            }
-            Arrival::AlreadyHere => report.already_here.push(name),
-            Arrival::Conflict(why) => conflicts.push(why),
-        }
+    let notes = Notes::default();
+    match origin {
+        Origin::Intray => move_in_intray(&db, &data_dir, notes),
+        Origin::Tickler => move_in_tickler(&db, &data_dir, notes),
     }
-    if !conflicts.is_empty() {
-        return Err(MoveInError::Conflicts(conflicts));
-    }
-    Ok(report)
+    .map_err(|e| e.at(&args.file))
 }
 
-/// Why moving in from Intray failed, before the file's path is added: the file (a row that
-/// does not read), a conflict, the store, or the data directory.
+/// Why moving in failed, before the file's path is added: the file (a row that does not
+/// read), a conflict, the store, or the data directory.
 #[derive(Debug)]
 enum Failure {
     File(FileError),
@@ -205,63 +177,57 @@ impl Failure {
 /// a run cut short leaves nothing (tests/moving_in/moving_in_bounds.rs); unset in real use.
 const STOP_AFTER_BATCHES: &str = "PIGEONHOLE_TEST_MOVE_IN_STOP_AFTER_BATCHES";
 
-/// `import-intray` in two passes over the file (docs/moving-in.md): the first reads and
-/// decodes every row and keeps only the accounts and their keys, then (with the store open)
-/// checks the accounts and every item uuid against the store row by row; the second reads
-/// the items again and writes them in bounded batches, all or nothing.
-fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -> Result<Report, Failure> {
-    let checked = intray::check(db, &mut notes)?;
-    let store = open_store(data_dir).map_err(Failure::Open)?;
-    let (arrivals, conflict) = store
-        .sled()?
-        .inbox
-        .move_in_arrivals(checked.accounts.iter().map(|a| &a.account))?;
-    let mut conflicts: Vec<String> = arrivals
+/// The accounts of `accounts` that move in (those here already are named in the report and
+/// left out), once none of them is a conflict (`arrivals`, `conflict`: the store's answer)
+/// and no uuid of their items is taken: `each_id` hands on each (owner, uuid) of the file's
+/// items, one row at a time, and `taken` says whether a uuid is in use (here, or by
+/// another record of the file).
+fn moving<A>(
+    accounts: Vec<A>,
+    account: impl Fn(&A) -> &crate::domain::account::Account,
+    (arrivals, conflict): (Vec<Arrival>, bool),
+    each_id: impl FnOnce(&mut dyn FnMut(Uuid, Uuid) -> Result<(), Failure>) -> Result<(), Failure>,
+    taken: impl Fn(Uuid) -> Result<bool, StoreError>,
+    report: &mut Report,
+) -> Result<Vec<A>, Failure> {
+    let conflicts: Vec<String> = arrivals
         .iter()
         .filter_map(|a| match a {
             Arrival::Conflict(why) => Some(why.clone()),
             _ => None,
         })
         .collect();
-    let moving: std::collections::HashSet<uuid::Uuid> = checked
-        .accounts
+    if conflict || !conflicts.is_empty() {
+        return Err(Failure::Conflict(conflicts));
+    }
+    let ids: HashSet<Uuid> = accounts
         .iter()
         .zip(&arrivals)
         .filter(|(_, a)| **a == Arrival::Moved)
-        .map(|(a, _)| a.account.id)
+        .map(|(a, _)| account(a).id)
         .collect();
-    if !conflict {
-        intray::each_item_id(db, |owner, id| {
-            if moving.contains(&owner) && store.sled()?.inbox.item_id_taken(id)? {
-                conflicts.push(format!("the uuid {id} of an item or trigger is in use already"));
-                return Err(Failure::Conflict(std::mem::take(&mut conflicts)));
-            }
-            Ok(())
-        })?;
-    }
-    if !conflicts.is_empty() {
-        return Err(Failure::Conflict(conflicts));
-    }
-    let mut report = Report {
-        origin: Origin::Intray,
-        moved: Vec::new(),
-        already_here: Vec::new(),
-        items: 0,
-        notes,
-    };
-    let mut accounts = Vec::new();
-    for (arriving, arrival) in checked.accounts.into_iter().zip(&arrivals) {
+    each_id(&mut |owner, id| match ids.contains(&owner) && taken(id)? {
+        true => Err(Failure::Conflict(vec![format!(
+            "the uuid {id} of an item or trigger is in use already"
+        )])),
+        false => Ok(()),
+    })?;
+    let mut out = Vec::new();
+    for (arriving, arrival) in accounts.into_iter().zip(&arrivals) {
         match arrival {
             Arrival::Moved => {
-                report.moved.push(arriving.account.username.clone());
-                accounts.push(arriving);
+                report.moved.push(account(&arriving).username.clone());
+                out.push(arriving);
             }
-            _ => report.already_here.push(arriving.account.username),
+            _ => report.already_here.push(account(&arriving).username.clone()),
         }
     }
-    if accounts.is_empty() {
-        return Ok(report);
-    }
+    Ok(out)
+}
+
+/// Runs `write` with the wait for each batch to be on disk (which, in a test run asked to,
+/// stops after [`STOP_AFTER_BATCHES`] batches and waits to be killed).
+fn writing<T>(write: impl FnOnce(WaitDurable<'_>) -> Result<T, Failure>) -> Result<T, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -272,6 +238,9 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
     let batches = std::cell::Cell::new(0usize);
     let wait = |w: crate::store::Written<()>| {
         runtime.block_on(w.durable())?;
+        // what the batch freed goes back to the kernel: glibc keeps freed heap otherwise,
+        // and the peak would grow with the pages sled freed (docs/moving-in.md)
+        crate::memory::release_free_memory();
         batches.set(batches.get() + 1);
         if stop_after == Some(batches.get()) {
             eprintln!("test: {} batches on disk, waiting to be killed", batches.get());
@@ -281,59 +250,132 @@ fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -
         }
         Ok(())
     };
-    let layout = checked.layout;
-    let counts = store.sled()?.inbox.move_in_streamed(
-        &accounts,
-        |sink| {
-            intray::each_item(db, layout, |owner, item| {
-                if moving.contains(&owner) {
-                    sink(owner, item)?;
-                }
-                Ok::<(), Failure>(())
-            })
-        },
-        &wait,
+    write(&wait)
+}
+
+fn new_report(origin: Origin, notes: Notes) -> Report {
+    Report {
+        origin,
+        moved: Vec::new(),
+        already_here: Vec::new(),
+        items: 0,
+        notes,
+    }
+}
+
+/// `import-intray` in two passes over the file (docs/moving-in.md): the first reads and
+/// decodes every row and keeps only the accounts and their keys, then (with the store open)
+/// checks the accounts and every item uuid against the store row by row; the second reads
+/// the items again and writes them in bounded batches, all or nothing.
+fn move_in_intray(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -> Result<Report, Failure> {
+    let checked = intray::check(db, &mut notes)?;
+    let mut target = open_target(data_dir)?;
+    let mut report = new_report(Origin::Intray, notes);
+    let inbox = &target.store()?.sled()?.inbox;
+    let arrivals = inbox.move_in_arrivals(checked.accounts.iter().map(|a| &a.account))?;
+    let accounts = moving(
+        checked.accounts,
+        |a| &a.account,
+        arrivals,
+        |each| intray::each_item_id(db, each),
+        |id| inbox.item_id_taken(id),
+        &mut report,
     )?;
-    store.admin.flush()?;
+    if accounts.is_empty() {
+        return Ok(report);
+    }
+    let ids: HashSet<Uuid> = accounts.iter().map(|a| a.account.id).collect();
+    let layout = checked.layout;
+    let counts = writing(|wait| {
+        crate::store::moving_in::move_in_inbox(
+            &mut target,
+            &accounts,
+            |sink| {
+                intray::each_item(db, layout, |owner, item| match ids.contains(&owner) {
+                    true => Ok::<(), Failure>(sink(owner, item)?),
+                    false => Ok(()),
+                })
+            },
+            wait,
+        )
+    })?;
     report.items = counts.iter().sum::<u64>() as usize;
     Ok(report)
 }
 
-/// Opens the data directory's store; a running server holds its lock.
-fn open_store(dir: &Path) -> Result<std::sync::Arc<Store>, MoveInError> {
-    crate::datadir::prepare(dir).map_err(MoveInError::DataDir)?;
-    Store::open(dir).map_err(|e| {
-        MoveInError::DataDir(match e {
+/// `import-tickler` in two passes over the file, as `import-intray`: the first reads and
+/// decodes every row and keeps only the accounts with their settings and triggers, then
+/// checks them and every item uuid against the store; the second reads the items again
+/// (the triggered ones beside the outcomes of their deliveries) and writes them in bounded
+/// batches, all or nothing.
+fn move_in_tickler(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) -> Result<Report, Failure> {
+    let checked = tickler::check(db, &mut notes)?;
+    let mut target = open_target(data_dir)?;
+    let mut report = new_report(Origin::Tickler, notes);
+    let scheduler = &target.store()?.sled()?.scheduler;
+    let arrivals = scheduler.move_in_arrivals(checked.accounts.iter().map(|a| &a.account))?;
+    let accounts = moving(
+        checked.accounts.clone(),
+        |a| &a.account,
+        arrivals,
+        |each| {
+            for a in &checked.accounts {
+                for t in &a.triggers {
+                    each(a.account.id, t.id)?;
+                }
+            }
+            tickler::each_item_id(db, |owner, id| match checked.trigger_created.contains_key(&id) {
+                true => Err(Failure::File(FileError::Other(format!(
+                    "the uuid {id} is an item's and a trigger's in the file"
+                )))),
+                false => each(owner, id),
+            })
+        },
+        |id| scheduler.id_taken(id),
+        &mut report,
+    )?;
+    if accounts.is_empty() {
+        return Ok(report);
+    }
+    let zones: HashMap<Uuid, Zone> = accounts
+        .iter()
+        .map(|a| (a.account.id, Zone::of(&a.settings.clone().unwrap_or_default())))
+        .collect();
+    let counts = writing(|wait| {
+        crate::store::moving_in::move_in_scheduler(
+            &mut target,
+            &accounts,
+            |sink| {
+                tickler::each_scheduled(db, checked.layout, |item| match zones.get(&item.owner) {
+                    Some(zone) => {
+                        let due = schedule::due(&item.tickle, zone);
+                        Ok::<(), Failure>(sink(SchedulerItem::Scheduled(item, due))?)
+                    }
+                    None => Ok(()),
+                })?;
+                tickler::each_triggered(db, &checked, |item| match zones.contains_key(&item.owner) {
+                    true => Ok::<(), Failure>(sink(SchedulerItem::Triggered(item))?),
+                    false => Ok(()),
+                })?;
+                Ok(())
+            },
+            wait,
+        )
+    })?;
+    report.items = counts.iter().map(|(s, t)| s + t).sum::<u64>() as usize;
+    Ok(report)
+}
+
+/// Opens the data directory's store for a move-in; a running server holds its lock.
+fn open_target(dir: &Path) -> Result<Target, Failure> {
+    crate::datadir::prepare(dir).map_err(|e| Failure::Open(MoveInError::DataDir(e)))?;
+    Target::open(dir).map_err(|e| {
+        Failure::Open(MoveInError::DataDir(match e {
             StoreError::Locked(_) => format!(
                 "the data directory {} is in use by a running pigeonhole server: stop it first, then move in",
                 dir.display()
             ),
             e => format!("cannot open the data directory {}: {e}", dir.display()),
-        })
+        }))
     })
-}
-
-/// Writes the Tickler accounts in bounded batches, each on disk before the next, and
-/// flushes the store before it is closed.
-fn move_in_tickler(
-    store: &Store,
-    accounts: &[crate::store::moving_in::SchedulerArrival],
-) -> Result<Vec<Arrival>, MoveInError> {
-    let fail = |error: StoreError| MoveInError::Write {
-        error,
-        says_nothing_kept: false,
-    };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(MoveInError::Runtime)?;
-    let wait = |w: crate::store::Written<()>| runtime.block_on(w.durable());
-    let arrivals = store
-        .sled()
-        .map_err(fail)?
-        .scheduler
-        .move_in(accounts, &wait)
-        .map_err(fail)?;
-    store.admin.flush().map_err(fail)?;
-    Ok(arrivals)
 }

@@ -224,49 +224,114 @@ impl OldDatabase {
         optional: &[&str],
         mut each: impl FnMut(usize, Row) -> Result<(), E>,
     ) -> Result<(), E> {
+        let mut scan = self.scan(table, needed, optional, None)?;
+        let mut rows = scan.rows()?;
+        while let Some((n, row)) = rows.next_row()? {
+            each(n, row)?;
+        }
+        Ok(())
+    }
+
+    /// A scan of `table` (the columns of [`OldDatabase::rows`]) in the order of the column
+    /// `order_by` (then `id`), or of `id` when `None`, to be read a row at a time with
+    /// [`Scan::rows`]; several scans can be read side by side (a merge of tables sorted
+    /// alike). SQLite sorts within its own cache budget, spilling to a temporary file.
+    pub fn scan(
+        &self,
+        table: &str,
+        needed: &[&str],
+        optional: &[&str],
+        order_by: Option<&str>,
+    ) -> Result<Scan<'_>, FileError> {
+        self.require(table, needed)?;
+        let present: Vec<String> = needed
+            .iter()
+            .chain(optional.iter().filter(|c| self.has_column(table, c)))
+            .map(|c| c.to_string())
+            .collect();
+        let absent: Vec<String> = optional
+            .iter()
+            .filter(|c| !self.has_column(table, c))
+            .map(|c| c.to_string())
+            .collect();
+        let list = present.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(",");
+        let list = if list.is_empty() { "1".to_owned() } else { list };
+        let mut order: Vec<String> = order_by.iter().map(|c| format!("\"{c}\"")).collect();
+        if self.has_column(table, "id") {
+            order.push("\"id\"".into());
+        }
+        let order = match order.is_empty() {
+            true => String::new(),
+            false => format!(" ORDER BY {}", order.join(",")),
+        };
+        let sql = format!("SELECT {list} FROM \"{table}\"{order}");
+        let stmt = self.conn.prepare(&sql).map_err(|e| read_failed(table, e))?;
+        Ok(Scan {
+            db: self,
+            table: table.to_owned(),
+            stmt,
+            present,
+            absent,
+        })
+    }
+
+    /// The row of `table` whose `id` is `id` (the columns of [`OldDatabase::rows`]), if any.
+    pub fn row_by_id(
+        &self,
+        table: &str,
+        needed: &[&str],
+        optional: &[&str],
+        id: i64,
+    ) -> Result<Option<Row>, FileError> {
         self.require(table, needed)?;
         let present: Vec<&str> = needed
             .iter()
             .chain(optional.iter().filter(|c| self.has_column(table, c)))
             .copied()
             .collect();
-        let absent: Vec<&str> = optional
-            .iter()
-            .filter(|c| !self.has_column(table, c))
-            .copied()
-            .collect();
         let list = present.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(",");
-        let list = if list.is_empty() { "1".to_owned() } else { list };
-        let order = if self.has_column(table, "id") {
-            " ORDER BY \"id\""
-        } else {
-            ""
+        let sql = format!("SELECT {list} FROM \"{table}\" WHERE \"id\" = ?1");
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(|e| read_failed(table, e))?;
+        let mut rows = stmt.query([id]).map_err(|e| read_failed(table, e))?;
+        let row = match rows.next() {
+            Ok(Some(row)) => row,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(read_failed(table, e)),
         };
-        let sql = format!("SELECT {list} FROM \"{table}\"{order}");
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| read_failed(table, e))?;
-        let mut rows = stmt.query([]).map_err(|e| read_failed(table, e))?;
-        let mut read = 0;
-        loop {
-            let row = match rows.next() {
-                Ok(Some(row)) => row,
-                Ok(None) => break,
-                Err(e) if is_too_big(&e) => return Err(self.too_big(table, &present, read).into()),
-                Err(e) => return Err(read_failed(table, e).into()),
-            };
-            let mut values = Vec::with_capacity(present.len() + absent.len());
-            for (i, c) in present.iter().enumerate() {
-                let v = match row.get::<_, Value>(i) {
-                    Ok(v) => v,
-                    Err(e) if is_too_big(&e) => return Err(self.too_big(table, &present, read).into()),
-                    Err(e) => return Err(read_failed(table, e).into()),
-                };
-                values.push(((*c).to_owned(), Some(v)));
-            }
-            values.extend(absent.iter().map(|c| ((*c).to_owned(), None)));
-            read += 1;
-            each(read, Row(values))?;
+        let mut values = Vec::new();
+        for (i, c) in present.iter().enumerate() {
+            let v = row.get::<_, Value>(i).map_err(|e| match is_too_big(&e) {
+                true => FileError::Other(format!(
+                    "{table} (id {id}): a value is larger than {} MiB, the most one value may be",
+                    VALUE_CAP >> 20
+                )),
+                false => read_failed(table, e),
+            })?;
+            values.push(((*c).to_owned(), Some(v)));
         }
-        Ok(())
+        values.extend(
+            optional
+                .iter()
+                .filter(|c| !self.has_column(table, c))
+                .map(|c| ((*c).to_owned(), None)),
+        );
+        Ok(Some(Row(values)))
+    }
+
+    /// A value that two rows of the tables `first` and `second` have in `column` (each
+    /// table's own repeats included), if any: see [`OldDatabase::repeated`].
+    pub fn repeated_across(&self, first: &str, second: &str, column: &str) -> Result<Option<Value>, FileError> {
+        self.require(first, &[column])?;
+        self.require(second, &[column])?;
+        let sql = format!(
+            "SELECT \"{column}\" FROM (SELECT \"{column}\" FROM \"{first}\" UNION ALL SELECT \"{column}\" FROM \"{second}\") \
+             GROUP BY \"{column}\" HAVING count(*) > 1 LIMIT 1"
+        );
+        match self.conn.query_row(&sql, [], |r| r.get::<_, Value>(0)) {
+            Ok(v) => Ok(Some(v)),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(None),
+            Err(e) => Err(read_failed(first, e)),
+        }
     }
 
     /// A value of `column` that two rows of `table` have, if any. SQLite finds it (a sort
@@ -312,6 +377,72 @@ impl OldDatabase {
             Some(c) => format!("{at}: the value of {c:?} is larger than {cap} MiB, the most one value may be"),
             None => format!("{at}: a value is larger than {cap} MiB, the most one value may be"),
         })
+    }
+}
+
+/// A prepared scan of a table ([`OldDatabase::scan`]).
+pub struct Scan<'db> {
+    db: &'db OldDatabase,
+    table: String,
+    stmt: rusqlite::Statement<'db>,
+    present: Vec<String>,
+    absent: Vec<String>,
+}
+
+impl Scan<'_> {
+    /// Runs the scan: its rows, read one at a time.
+    pub fn rows(&mut self) -> Result<ScanRows<'_>, FileError> {
+        let Scan {
+            db,
+            table,
+            stmt,
+            present,
+            absent,
+        } = self;
+        let rows = stmt.query([]).map_err(|e| read_failed(table, e))?;
+        Ok(ScanRows {
+            db,
+            table,
+            rows,
+            present,
+            absent,
+            read: 0,
+        })
+    }
+}
+
+/// The rows of a running [`Scan`].
+pub struct ScanRows<'s> {
+    db: &'s OldDatabase,
+    table: &'s str,
+    rows: rusqlite::Rows<'s>,
+    present: &'s [String],
+    absent: &'s [String],
+    read: usize,
+}
+
+impl ScanRows<'_> {
+    /// The next row with its number (from 1), or `None` after the last one.
+    pub fn next_row(&mut self) -> Result<Option<(usize, Row)>, FileError> {
+        let columns: Vec<&str> = self.present.iter().map(String::as_str).collect();
+        let row = match self.rows.next() {
+            Ok(Some(row)) => row,
+            Ok(None) => return Ok(None),
+            Err(e) if is_too_big(&e) => return Err(self.db.too_big(self.table, &columns, self.read)),
+            Err(e) => return Err(read_failed(self.table, e)),
+        };
+        let mut values = Vec::with_capacity(self.present.len() + self.absent.len());
+        for (i, c) in self.present.iter().enumerate() {
+            let v = match row.get::<_, Value>(i) {
+                Ok(v) => v,
+                Err(e) if is_too_big(&e) => return Err(self.db.too_big(self.table, &columns, self.read)),
+                Err(e) => return Err(read_failed(self.table, e)),
+            };
+            values.push((c.clone(), Some(v)));
+        }
+        values.extend(self.absent.iter().map(|c| (c.clone(), None)));
+        self.read += 1;
+        Ok(Some((self.read, Row(values))))
     }
 }
 

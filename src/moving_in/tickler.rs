@@ -9,7 +9,7 @@
 
 use super::error::FileError;
 use super::intray::{account_of, item_type};
-use super::sqlite::{OldDatabase, Row};
+use super::sqlite::{OldDatabase, Row, ScanRows};
 use super::values::{self, boolean, bytes, day, opt_text, opt_time_of_day, opt_uuid, text, time, uuid};
 use super::Notes;
 use crate::domain::account::Account;
@@ -21,7 +21,7 @@ use crate::domain::scheduler::models::{
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::secrets;
 use crate::domain::wire::{self, Timestamp};
-use crate::store::moving_in::SchedulerArrival;
+use crate::store::moving_in::SchedulerMoving;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -37,6 +37,8 @@ const EMAIL_TRIGGER: &[&str] = &["identifier", "address", "verification_key", "v
 const TRIGGERED_INTRAY: &[&str] = &["item", "trigger", "intray_item_u_u_i_d"];
 const TRIGGERED_EMAIL: &[&str] = &["item", "trigger", "email"];
 const EMAIL: &[&str] = &["id", "status"];
+/// The reason of a failure: `send_error` (before 2018-05-23 `error`).
+const EMAIL_SOMETIMES: &[&str] = &["send_error", "error"];
 
 /// Which of the layouts a Tickler file has (docs/moving-in.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,54 +131,95 @@ fn with(base: &[&'static str], more: &[&'static str]) -> Vec<&'static str> {
     base.iter().chain(more).copied().collect()
 }
 
-/// Reads and checks everything (nothing is written here).
-pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>, FileError> {
+/// What the first pass keeps of a file: its accounts with their settings and triggers
+/// (few per person); the items are read again to be written.
+#[derive(Debug)]
+pub struct Checked {
+    pub layout: Layout,
+    pub accounts: Vec<SchedulerMoving>,
+    /// When each trigger of the file was added (attempts are ordered by it).
+    pub trigger_created: HashMap<Uuid, Timestamp>,
+}
+
+/// The columns of an item (scheduled or, with `triggered`, triggered) in this layout.
+fn item_columns(layout: Layout, triggered: bool) -> Vec<&'static str> {
+    let schedule: &[&str] = match layout.instant {
+        true => &["scheduled"],
+        false => &["scheduled_day", "scheduled_time"],
+    };
+    let columns = with(ITEM, schedule);
+    match triggered {
+        true => with(&columns, &["triggered"]),
+        false => columns,
+    }
+}
+
+/// The first pass: reads and decodes every row of the file (a bad value or a missing column
+/// is an error naming its table and row), keeping only the accounts with their settings
+/// and triggers; an item uuid that two rows have is an error too (SQLite finds it, see
+/// [`OldDatabase::repeated`]). Nothing is written here.
+pub fn check(db: &OldDatabase, notes: &mut Notes) -> Result<Checked, FileError> {
     let layout = Layout::detect(db)?;
     notes.layout = layout.describe().to_owned();
 
     let mut accounts = Vec::new();
     let mut index = HashMap::new();
-    for (n, row) in db.rows("user", USER, &[])?.iter().enumerate() {
-        let account = user(row).map_err(|e| FileError::row("user", n + 1, e))?;
+    db.each_row("user", USER, &[], |n, row| {
+        let account = user(&row).map_err(|e| FileError::row("user", n, e))?;
         index.insert(account.id, accounts.len());
-        accounts.push(SchedulerArrival {
+        accounts.push(SchedulerMoving {
             account,
             settings: None,
-            scheduled: Vec::new(),
-            triggered: Vec::new(),
             triggers: Vec::new(),
         });
-    }
+        Ok::<(), FileError>(())
+    })?;
     if db.has_table("user_settings") {
-        for (n, row) in db.rows("user_settings", SETTINGS, &[])?.iter().enumerate() {
-            let (owner, setting) = settings(row).map_err(|e| FileError::row("user_settings", n + 1, e))?;
+        db.each_row("user_settings", SETTINGS, &[], |n, row| {
+            let (owner, setting) = settings(&row).map_err(|e| FileError::row("user_settings", n, e))?;
             match index.get(&owner) {
                 Some(&i) => accounts[i].settings = Some(setting),
                 None => notes.orphans += 1,
             }
-        }
+            Ok::<(), FileError>(())
+        })?;
     }
     // triggers: whose they are (their `user`, or before May 2022 `user_trigger`), then
     // what they are
     let mut owners = HashMap::new();
     if layout.user_trigger {
-        for (n, row) in db.rows("user_trigger", USER_TRIGGER, &[])?.iter().enumerate() {
-            let at = |e: String| FileError::row("user_trigger", n + 1, e);
+        db.each_row("user_trigger", USER_TRIGGER, &[], |n, row| {
+            let at = |e: String| FileError::row("user_trigger", n, e);
             let owner = uuid(row.get("user_id")).map_err(at)?;
             let trigger = uuid(row.get("trigger_id")).map_err(at)?;
             owners.insert(trigger, owner);
-        }
+            Ok::<(), FileError>(())
+        })?;
     }
     let mut triggers = Vec::new();
-    for (n, row) in db.rows("intray_trigger", INTRAY_TRIGGER, &["user"])?.iter().enumerate() {
-        let at = |e: String| FileError::row("intray_trigger", n + 1, e);
-        triggers.push((inbox_trigger(row).map_err(at)?, opt_uuid(row.get("user")).map_err(at)?));
+    for (table, columns, decode) in [
+        (
+            "intray_trigger",
+            INTRAY_TRIGGER,
+            inbox_trigger as fn(&Row) -> Result<Trigger, String>,
+        ),
+        ("email_trigger", EMAIL_TRIGGER, email_trigger),
+    ] {
+        db.each_row(table, columns, &["user"], |n, row| {
+            let at = |e: String| FileError::row(table, n, e);
+            triggers.push((decode(&row).map_err(at)?, opt_uuid(row.get("user")).map_err(at)?));
+            Ok::<(), FileError>(())
+        })?;
     }
-    for (n, row) in db.rows("email_trigger", EMAIL_TRIGGER, &["user"])?.iter().enumerate() {
-        let at = |e: String| FileError::row("email_trigger", n + 1, e);
-        triggers.push((email_trigger(row).map_err(at)?, opt_uuid(row.get("user")).map_err(at)?));
+    let mut trigger_created = HashMap::new();
+    for (t, _) in &triggers {
+        if trigger_created.insert(t.id, t.created).is_some() {
+            return Err(FileError::Other(format!(
+                "the trigger uuid {} is in the file twice",
+                t.id
+            )));
+        }
     }
-    let trigger_created: HashMap<Uuid, Timestamp> = triggers.iter().map(|(t, _)| (t.id, t.created)).collect();
     for (mut trigger, user) in triggers {
         let owner = user.or_else(|| owners.get(&trigger.id).copied());
         match owner.and_then(|o| index.get(&o).map(|i| (o, *i))) {
@@ -192,8 +235,7 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
         a.triggers.sort_by_key(|t| t.created);
     }
 
-    // the outcomes of finished deliveries, by triggered item
-    let mut attempts: HashMap<Uuid, Vec<Attempt>> = HashMap::new();
+    // the outcomes of deliveries: every row decodes
     let created_of = |t: Uuid| {
         trigger_created
             .get(&t)
@@ -201,76 +243,224 @@ pub fn read(db: &OldDatabase, notes: &mut Notes) -> Result<Vec<SchedulerArrival>
             .unwrap_or_else(|| Timestamp::from_unix(0, 0))
     };
     if db.has_table("triggered_intray_item") {
-        for (n, row) in db
-            .rows("triggered_intray_item", TRIGGERED_INTRAY, &["error"])?
-            .iter()
-            .enumerate()
-        {
-            let found =
-                inbox_attempt(row, created_of).map_err(|e| FileError::row("triggered_intray_item", n + 1, e))?;
-            match found {
-                Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
-                None => notes.unfinished_deliveries += 1,
+        db.each_row("triggered_intray_item", TRIGGERED_INTRAY, &["error"], |n, row| {
+            let found = inbox_attempt(&row, created_of).map_err(|e| FileError::row("triggered_intray_item", n, e))?;
+            if found.is_none() {
+                notes.unfinished_deliveries += 1;
             }
-        }
+            Ok::<(), FileError>(())
+        })?;
     }
     if db.has_table("triggered_email") {
-        let mut emails = HashMap::new();
-        for (n, row) in db.rows("email", EMAIL, &["send_error", "error"])?.iter().enumerate() {
-            let (id, outcome) = email_outcome(row).map_err(|e| FileError::row("email", n + 1, e))?;
-            emails.insert(id, outcome);
-        }
-        for (n, row) in db
-            .rows("triggered_email", TRIGGERED_EMAIL, &["error"])?
-            .iter()
-            .enumerate()
-        {
-            let found =
-                email_attempt(row, created_of, &emails).map_err(|e| FileError::row("triggered_email", n + 1, e))?;
-            match found {
-                Some((item, attempt)) => attempts.entry(item).or_default().push(attempt),
-                None => notes.unfinished_deliveries += 1,
+        db.each_row("email", EMAIL, EMAIL_SOMETIMES, |n, row| {
+            email_outcome(&row).map_err(|e| FileError::row("email", n, e))?;
+            Ok::<(), FileError>(())
+        })?;
+        db.each_row("triggered_email", TRIGGERED_EMAIL, &["error"], |n, row| {
+            let found = email_attempt(&row, created_of, |id| email_of(db, id).map_err(|e| e.to_string()))
+                .map_err(|e| FileError::row("triggered_email", n, e))?;
+            if found.is_none() {
+                notes.unfinished_deliveries += 1;
             }
-        }
+            Ok::<(), FileError>(())
+        })?;
     }
 
-    let schedule: &[&str] = match layout.instant {
-        true => &["scheduled"],
-        false => &["scheduled_day", "scheduled_time"],
-    };
-    let item_columns = with(ITEM, schedule);
-    for (n, row) in db
-        .rows("tickler_item", &item_columns, ITEM_SOMETIMES)?
-        .iter()
-        .enumerate()
-    {
-        let item = scheduled(row).map_err(|e| FileError::row("tickler_item", n + 1, e))?;
-        match index.get(&item.owner) {
-            Some(&i) => {
-                let zone = Zone::of(&accounts[i].settings.clone().unwrap_or_default());
-                let due = schedule::due(&item.tickle, &zone);
-                accounts[i].scheduled.push((item, due));
+    // the items: every row decodes, each uuid once
+    for (table, is_triggered) in [("tickler_item", false), ("triggered_item", true)] {
+        db.each_row(table, &item_columns(layout, is_triggered), ITEM_SOMETIMES, |n, row| {
+            let owner = match is_triggered {
+                false => scheduled(&row).map(|i| i.owner),
+                true => triggered(&row).map(|i| i.owner),
+            };
+            if !index.contains_key(&owner.map_err(|e| FileError::row(table, n, e))?) {
+                notes.orphans += 1;
             }
-            None => notes.orphans += 1,
-        }
+            Ok::<(), FileError>(())
+        })?;
     }
-    let triggered_columns = with(&item_columns, &["triggered"]);
-    for (n, row) in db
-        .rows("triggered_item", &triggered_columns, ITEM_SOMETIMES)?
-        .iter()
-        .enumerate()
-    {
-        let mut item = triggered(row).map_err(|e| FileError::row("triggered_item", n + 1, e))?;
-        item.attempts = attempts.remove(&item.id).unwrap_or_default();
+    if let Some(id) = db.repeated_across("tickler_item", "triggered_item", "identifier")? {
+        let id = uuid(&id).map(|u| u.to_string()).unwrap_or_else(|_| format!("{id:?}"));
+        return Err(FileError::Other(format!(
+            "tickler_item, triggered_item: the item uuid {id} is in the file twice"
+        )));
+    }
+    // the outcomes whose triggered item the file does not have
+    let checked = Checked {
+        layout,
+        accounts,
+        trigger_created,
+    };
+    notes.orphans += each_triggered(db, &checked, |_| Ok::<(), FileError>(()))?;
+    Ok(checked)
+}
+
+/// The outcome of the `email` row `id` (`None`: no such row).
+fn email_of(db: &OldDatabase, id: i64) -> Result<Option<Option<Outcome>>, FileError> {
+    match db.row_by_id("email", EMAIL, EMAIL_SOMETIMES, id)? {
+        Some(row) => Ok(Some(
+            email_outcome(&row)
+                .map_err(|e| FileError::Other(format!("email (id {id}): {e}")))?
+                .1,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// The owner and uuid of each item (scheduled and triggered) of the file, one row at a time
+/// (reads no contents).
+pub fn each_item_id<E: From<FileError>>(
+    db: &OldDatabase,
+    mut each: impl FnMut(Uuid, Uuid) -> Result<(), E>,
+) -> Result<(), E> {
+    for table in ["tickler_item", "triggered_item"] {
+        db.each_row(table, &["identifier", "user_id"], &[], |n, row| {
+            let at = |e: String| E::from(FileError::row(table, n, e));
+            let id = uuid(row.get("identifier")).map_err(at)?;
+            let owner = uuid(row.get("user_id")).map_err(at)?;
+            each(owner, id)
+        })?;
+    }
+    Ok(())
+}
+
+/// Each scheduled item of the file, one row at a time (the second pass).
+pub fn each_scheduled<E: From<FileError>>(
+    db: &OldDatabase,
+    layout: Layout,
+    mut each: impl FnMut(ScheduledItem) -> Result<(), E>,
+) -> Result<(), E> {
+    db.each_row(
+        "tickler_item",
+        &item_columns(layout, false),
+        ITEM_SOMETIMES,
+        |n, row| each(scheduled(&row).map_err(|e| E::from(FileError::row("tickler_item", n, e)))?),
+    )
+}
+
+/// Decodes a row of outcomes: (triggered item, attempt), or `None` for an unfinished one.
+type DecodeOutcome<'a> = &'a dyn Fn(&Row) -> Result<Option<(Uuid, Attempt)>, String>;
+
+/// The outcomes of finished deliveries of one of the tables `triggered_intray_item` and
+/// `triggered_email`, read in the order of their triggered item's uuid beside the triggered
+/// items ([`each_triggered`]).
+struct Outcomes<'s> {
+    table: &'static str,
+    rows: Option<ScanRows<'s>>,
+    /// The next finished one (triggered item, attempt).
+    next: Option<(Uuid, Attempt)>,
+}
+
+impl Outcomes<'_> {
+    /// Reads up to the next finished delivery (skipping unfinished ones).
+    fn advance(&mut self, decode: DecodeOutcome<'_>) -> Result<(), FileError> {
+        let last = self.next.take().map(|(item, _)| item);
+        let Some(rows) = &mut self.rows else { return Ok(()) };
+        while let Some((_, row)) = rows.next_row()? {
+            let table = self.table;
+            if let Some((item, attempt)) = decode(&row).map_err(|e| FileError::Other(format!("{table}: {e}")))? {
+                if last.is_some_and(|l| item < l) {
+                    return Err(unordered(table));
+                }
+                self.next = Some((item, attempt));
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn unordered(table: &str) -> FileError {
+    FileError::Other(format!(
+        "{table}: the uuids are not all kept alike (16-byte values), so the rows cannot be matched"
+    ))
+}
+
+/// Each triggered item of the file with the outcomes of its finished deliveries, one at a
+/// time, in the order of their uuids: `triggered_item` and the two tables of outcomes are
+/// read side by side, each sorted by the item's uuid (SQLite sorts within its cache budget,
+/// spilling to a temporary file), so none of them is held. Answers how many outcomes are of
+/// an item the file does not have.
+pub fn each_triggered<E: From<FileError>>(
+    db: &OldDatabase,
+    checked: &Checked,
+    mut each: impl FnMut(TriggeredItem) -> Result<(), E>,
+) -> Result<usize, E> {
+    let created_of = |t: Uuid| {
+        checked
+            .trigger_created
+            .get(&t)
+            .copied()
+            .unwrap_or_else(|| Timestamp::from_unix(0, 0))
+    };
+    let inbox_decode = |row: &Row| inbox_attempt(row, created_of);
+    let email_decode = |row: &Row| email_attempt(row, created_of, |id| email_of(db, id).map_err(|e| e.to_string()));
+    let decoders: [DecodeOutcome<'_>; 2] = [&inbox_decode, &email_decode];
+    let mut scans = Vec::new();
+    for (table, columns) in [
+        ("triggered_intray_item", TRIGGERED_INTRAY),
+        ("triggered_email", TRIGGERED_EMAIL),
+    ] {
+        let scan = match db.has_table(table) {
+            true => Some(db.scan(table, columns, &["error"], Some("item"))?),
+            false => None,
+        };
+        scans.push((table, scan));
+    }
+    let mut outcomes = Vec::new();
+    for (table, scan) in &mut scans {
+        let rows = match scan {
+            Some(scan) => Some(scan.rows()?),
+            None => None,
+        };
+        outcomes.push(Outcomes {
+            table,
+            rows,
+            next: None,
+        });
+    }
+    for (o, decode) in outcomes.iter_mut().zip(decoders) {
+        o.advance(decode)?;
+    }
+    let mut orphans = 0;
+    let mut items = db.scan(
+        "triggered_item",
+        &item_columns(checked.layout, true),
+        ITEM_SOMETIMES,
+        Some("identifier"),
+    )?;
+    let mut items = items.rows()?;
+    let mut last = None;
+    while let Some((_, row)) = items.next_row()? {
+        let mut item = triggered(&row).map_err(|e| FileError::Other(format!("triggered_item: {e}")))?;
+        if last.is_some_and(|l| item.id <= l) {
+            return Err(unordered("triggered_item").into());
+        }
+        last = Some(item.id);
+        for (o, decode) in outcomes.iter_mut().zip(decoders) {
+            while let Some((of, _)) = &o.next {
+                if *of > item.id {
+                    break;
+                }
+                if *of < item.id {
+                    orphans += 1;
+                } else if let Some((_, attempt)) = o.next.take() {
+                    item.attempts.push(attempt);
+                }
+                o.advance(decode)?;
+            }
+        }
         item.attempts
             .sort_by_key(|a| (a.outcome.is_email(), a.trigger_created, a.trigger));
-        match index.get(&item.owner) {
-            Some(&i) => accounts[i].triggered.push(item),
-            None => notes.orphans += 1,
+        each(item)?;
+    }
+    for (o, decode) in outcomes.iter_mut().zip(decoders) {
+        while o.next.is_some() {
+            orphans += 1;
+            o.advance(decode)?;
         }
     }
-    notes.orphans += attempts.values().map(Vec::len).sum::<usize>();
-    Ok(accounts)
+    Ok(orphans)
 }
 
 pub fn user(row: &Row) -> Result<Account, String> {
@@ -434,15 +624,16 @@ pub fn email_outcome(row: &Row) -> Result<(i64, Option<Outcome>), String> {
 }
 
 /// (triggered item, attempt) of a `triggered_email` row; `None` for an e-mail not sent yet.
+/// `email` finds the outcome of an `email` row by its id (`None`: no such row).
 pub fn email_attempt(
     row: &Row,
     trigger_created: impl Fn(Uuid) -> Timestamp,
-    emails: &HashMap<i64, Option<Outcome>>,
+    email: impl Fn(i64) -> Result<Option<Option<Outcome>>, String>,
 ) -> Result<Option<(Uuid, Attempt)>, String> {
     let outcome = match (opt_text(row.get("error"))?, row.get("email")) {
         (Some(error), _) => Outcome::EmailFailed(error),
-        (None, rusqlite::types::Value::Integer(email)) => match emails.get(email) {
-            Some(Some(outcome)) => outcome.clone(),
+        (None, rusqlite::types::Value::Integer(id)) => match email(*id)? {
+            Some(Some(outcome)) => outcome,
             _ => return Ok(None),
         },
         (None, _) => return Ok(None),
@@ -643,7 +834,11 @@ mod tests {
             ("error", Value::Null),
         ]);
         assert_eq!(
-            email_attempt(&sent, at, &emails).unwrap().unwrap().1.outcome,
+            email_attempt(&sent, at, |id| Ok(emails.get(&id).cloned()))
+                .unwrap()
+                .unwrap()
+                .1
+                .outcome,
             Outcome::EmailSent
         );
         let queued = row(&[
@@ -652,6 +847,8 @@ mod tests {
             ("email", Value::Integer(2)),
             ("error", Value::Null),
         ]);
-        assert!(email_attempt(&queued, at, &emails).unwrap().is_none());
+        assert!(email_attempt(&queued, at, |id| Ok(emails.get(&id).cloned()))
+            .unwrap()
+            .is_none());
     }
 }

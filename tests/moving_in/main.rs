@@ -11,5 +11,6 @@ mod common;
 mod originals;
 
 mod import_bounds;
+mod import_memory;
 mod import_originals;
 mod moving_in_bounds;

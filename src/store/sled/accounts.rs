@@ -140,9 +140,9 @@ impl AccountStore {
     }
 
     /// [`AccountStore::put_arriving`] as writes of an import (journalled: see
-    /// [`super::imports::Batches`]).
+    /// [`super::imports::Batches`]; it needs no store: a move-in closes and opens the
+    /// database again while it writes).
     pub(in crate::store) fn put_arriving_into(
-        &self,
         batches: &mut super::imports::Batches<'_>,
         account: &Account,
         access_keys: &[AccessKey],

@@ -420,7 +420,7 @@ pub fn restore(src: &Path, dir: &Path, replace: bool, allowed_files: &[&str]) ->
 fn build(src: &Path, building: &Path) -> Result<Vec<(String, Vec<u8>)>> {
     let mut files = Vec::new();
     {
-        let engine = super::Engine::open(building)?;
+        let engine = super::Engine::open(building, true)?;
         let mut batches: Vec<Batch> = TREES.iter().map(|_| Batch::default()).collect();
         let mut pending = 0usize;
         let mut bytes = 0usize;

@@ -54,10 +54,17 @@ pub(in crate::store) fn decode_pre_image(stored: &[u8]) -> std::result::Result<O
     }
 }
 
+/// Opens the database again and answers the import's tree in it (see [`Batches::reopening`]).
+pub(crate) type Reopen<'a> = dyn FnMut() -> Result<Tree> + 'a;
+
 /// An import's writes, queued a batch at a time, each key's pre-image with it.
 pub(crate) struct Batches<'a> {
-    tree: &'a Tree,
+    /// The tree written (`None` only while the database is being opened again, and after
+    /// that failed).
+    tree: Option<Tree>,
     wait: WaitDurable<'a>,
+    /// Every how many batches the database is closed and opened again, and how.
+    reopen: Option<(usize, Box<Reopen<'a>>)>,
     /// This import's number (its journal's).
     import: u64,
     batch: Batch,
@@ -67,19 +74,41 @@ pub(crate) struct Batches<'a> {
     created: Vec<u8>,
     /// Batches that reached the disk.
     pub(crate) done: usize,
+    /// Batches (the import's, or of dropping its journal) since the database was opened.
+    since_opened: usize,
 }
 
 impl<'a> Batches<'a> {
-    pub(crate) fn new(tree: &'a Tree, wait: WaitDurable<'a>) -> Result<Batches<'a>> {
+    pub(crate) fn new(tree: &Tree, wait: WaitDurable<'a>) -> Result<Batches<'a>> {
         Ok(Batches {
-            tree,
+            tree: Some(tree.clone()),
             wait,
+            reopen: None,
             import: tree.next_id()?,
             batch: Batch::default(),
             writes: 0,
             created: Vec::new(),
             done: 0,
+            since_opened: 0,
         })
+    }
+
+    /// Closes the database and opens it again (by `reopen`, which must not settle this
+    /// import: [`settle`] would undo it) after every `every` batches on disk. sled 0.34 keeps
+    /// the pages it wrote or read until the database is closed, whatever its cache capacity
+    /// (sled issue #1093; docs/moving-in.md has the figures), so a long import reopens it
+    /// to stay within a fixed memory budget. The import's number and batch count are here,
+    /// not in the database, so they survive that.
+    pub(crate) fn reopening(mut self, every: usize, reopen: Box<Reopen<'a>>) -> Batches<'a> {
+        self.reopen = Some((every.max(1), reopen));
+        self
+    }
+
+    /// The tree the import writes (of the database's current opening).
+    pub(crate) fn tree(&self) -> Result<&Tree> {
+        self.tree
+            .as_ref()
+            .ok_or_else(|| StoreError::Engine("the database could not be opened again during the import".into()))
     }
 
     /// Journals `key`'s value before the import the first time the import writes it. (A key
@@ -87,10 +116,10 @@ impl<'a> Batches<'a> {
     /// batch is not visible to reads before it is queued.)
     fn journal(&mut self, key: &[u8]) -> Result<()> {
         let entry = keys::journal(self.import, key);
-        if self.tree.contains_key(&entry)? {
+        if self.tree()?.contains_key(&entry)? {
             return Ok(());
         }
-        let before = self.tree.get(key)?;
+        let before = self.tree()?.get(key)?;
         self.batch.insert(entry, pre_image(before.as_deref()));
         self.writes += 1;
         Ok(())
@@ -126,6 +155,14 @@ impl<'a> Batches<'a> {
         self.writes >= IMPORT_BATCH_WRITES
     }
 
+    /// Writes the batch ([`Batches::write`]) when it is full; answers whether it did.
+    pub(crate) fn write_if_full(&mut self) -> Result<bool> {
+        match self.full() {
+            true => self.write().map(|()| true),
+            false => Ok(false),
+        }
+    }
+
     /// Queues the batch and waits until it is on disk.
     pub(crate) fn write(&mut self) -> Result<()> {
         if self.writes == 0 {
@@ -137,9 +174,41 @@ impl<'a> Batches<'a> {
             batch.insert(list, std::mem::take(&mut self.created));
         }
         self.writes = 0;
-        (self.wait)(Written::new((), self.tree.apply_batch(batch)))?;
+        (self.wait)(Written::new((), self.tree()?.apply_batch(batch)))?;
         self.done += 1;
+        self.one_more_batch()
+    }
+
+    /// Counts a batch on disk, and when [`Batches::reopening`] says so, closes the database
+    /// and opens it again.
+    fn one_more_batch(&mut self) -> Result<()> {
+        self.since_opened += 1;
+        if let Some((every, reopen)) = &mut self.reopen {
+            if self.since_opened >= *every {
+                // every batch so far is on disk; the tree goes before the database reopens
+                self.tree = None;
+                self.tree = Some(reopen()?);
+                self.since_opened = 0;
+            }
+        }
         Ok(())
+    }
+
+    /// [`each_entry`] over this import's journal, reopening the database as its writes do.
+    fn each_own_entry(
+        &mut self,
+        mut each: impl FnMut(&mut Batch, u64, &[u8], &[u8]) -> Result<usize>,
+    ) -> Result<usize> {
+        let prefix = journal_prefix(self.import);
+        let mut total = 0;
+        loop {
+            let n = entry_batch(self.tree()?, &prefix, self.wait, &mut each)?;
+            if n == 0 {
+                return Ok(total);
+            }
+            total += n;
+            self.one_more_batch()?;
+        }
     }
 
     /// The import is complete: the batch being filled goes to disk with the mark that says
@@ -151,7 +220,11 @@ impl<'a> Batches<'a> {
         self.batch.insert(keys::journal_done(self.import), Vec::new());
         self.writes += 1;
         self.write()?;
-        if let Err(e) = drop_journal(self.tree, self.import, self.wait) {
+        let dropped = self.each_own_entry(|_, _, _, _| Ok(0)).and_then(|_| {
+            let wait = self.wait;
+            wait(Written::new((), self.tree()?.remove(keys::journal_done(self.import))))
+        });
+        if let Err(e) = dropped {
             tracing::warn!("the journal of a complete import could not be dropped ({e}); the next start drops it");
         }
         Ok(())
@@ -166,13 +239,7 @@ impl<'a> Batches<'a> {
         if self.done == 0 {
             return Ok(());
         }
-        let import = self.import;
-        let undone = each_entry(
-            self.tree,
-            &journal_prefix(import),
-            self.wait,
-            |batch, _, key, before| restore(batch, key, before),
-        )?;
+        let undone = self.each_own_entry(|batch, _, key, before| restore(batch, key, before))?;
         tracing::info!("an import that failed was undone ({undone} journal entries)");
         Ok(())
     }
@@ -257,11 +324,6 @@ fn journal_prefix(import: u64) -> Vec<u8> {
     keys::journal(import, &[])
 }
 
-fn drop_journal(tree: &Tree, import: u64, wait: WaitDurable<'_>) -> Result<()> {
-    each_entry(tree, &journal_prefix(import), wait, |_, _, _, _| Ok(0))?;
-    wait(Written::new((), tree.remove(keys::journal_done(import))))
-}
-
 /// Puts the key of a journal entry back as the entry says it was (`key` starting with
 /// `0x00`: removes the keys of a list of created keys); answers how many writes that took.
 fn restore(batch: &mut Batch, key: &[u8], before: &[u8]) -> Result<usize> {
@@ -286,11 +348,16 @@ fn restore(batch: &mut Batch, key: &[u8], before: &[u8]) -> Result<usize> {
     Ok(1)
 }
 
+/// The most bytes of journal entries one batch of [`each_entry`] reads: the list of the keys
+/// an import's batch created is some 50 KB, and reading them all in one batch is what sled
+/// keeps in memory (a journal of 2,000 batches is 100 MB).
+const JOURNAL_BATCH_BYTES: usize = 4 * 1024 * 1024;
+
 /// Hands every journal entry under `prefix` to `each` (with its import's number, the
 /// journalled key and its pre-image; it answers how many writes it added) and removes it,
-/// in bounded batches, each on disk before the next: the entries a batch handles are
-/// removed in the same batch, so a crash in between leaves the rest to be handled again.
-/// Answers how many entries there were.
+/// in bounded batches ([`entry_batch`]), each on disk before the next: the entries a batch
+/// handles are removed in the same batch, so a crash in between leaves the rest to be
+/// handled again. Answers how many entries there were.
 fn each_entry(
     tree: &Tree,
     prefix: &[u8],
@@ -299,26 +366,39 @@ fn each_entry(
 ) -> Result<usize> {
     let mut total = 0;
     loop {
-        let mut batch = Batch::default();
-        let mut n = 0;
-        let mut writes = 0;
-        for kv in tree.scan_prefix(prefix) {
-            let (k, v) = kv?;
-            let (import, key) = keys::journal_parts(&k)
-                .ok_or_else(|| StoreError::Codec(format!("a malformed import journal key {}", hex::encode(&k))))?;
-            writes += each(&mut batch, import, key, &v)? + 1;
-            batch.remove(&k);
-            n += 1;
-            if writes >= IMPORT_BATCH_WRITES {
-                break;
-            }
-        }
+        let n = entry_batch(tree, prefix, wait, &mut each)?;
         if n == 0 {
             return Ok(total);
         }
-        wait(Written::new((), tree.apply_batch(batch)))?;
         total += n;
     }
+}
+
+/// What [`each_entry`] does with an entry (see there).
+type EachEntry<'a> = &'a mut dyn FnMut(&mut Batch, u64, &[u8], &[u8]) -> Result<usize>;
+
+/// One batch of [`each_entry`]: up to [`IMPORT_BATCH_WRITES`] writes or
+/// [`JOURNAL_BATCH_BYTES`] read, on disk when it answers; answers how many entries it
+/// handled (0: none are left).
+fn entry_batch(tree: &Tree, prefix: &[u8], wait: WaitDurable<'_>, each: EachEntry<'_>) -> Result<usize> {
+    let mut batch = Batch::default();
+    let (mut n, mut writes, mut bytes) = (0, 0, 0);
+    for kv in tree.scan_prefix(prefix) {
+        let (k, v) = kv?;
+        let (import, key) = keys::journal_parts(&k)
+            .ok_or_else(|| StoreError::Codec(format!("a malformed import journal key {}", hex::encode(&k))))?;
+        writes += each(&mut batch, import, key, &v)? + 1;
+        bytes += k.len() + v.len();
+        batch.remove(&k);
+        n += 1;
+        if writes >= IMPORT_BATCH_WRITES || bytes >= JOURNAL_BATCH_BYTES {
+            break;
+        }
+    }
+    if n > 0 {
+        wait(Written::new((), tree.apply_batch(batch)))?;
+    }
+    Ok(n)
 }
 
 /// What [`settle`] found.

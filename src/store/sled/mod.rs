@@ -81,7 +81,9 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    fn open(db_dir: &Path) -> Result<Engine> {
+    /// `settle`: undo or drop what imports a stop interrupted left (always, but when a
+    /// move-in reopens the database it is writing: see [`open_during_move_in`]).
+    fn open(db_dir: &Path, settle: bool) -> Result<Engine> {
         let db = ::sled::Config::new()
             .path(db_dir)
             .cache_capacity(8 * 1024 * 1024)
@@ -92,7 +94,8 @@ impl Engine {
             db_dir,
         )?;
         // imports a stop interrupted are undone before anything reads the trees
-        for (index, name) in ["inbox", "scheduler"].into_iter().enumerate() {
+        let trees = if settle { ["inbox", "scheduler"].as_slice() } else { &[] };
+        for (index, name) in trees.iter().enumerate() {
             let settled = imports::settle(&writer.tree(index), &|_| writer.flush_now())?;
             if settled.undone > 0 {
                 tracing::warn!(
@@ -170,10 +173,22 @@ fn wait_until_closed(db: &Path) -> Result<()> {
 /// original). A database of an older format is migrated first, after a backup next to it; a
 /// newer one is [`StoreError::NewerFormat`], before anything is written ([`mod@format`]).
 pub(crate) fn open(dir: &Path, lock: File) -> Result<Arc<Store>> {
+    open_settling(dir, lock, true)
+}
+
+/// [`open`] without settling the import journals: only for a move-in that closes and opens
+/// again the database it is writing (to bound sled's memory, [`imports::Batches::reopening`]),
+/// under the directory's lock it has held since it first opened it (settled then). Its own
+/// journal is then the only one, and settling would undo it.
+pub(crate) fn open_during_move_in(dir: &Path, lock: File) -> Result<Arc<Store>> {
+    open_settling(dir, lock, false)
+}
+
+fn open_settling(dir: &Path, lock: File, settle: bool) -> Result<Arc<Store>> {
     wait_until_closed(&dir.join("db"))?;
     // a newer format stops here, before the engine opens (and writes) anything
     let found = format::before_open(dir)?;
-    let Engine { writer, recovered } = Engine::open(&dir.join("db"))?;
+    let Engine { writer, recovered } = Engine::open(&dir.join("db"), settle)?;
     let writer = Arc::new(writer);
     if recovered {
         tracing::info!("opened the existing database in {}", dir.display());

@@ -1,22 +1,33 @@
 //! Accounts moved in from an Intray or Tickler server (`pigeonhole import-intray` /
-//! `import-tickler`), with the uuids and creation times they had there: a Tickler run in one
-//! batch; an Intray run streamed ([`InboxStore::move_in_streamed`]) in bounded batches
-//! through the import journal ([`super::imports`]); either way all of it or nothing.
+//! `import-tickler`), with the uuids and creation times they had there: streamed
+//! ([`move_in_inbox`], [`super::scheduler::moving_in::move_in_scheduler`]) in bounded
+//! batches through the import journal ([`super::imports`]), all of it or nothing, into a
+//! [`Target`] that is closed and opened again every [`REOPEN_BATCHES`] batches so that
+//! sled's memory stays bounded.
 //!
 //! An account whose uuid and username are here already (an earlier run of the same file) is
 //! skipped as a whole; a username or uuid that belongs to another account here is a conflict,
 //! and then nothing at all is written.
 
+use super::accounts::AccountStore;
 use super::imports::Batches;
 use super::inbox::InboxStore;
-use super::{keys, records, Arrival, Result, StoreError, Written};
+use super::writer::Tree;
+#[cfg(test)]
+use super::Written;
+use super::{keys, records, Arrival, Result, Store, StoreError};
 use crate::domain::account::{AccessKey, Account};
 use crate::domain::inbox::models::InboxItem;
-use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, Trigger, TriggeredItem};
-use crate::domain::wire::Timestamp;
+use crate::domain::scheduler::models::{TimeZoneSetting, Trigger};
 use crate::store::WaitDurable;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// One inbox account as it arrives.
+pub use super::scheduler::moving_in::{move_in_scheduler, SchedulerItem};
+
+/// One inbox account as it arrives (the tests' way in, [`InboxStore::move_in`]).
+#[cfg(test)]
 #[derive(Clone, Debug)]
 pub struct InboxArrival {
     pub account: Account,
@@ -25,27 +36,103 @@ pub struct InboxArrival {
     pub items: Vec<InboxItem>,
 }
 
-/// One scheduler account as it arrives.
+/// One scheduler account moving in by [`super::scheduler::moving_in::move_in_scheduler`]:
+/// its items come after.
 #[derive(Clone, Debug)]
-pub struct SchedulerArrival {
+pub struct SchedulerMoving {
     pub account: Account,
     /// `None`: the default (UTC).
     pub settings: Option<TimeZoneSetting>,
-    /// Each with its due instant under `settings`.
-    pub scheduled: Vec<(ScheduledItem, Timestamp)>,
-    pub triggered: Vec<TriggeredItem>,
     /// In the order they list in.
     pub triggers: Vec<Trigger>,
 }
 
+/// After how many batches on disk a move-in closes the database and opens it again: sled
+/// 0.34 keeps the pages it wrote or read until it is closed (sled issue #1093), about 0.45 KiB
+/// per item moved in; a batch holds about 1,000 items, so this bounds that to a few tens of
+/// MiB whatever the number of items (docs/moving-in.md has the figures). (The unit tests
+/// reopen every 2 batches, so that small imports cross it.)
+pub const REOPEN_BATCHES: usize = if cfg!(test) { 2 } else { 32 };
+
+/// The data directory a move-in writes into: its store, under the directory's lock for the
+/// whole run (so no server can open it between two openings), opened again every
+/// [`REOPEN_BATCHES`] batches without settling the run's own journal.
+pub struct Target {
+    dir: PathBuf,
+    lock: File,
+    store: Option<Arc<Store>>,
+}
+
+impl Target {
+    /// Opens the sled store of `dir` under its lock; what a stopped run left is settled
+    /// (undone or kept) as by any opening.
+    pub fn open(dir: &Path) -> Result<Target> {
+        let lock = crate::store::lock_dir(dir)?;
+        let store = super::open(dir, lock.try_clone()?)?;
+        Ok(Target {
+            dir: dir.to_path_buf(),
+            lock,
+            store: Some(store),
+        })
+    }
+
+    /// The store of the current opening.
+    pub fn store(&self) -> Result<&Arc<Store>> {
+        self.store
+            .as_ref()
+            .ok_or_else(|| StoreError::Engine("the database could not be opened again during the move-in".into()))
+    }
+
+    /// Closes the database and opens it again, without settling (the caller's import is
+    /// running); answers the tree `index` of the new opening.
+    fn reopen(&mut self, index: usize) -> Result<Tree> {
+        self.store = None;
+        let store = super::open_during_move_in(&self.dir, self.lock.try_clone()?)?;
+        let tree = store.sled()?.writer.tree(index);
+        self.store = Some(store);
+        Ok(tree)
+    }
+
+    /// A new import into tree `index` (0 inbox, 1 scheduler), reopening the database every
+    /// [`REOPEN_BATCHES`].
+    pub(in crate::store) fn batches<'a>(&'a mut self, index: usize, wait: WaitDurable<'a>) -> Result<Batches<'a>> {
+        let batches = Batches::new(&self.store()?.sled()?.writer.tree(index), wait)?;
+        Ok(batches.reopening(REOPEN_BATCHES, Box::new(move || self.reopen(index))))
+    }
+}
+
+/// Runs `write` on `batches` and commits them; when that fails, what was written is undone
+/// (now, or by the next opening when that fails too).
+pub(in crate::store) fn all_or_nothing<T, E: From<StoreError>>(
+    mut batches: Batches<'_>,
+    write: impl FnOnce(&mut Batches<'_>) -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    let result = write(&mut batches).and_then(|t| {
+        batches.commit()?;
+        Ok(t)
+    });
+    if result.is_err() {
+        let done = batches.done;
+        if let Err(undo) = batches.roll_back() {
+            tracing::error!(
+                "moving in failed after {done} batches, and undoing them failed too ({undo}): the next start \
+                 undoes them"
+            );
+        }
+    }
+    result
+}
+
 /// What happened to each account of a run, in the order given; the receipt is of the one
 /// batch that carries every moved account (none when there is a conflict).
+#[cfg(test)]
 pub type MoveIn = Written<Vec<Arrival>>;
 
 /// Marks as a conflict each account that is to be moved (`Arrival::Moved`) but one of whose
 /// records' uuids (`ids`) is taken here already (`taken`) or twice in the file: items and
 /// triggers are found by uuid alone, so one uuid must not name two of them.
-pub(in crate::store) fn check_ids(
+#[cfg(test)]
+fn check_ids(
     arrivals: &mut [Arrival],
     ids: impl Iterator<Item = Vec<uuid::Uuid>>,
     taken: impl Fn(uuid::Uuid) -> Result<bool>,
@@ -91,7 +178,7 @@ pub(in crate::store) fn arrivals<'a>(
 
 impl InboxStore {
     /// Writes the accounts that are new here with their access keys and items, in one batch
-    /// (the tests' way in: moving in streams, [`InboxStore::move_in_streamed`]).
+    /// (the tests' way in: moving in streams, [`move_in_inbox`]).
     #[cfg(test)]
     pub fn move_in(&self, accounts: &[InboxArrival]) -> Result<MoveIn> {
         let (mut arrivals, conflict) = arrivals(accounts.iter().map(|a| &a.account), |a| self.accounts.arrival(a))?;
@@ -122,7 +209,7 @@ impl InboxStore {
     }
 }
 
-/// An inbox account moving in by [`InboxStore::move_in_streamed`]: its items come after.
+/// An inbox account moving in by [`move_in_inbox`]: its items come after.
 #[derive(Clone, Debug)]
 pub struct InboxMoving {
     pub account: Account,
@@ -141,70 +228,55 @@ impl InboxStore {
     pub fn item_id_taken(&self, id: uuid::Uuid) -> Result<bool> {
         self.tree.contains_key(keys::item_id(id))
     }
+}
 
-    /// Writes `accounts` (each checked by [`InboxStore::move_in_arrivals`] to be new here)
-    /// and the items `items` hands on (owner, item; each owner one of `accounts`) in bounded
-    /// batches, each on disk before the next, all or nothing through the import journal
-    /// ([`super::imports`]): when `items` or a write fails, what was written is undone
-    /// (now, or at the next open). An item uuid that is here already (one the run wrote
-    /// itself: the file has it twice) is an error. Answers how many items each account got.
-    pub fn move_in_streamed<E: From<StoreError>>(
-        &self,
-        accounts: &[InboxMoving],
-        items: impl FnOnce(&mut dyn FnMut(uuid::Uuid, InboxItem) -> Result<()>) -> std::result::Result<(), E>,
-        wait: WaitDurable<'_>,
-    ) -> std::result::Result<Vec<u64>, E> {
-        let mut batches = Batches::new(&self.tree, wait)?;
-        let index: std::collections::HashMap<uuid::Uuid, usize> =
-            accounts.iter().enumerate().map(|(i, a)| (a.account.id, i)).collect();
+/// Writes `accounts` (each checked by [`InboxStore::move_in_arrivals`] to be new here) and
+/// the items `items` hands on (owner, item; each owner one of `accounts`) into `target` in
+/// bounded batches, each on disk before the next, all or nothing through the import journal
+/// ([`super::imports`]): when `items` or a write fails, what was written is undone (now, or
+/// at the next open). An item uuid that is here already (one the run wrote itself: the file
+/// has it twice) is an error. Answers how many items each account got.
+pub fn move_in_inbox<E: From<StoreError>>(
+    target: &mut Target,
+    accounts: &[InboxMoving],
+    items: impl FnOnce(&mut dyn FnMut(uuid::Uuid, InboxItem) -> Result<()>) -> std::result::Result<(), E>,
+    wait: WaitDurable<'_>,
+) -> std::result::Result<Vec<u64>, E> {
+    let batches = target.batches(0, wait)?;
+    let index: std::collections::HashMap<uuid::Uuid, usize> =
+        accounts.iter().enumerate().map(|(i, a)| (a.account.id, i)).collect();
+    all_or_nothing(batches, |batches| {
         let mut counts = vec![0u64; accounts.len()];
         // the ids of the batch being filled (not readable in the tree before it is written)
         let mut in_batch = std::collections::HashSet::new();
-        let result = (|| {
-            for arriving in accounts {
-                self.accounts
-                    .put_arriving_into(&mut batches, &arriving.account, &arriving.access_keys)?;
-            }
-            items(&mut |owner, item| {
-                let i = *index
-                    .get(&owner)
-                    .ok_or_else(|| StoreError::Codec(format!("an item of {owner}, an account not moving in")))?;
-                if !in_batch.insert(item.id) || self.tree.contains_key(keys::item_id(item.id))? {
-                    return Err(StoreError::Codec(format!(
-                        "the uuid {} of an item is in the file twice",
-                        item.id
-                    )));
-                }
-                let place = keys::item_place(owner, item.created, self.tree.next_id()?);
-                batches.insert_new(keys::item(&place), records::item::encode(&item));
-                batches.insert_new(keys::item_id(item.id), place);
-                counts[i] += 1;
-                if batches.full() {
-                    batches.write()?;
-                    in_batch.clear();
-                }
-                Ok(())
-            })?;
-            for (arriving, n) in accounts.iter().zip(&counts) {
-                batches.insert(keys::count(arriving.account.id), records::raw::count(*n))?;
-            }
-            batches.commit()?;
-            Ok::<(), E>(())
-        })();
-        match result {
-            Ok(()) => Ok(counts),
-            Err(e) => {
-                let done = batches.done;
-                if let Err(undo) = batches.roll_back() {
-                    tracing::error!(
-                        "moving in failed after {done} batches, and undoing them failed too ({undo}): the next \
-                         start undoes them"
-                    );
-                }
-                Err(e)
-            }
+        for arriving in accounts {
+            AccountStore::put_arriving_into(batches, &arriving.account, &arriving.access_keys)?;
         }
-    }
+        items(&mut |owner, item| {
+            let i = *index
+                .get(&owner)
+                .ok_or_else(|| StoreError::Codec(format!("an item of {owner}, an account not moving in")))?;
+            let tree = batches.tree()?;
+            if !in_batch.insert(item.id) || tree.contains_key(keys::item_id(item.id))? {
+                return Err(StoreError::Codec(format!(
+                    "the uuid {} of an item is in the file twice",
+                    item.id
+                )));
+            }
+            let place = keys::item_place(owner, item.created, tree.next_id()?);
+            batches.insert_new(keys::item(&place), records::item::encode(&item));
+            batches.insert_new(keys::item_id(item.id), place);
+            counts[i] += 1;
+            if batches.write_if_full()? {
+                in_batch.clear();
+            }
+            Ok(())
+        })?;
+        for (arriving, n) in accounts.iter().zip(&counts) {
+            batches.insert(keys::count(arriving.account.id), records::raw::count(*n))?;
+        }
+        Ok(counts)
+    })
 }
 
 #[cfg(test)]
@@ -213,6 +285,7 @@ mod tests {
     use crate::domain::account::{KeySecret, PasswordHash};
     use crate::domain::inbox::models::ItemType;
     use crate::domain::permissions::Permissions;
+    use crate::domain::wire::Timestamp;
     use crate::store::Store;
     use uuid::Uuid;
 
@@ -344,5 +417,88 @@ mod tests {
             (alice.account.id, key.id, KeySecret::Digest(digest))
         );
         assert!(accounts.legacy_access_keys(alice.account.id).await.unwrap().is_empty());
+    }
+
+    /// Moves in `alice` with `n` items through a [`Target`] (reopened every
+    /// [`REOPEN_BATCHES`] batches); `fail_at`: the items stop with an error at that one.
+    fn move_in_items(dir: &std::path::Path, n: u32, fail_at: Option<u32>) -> std::result::Result<Vec<u64>, StoreError> {
+        let alice = arriving(1, "alice", 0);
+        let moving = [InboxMoving {
+            account: alice.account.clone(),
+            access_keys: alice.access_keys.clone(),
+        }];
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let wait = |w: Written<()>| runtime.block_on(w.durable());
+        let mut target = Target::open(dir).expect("open");
+        move_in_inbox(
+            &mut target,
+            &moving,
+            |sink| {
+                for i in 0..n {
+                    if Some(i) == fail_at {
+                        return Err(StoreError::Codec("a bad row".into()));
+                    }
+                    let mut id = [0x40; 16];
+                    id[..4].copy_from_slice(&i.to_be_bytes());
+                    let item = InboxItem {
+                        id: Uuid::from_bytes(id),
+                        kind: ItemType::Text,
+                        data: format!("item {i}").into_bytes(),
+                        created: Timestamp::from_unix(1_600_000_000 + i as i64, 0),
+                    };
+                    sink(alice.account.id, item)?;
+                }
+                Ok(())
+            },
+            &wait,
+        )
+    }
+
+    /// What the inbox tree holds, but the engine's own records (as in imports.rs's tests).
+    fn records(dir: &std::path::Path) -> usize {
+        let store = Store::open(dir).expect("open");
+        let tree = store.sled().unwrap().writer.tree(0);
+        tree.scan_prefix([])
+            .map(|kv| kv.expect("read"))
+            .filter(|(k, _)| k.first() != Some(&0xff))
+            .count()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_move_in_reopening_its_database_keeps_what_it_wrote_before_and_no_journal() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // 5,000 items are 10,000 writes: 5 batches, the database opened again twice
+        let n = 5_000;
+        let path = dir.path().to_path_buf();
+        let counts = tokio::task::spawn_blocking(move || move_in_items(&path, n, None))
+            .await
+            .unwrap()
+            .expect("moved in");
+        assert_eq!(counts, [n as u64]);
+        let store = Store::open(dir.path()).expect("open");
+        let alice = store.inbox.accounts.by_username("alice").await.unwrap().expect("alice");
+        // an opening that settled the running import would have undone the first batches
+        assert_eq!(store.inbox.items(alice.id).await.unwrap().len(), n as usize);
+        assert_eq!(store.inbox.count(alice.id).await.unwrap(), n as u64);
+        let tree = store.sled().unwrap().writer.tree(0);
+        assert!(tree.scan_prefix(b"j").next().is_none() && tree.scan_prefix(b"J").next().is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_move_in_that_fails_after_reopening_its_database_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let before = records(dir.path());
+        let path = dir.path().to_path_buf();
+        // the fifth batch never comes: four are on disk, over two openings
+        let failed = tokio::task::spawn_blocking(move || move_in_items(&path, 5_000, Some(4_500)))
+            .await
+            .unwrap();
+        assert!(matches!(failed, Err(StoreError::Codec(_))), "{failed:?}");
+        assert_eq!(records(dir.path()), before);
+        let store = Store::open(dir.path()).expect("open");
+        assert!(store.inbox.accounts.by_username("alice").await.unwrap().is_none());
     }
 }

@@ -18,7 +18,7 @@ mod deliveries;
 mod emails;
 mod import;
 mod items;
-mod moving_in;
+pub(crate) mod moving_in;
 mod payments;
 mod triggers;
 
