@@ -9,13 +9,10 @@
 //! CI, run it on demand with `PIGEONHOLE_BIN=target/release/pigeonhole cargo test --test
 //! moving_in import_memory -- --ignored`. docs/moving-in.md has the figures.
 
-#[path = "../originals/ddl.rs"]
-#[allow(dead_code)]
-mod ddl;
 #[path = "../../benches/common/originals.rs"]
 mod large;
 
-use ddl::{IntrayLayout, TicklerLayout};
+use crate::originals::ddl::{IntrayLayout, TicklerLayout};
 use pigeonhole::store::Store;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -2042,6 +2042,11 @@ fn engine_errors_are_kept_and_an_unreachable_database_is_told_apart() {
         query(Some("57P01")),
         query(Some("57P02")),
         query(Some("57P03")),
+        // a standby not yet promoted, and the bounds of a hung or overloaded database
+        query(Some("25006")),
+        query(Some("57014")),
+        query(Some("55P03")),
+        PgError::ReadOnly("it is a standby, in recovery".into()),
     ];
     for e in unreachable {
         let text = format!("database error: {e}");
@@ -2054,7 +2059,6 @@ fn engine_errors_are_kept_and_an_unreachable_database_is_told_apart() {
     let failing = [
         query(Some("23505")),
         query(Some("40001")),
-        query(Some("57014")),
         query(None),
         PgError::Tls("bad certificate".into()),
         PgError::Corrupt("not a uuid".into()),
