@@ -1406,6 +1406,50 @@ mod queues {
         });
     }
 
+    /// Adds the owner's scheduled item number `i` (its content), due at `due`.
+    async fn add_due(s: &PgScheduler, owner: uuid::Uuid, i: u32, due: crate::domain::wire::Timestamp) {
+        let item = ScheduledItem {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            tickle: Tickle {
+                content: format!("{i}").into_bytes(),
+                day: Day {
+                    year: 2030,
+                    month: 1,
+                    day: 1,
+                },
+                time: None,
+                recurrence: None,
+            },
+            created: at(1, i),
+            server_time: 0,
+        };
+        s.add_scheduled(&item, &|_| due, None)
+            .await
+            .expect("add")
+            .durable()
+            .await
+            .expect("durable");
+    }
+
+    /// Two "processes" on the database (stores of their own), claims held for `leases`, and
+    /// the account of alice made through the first.
+    async fn alice_and_two_processes(
+        connection: &Connection,
+        leases: [std::time::Duration; 2],
+    ) -> ([PgStore; 2], uuid::Uuid) {
+        let one = store_on(connection).await.with_lease(leases[0]);
+        let two = store_on(connection).await.with_lease(leases[1]);
+        let registered = one
+            .scheduler()
+            .accounts
+            .register("alice", "h".into(), at(1, 0))
+            .await
+            .expect("register");
+        let owner = created(registered).await.id;
+        ([one, two], owner)
+    }
+
     /// How many rows of `table` some process holds.
     async fn claimed(s: &PgScheduler, table: &str) -> i64 {
         let client = s.pool.get().await.expect("a connection");
@@ -1432,17 +1476,8 @@ mod queues {
         use std::time::{Duration, Instant};
         on_fresh_database(|_, connection, _| async move {
             let lease = Duration::from_secs(1);
-            let one_store = store_on(&connection).await.with_lease(lease);
-            let two_store = store_on(&connection).await.with_lease(Duration::from_secs(60));
+            let ([one_store, two_store], owner) = alice_and_two_processes(&connection, [lease, 60 * lease]).await;
             let (one, two) = (one_store.scheduler(), two_store.scheduler());
-            let owner = created(
-                one.accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
             for trigger in [inbox_trigger(owner), email_trigger(owner, true)] {
                 assert!(one.add_trigger(&trigger, None).await.expect("add").changed());
             }
@@ -1590,41 +1625,10 @@ mod queues {
         use std::time::Duration;
         on_fresh_database(|_, connection, _| async move {
             let lease = Duration::from_secs(1);
-            let one_store = store_on(&connection).await.with_lease(lease);
-            let two_store = store_on(&connection).await.with_lease(lease);
+            let ([one_store, two_store], owner) = alice_and_two_processes(&connection, [lease, lease]).await;
             let (one, two) = (one_store.scheduler(), two_store.scheduler());
-            let owner = created(
-                one.accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
             for i in 0..3u32 {
-                let item = ScheduledItem {
-                    id: crate::domain::wire::new_uuid(),
-                    owner,
-                    tickle: Tickle {
-                        content: format!("{i}").into_bytes(),
-                        day: Day {
-                            year: 2030,
-                            month: 1,
-                            day: 1,
-                        },
-                        time: None,
-                        recurrence: None,
-                    },
-                    created: at(1, i),
-                    server_time: 0,
-                };
-                let due = at(1_000 + i64::from(i), 0);
-                one.add_scheduled(&item, &|_| due, None)
-                    .await
-                    .expect("add")
-                    .durable()
-                    .await
-                    .expect("durable");
+                add_due(&one, owner, i, at(1_000 + i64::from(i), 0)).await;
             }
             let batch = ScheduledItems::due_items(&one, at(1_001, 0), 10).await.expect("due");
             assert_eq!(batch.len(), 2, "the batch due");
@@ -1682,30 +1686,7 @@ mod queues {
             .await
             .id;
             for i in 0..200u32 {
-                let item = ScheduledItem {
-                    id: crate::domain::wire::new_uuid(),
-                    owner,
-                    tickle: Tickle {
-                        content: format!("{i}").into_bytes(),
-                        day: Day {
-                            year: 2030,
-                            month: 1,
-                            day: 1,
-                        },
-                        time: None,
-                        recurrence: None,
-                    },
-                    created: at(1, i),
-                    server_time: 0,
-                };
-                let due = at(1_000, 0);
-                first
-                    .add_scheduled(&item, &|_| due, None)
-                    .await
-                    .expect("add")
-                    .durable()
-                    .await
-                    .expect("durable");
+                add_due(&first, owner, i, at(1_000, 0)).await;
             }
             let dead = process(&connection, lease).await;
             assert_eq!(
