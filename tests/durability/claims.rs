@@ -8,7 +8,8 @@
 //! the network (scheduler.md §7.5): a request that was in flight at the kill may be sent
 //! again, with the same `Idempotency-Key`, which the Pigeonhole inbox keeps once; so the
 //! test asserts that the inbox holds each item once, and that only requests unanswered at
-//! the kill were sent twice.
+//! the kill were sent twice. And a delivery that takes several leases is not taken over
+//! while its process lives (the heartbeat renews its claim).
 
 use crate::common;
 
@@ -162,5 +163,52 @@ async fn a_survivor_takes_over_a_killed_processs_deliveries_within_seconds() {
     assert!(
         twice.iter().all(|(k, n)| **n == 2 && in_flight_at_kill.contains(*k)),
         "sent again though not in flight at the kill: {twice:?} (in flight: {in_flight_at_kill:?})"
+    );
+}
+
+/// A delivery that takes longer than several leases is not taken over while its process
+/// lives: the heartbeat renews its claim. Two processes with a lease of one second, an inbox
+/// that answers each added item four seconds late: each delivery is requested once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_processs_slow_delivery_is_not_taken_over() {
+    let Some(cluster) = Cluster::start_or_skip("a_live_processs_slow_delivery_is_not_taken_over") else {
+        return;
+    };
+    let url = cluster.url(&cluster.fresh_database());
+    let dirs = tempfile::tempdir().expect("temporary directory");
+    let (target, credentials, collector) = target_inbox(&dirs).await;
+    let proxy = Proxy::slow(target.api.url(""), Duration::from_secs(4)).await;
+    let mut ps = Vec::new();
+    for _ in 0..2 {
+        let data = tempfile::tempdir_in(dirs.path()).expect("a data directory").keep();
+        let args = [
+            "--database",
+            url.as_str(),
+            "--database-lease-secs",
+            "1",
+            "--looper-period",
+            "1",
+        ];
+        ps.push(Proc::start(&data, dirs.path(), Services::Both, &args).await);
+    }
+    ps[0]
+        .scheduler
+        .register("planner", "plans things")
+        .await
+        .expect_registered();
+    let planner = ps[0].scheduler.login_ok("planner", "plans things").await;
+    add_inbox_trigger(&ps[1].scheduler, &planner, &proxy.url, &credentials.0, &credentials.1).await;
+    let items = (0..3).map(|n| format!("slow one {n}")).collect::<Vec<_>>();
+    let at = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
+    for (n, text) in items.iter().enumerate() {
+        ps[n % 2].scheduler.add_tickle(&planner, &due_at(text, at)).await;
+    }
+    wait_delivered(&ps[0].scheduler, &planner, items.len()).await;
+    assert_each_once(&target.api, &collector, &items).await;
+    let added = proxy.added.lock().unwrap().clone();
+    assert_eq!(added.len(), items.len());
+    assert!(
+        added.values().all(|n| *n == 1),
+        "a delivery in flight was taken over and sent again: {added:?}"
     );
 }
