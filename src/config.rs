@@ -555,13 +555,12 @@ pub struct Settings {
     #[arg(long = "database", env = "PIGEONHOLE_DATABASE", value_name = "URL")]
     #[serde(rename = "database")]
     pub database_setting: Option<String>,
-    /// With --database: seconds a process holds a claimed delivery, e-mail or due item before another process may take it over
+    /// With --database: seconds a claim on a due item, delivery or e-mail outlives its process (renewed every third of it while the process lives): how soon another process takes over the work of one that died
     #[arg(
         long,
         env = "PIGEONHOLE_DATABASE_LEASE_SECS",
         value_name = "SECS",
-        default_value_t = 300,
-        hide = true
+        default_value_t = 20
     )]
     pub database_lease_secs: u64,
     /// With --database: milliseconds a statement may run, and a request wait for the database's answer (with 2 s grace), before it fails

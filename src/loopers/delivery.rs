@@ -18,7 +18,7 @@ use crate::domain::worker::Worker;
 use crate::metrics::{Metrics, Outcome as MetricOutcome};
 use crate::outbound::{self, Failure};
 use crate::store::scheduler::QueueKey;
-use crate::store::{Store, Written};
+use crate::store::{ClaimedWork, Store, Written};
 use crate::webpush::{self, VapidKey};
 use crate::workers::Workers;
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -185,7 +185,10 @@ impl InboxSender {
     }
 
     /// One pass: starts every due pending delivery that is not in flight yet, each as its
-    /// own task (as far as the bounds allow); answers how long until the next postponed one.
+    /// own task (as far as the bounds allow), claiming each as it starts it (several
+    /// processes on one database: what it does not start stays free for the others);
+    /// answers how long until the next postponed one, or until a claim of another process
+    /// runs out, whichever is sooner.
     pub async fn pass(self: &Arc<Self>, store: &Arc<Store>) -> Result<Option<Duration>, PassError> {
         if let Some(e) = self.dispatcher.take_error() {
             return Err(e);
@@ -196,8 +199,8 @@ impl InboxSender {
         let pending = s.deliveries.pending_deliveries(usize::MAX).await?;
         let mut next: Option<Timestamp> = None;
         let mut dropped = Vec::new();
-        // read (and so, with several processes, claimed) but not started here: given back
-        // at the end of the pass, for another process to deliver
+        // claimed but not started after all: given back at the end of the pass, for another
+        // process to deliver
         let mut not_started = Vec::new();
         for (k, d) in pending {
             if self.dispatcher.is_running(k.as_bytes()) {
@@ -208,7 +211,6 @@ impl InboxSender {
             let Some(d) = set_aside(store, d)? else { continue };
             if d.not_before > now {
                 next = Some(next.map_or(d.not_before, |n| n.min(d.not_before)));
-                not_started.push(k);
                 continue;
             }
             let Some(trigger) = set_aside(store, s.triggers.trigger(d.owner, d.trigger).await)? else {
@@ -229,7 +231,10 @@ impl InboxSender {
             // the host failed lately: its deliveries wait for its back-off together
             if let Some(until) = self.dispatcher.rests_until(&target.host, now) {
                 next = Some(next.map_or(until, |n| n.min(until)));
-                not_started.push(k);
+                continue;
+            }
+            // claimed only when it starts: a pass holds what it works on, no more
+            if !self.dispatcher.has_place(&target) || !s.deliveries.claim_delivery(&k).await? {
                 continue;
             }
             let running = k.as_bytes().to_vec();
@@ -240,7 +245,8 @@ impl InboxSender {
         }
         Written::all(dropped).durable().await?;
         s.deliveries.release_deliveries(&not_started).await?;
-        Ok(next.map(|at| self.clock.until(at)))
+        let next = next.map(|at| self.clock.until(at));
+        Ok(super::until_claims_end(store, ClaimedWork::Deliveries, next).await)
     }
 
     /// Performs one delivery and records its result durably; answers whether it was

@@ -204,6 +204,23 @@ impl Dispatcher {
         Start::Started
     }
 
+    /// Whether a delivery to `to` would start now, without starting it: a pass claims a
+    /// delivery (several processes on one database) only when it can start it. A `false`
+    /// is remembered as [`Start::Full`] is: the place that frees wakes the worker.
+    pub fn has_place(&self, to: &Destination) -> bool {
+        if self.tasks.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            return false;
+        }
+        let mut state = self.state();
+        let on_host = state.hosts.get(&to.host).copied().unwrap_or(0);
+        let of_account = state.accounts.get(&to.account).copied().unwrap_or(0);
+        let admits = self.bounds.admits(state.running.len(), on_host, of_account);
+        if !admits {
+            state.starved = true;
+        }
+        admits
+    }
+
     /// Until when deliveries to `host` wait (its back-off after a transient failure), if
     /// it rests at `now`.
     pub fn rests_until(&self, host: &str, now: Timestamp) -> Option<Timestamp> {

@@ -15,7 +15,7 @@ use crate::domain::worker::Worker;
 use crate::mail::{self, Mailer};
 use crate::metrics::{Channel, Metrics, Outcome as MetricOutcome};
 use crate::store::scheduler::QueueKey;
-use crate::store::{Store, Written};
+use crate::store::{ClaimedWork, Store, Written};
 use crate::workers::Workers;
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,6 +78,11 @@ pub async fn convert(store: &Store, settings: &Settings, which: Converter) -> Re
             }
             _ => continue,
         };
+        // claimed as it is written: another process may have taken it meanwhile (then it
+        // renders it; a claim here is never left behind by a `continue`)
+        if !s.emails.claim_email(&k).await? {
+            continue;
+        }
         email.kind = EmailKind::Rendered { message, delivery };
         written.push(s.emails.replace_email(&k, &email).await?);
         rendered += 1;
@@ -145,8 +150,8 @@ impl Emailer {
             .queued_emails_each(Stage::Rendered, usize::MAX)
             .await?;
         let mut next: Option<Timestamp> = None;
-        // read (and so, with several processes, claimed) but not started here: given back
-        // at the end of the pass, for another process to send
+        // claimed but not started after all: given back at the end of the pass, for another
+        // process to send
         let mut not_started = Vec::new();
         for (k, email) in queued {
             let Some(email) = set_aside(store, email)? else {
@@ -160,7 +165,6 @@ impl Emailer {
             }
             if email.not_before > now {
                 next = Some(next.map_or(email.not_before, |n| n.min(email.not_before)));
-                not_started.push(k);
                 continue;
             }
             let target = Destination {
@@ -170,7 +174,10 @@ impl Emailer {
             // the domain failed lately: its e-mails wait for its back-off together
             if let Some(until) = self.dispatcher.rests_until(&target.host, now) {
                 next = Some(next.map_or(until, |n| n.min(until)));
-                not_started.push(k);
+                continue;
+            }
+            // claimed only when its sending starts: a pass holds what it works on, no more
+            if !self.dispatcher.has_place(&target) || !store.scheduler.emails.claim_email(&k).await? {
                 continue;
             }
             let running = k.as_bytes().to_vec();
@@ -180,7 +187,8 @@ impl Emailer {
             }
         }
         store.scheduler.emails.release_emails(&not_started).await?;
-        Ok(next.map(|at| self.clock.until(at)))
+        let next = next.map(|at| self.clock.until(at));
+        Ok(super::until_claims_end(store, ClaimedWork::Emails, next).await)
     }
 
     /// Sends one e-mail and records the result durably; answers whether it was postponed.

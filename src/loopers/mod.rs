@@ -18,7 +18,7 @@ use crate::config::Settings;
 use crate::context::Context;
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::worker::Worker;
-use crate::store::OnceWork;
+use crate::store::{ClaimedWork, OnceWork};
 use crate::workers::{Status, Workers};
 use std::fmt::Display;
 use std::future::Future;
@@ -188,9 +188,44 @@ static JOBS: [Job; 10] = [
 ];
 
 async fn convert(c: &Crew, which: email::Converter) -> Result<Pass, PassError> {
-    email::convert(&c.ctx.store, &c.ctx.settings, which)
-        .await
-        .map(Pass::produced)
+    let produced = email::convert(&c.ctx.store, &c.ctx.settings, which).await?;
+    let next = until_claims_end(&c.ctx.store, ClaimedWork::Emails, None).await;
+    Ok(Pass { produced, next })
+}
+
+/// A little past the end of another process's claim, so that it has run out by the
+/// database's clock too when the worker looks again.
+const PAST_CLAIM_END: Duration = Duration::from_millis(100);
+
+/// How long a worker whose pass ended with its own deadline `next` sleeps when other
+/// processes hold some of its `work` (several processes on one database): until the
+/// earliest of their claims runs out, if that is sooner. A process that died (`kill -9`)
+/// so gets its work taken over when its lease ends, not up to a period later; a live
+/// process renews its claims, and the worker looks again then.
+pub(crate) async fn until_claims_end(
+    store: &crate::store::Store,
+    work: ClaimedWork,
+    next: Option<Duration>,
+) -> Option<Duration> {
+    let ends = store.coordination.claims_elsewhere_end(work).await;
+    match (next, ends.map(|e| e + PAST_CLAIM_END)) {
+        (Some(n), Some(e)) => Some(n.min(e)),
+        (n, e) => n.or(e),
+    }
+}
+
+/// The heartbeat of a process on a shared database: every third of the lease it renews
+/// every claim it holds, so that work it is on (a delivery waiting for a slow target up to
+/// its timeouts) is never taken over while it lives. Runs until `stop` turns true.
+async fn heartbeat(store: Arc<crate::store::Store>, lease: Duration, mut stop: watch::Receiver<bool>) {
+    let period = lease / 3;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        store.coordination.renew_claims().await;
+    }
 }
 
 /// Whether `worker` runs with `settings` (else `GET /loopers` shows it disabled).
@@ -365,6 +400,10 @@ pub fn start(
         set_aside: Default::default(),
     });
     let mut tasks = Vec::new();
+    if !ctx.store.is_sled() {
+        let lease = ctx.settings.database_lease;
+        tasks.push(tokio::spawn(heartbeat(ctx.store.clone(), lease, stop.clone())));
+    }
     // Deliveries run as tasks of their own: at shutdown they are abandoned (they stay
     // pending) before the store is flushed.
     for dispatcher in [crew.sender.dispatcher.clone(), crew.emailer.dispatcher.clone()] {

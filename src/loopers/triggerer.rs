@@ -14,7 +14,7 @@ use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting};
 use crate::domain::scheduler::schedule::{self, Zone};
 use crate::domain::wire::Timestamp;
 use crate::store::undecodable::CAPACITY;
-use crate::store::{Store, StoreError, Written};
+use crate::store::{ClaimedWork, Store, StoreError, Written};
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -105,7 +105,11 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
         .into_iter()
         .find(|&(at, _, id)| !aside.contains(at, id))
         .map(|(at, _, _)| at);
-    Ok((triggered, next.map(|at| clock.until(at))))
+    let next = next.map(|at| clock.until(at));
+    // items another process holds (it died, or triggers them now): looked at again when its
+    // claims run out
+    let next = super::until_claims_end(store, ClaimedWork::DueItems, next).await;
+    Ok((triggered, next))
 }
 
 /// The item moved to its first occurrence after `now`, with a new server time and due

@@ -214,7 +214,8 @@ pub trait ScheduledItems: Send + Sync {
     /// Up to `limit` (due, owner, item) entries of the due index due at `now`, earliest first.
     async fn due_items(&self, now: Timestamp, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>>;
     /// Up to `limit` of the earliest entries of the due index, however far off, without
-    /// claiming them (the triggerer's next wake-up; another process may be triggering them).
+    /// claiming them (the triggerer's next wake-up), leaving out those another process
+    /// holds (it is triggering them).
     async fn upcoming(&self, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>>;
     /// Triggers the due entry `due` (one transaction: the triggered copy, its target lists,
     /// the item moved to its `next` occurrence or deleted); `None` when it is gone or moved.
@@ -293,8 +294,14 @@ pub trait Deliveries: Send + Sync {
     /// e-mail with `email`); how many.
     async fn expand_targets(&self, email: bool) -> Result<Written<usize>>;
     /// Up to `limit` pending inbox deliveries, each decoded or its error. With several
-    /// processes on one database, reading claims them for this process.
+    /// processes on one database: those no other process holds; reading claims nothing
+    /// (a pass claims only what it starts: [`Deliveries::claim_delivery`]).
     async fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Result<Delivery>)>>;
+    /// Claims the pending delivery `k` for this process, to start it now: `false` when
+    /// another process holds it (or it is gone). One process alone holds all its work.
+    async fn claim_delivery(&self, _k: &QueueKey) -> Result<bool> {
+        Ok(true)
+    }
     /// Gives back the claims on the pending deliveries `keys`, read by this process but not
     /// started (not due yet, or its delivery bounds were full), so that another process on
     /// the database may deliver them; one process alone has nothing to give back.
@@ -314,7 +321,8 @@ pub trait Deliveries: Send + Sync {
 pub trait Emails: Send + Sync {
     async fn queue_email(&self, email: &QueuedEmail) -> Result<Written<()>>;
     /// Up to `limit` e-mails of `stage`, in the order queued, each decoded or its error
-    /// (with several processes on one database, reading claims them for this process).
+    /// (with several processes on one database: those no other process holds; reading
+    /// claims nothing, see [`Emails::claim_email`]).
     async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>>;
     /// [`Emails::queued_emails_each`], the first that cannot be decoded an error of the whole.
     async fn queued_emails(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, QueuedEmail)>> {
@@ -323,6 +331,11 @@ pub trait Emails: Send + Sync {
             .into_iter()
             .map(|(k, e)| Ok((k, e?)))
             .collect()
+    }
+    /// Claims the queued e-mail `k` for this process, to render or send it now: `false`
+    /// when another process holds it (or it is gone). One process alone holds all its work.
+    async fn claim_email(&self, _k: &QueueKey) -> Result<bool> {
+        Ok(true)
     }
     /// Replaces (moves to its new stage) or removes a queued e-mail.
     async fn replace_email(&self, k: &QueueKey, email: &QueuedEmail) -> Result<Written<()>>;
@@ -375,6 +388,18 @@ pub enum OnceWork {
     AdminNotices,
 }
 
+/// Queued work that a process claims for a lease while it works on it (several processes
+/// on one database).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ClaimedWork {
+    /// Due scheduled items (the triggerer).
+    DueItems,
+    /// Pending inbox, push and webhook deliveries (the sender).
+    Deliveries,
+    /// Queued e-mails of every stage (the converters and the emailer).
+    Emails,
+}
+
 /// What several server processes on one database settle through it (issue 21): which
 /// process does the work that must run once, and wake-ups of the other processes' workers.
 /// A store that one process alone opens (sled) does all work itself and wakes nobody else.
@@ -388,6 +413,13 @@ pub trait Coordination: Send + Sync {
     /// Gives up this process's claims on queued work (a graceful stop), so that another
     /// process, or this one started again, takes it at once rather than after the lease.
     async fn release(&self);
+    /// Extends the lease of every claim this process holds (its heartbeat, a few times per
+    /// lease): work a live process is on is never taken over, however slow it is.
+    async fn renew_claims(&self);
+    /// How long until the earliest claim another process holds on `work` runs out (that
+    /// process died, or finishes first): a worker that found such work waits that long at
+    /// most, not its whole period. `None`: no other process holds any.
+    async fn claims_elsewhere_end(&self, work: ClaimedWork) -> Option<std::time::Duration>;
 }
 
 /// What a histogram of the group commit's cycles counted so far.

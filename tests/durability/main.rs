@@ -12,6 +12,7 @@ mod common;
 #[path = "../common/powercut_fs.rs"]
 mod powercut_fs;
 
+mod claims;
 mod crash;
 mod durability;
 mod export;

@@ -14,9 +14,9 @@ use common::process::{Proc, Services};
 use common::scheduler::{add_inbox_trigger, wait_for_within};
 use common::{Api, Auth};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tempfile::TempDir;
 
@@ -134,7 +134,7 @@ fn due_now(content: &str) -> Value {
 }
 
 /// Item contents due at `t` (to the second; the account's default offset is 0).
-fn due_at(content: &str, t: time::OffsetDateTime) -> Value {
+pub(super) fn due_at(content: &str, t: time::OffsetDateTime) -> Value {
     json!({
         "content": content,
         "scheduled-day": format!("{:04}-{:02}-{:02}", t.year(), t.month() as u8, t.day()),
@@ -146,7 +146,7 @@ fn due_at(content: &str, t: time::OffsetDateTime) -> Value {
 /// The target inbox of a test's deliveries: a server of its own (sled) in `dirs`, where
 /// duplicates would show, with its collecting account's credentials for the scheduler
 /// (username, access key) and a login of it.
-async fn target_inbox(dirs: &TempDir) -> (Proc, (String, String), Auth) {
+pub(super) async fn target_inbox(dirs: &TempDir) -> (Proc, (String, String), Auth) {
     let dir = tempfile::tempdir_in(dirs.path()).expect("target directory").keep();
     let target = Proc::start(&dir, dirs.path(), Services::Both, &[]).await;
     let credentials = inbox_account(&target.api).await;
@@ -155,7 +155,7 @@ async fn target_inbox(dirs: &TempDir) -> (Proc, (String, String), Auth) {
 }
 
 /// Asserts that the target's account holds each of `items` exactly once, and nothing else.
-async fn assert_each_once(target: &Api, collector: &Auth, items: &[String]) {
+pub(super) async fn assert_each_once(target: &Api, collector: &Auth, items: &[String]) {
     let landed = arrived(target, collector).await;
     let doubled: Vec<_> = landed.iter().filter(|(_, n)| **n > 1).collect();
     assert!(doubled.is_empty(), "delivered more than once: {doubled:?}");
@@ -167,7 +167,7 @@ async fn assert_each_once(target: &Api, collector: &Auth, items: &[String]) {
 }
 
 /// The texts of the target account's inbox items, each with how many times it is there.
-async fn arrived(target: &Api, auth: &Auth) -> BTreeMap<String, usize> {
+pub(super) async fn arrived(target: &Api, auth: &Auth) -> BTreeMap<String, usize> {
     let v = target.get("/inbox/items", auth).await.expect_json(200);
     let mut texts = BTreeMap::new();
     for item in v.as_array().expect("inbox items are an array") {
@@ -183,11 +183,11 @@ async fn arrived(target: &Api, auth: &Auth) -> BTreeMap<String, usize> {
 
 /// How long the deliveries of a test may take at most (the slow machine of a CI run, a
 /// lease that must run out first).
-const DELIVERED_WITHIN: Duration = Duration::from_secs(120);
+pub(super) const DELIVERED_WITHIN: Duration = Duration::from_secs(120);
 
 /// Waits until every one of the `n` triggered items of `planner` has its one delivery
 /// finished (so nothing is pending that could still arrive twice).
-async fn wait_delivered(scheduler: &Api, planner: &Auth, n: usize) {
+pub(super) async fn wait_delivered(scheduler: &Api, planner: &Auth, n: usize) {
     let deadline = tokio::time::Instant::now() + DELIVERED_WITHIN;
     loop {
         let v = scheduler
@@ -250,20 +250,36 @@ async fn two_hundred_reminders_due_at_once_land_exactly_once_each() {
 
 /// A proxy in front of the target inbox that lets logins through, and while `holding`,
 /// passes each added item on to the inbox (where it is stored) but never answers: the
-/// delivering process waits, as for a slow peer, with its deliveries in the middle.
-struct Proxy {
-    url: String,
+/// delivering process waits, as for a slow peer, with its deliveries in the middle. Each
+/// added item's answer comes `slow` after the inbox's; `added` counts the requests by
+/// their `Idempotency-Key` (the delivery), and `unanswered` holds those whose answer has
+/// not gone back yet.
+pub(super) struct Proxy {
+    pub(super) url: String,
     holding: Arc<AtomicBool>,
     held: Arc<AtomicUsize>,
+    pub(super) added: Arc<Mutex<BTreeMap<String, usize>>>,
+    pub(super) unanswered: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl Proxy {
     async fn start(target: String) -> Proxy {
+        Proxy::start_with(target, true, Duration::ZERO).await
+    }
+
+    /// A proxy that holds nothing and answers each added item `slow` late.
+    pub(super) async fn slow(target: String, slow: Duration) -> Proxy {
+        Proxy::start_with(target, false, slow).await
+    }
+
+    async fn start_with(target: String, holding: bool, slow: Duration) -> Proxy {
         use warp::Filter;
-        let holding = Arc::new(AtomicBool::new(true));
+        let holding = Arc::new(AtomicBool::new(holding));
         let held = Arc::new(AtomicUsize::new(0));
+        let added = Arc::new(Mutex::new(BTreeMap::new()));
+        let unanswered = Arc::new(Mutex::new(BTreeSet::new()));
         let client = common::http_client();
-        let (h, c) = (holding.clone(), held.clone());
+        let (h, c, a, u) = (holding.clone(), held.clone(), added.clone(), unanswered.clone());
         let route = warp::method()
             .and(warp::path::full())
             .and(warp::header::headers_cloned())
@@ -271,7 +287,18 @@ impl Proxy {
             .then(
                 move |method: warp::http::Method, path: warp::path::FullPath, headers: warp::http::HeaderMap, body| {
                     let (client, target, holding, held) = (client.clone(), target.clone(), h.clone(), c.clone());
+                    let (added, unanswered) = (a.clone(), u.clone());
                     async move {
+                        let item = path.as_str().ends_with("/item");
+                        let key = headers
+                            .get("idempotency-key")
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned)
+                            .filter(|_| item);
+                        if let Some(key) = &key {
+                            *added.lock().unwrap().entry(key.clone()).or_insert(0) += 1;
+                            unanswered.lock().unwrap().insert(key.clone());
+                        }
                         let mut request = client.request(method, format!("{target}{}", path.as_str())).body(body);
                         for name in ["content-type", "authorization", "idempotency-key", "cookie"] {
                             if let Some(v) = headers.get(name) {
@@ -279,10 +306,16 @@ impl Proxy {
                             }
                         }
                         let answer = request.send().await;
-                        if path.as_str().ends_with("/item") && holding.load(Ordering::SeqCst) {
+                        if item && holding.load(Ordering::SeqCst) {
                             held.fetch_add(1, Ordering::SeqCst);
                             // stored by the inbox; its answer never reaches the deliverer
                             std::future::pending::<()>().await;
+                        }
+                        if item {
+                            tokio::time::sleep(slow).await;
+                        }
+                        if let Some(key) = &key {
+                            unanswered.lock().unwrap().remove(key);
                         }
                         let mut reply = warp::http::Response::builder();
                         let bytes = match answer {
@@ -309,7 +342,13 @@ impl Proxy {
             .expect("bind the proxy");
         let url = format!("http://{}", listener.local_addr().expect("its address"));
         tokio::spawn(warp::serve(route).incoming(listener).run());
-        Proxy { url, holding, held }
+        Proxy {
+            url,
+            holding,
+            held,
+            added,
+            unanswered,
+        }
     }
 
     /// Registers "planner" at `scheduler` with an inbox trigger through this proxy to the

@@ -6,10 +6,11 @@
 //!
 //! Target lists are taken with `FOR UPDATE SKIP LOCKED`, one list a transaction, so that
 //! several processes expanding at once never expand one list twice (issue 21 point 3).
-//! Pending deliveries (and queued e-mails) are claimed by the process that reads them, for
-//! the store's lease; postponing or finishing ends the claim.
+//! Pending deliveries (and queued e-mails) are claimed by the process that starts them, for
+//! the store's lease (claims.rs); postponing or finishing ends the claim.
 
-use super::emails::{at_once, insert_email, keys_of, lease_micros, PgQueueKey};
+use super::claims::claimable;
+use super::emails::{at_once, insert_email, keys_of, PgQueueKey};
 use super::rows::{self, from_bigint, instant};
 use super::scheduler::PgScheduler;
 use super::triggers::{trigger_from, TRIGGER_COLUMNS};
@@ -110,8 +111,8 @@ impl PgScheduler {
     }
 }
 
-/// Reads claim what they answer for this process; postponing, finishing and removing end a
-/// claim.
+/// Starting a delivery claims it for this process; postponing, finishing and removing end
+/// the claim.
 #[async_trait::async_trait]
 impl Deliveries for PgScheduler {
     /// Turns every waiting target list of one kind (`email` or inbox) into pending
@@ -187,28 +188,22 @@ impl Deliveries for PgScheduler {
     }
 
     /// Up to `limit` pending inbox deliveries, oldest first, with their keys; a row that
-    /// cannot be read is an error of its own. Claims what it answers for this process
-    /// ([`PgScheduler::lease`] long; its own claims it gets again, renewed): another process
-    /// gets them only once the lease ran out (this one died). The delivery's id is its
-    /// Idempotency-Key, so a delivery taken over after a crash lands once in its inbox.
+    /// cannot be read is an error of its own. Only those no other process holds (its lease
+    /// ran out: that process died); reading claims nothing: the pass claims each delivery it
+    /// starts ([`Deliveries::claim_delivery`]). The delivery's id is its Idempotency-Key, so a
+    /// delivery taken over after a crash lands once in its inbox.
     async fn pending_deliveries(&self, limit: usize) -> Result<Vec<(QueueKey, Result<Delivery>)>> {
         let limit = rows::limit(limit);
-        let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
-        let mut rows = client
+        let rows = client
             .query(
                 &format!(
-                    "UPDATE deliveries SET claimed_by = $2, \
-                     lease_until = now() + make_interval(secs => $3::bigint / 1e6) \
-                     WHERE id IN (SELECT id FROM deliveries \
-                                  WHERE lease_until IS NULL OR lease_until < now() OR claimed_by = $2 \
-                                  ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED) \
-                     RETURNING seq, {DELIVERY_COLUMNS}"
+                    "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE {} ORDER BY seq LIMIT $1",
+                    claimable(2)
                 ),
-                &[&limit, &self.claimant, &lease],
+                &[&limit, &self.claimant],
             )
             .await?;
-        rows.sort_by_key(|row| row.try_get::<_, i64>("seq").unwrap_or(i64::MAX));
         Ok(rows
             .iter()
             .map(|row| {
@@ -216,6 +211,15 @@ impl Deliveries for PgScheduler {
                 Ok((key, delivery_from(row).map_err(StoreError::from)))
             })
             .collect::<PgResult<_>>()?)
+    }
+
+    /// Claims the delivery for this process ([`PgScheduler::lease`] long, renewed by the
+    /// process's heartbeat) unless another process holds it.
+    async fn claim_delivery(&self, k: &QueueKey) -> Result<bool> {
+        let PgQueueKey::Delivery(id) = &PgQueueKey::of(k)? else {
+            return Err(PgError::Corrupt("an e-mail's key where a delivery's was expected".into()).into());
+        };
+        Ok(self.claim("deliveries", "id", id).await?)
     }
 
     /// Replaces a pending delivery (after a transient failure) if it is still pending.

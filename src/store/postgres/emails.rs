@@ -323,7 +323,7 @@ pub(super) fn keys_of<T>(
         .collect()
 }
 
-/// Reads claim what they answer for this process; replacing an e-mail ends its claim.
+/// Rendering or sending an e-mail claims it for this process; replacing it ends the claim.
 #[async_trait::async_trait]
 impl Emails for PgScheduler {
     /// Queues an e-mail (admin notifications).
@@ -336,26 +336,21 @@ impl Emails for PgScheduler {
     }
 
     /// Up to `limit` queued e-mails of one stage, oldest first, with their keys, a row that
-    /// cannot be read being an error of its own. Claims what it answers for this process ([`PgScheduler::lease`] long; its own claims it
-    /// gets again, renewed), so that another process does not get them meanwhile.
+    /// cannot be read being an error of its own. Only those no other process holds; reading
+    /// claims nothing: each e-mail is claimed when its rendering or sending starts
+    /// ([`Emails::claim_email`]).
     async fn queued_emails_each(&self, stage: Stage, limit: usize) -> Result<Vec<(QueueKey, Result<QueuedEmail>)>> {
         let limit = rows::limit(limit);
-        let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
-        let mut rows = client
+        let rows = client
             .query(
                 &format!(
-                    "UPDATE email_queue SET claimed_by = $3, \
-                     lease_until = now() + make_interval(secs => $4::bigint / 1e6) \
-                     WHERE seq IN (SELECT seq FROM email_queue WHERE stage = $1 \
-                                   AND (lease_until IS NULL OR lease_until < now() OR claimed_by = $3) \
-                                   ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED) \
-                     RETURNING seq, {EMAIL_COLUMNS}"
+                    "SELECT seq, {EMAIL_COLUMNS} FROM email_queue WHERE stage = $1 AND {}                      ORDER BY seq LIMIT $2",
+                    super::claims::claimable(3)
                 ),
-                &[&stage_column(stage), &limit, &self.claimant, &lease],
+                &[&stage_column(stage), &limit, &self.claimant],
             )
             .await?;
-        rows.sort_by_key(|row| row.try_get::<_, i64>("seq").unwrap_or(i64::MAX));
         Ok(rows
             .iter()
             .map(|row| {
@@ -363,6 +358,15 @@ impl Emails for PgScheduler {
                 Ok((key, email_from(row).map_err(StoreError::from)))
             })
             .collect::<PgResult<_>>()?)
+    }
+
+    /// Claims the e-mail for this process ([`PgScheduler::lease`] long, renewed by the
+    /// process's heartbeat) unless another process holds it.
+    async fn claim_email(&self, k: &QueueKey) -> Result<bool> {
+        let PgQueueKey::Email(seq) = &PgQueueKey::of(k)? else {
+            return Err(PgError::Corrupt("a delivery's key where an e-mail's was expected".into()).into());
+        };
+        Ok(self.claim("email_queue", "seq", seq).await?)
     }
 
     /// Replaces a queued e-mail if it is still queued: rendered (it moves on to the rendered

@@ -33,6 +33,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "free text as bytes",
         sql: include_str!("migrations/0003_free_text_as_bytes.sql"),
     },
+    Migration {
+        version: 4,
+        name: "claims by claimant",
+        sql: include_str!("migrations/0004_claims_by_claimant.sql"),
+    },
 ];
 
 /// The latest schema version this binary knows.

@@ -18,11 +18,12 @@
 //! transaction each (blocking on the runtime of their blocking thread), so there are no
 //! batches to wait for.
 //!
-//! Claims (several processes on one database, issue 21 point 3): `due_items`,
-//! `pending_deliveries` and `queued_emails(_each)` claim what they answer for this process
-//! (the store's claimant id, for its lease: [`PgStore::with_lease`]); a process gets its own
-//! claims back renewed, another gets them once the lease ran out. Postponing, finishing,
-//! removing and replacing end a claim. Queue keys are [`PgQueueKey`]s carried as the
+//! Claims (several processes on one database, issue 21 point 3, issue 30 point 3, see
+//! claims.rs): `due_items` claims the batch it answers; a pending delivery or queued e-mail
+//! is claimed when its process starts on it (`claim_delivery`, `claim_email`: reading
+//! claims nothing), for the store's short lease ([`PgStore::with_lease`]), which the
+//! process's heartbeat renews while it lives; another process gets them once the lease ran
+//! out. Postponing, finishing, removing and replacing end a claim. Queue keys are [`PgQueueKey`]s carried as the
 //! store's opaque `QueueKey` bytes.
 //!
 //! No engine type leaves this module: errors are [`PgError`] (the store's `StoreError`
@@ -30,6 +31,7 @@
 
 pub mod accounts;
 pub mod administration;
+mod claims;
 mod connect;
 pub(crate) mod copy;
 mod deliveries;
@@ -418,7 +420,7 @@ pub struct PgStore {
 }
 
 /// The lease of claims unless [`PgStore::with_lease`] says otherwise.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(5 * 60);
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(20);
 
 impl PgStore {
     /// Connects, checks that commits are durable, and migrates the schema (under the

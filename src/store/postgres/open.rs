@@ -4,7 +4,7 @@
 
 use super::leader::Leadership;
 use super::{Connection, PgStore};
-use crate::store::{Coordination, Inbox, OnceWork, Result, Scheduler, Store};
+use crate::store::{ClaimedWork, Coordination, Inbox, OnceWork, Result, Scheduler, Store};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -140,6 +140,19 @@ impl Coordination for Together {
         if let Err(e) = self.pg.release_claims().await {
             tracing::warn!("could not give up this process's claims (they end with their lease): {e}");
         }
+    }
+
+    async fn renew_claims(&self) {
+        if let Err(e) = self.pg.renew_claims().await {
+            tracing::warn!(
+                "could not renew this process's claims (another process takes them over when they run out): {e}"
+            );
+        }
+    }
+
+    async fn claims_elsewhere_end(&self, work: ClaimedWork) -> Option<Duration> {
+        // unknown: the worker's period bounds its sleep
+        self.pg.claims_elsewhere_end(work).await.ok().flatten()
     }
 
     fn announce(&self, worker: &'static str) {

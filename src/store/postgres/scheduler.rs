@@ -646,16 +646,20 @@ impl ScheduledItems for PgScheduler {
         Ok(from_bigint(n, "due count")?)
     }
 
-    /// Up to `limit` of the earliest entries of the due index (due instant, account, id),
-    /// claimed or not.
+    /// Up to `limit` of the earliest entries of the due index (due instant, account, id)
+    /// that no other process holds (what another process is triggering is not this one's
+    /// next wake-up: the end of that claim is, `Coordination::claims_elsewhere_end`).
     async fn upcoming(&self, limit: usize) -> Result<Vec<(Timestamp, Uuid, Uuid)>> {
         let limit = rows::limit(limit);
         let client = self.pool.get().await?;
         client
             .query(
-                "SELECT due_secs, due_nanos, account, id FROM scheduled_items \
-                 ORDER BY due_secs, due_nanos, id LIMIT $1",
-                &[&limit],
+                &format!(
+                    "SELECT due_secs, due_nanos, account, id FROM scheduled_items WHERE {} \
+                     ORDER BY due_secs, due_nanos, id LIMIT $1",
+                    super::claims::claimable(2)
+                ),
+                &[&limit, &self.claimant],
             )
             .await?
             .iter()

@@ -1603,36 +1603,81 @@ mod queues {
         });
     }
 
-    /// Two processes read the queues: each gets what the other has not claimed (disjoint),
-    /// and its own claims again at its next pass; postponing ends a claim; a process that
-    /// stops passing (killed) loses its claims when their short lease runs out, and the
-    /// other takes them.
-    #[test]
-    fn two_processes_claim_disjoint_work_and_a_silent_one_loses_its_claims() {
-        use crate::store::{Deliveries, Emails};
-        on_fresh_database(|_, connection, _| async move {
-            let (one, two) = (
-                process(&connection, std::time::Duration::from_secs(1)).await,
-                process(&connection, std::time::Duration::from_secs(60)).await,
-            );
-            let owner = created(
-                one.accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
+    /// Adds the owner's scheduled item number `i` (its content), due at `due`.
+    async fn add_due(s: &PgScheduler, owner: uuid::Uuid, i: u32, due: crate::domain::wire::Timestamp) {
+        let item = ScheduledItem {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            tickle: Tickle {
+                content: format!("{i}").into_bytes(),
+                day: Day {
+                    year: 2030,
+                    month: 1,
+                    day: 1,
+                },
+                time: None,
+                recurrence: None,
+            },
+            created: at(1, i),
+            server_time: 0,
+        };
+        s.add_scheduled(&item, &|_| due, None)
+            .await
+            .expect("add")
+            .durable()
+            .await
+            .expect("durable");
+    }
+
+    /// Two "processes" on the database (stores of their own), claims held for `leases`, and
+    /// the account of alice made through the first.
+    async fn alice_and_two_processes(
+        connection: &Connection,
+        leases: [std::time::Duration; 2],
+    ) -> ([PgStore; 2], uuid::Uuid) {
+        let one = store_on(connection).await.with_lease(leases[0]);
+        let two = store_on(connection).await.with_lease(leases[1]);
+        let registered = one
+            .scheduler()
+            .accounts
+            .register("alice", "h".into(), at(1, 0))
+            .await
+            .expect("register");
+        let owner = created(registered).await.id;
+        ([one, two], owner)
+    }
+
+    /// How many rows of `table` some process holds.
+    async fn claimed(s: &PgScheduler, table: &str) -> i64 {
+        let client = s.pool.get().await.expect("a connection");
+        client
+            .query_one(
+                &format!("SELECT count(*) FROM {table} WHERE claimed_by IS NOT NULL"),
+                &[],
             )
             .await
-            .id;
-            assert!(one
-                .add_trigger(&inbox_trigger(owner), None)
-                .await
-                .expect("add")
-                .changed());
-            assert!(one
-                .add_trigger(&email_trigger(owner, true), None)
-                .await
-                .expect("add")
-                .changed());
+            .expect("count")
+            .get(0)
+    }
+
+    /// Two processes on the queues (issue 30 point 3): reading claims nothing; each claims
+    /// what it starts, one at a time, and a row one holds the other can neither claim nor
+    /// read; giving back and postponing end a claim; the holder's heartbeat keeps its claims
+    /// however long it works (renewal extends the lease), the other learns when they would
+    /// run out; once the holder stops renewing (killed), its lease runs out and the other
+    /// takes the work over.
+    #[test]
+    fn processes_claim_what_they_start_renew_it_and_take_over_a_silent_ones() {
+        use crate::store::{ClaimedWork, Deliveries, Emails};
+        use std::collections::HashSet;
+        use std::time::{Duration, Instant};
+        on_fresh_database(|_, connection, _| async move {
+            let lease = Duration::from_secs(1);
+            let ([one_store, two_store], owner) = alice_and_two_processes(&connection, [lease, 60 * lease]).await;
+            let (one, two) = (one_store.scheduler(), two_store.scheduler());
+            for trigger in [inbox_trigger(owner), email_trigger(owner, true)] {
+                assert!(one.add_trigger(&trigger, None).await.expect("add").changed());
+            }
             for i in 0..10 {
                 triggered(&one, owner, at(100 + i, 0)).await;
             }
@@ -1641,74 +1686,61 @@ mod queues {
                 assert_eq!(expanded.durable().await.expect("durable"), 10);
             }
             let keys = |list: Vec<(QueueKey, crate::store::Result<Delivery>)>| {
-                list.into_iter()
-                    .map(|(k, _)| k)
-                    .collect::<std::collections::HashSet<_>>()
+                list.into_iter().map(|(k, _)| k).collect::<Vec<_>>()
             };
-            let a = keys(Deliveries::pending_deliveries(&one, 4).await.expect("pending"));
-            let b = keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending"));
-            assert_eq!((a.len(), b.len()), (4, 6));
-            assert!(a.is_disjoint(&b));
-            // each gets its own again (renewed), nothing of the other's
-            assert_eq!(
-                keys(Deliveries::pending_deliveries(&one, 100).await.expect("pending")),
-                a
-            );
-            assert_eq!(
-                keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending")),
-                b
-            );
-            // what "two" gives back (read, not started), "one" gets at its next read; giving
-            // back another process's claim changes nothing
-            let given: Vec<QueueKey> = b.iter().take(2).cloned().collect();
-            let others: Vec<QueueKey> = a.iter().take(1).cloned().collect();
-            Deliveries::release_deliveries(&two, &given).await.expect("release");
-            Deliveries::release_deliveries(&two, &others).await.expect("release");
-            let a_more = keys(Deliveries::pending_deliveries(&one, 100).await.expect("pending"));
-            assert_eq!(a_more.len(), 6);
-            assert!(a.is_subset(&a_more) && given.iter().all(|k| a_more.contains(k)));
-            Deliveries::release_deliveries(&one, &given).await.expect("release");
-            assert_eq!(
-                keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending")),
-                b
-            );
-            let mails = |list: Vec<(QueueKey, QueuedEmail)>| {
-                list.into_iter()
-                    .map(|(k, _)| k)
-                    .collect::<std::collections::HashSet<_>>()
-            };
-            let ea = mails(Emails::queued_emails(&one, Stage::Triggered, 3).await.expect("queued"));
-            let eb = mails(
-                Emails::queued_emails(&two, Stage::Triggered, 100)
-                    .await
-                    .expect("queued"),
-            );
-            assert_eq!((ea.len(), eb.len()), (3, 7));
-            assert!(ea.is_disjoint(&eb));
-            // e-mails given back go to the next reader, as deliveries do
-            let given: Vec<QueueKey> = eb.iter().take(2).cloned().collect();
-            Emails::release_emails(&two, &given).await.expect("release");
-            let ea_more = mails(
+            let mails = |list: Vec<(QueueKey, QueuedEmail)>| list.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+            // reading claims nothing, however much it reads
+            let all = keys(Deliveries::pending_deliveries(&one, 100).await.expect("pending"));
+            let all_mail = mails(
                 Emails::queued_emails(&one, Stage::Triggered, 100)
                     .await
                     .expect("queued"),
             );
-            assert_eq!(ea_more.len(), 5);
-            assert!(ea.is_subset(&ea_more) && given.iter().all(|k| ea_more.contains(k)));
-            Emails::release_emails(&one, &given).await.expect("release");
+            assert_eq!((all.len(), all_mail.len()), (10, 10));
+            assert_eq!(claimed(&one, "deliveries").await, 0, "a read claims nothing");
+            assert_eq!(claimed(&one, "email_queue").await, 0, "a read claims nothing");
+            // "one" starts 4 deliveries and 3 e-mails: those and no more are held
+            for k in &all[..4] {
+                assert!(Deliveries::claim_delivery(&one, k).await.expect("claim"));
+            }
+            for k in &all_mail[..3] {
+                assert!(Emails::claim_email(&one, k).await.expect("claim"));
+            }
+            assert_eq!(claimed(&one, "deliveries").await, 4);
+            assert_eq!(claimed(&one, "email_queue").await, 3);
+            // "two" reads the rest only and cannot claim what "one" holds; "one" its own again
+            let seen_by_two: HashSet<_> = keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending"))
+                .into_iter()
+                .collect();
+            assert_eq!(seen_by_two, all[4..].iter().cloned().collect());
             assert_eq!(
                 mails(
                     Emails::queued_emails(&two, Stage::Triggered, 100)
                         .await
                         .expect("queued")
                 ),
-                eb
+                all_mail[3..]
             );
+            assert!(!Deliveries::claim_delivery(&two, &all[0]).await.expect("claim"));
+            assert!(!Emails::claim_email(&two, &all_mail[0]).await.expect("claim"));
+            assert!(Deliveries::claim_delivery(&one, &all[0]).await.expect("its own again"));
+            assert_eq!(
+                keys(Deliveries::pending_deliveries(&one, 100).await.expect("pending")),
+                all
+            );
+            // given back (claimed, not started after all): free for "two"; giving back
+            // another process's claim changes nothing
+            Deliveries::release_deliveries(&two, &all[1..2]).await.expect("release");
+            assert!(!Deliveries::claim_delivery(&two, &all[1]).await.expect("claim"));
+            Deliveries::release_deliveries(&one, &all[3..4]).await.expect("release");
+            assert!(Deliveries::claim_delivery(&two, &all[3]).await.expect("claim"));
             // a postponed delivery is free for whoever passes next
-            let (k, d) = Deliveries::pending_deliveries(&two, 1)
+            let (k, d) = Deliveries::pending_deliveries(&two, 100)
                 .await
                 .expect("pending")
-                .remove(0);
+                .into_iter()
+                .find(|(k, _)| *k == all[3])
+                .expect("its own");
             let d = d.expect("a delivery");
             Deliveries::postpone_delivery(&two, &k, &Delivery { failures: 1, ..d })
                 .await
@@ -1716,31 +1748,120 @@ mod queues {
                 .durable()
                 .await
                 .expect("durable");
-            // "one" stops passing: once its lease ran out, "two" gets all of it
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-            loop {
-                let all = keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending"));
-                let all_mail = mails(
-                    Emails::queued_emails(&two, Stage::Triggered, 100)
-                        .await
-                        .expect("queued"),
-                );
-                if all.len() == 10 && all_mail.len() == 10 {
-                    assert!(a.is_subset(&all) && ea.is_subset(&all_mail));
-                    break;
-                }
-                assert!(all.is_superset(&b), "two keeps its own");
-                assert!(std::time::Instant::now() < deadline, "one's claims never ran out");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            assert!(Deliveries::claim_delivery(&one, &all[3]).await.expect("claim"));
+            // "two" learns when "one"'s claims would run out: within its lease of 1 s
+            let ends = |w| two_store.claims_elsewhere_end(w);
+            for work in [ClaimedWork::Deliveries, ClaimedWork::Emails] {
+                let end = ends(work).await.expect("asked").expect("held elsewhere");
+                assert!(end <= lease, "{work:?}: {end:?}");
             }
-            assert!(Deliveries::pending_deliveries(&one, 100)
-                .await
-                .expect("pending")
-                .is_empty());
+            assert_eq!(ends(ClaimedWork::DueItems).await.expect("asked"), None);
+            assert_eq!(
+                one_store
+                    .claims_elsewhere_end(ClaimedWork::Deliveries)
+                    .await
+                    .expect("asked"),
+                None,
+                "its own"
+            );
+            // "one" lives and renews: three leases later it still holds everything it started
+            let alive_until = Instant::now() + 3 * lease;
+            while Instant::now() < alive_until {
+                assert_eq!(one_store.renew_claims().await.expect("renew"), 4 + 3);
+                tokio::time::sleep(lease / 3).await;
+                assert!(
+                    !Deliveries::claim_delivery(&two, &all[0]).await.expect("claim"),
+                    "renewed"
+                );
+                assert!(
+                    !Emails::claim_email(&two, &all_mail[0]).await.expect("claim"),
+                    "renewed"
+                );
+            }
+            assert_eq!(
+                Deliveries::pending_deliveries(&two, 100).await.expect("pending").len(),
+                6,
+                "renewed claims stay hidden from the other process"
+            );
+            // "one" stops renewing (killed): once its lease ran out, "two" takes it all over
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let mut taken = HashSet::new();
+            let mut taken_mail = HashSet::new();
+            while taken.len() < 4 || taken_mail.len() < 3 {
+                for k in &all[..4] {
+                    if Deliveries::claim_delivery(&two, k).await.expect("claim") {
+                        taken.insert(k.clone());
+                    }
+                }
+                for k in &all_mail[..3] {
+                    if Emails::claim_email(&two, k).await.expect("claim") {
+                        taken_mail.insert(k.clone());
+                    }
+                }
+                assert!(Instant::now() < deadline, "one's claims never ran out");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert_eq!(
+                Deliveries::pending_deliveries(&one, 100).await.expect("pending").len(),
+                6
+            );
+            assert_eq!(ends(ClaimedWork::Deliveries).await.expect("asked"), None, "all its own");
             // a key of another engine is refused, typed
             let foreign = crate::store::scheduler::QueueKey::from_bytes(b"v-sled-key".to_vec());
             assert!(matches!(PgQueueKey::of(&foreign), Err(PgError::ForeignQueueKey(_))));
             assert!(Deliveries::remove_pending(&one, &foreign).await.is_err());
+            assert!(Deliveries::claim_delivery(&one, &foreign).await.is_err());
+        });
+    }
+
+    /// Due items: a batch claimed by a process is renewed by its heartbeat and hidden from
+    /// another's next wake-up (`upcoming`), which learns when the claim ends instead.
+    #[test]
+    fn claimed_due_items_are_renewed_and_another_process_waits_for_their_end() {
+        use crate::store::{ClaimedWork, ScheduledItems};
+        use std::time::Duration;
+        on_fresh_database(|_, connection, _| async move {
+            let lease = Duration::from_secs(1);
+            let ([one_store, two_store], owner) = alice_and_two_processes(&connection, [lease, lease]).await;
+            let (one, two) = (one_store.scheduler(), two_store.scheduler());
+            for i in 0..3u32 {
+                add_due(&one, owner, i, at(1_000 + i64::from(i), 0)).await;
+            }
+            let batch = ScheduledItems::due_items(&one, at(1_001, 0), 10).await.expect("due");
+            assert_eq!(batch.len(), 2, "the batch due");
+            assert_eq!(claimed(&one, "scheduled_items").await, 2);
+            let upcoming = ScheduledItems::upcoming(&two, 10).await.expect("upcoming");
+            assert_eq!(
+                upcoming.len(),
+                1,
+                "what another process triggers is not its wake-up: {upcoming:?}"
+            );
+            assert_eq!(upcoming[0].0, at(1_002, 0));
+            let end = two_store
+                .claims_elsewhere_end(ClaimedWork::DueItems)
+                .await
+                .expect("asked")
+                .expect("held elsewhere");
+            assert!(end <= lease, "{end:?}");
+            tokio::time::sleep(lease / 2).await;
+            assert_eq!(one_store.renew_claims().await.expect("renew"), 2);
+            let renewed = two_store
+                .claims_elsewhere_end(ClaimedWork::DueItems)
+                .await
+                .expect("asked")
+                .expect("held elsewhere");
+            assert!(
+                renewed > lease / 2 + Duration::from_millis(100),
+                "extended: {renewed:?}"
+            );
+            tokio::time::sleep(lease / 2 + Duration::from_millis(300)).await;
+            assert!(
+                ScheduledItems::due_items(&two, at(1_001, 0), 10)
+                    .await
+                    .expect("due")
+                    .is_empty(),
+                "past the first lease, still held: renewed"
+            );
         });
     }
 
@@ -1762,30 +1883,7 @@ mod queues {
             .await
             .id;
             for i in 0..200u32 {
-                let item = ScheduledItem {
-                    id: crate::domain::wire::new_uuid(),
-                    owner,
-                    tickle: Tickle {
-                        content: format!("{i}").into_bytes(),
-                        day: Day {
-                            year: 2030,
-                            month: 1,
-                            day: 1,
-                        },
-                        time: None,
-                        recurrence: None,
-                    },
-                    created: at(1, i),
-                    server_time: 0,
-                };
-                let due = at(1_000, 0);
-                first
-                    .add_scheduled(&item, &|_| due, None)
-                    .await
-                    .expect("add")
-                    .durable()
-                    .await
-                    .expect("durable");
+                add_due(&first, owner, i, at(1_000, 0)).await;
             }
             let dead = process(&connection, lease).await;
             assert_eq!(

@@ -139,6 +139,14 @@ impl Coordination for Alone {
     fn announce(&self, _worker: &'static str) {}
 
     async fn release(&self) {}
+
+    /// One process holds everything: nothing to renew.
+    async fn renew_claims(&self) {}
+
+    /// No other process: nothing is claimed elsewhere.
+    async fn claims_elsewhere_end(&self, _work: ClaimedWork) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 /// Waits until no sled database of this process holds the database directory `db` (sled
