@@ -1,21 +1,16 @@
 //! [`Administration`] on PostgreSQL: whether the database takes writes; no group commit
 //! (every write is its own committed transaction), so nothing to flush and no cycles; a
-//! backup is PostgreSQL's own business. And the pool's state.
+//! backup is PostgreSQL's own business. And what the health check and the metrics say of
+//! the engine: the process's claimant name, the schema's version against the binary's
+//! (read at each check, so that a running process notices a newer binary's migration),
+//! the pool's state and what [`super::stats`] counted.
 
 use super::{PgError, PgStore};
-use crate::store::{Administration, BackupSummary, CycleStats, Result, StoreError, WriterStats};
+use crate::store::{
+    Administration, BackupSummary, CycleStats, EngineCounters, Result, SchemaVersions, StoreError, WriterStats,
+};
 
-/// The pool's state (metrics, diagnostics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Connections open (idle and in use).
-    pub open: usize,
-    /// Idle connections.
-    pub idle: usize,
-    /// Callers waiting for a connection.
-    pub waiting: usize,
-    pub max: usize,
-}
+pub use crate::store::api::PoolStats;
 
 impl PgStore {
     /// The pool's state.
@@ -85,6 +80,45 @@ impl Administration for PgStore {
     /// Closes the pool: every later write (and read) fails, and `writable` says so.
     fn simulate_sync_failure_for_tests(&self) {
         self.pool.close();
+    }
+
+    fn engine(&self) -> &'static str {
+        "postgres"
+    }
+
+    /// The claimant id this process's claims carry (`host:pid:` and a random part).
+    fn process(&self) -> String {
+        self.claimant.clone()
+    }
+
+    /// `max(version)` of `schema_migrations` now, against [`super::migrations::LATEST`]; a
+    /// newer one is logged as an error once (again only after it was not newer for a while).
+    async fn schema(&self) -> Option<std::result::Result<SchemaVersions, String>> {
+        Some(match self.schema_version().await {
+            Ok(database) => {
+                let versions = SchemaVersions {
+                    database,
+                    binary: super::migrations::LATEST,
+                };
+                if super::stats::newer_schema_changed(versions.newer()) {
+                    if versions.newer() {
+                        tracing::error!("{}; this process answers its health check with 503", versions.reason());
+                    } else {
+                        tracing::info!("the database's schema is version {database} again, which this binary knows");
+                    }
+                }
+                Ok(versions)
+            }
+            Err(e) => Err(e.to_string()),
+        })
+    }
+
+    fn pool(&self) -> Option<PoolStats> {
+        Some(self.pool_stats())
+    }
+
+    fn counters(&self) -> Option<EngineCounters> {
+        Some(super::stats::counters())
     }
 
     /// A PostgreSQL database is backed up by PostgreSQL's own tools, consistent while the
