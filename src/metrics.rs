@@ -556,5 +556,61 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in:\n{text}");
         }
+        assert!(
+            !text.contains("pigeonhole_database_pool"),
+            "no PostgreSQL series on sled"
+        );
+    }
+
+    /// A PostgreSQL sample: the pool (in use = open − idle), the timings, the claims and a
+    /// newer schema; no writer histograms, no database-wide numbers from a non-leader.
+    #[tokio::test]
+    async fn a_postgres_sample_exports_pool_claims_and_schema_but_no_writer_series() {
+        let on = Metrics::on(Box::new(|| {
+            Box::pin(async {
+                Sample {
+                    engine: "postgres",
+                    process: "h:1:ab".into(),
+                    database: Some(DatabaseSample {
+                        pool: PoolSample {
+                            max: 16,
+                            open: 5,
+                            idle: 2,
+                            waiting: 1,
+                        },
+                        pool_wait_seconds: HistogramValues {
+                            bounds: vec![0.001],
+                            counts: vec![4, 1],
+                            sum: 0.5,
+                        },
+                        schema: Some((4, 3)),
+                        claimed: 7,
+                        taken_over: 2,
+                        released: 3,
+                        ..DatabaseSample::default()
+                    }),
+                    ..Sample::default()
+                }
+            })
+        }));
+        let text = on.scrape().await;
+        for line in [
+            "pigeonhole_process_info{process=\"h:1:ab\",engine=\"postgres\"} 1",
+            "pigeonhole_leader 0",
+            "pigeonhole_database_pool_max 16",
+            "pigeonhole_database_pool_in_use 3",
+            "pigeonhole_database_pool_waiting 1",
+            "pigeonhole_database_pool_wait_seconds_count 5",
+            "pigeonhole_claims_total{event=\"taken_over\"} 2",
+            "pigeonhole_claims_total{event=\"released\"} 3",
+            "pigeonhole_schema_version{of=\"database\"} 4",
+            "pigeonhole_schema_version{of=\"binary\"} 3",
+            "pigeonhole_schema_newer 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in:\n{text}");
+        }
+        for absent in ["pigeonhole_writer_", "pigeonhole_items", "pigeonhole_due_items"] {
+            assert!(!text.lines().any(|l| l.starts_with(absent)), "{absent} in:\n{text}");
+        }
     }
 }
