@@ -402,6 +402,19 @@ async fn sample(store: &store::Store, workers: &Workers, clock: &Clock) -> crate
                 Some(Ok(v)) => Some((v.database, v.binary)),
                 _ => None,
             },
+            lease_seconds: store.admin.claim_lease().unwrap_or_default().as_secs_f64(),
+            // database-wide: the leader's only
+            expired_claims: match leads {
+                true => match store.admin.expired_claims().await {
+                    Some(Ok(expired)) => Some(expired),
+                    Some(Err(e)) => {
+                        tracing::warn!("metrics: could not count the expired claims: {e}");
+                        None
+                    }
+                    None => None,
+                },
+                false => None,
+            },
             claimed: counters.claimed,
             taken_over: counters.taken_over,
             released: counters.released,

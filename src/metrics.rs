@@ -125,6 +125,11 @@ pub struct DatabaseSample {
     pub transaction_seconds: HistogramValues,
     /// The database's schema version and the binary's (`None`: could not be read).
     pub schema: Option<(i64, i64)>,
+    /// How long claims hold unless renewed.
+    pub lease_seconds: f64,
+    /// Claims whose lease ran out and that nobody took over yet, by queue (the leader's
+    /// only: database-wide).
+    pub expired_claims: Option<Vec<(&'static str, u64)>>,
     /// Claims on queued work: claimed, of them taken over after a lease ran out, released.
     pub claimed: u64,
     pub taken_over: u64,
@@ -375,6 +380,27 @@ fn encode_database(encoder: &mut DescriptorEncoder, d: &DatabaseSample) -> Resul
             ConstCounter::new(n).encode(m.encode_family(&labels)?)?;
         }
     }
+    {
+        let m = encoder.encode_descriptor(
+            "pigeonhole_claim_lease_seconds",
+            "How long this process's claims on queued work hold unless renewed (--database-lease).",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(d.lease_seconds).encode(m)?;
+    }
+    if let Some(expired) = &d.expired_claims {
+        let mut m = encoder.encode_descriptor(
+            "pigeonhole_claims_expired",
+            "Claims on queued work whose lease ran out and that no process took over yet (a process died holding them), by queue; database-wide, exported by the leader only.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (queue, n) in expired {
+            let labels = [("queue", *queue)];
+            ConstGauge::new(saturating_i64(*n)).encode(m.encode_family(&labels)?)?;
+        }
+    }
     if let Some((database, binary)) = d.schema {
         let mut m = encoder.encode_descriptor(
             "pigeonhole_schema_version",
@@ -584,6 +610,7 @@ mod tests {
                             sum: 0.5,
                         },
                         schema: Some((4, 3)),
+                        lease_seconds: 300.0,
                         claimed: 7,
                         taken_over: 2,
                         released: 3,
@@ -606,6 +633,7 @@ mod tests {
             "pigeonhole_schema_version{of=\"database\"} 4",
             "pigeonhole_schema_version{of=\"binary\"} 3",
             "pigeonhole_schema_newer 1",
+            "pigeonhole_claim_lease_seconds 300.0",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in:\n{text}");
         }

@@ -480,11 +480,20 @@ async fn of_two_servers_on_one_database_one_leads_and_alone_exports_the_database
         );
         let items = sample(&text, "pigeonhole_items{kind=\"inbox\"}");
         let due = sample(&text, "pigeonhole_due_items");
+        let expired = sample(&text, "pigeonhole_claims_expired{queue=\"deliveries\"}");
         if is_leader {
-            assert_eq!((items, due), (Some(1.0), Some(0.0)), "{text}");
+            assert_eq!((items, due, expired), (Some(1.0), Some(0.0), Some(0.0)), "{text}");
         } else {
-            assert_eq!((items, due), (None, None), "only the leader exports them: {text}");
+            assert_eq!(
+                (items, due, expired),
+                (None, None, None),
+                "only the leader exports them: {text}"
+            );
         }
+        assert!(
+            sample(&text, "pigeonhole_claim_lease_seconds").is_some_and(|s| s > 0.0),
+            "{text}"
+        );
         assert!(
             text.contains(&format!(
                 "pigeonhole_process_info{{process=\"{}\",engine=\"postgres\"}} 1",

@@ -381,6 +381,16 @@ pub trait Administration: Send + Sync {
     fn pool(&self) -> Option<PoolStats> {
         None
     }
+    /// How long claims on queued work hold unless renewed, for an engine that claims.
+    fn claim_lease(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// Claims on queued work whose lease ran out and that no process took over yet (a
+    /// process died holding them), by queue, read now (database-wide: the metrics' leader
+    /// asks); `None` for an engine without claims.
+    async fn expired_claims(&self) -> Option<std::result::Result<Vec<(&'static str, u64)>, String>> {
+        None
+    }
     /// What the engine counted in this process (PostgreSQL: pool waits, transactions,
     /// claims); `None` for an engine that counts none of it.
     fn counters(&self) -> Option<EngineCounters> {

@@ -117,6 +117,40 @@ impl Administration for PgStore {
         Some(self.pool_stats())
     }
 
+    fn claim_lease(&self) -> Option<std::time::Duration> {
+        Some(self.lease)
+    }
+
+    /// One statement: the due items (claims are on due items only, so the due index's
+    /// range is read, not the table), deliveries, delivery targets and e-mails whose lease
+    /// ran out by the database's clock.
+    async fn expired_claims(&self) -> Option<std::result::Result<Vec<(&'static str, u64)>, String>> {
+        let read = async {
+            let client = self.pool.get().await?;
+            let row = client
+                .query_one(
+                    "SELECT \
+                     (SELECT count(*) FROM scheduled_items \
+                      WHERE due_secs <= extract(epoch FROM now())::bigint AND lease_until < now()), \
+                     (SELECT count(*) FROM deliveries WHERE lease_until < now()), \
+                     (SELECT count(*) FROM delivery_targets WHERE lease_until < now()), \
+                     (SELECT count(*) FROM email_queue WHERE lease_until < now())",
+                    &[],
+                )
+                .await?;
+            let mut counts = Vec::new();
+            for (i, queue) in ["due_items", "deliveries", "delivery_targets", "emails"]
+                .into_iter()
+                .enumerate()
+            {
+                let n: i64 = row.try_get(i)?;
+                counts.push((queue, u64::try_from(n).unwrap_or(0)));
+            }
+            Ok::<_, PgError>(counts)
+        };
+        Some(read.await.map_err(|e| e.to_string()))
+    }
+
     fn counters(&self) -> Option<EngineCounters> {
         Some(super::stats::counters())
     }

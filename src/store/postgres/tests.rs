@@ -1641,6 +1641,68 @@ mod queues {
             assert_eq!(ScheduledItems::counts(&dead, owner).await.expect("counts"), (0, 200));
         });
     }
+
+    /// The metrics' lease-expiry count: claims whose lease ran out and that nobody took over
+    /// yet (the process holding them went silent) are counted by queue, and no longer once
+    /// another process took them.
+    #[test]
+    fn expired_claims_are_counted_until_another_process_takes_them_over() {
+        use crate::store::Deliveries;
+        on_fresh_database(|_, connection, _| async move {
+            let silent = store_on(&connection)
+                .await
+                .with_lease(std::time::Duration::from_secs(1));
+            let other = store_on(&connection)
+                .await
+                .with_lease(std::time::Duration::from_secs(60));
+            let (one, two) = (silent.scheduler(), other.scheduler());
+            let owner = created(
+                one.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .await
+            .id;
+            assert!(one
+                .add_trigger(&inbox_trigger(owner), None)
+                .await
+                .expect("add")
+                .changed());
+            for i in 0..3 {
+                triggered(&one, owner, at(100 + i, 0)).await;
+            }
+            let expanded = one.expand_targets(false).await.expect("expand");
+            assert_eq!(expanded.durable().await.expect("durable"), 3);
+            let expired = |s: PgStore| async move {
+                s.expired_claims()
+                    .await
+                    .expect("an engine with claims")
+                    .expect("counted")
+                    .into_iter()
+                    .find(|(queue, _)| *queue == "deliveries")
+                    .expect("the deliveries' count")
+                    .1
+            };
+            assert_eq!(
+                Deliveries::pending_deliveries(&one, 100).await.expect("pending").len(),
+                3
+            );
+            assert_eq!(expired(other.clone()).await, 0, "claimed, not expired");
+            // the silent process does not renew: its claims expire a second later
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while expired(other.clone()).await != 3 {
+                assert!(std::time::Instant::now() < deadline, "the claims did not expire");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            assert_eq!(
+                Deliveries::pending_deliveries(&two, 100).await.expect("pending").len(),
+                3
+            );
+            assert_eq!(expired(other.clone()).await, 0, "taken over");
+            assert_eq!(other.claim_lease(), Some(std::time::Duration::from_secs(60)));
+        });
+    }
 }
 
 /// The health check's "database writable", and the pool's state.
