@@ -355,6 +355,7 @@ impl Emails for PgScheduler {
                 &[&stage_column(stage), &limit, &self.claimant, &lease],
             )
             .await?;
+        super::stats::claimed(rows.len() as u64, 0);
         rows.sort_by_key(|row| row.try_get::<_, i64>("seq").unwrap_or(i64::MAX));
         Ok(rows
             .iter()

@@ -1684,10 +1684,13 @@ mod queues {
                     .expect("the deliveries' count")
                     .1
             };
+            let before = super::super::stats::counters().claimed;
             assert_eq!(
                 Deliveries::pending_deliveries(&one, 100).await.expect("pending").len(),
                 3
             );
+            // counted for the metrics (process-wide: other tests may add theirs)
+            assert!(super::super::stats::counters().claimed >= before + 3);
             assert_eq!(expired(other.clone()).await, 0, "claimed, not expired");
             // the silent process does not renew: its claims expire a second later
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
