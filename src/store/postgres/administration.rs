@@ -100,7 +100,11 @@ impl Administration for PgStore {
                     database,
                     binary: super::migrations::LATEST,
                 };
-                if super::stats::newer_schema_changed(versions.newer()) {
+                let changed = self
+                    .newer_schema
+                    .swap(versions.newer(), std::sync::atomic::Ordering::Relaxed)
+                    != versions.newer();
+                if changed {
                     if versions.newer() {
                         tracing::error!("{}; this process answers its health check with 503", versions.reason());
                     } else {

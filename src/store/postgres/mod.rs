@@ -378,6 +378,9 @@ pub struct PgStore {
     claimant: String,
     /// How long a claim on a due item, delivery or e-mail holds unless renewed.
     lease: Duration,
+    /// Whether the schema last read was newer than this binary's (so that it is logged
+    /// once, not at every check).
+    newer_schema: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The lease of claims unless [`PgStore::with_lease`] says otherwise.
@@ -416,6 +419,7 @@ impl PgStore {
                 &uuid::Uuid::new_v4().simple().to_string()[..8]
             ),
             lease: DEFAULT_LEASE,
+            newer_schema: std::sync::Arc::default(),
         };
         let mut client = store.pool.get().await?;
         check_durable(&client).await?;

@@ -5,7 +5,7 @@
 //! `Administration::counters`.
 
 use crate::store::api::{AtomicHistogram, EngineCounters};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::LazyLock;
 use std::time::Instant;
 
@@ -20,8 +20,6 @@ struct Stats {
     claimed: AtomicU64,
     taken_over: AtomicU64,
     released: AtomicU64,
-    /// Whether a newer schema was last seen (logged once per change).
-    newer_schema: AtomicBool,
 }
 
 static STATS: LazyLock<Stats> = LazyLock::new(|| Stats {
@@ -30,7 +28,6 @@ static STATS: LazyLock<Stats> = LazyLock::new(|| Stats {
     claimed: AtomicU64::new(0),
     taken_over: AtomicU64::new(0),
     released: AtomicU64::new(0),
-    newer_schema: AtomicBool::new(false),
 });
 
 fn micros_since(start: Instant) -> u64 {
@@ -59,12 +56,6 @@ pub(crate) fn claimed(n: u64, taken_over: u64) {
 /// `n` claims were given up.
 pub(crate) fn released(n: u64) {
     STATS.released.fetch_add(n, Ordering::Relaxed);
-}
-
-/// Notes whether the schema last read is newer than the binary's; answers true when that
-/// changed (so that it is logged once, not at every check).
-pub(crate) fn newer_schema_changed(newer: bool) -> bool {
-    STATS.newer_schema.swap(newer, Ordering::Relaxed) != newer
 }
 
 /// Everything counted so far.
