@@ -13,7 +13,7 @@ use crate::domain::worker::Worker;
 use crate::http::{ApiError, JsonArray, Reply};
 use crate::metrics::Metrics;
 use crate::payments::Payments;
-use crate::store::{Accounts, Store};
+use crate::store::{Accounts, OnceWork, Store};
 use crate::workers::Workers;
 use serde_json::{json, Map, Value};
 use std::future::Future;
@@ -62,6 +62,12 @@ impl Context {
     /// of the first key of the due index. A worker is errored when it stopped after too
     /// many failed passes or its last pass failed.
     ///
+    /// It names the process (`process.id`: host name and pid, and on PostgreSQL the
+    /// claimant id its claims carry), the engine, and whether it leads (exports the
+    /// database-wide metrics; always on sled). On PostgreSQL `database` has the schema's
+    /// version and the binary's, read at each probe: a database migrated by a newer binary
+    /// while this one runs makes the answer 503 with an `error` naming both versions.
+    ///
     /// Records that requests met and could not decode (written by a newer version, or
     /// damaged) make the status `degraded`, still 200, with their count in
     /// `database.undecodable-records` (docs/decisions.md: a restart does not repair a
@@ -95,7 +101,15 @@ impl Context {
             .filter(|w| self.workers.errored(*w))
             .map(|w| w.name())
             .collect();
-        let healthy = readable.is_ok() && writable.is_ok() && errored.is_empty();
+        // PostgreSQL: the schema read now, so that a newer binary's migration while this
+        // process runs makes it unhealthy (it may misread what the newer one writes)
+        let schema = self.store.admin.schema().await;
+        let newer = match &schema {
+            Some(Ok(v)) if v.newer() => Some(v.reason()),
+            _ => None,
+        };
+        let leads = self.store.coordination.leads(OnceWork::Overview).await;
+        let healthy = readable.is_ok() && writable.is_ok() && errored.is_empty() && newer.is_none();
         let (undecodable, more) = self.store.undecodable().count();
         let mut database = Map::new();
         database.insert("readable".into(), json!(readable.is_ok()));
@@ -105,7 +119,12 @@ impl Context {
             // more than could be remembered: the count is a lower bound
             database.insert("undecodable-records-at-least".into(), json!(true));
         }
-        if let Some(e) = readable.err().or(writable.err()) {
+        database.insert("engine".into(), json!(self.store.admin.engine()));
+        if let Some(Ok(v)) = &schema {
+            database.insert("schema-version".into(), json!(v.database));
+            database.insert("binary-schema-version".into(), json!(v.binary));
+        }
+        if let Some(e) = readable.err().or(writable.err()).or(newer) {
             database.insert("error".into(), json!(e));
         }
         let body = json!({
@@ -116,6 +135,11 @@ impl Context {
             },
             "version": env!("CARGO_PKG_VERSION"),
             "uptime-seconds": self.started.elapsed().as_secs(),
+            "process": {
+                "id": self.store.admin.process(),
+                "engine": self.store.admin.engine(),
+                "leads": leads,
+            },
             "database": database,
             "errored-workers": errored,
             "workers": self.workers.health_json(),

@@ -5,7 +5,7 @@ use crate::clock::Clock;
 use crate::config::Settings;
 use crate::context::Context;
 use crate::domain::worker::Worker;
-use crate::metrics::{HistogramValues, Metrics, Sample, WorkerSample};
+use crate::metrics::{DatabaseSample, HistogramValues, Metrics, PoolSample, Sample, WorkerSample};
 use crate::shell::Shell;
 use crate::workers::Workers;
 use crate::{auth, control, datadir, http, inbox, loopers, mail, memory, outbound, payments, scheduler, store};
@@ -145,6 +145,7 @@ pub async fn start(
     let mut tasks = Vec::new();
     if let Some(shared) = &shared {
         tasks.push(shared.wake_across(&workers, shutdown.clone()));
+        tasks.push(tokio::spawn(watch_database(store.clone(), shutdown.clone())));
     }
     let metrics = Arc::new(match metrics_listener {
         Some(_) => Metrics::on(sampler(store.clone(), workers.clone(), clock.clone())),
@@ -326,6 +327,27 @@ impl Shared {
     }
 }
 
+/// How often a process on a shared database reads the schema's version and tries to lead
+/// the overview.
+const WATCH_PERIOD: Duration = Duration::from_secs(10);
+
+/// A process on a shared database: from the start, tries to lead the overview (so that the
+/// health check and the first scrape know at once whether it does), and reads the schema's
+/// version every [`WATCH_PERIOD`], so that a newer binary's migration is logged (once) even
+/// when nothing probes this process; until the shutdown.
+async fn watch_database(store: Arc<store::Store>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        store.coordination.leads(store::OnceWork::Overview).await;
+        if let Some(Err(e)) = store.admin.schema().await {
+            tracing::debug!("could not read the database's schema version: {e}");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(WATCH_PERIOD) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    }
+}
+
 /// What the metrics read at each scrape: totals the store keeps per account (no scan of
 /// items), the due part of the due index, the writer's cycle histograms, the workers.
 fn sampler(store: Arc<store::Store>, workers: Arc<Workers>, clock: Clock) -> crate::metrics::Sampler {
@@ -335,7 +357,10 @@ fn sampler(store: Arc<store::Store>, workers: Arc<Workers>, clock: Clock) -> cra
     })
 }
 
-/// One sample of [`sampler`].
+/// One sample of [`sampler`]. The database-wide numbers (items, due items) come from the
+/// process that leads the overview only (on sled, the only process), so that summing them
+/// over the processes of one database is right; the writer's histograms from sled only,
+/// the pool, timings, schema and claims from PostgreSQL only.
 async fn sample(store: &store::Store, workers: &Workers, clock: &Clock) -> crate::metrics::Sample {
     fn values(h: store::HistogramSnapshot, scale: f64) -> HistogramValues {
         HistogramValues {
@@ -344,7 +369,8 @@ async fn sample(store: &store::Store, workers: &Workers, clock: &Clock) -> crate
             sum: h.sum as f64 * scale,
         }
     }
-    {
+    let leads = store.coordination.leads(store::OnceWork::Overview).await;
+    let (items, due_items) = if leads {
         let items = match (store.inbox.total_items().await, store.scheduler.total_counts().await) {
             (Ok(inbox), Ok((scheduled, triggered))) => Some((inbox, scheduled, triggered)),
             (Err(e), _) | (_, Err(e)) => {
@@ -360,26 +386,74 @@ async fn sample(store: &store::Store, workers: &Workers, clock: &Clock) -> crate
             .map(|n| n as u64)
             .map_err(|e| tracing::warn!("metrics: could not count the due items: {e}"))
             .ok();
-        let cycles = store.admin.writer_cycles();
-        Sample {
-            items,
-            due_items,
-            writer_batches: values(cycles.batches, 1.0),
-            writer_sync_seconds: values(cycles.sync_micros, 1e-6),
-            workers: Worker::ALL
-                .into_iter()
-                .map(|w| {
-                    let activity = *workers.activity(w).borrow();
-                    WorkerSample {
-                        name: w.name(),
-                        state: workers.state(w),
-                        passes: activity.finished,
-                        failed_passes: activity.failed,
+        (items, due_items)
+    } else {
+        (None, None)
+    };
+    let database = match (store.admin.pool(), store.admin.counters()) {
+        (Some(pool), Some(counters)) => Some(DatabaseSample {
+            pool: PoolSample {
+                max: pool.max as u64,
+                open: pool.open as u64,
+                idle: pool.idle as u64,
+                waiting: pool.waiting as u64,
+            },
+            pool_wait_seconds: values(counters.pool_wait_micros, 1e-6),
+            transaction_seconds: values(counters.transaction_micros, 1e-6),
+            schema: match store.admin.schema().await {
+                Some(Ok(v)) => Some((v.database, v.binary)),
+                _ => None,
+            },
+            lease_seconds: store.admin.claim_lease().unwrap_or_default().as_secs_f64(),
+            // database-wide: the leader's only
+            expired_claims: match leads {
+                true => match store.admin.expired_claims().await {
+                    Some(Ok(expired)) => Some(expired),
+                    Some(Err(e)) => {
+                        tracing::warn!("metrics: could not count the expired claims: {e}");
+                        None
                     }
-                })
-                .collect(),
-            database_writable: store.admin.writable().await.is_ok(),
-        }
+                    None => None,
+                },
+                false => None,
+            },
+            claimed: counters.claimed,
+            taken_over: counters.taken_over,
+            released: counters.released,
+        }),
+        _ => None,
+    };
+    let (writer_batches, writer_sync_seconds) = if store.is_sled() {
+        let cycles = store.admin.writer_cycles();
+        (
+            Some(values(cycles.batches, 1.0)),
+            Some(values(cycles.sync_micros, 1e-6)),
+        )
+    } else {
+        (None, None)
+    };
+    Sample {
+        engine: store.admin.engine(),
+        process: store.admin.process(),
+        leads,
+        items,
+        due_items,
+        writer_batches,
+        writer_sync_seconds,
+        database,
+        workers: Worker::ALL
+            .into_iter()
+            .map(|w| {
+                let activity = *workers.activity(w).borrow();
+                WorkerSample {
+                    name: w.name(),
+                    state: workers.state(w),
+                    passes: activity.finished,
+                    failed_passes: activity.failed,
+                }
+            })
+            .collect(),
+        database_writable: store.admin.writable().await.is_ok(),
     }
 }
 

@@ -106,17 +106,57 @@ pub struct WorkerSample {
     pub failed_passes: u64,
 }
 
+/// A connection pool as sampled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolSample {
+    pub max: u64,
+    pub open: u64,
+    pub idle: u64,
+    pub waiting: u64,
+}
+
+/// What a PostgreSQL store did in this process (sampled from its counters).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DatabaseSample {
+    pub pool: PoolSample,
+    /// Seconds callers waited for a pooled connection.
+    pub pool_wait_seconds: HistogramValues,
+    /// Seconds each store transaction took (wait, statements, commit, retries).
+    pub transaction_seconds: HistogramValues,
+    /// The database's schema version and the binary's (`None`: could not be read).
+    pub schema: Option<(i64, i64)>,
+    /// How long claims hold unless renewed.
+    pub lease_seconds: f64,
+    /// Claims whose lease ran out and that nobody took over yet, by queue (the leader's
+    /// only: database-wide).
+    pub expired_claims: Option<Vec<(&'static str, u64)>>,
+    /// Claims on queued work: claimed, of them taken over after a lease ran out, released.
+    pub claimed: u64,
+    pub taken_over: u64,
+    pub released: u64,
+}
+
 /// What the server keeps anyway, read at each scrape.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Sample {
-    /// Items stored: inbox, scheduled and triggered items (`None`: the store failed).
+    /// The storage engine (`sled`, `postgres`) and this process's name.
+    pub engine: &'static str,
+    pub process: String,
+    /// Whether this process exports the database-wide numbers (alone on sled; the holder
+    /// of the overview's lock on a shared database).
+    pub leads: bool,
+    /// Items stored: inbox, scheduled and triggered items (`None`: the store failed, or
+    /// another process leads).
     pub items: Option<(u64, u64, u64)>,
-    /// Scheduled items that are due and not yet triggered (`None`: the store failed).
+    /// Scheduled items that are due and not yet triggered (`None`: the store failed, or
+    /// another process leads).
     pub due_items: Option<u64>,
-    /// Batches per writer cycle that reached the disk.
-    pub writer_batches: HistogramValues,
-    /// Seconds each cycle's flush and syncs took.
-    pub writer_sync_seconds: HistogramValues,
+    /// Batches per writer cycle that reached the disk (`None`: no group commit, PostgreSQL).
+    pub writer_batches: Option<HistogramValues>,
+    /// Seconds each cycle's flush and syncs took (`None`: no group commit).
+    pub writer_sync_seconds: Option<HistogramValues>,
+    /// The PostgreSQL store's pool, timings, schema and claims (`None`: sled).
+    pub database: Option<DatabaseSample>,
     pub workers: Vec<WorkerSample>,
     /// Whether the database takes writes (see `Store::writable`).
     pub database_writable: bool,
@@ -280,6 +320,108 @@ fn saturating_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// The PostgreSQL store's part of a sample.
+fn encode_database(encoder: &mut DescriptorEncoder, d: &DatabaseSample) -> Result<(), fmt::Error> {
+    let p = d.pool;
+    for (name, help, value) in [
+        (
+            "pigeonhole_database_pool_max",
+            "Connections this process's pool keeps at most.",
+            p.max,
+        ),
+        (
+            "pigeonhole_database_pool_open",
+            "Connections of this process's pool open (idle and in use).",
+            p.open,
+        ),
+        (
+            "pigeonhole_database_pool_idle",
+            "Connections of this process's pool open and idle.",
+            p.idle,
+        ),
+        (
+            "pigeonhole_database_pool_in_use",
+            "Connections of this process's pool in use.",
+            p.open.saturating_sub(p.idle),
+        ),
+        (
+            "pigeonhole_database_pool_waiting",
+            "Callers waiting for a connection of this process's pool.",
+            p.waiting,
+        ),
+    ] {
+        gauge(encoder, name, help, saturating_i64(value))?;
+    }
+    histogram(
+        encoder,
+        "pigeonhole_database_pool_wait_seconds",
+        "Time store transactions waited for a pooled connection.",
+        &d.pool_wait_seconds,
+    )?;
+    histogram(
+        encoder,
+        "pigeonhole_database_transaction_duration_seconds",
+        "Time each store transaction took: the wait for a connection, its statements, its commit and retries.",
+        &d.transaction_seconds,
+    )?;
+    {
+        let mut m = encoder.encode_descriptor(
+            "pigeonhole_claims",
+            "Claims of this process on queued work (due items, deliveries, e-mails), by event: claimed (renewals included), taken_over (claimed after another process's lease ran out), released (given up at a graceful stop).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (event, n) in [
+            ("claimed", d.claimed),
+            ("taken_over", d.taken_over),
+            ("released", d.released),
+        ] {
+            let labels = [("event", event)];
+            ConstCounter::new(n).encode(m.encode_family(&labels)?)?;
+        }
+    }
+    {
+        let m = encoder.encode_descriptor(
+            "pigeonhole_claim_lease_seconds",
+            "How long this process's claims on queued work hold unless renewed (--database-lease).",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(d.lease_seconds).encode(m)?;
+    }
+    if let Some(expired) = &d.expired_claims {
+        let mut m = encoder.encode_descriptor(
+            "pigeonhole_claims_expired",
+            "Claims on queued work whose lease ran out and that no process took over yet (a process died holding them), by queue; database-wide, exported by the leader only.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (queue, n) in expired {
+            let labels = [("queue", *queue)];
+            ConstGauge::new(saturating_i64(*n)).encode(m.encode_family(&labels)?)?;
+        }
+    }
+    if let Some((database, binary)) = d.schema {
+        let mut m = encoder.encode_descriptor(
+            "pigeonhole_schema_version",
+            "The PostgreSQL schema version, of the database (max of schema_migrations, read at each scrape) and of this binary (its latest migration).",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (of, v) in [("database", database), ("binary", binary)] {
+            let labels = [("of", of)];
+            ConstGauge::new(v).encode(m.encode_family(&labels)?)?;
+        }
+        gauge(
+            encoder,
+            "pigeonhole_schema_newer",
+            "1 while the database's schema is newer than this binary knows (a newer version migrated it: upgrade this process; its /healthz answers 503).",
+            i64::from(database > binary),
+        )?;
+    }
+    Ok(())
+}
+
 impl Collector for Sampled {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let s = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -319,18 +461,41 @@ impl Collector for Sampled {
                 saturating_i64(due),
             )?;
         }
-        histogram(
+        if let Some(h) = &s.writer_batches {
+            histogram(
+                &mut encoder,
+                "pigeonhole_writer_cycle_batches",
+                "Write batches carried by each writer cycle (group commit) that reached the disk.",
+                h,
+            )?;
+        }
+        if let Some(h) = &s.writer_sync_seconds {
+            histogram(
+                &mut encoder,
+                "pigeonhole_writer_sync_duration_seconds",
+                "Time each writer cycle took to flush and sync the database files.",
+                h,
+            )?;
+        }
+        {
+            let mut m = encoder.encode_descriptor(
+                "pigeonhole_process_info",
+                "This process: its name (host:pid, and on PostgreSQL its claimant id) and storage engine (always 1).",
+                None,
+                MetricType::Gauge,
+            )?;
+            let labels = [("process", s.process.as_str()), ("engine", s.engine)];
+            ConstGauge::new(1i64).encode(m.encode_family(&labels)?)?;
+        }
+        gauge(
             &mut encoder,
-            "pigeonhole_writer_cycle_batches",
-            "Write batches carried by each writer cycle (group commit) that reached the disk.",
-            &s.writer_batches,
+            "pigeonhole_leader",
+            "1 while this process exports the database-wide numbers (pigeonhole_items, pigeonhole_due_items): always on sled, one process of those sharing a PostgreSQL database.",
+            i64::from(s.leads),
         )?;
-        histogram(
-            &mut encoder,
-            "pigeonhole_writer_sync_duration_seconds",
-            "Time each writer cycle took to flush and sync the database files.",
-            &s.writer_sync_seconds,
-        )?;
+        if let Some(d) = &s.database {
+            encode_database(&mut encoder, d)?;
+        }
         {
             let mut m = encoder.encode_descriptor(
                 "pigeonhole_worker_up",
@@ -381,11 +546,11 @@ mod tests {
                 Sample {
                     items: Some((3, 2, 1)),
                     due_items: Some(4),
-                    writer_batches: HistogramValues {
+                    writer_batches: Some(HistogramValues {
                         bounds: vec![1.0, 2.0],
                         counts: vec![5, 1, 1],
                         sum: 10.0,
-                    },
+                    }),
                     workers: vec![WorkerSample {
                         name: "emailer",
                         state: "failing",
@@ -416,6 +581,64 @@ mod tests {
             "pigeonhole_worker_passes_total{worker=\"emailer\"} 7",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in:\n{text}");
+        }
+        assert!(
+            !text.contains("pigeonhole_database_pool"),
+            "no PostgreSQL series on sled"
+        );
+    }
+
+    /// A PostgreSQL sample: the pool (in use = open − idle), the timings, the claims and a
+    /// newer schema; no writer histograms, no database-wide numbers from a non-leader.
+    #[tokio::test]
+    async fn a_postgres_sample_exports_pool_claims_and_schema_but_no_writer_series() {
+        let on = Metrics::on(Box::new(|| {
+            Box::pin(async {
+                Sample {
+                    engine: "postgres",
+                    process: "h:1:ab".into(),
+                    database: Some(DatabaseSample {
+                        pool: PoolSample {
+                            max: 16,
+                            open: 5,
+                            idle: 2,
+                            waiting: 1,
+                        },
+                        pool_wait_seconds: HistogramValues {
+                            bounds: vec![0.001],
+                            counts: vec![4, 1],
+                            sum: 0.5,
+                        },
+                        schema: Some((4, 3)),
+                        lease_seconds: 300.0,
+                        claimed: 7,
+                        taken_over: 2,
+                        released: 3,
+                        ..DatabaseSample::default()
+                    }),
+                    ..Sample::default()
+                }
+            })
+        }));
+        let text = on.scrape().await;
+        for line in [
+            "pigeonhole_process_info{process=\"h:1:ab\",engine=\"postgres\"} 1",
+            "pigeonhole_leader 0",
+            "pigeonhole_database_pool_max 16",
+            "pigeonhole_database_pool_in_use 3",
+            "pigeonhole_database_pool_waiting 1",
+            "pigeonhole_database_pool_wait_seconds_count 5",
+            "pigeonhole_claims_total{event=\"taken_over\"} 2",
+            "pigeonhole_claims_total{event=\"released\"} 3",
+            "pigeonhole_schema_version{of=\"database\"} 4",
+            "pigeonhole_schema_version{of=\"binary\"} 3",
+            "pigeonhole_schema_newer 1",
+            "pigeonhole_claim_lease_seconds 300.0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in:\n{text}");
+        }
+        for absent in ["pigeonhole_writer_", "pigeonhole_items", "pigeonhole_due_items"] {
+            assert!(!text.lines().any(|l| l.starts_with(absent)), "{absent} in:\n{text}");
         }
     }
 }

@@ -294,3 +294,286 @@ async fn a_database_that_stops_answers_503_with_retry_after_until_it_is_back() {
     assert_eq!(all, expected, "nothing written during the outage, the later write kept");
     server.stop().await;
 }
+
+/// The schema version this binary knows (its latest migration).
+const LATEST: i64 = pigeonhole::store::postgres::migrations::LATEST;
+
+/// Records in `db` a migration newer than this binary knows, as a newer binary would
+/// (creating `schema_migrations` as the migrations do when it is not there yet).
+fn record_newer_schema(cluster: &Cluster, db: &str) {
+    cluster
+        .psql(
+            db,
+            &format!(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version bigint PRIMARY KEY, name text NOT NULL, \
+                 applied_by text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now()); \
+                 INSERT INTO schema_migrations (version, name, applied_by) \
+                 VALUES ({}, 'from a newer binary', 'pigeonhole 99.0.0')",
+                LATEST + 1
+            ),
+        )
+        .expect("record a newer migration");
+}
+
+/// A database whose schema a newer binary migrated is refused at start: the process exits
+/// non-zero with a message naming both versions, and changes nothing in the database.
+#[test]
+fn a_database_with_a_newer_schema_is_refused_at_start_naming_both_versions() {
+    let Some(cluster) =
+        Cluster::start_or_skip("a_database_with_a_newer_schema_is_refused_at_start_naming_both_versions")
+    else {
+        return;
+    };
+    let db = cluster.fresh_database();
+    record_newer_schema(&cluster, &db);
+    let (status, stderr, _dir) = serve(&["--database", &cluster.url(&db)]);
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("schema version {}", LATEST + 1)) && stderr.contains(&format!("up to {LATEST}")),
+        "both versions named: {stderr}"
+    );
+    // nothing was made or changed
+    let tables = cluster
+        .psql(
+            &db,
+            "SELECT string_agg(tablename, ',') FROM pg_tables WHERE schemaname = 'public'",
+        )
+        .expect("psql");
+    assert_eq!(tables, "schema_migrations");
+    let versions = cluster
+        .psql(&db, "SELECT string_agg(version::text, ',') FROM schema_migrations")
+        .expect("psql");
+    assert_eq!(versions, (LATEST + 1).to_string());
+}
+
+/// How long a test waits for a running process to notice something in the database.
+const NOTICE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `GET /healthz` of `api`: its status and body.
+async fn health(api: &common::Api) -> (u16, serde_json::Value) {
+    let r = api.get("/healthz", &common::Auth::None).await;
+    (r.status, r.json())
+}
+
+/// Asks `/healthz` of `api` until `done` holds of its status and body, for at most
+/// [`NOTICE`].
+async fn health_until(
+    api: &common::Api,
+    what: &str,
+    done: impl Fn(u16, &serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + NOTICE;
+    loop {
+        let (status, body) = health(api).await;
+        if done(status, &body) {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {NOTICE:?}: {status} {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+fn on_database(url: &str) -> impl FnOnce(&mut pigeonhole::config::Settings) + '_ {
+    move |s| s.database = Some(pigeonhole::config::DatabaseUrl::parse(url).expect("the cluster's URL"))
+}
+
+/// `/healthz` names the process, the engine, the schema's version and the binary's, and
+/// whether it leads; a newer binary's migration while the server process runs (a row in
+/// `schema_migrations`) turns it 503 with an error naming both versions, logged once
+/// however often it is probed, and 200 again once the database is back at a version this
+/// binary knows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_server_notices_a_newer_schema_and_answers_503_naming_both_versions() {
+    use common::process::{Proc, Services};
+    let test = "a_running_server_notices_a_newer_schema_and_answers_503_naming_both_versions";
+    let Some(cluster) = Cluster::start_or_skip(test) else {
+        return;
+    };
+    let db = cluster.fresh_database();
+    let url = cluster.url(&db);
+    let (dir, logs) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    let server = Proc::start(dir.path(), logs.path(), Services::Both, &["--database", &url]).await;
+    let (status, body) = health(&server.api).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "ok", "{body}");
+    assert_eq!(body["process"]["engine"], "postgres", "{body}");
+    assert_eq!(body["database"]["engine"], "postgres", "{body}");
+    // host:pid: and the claimant's own part
+    let id = body["process"]["id"].as_str().expect("a process id").to_owned();
+    assert!(id.contains(&format!(":{}:", server.pid())), "{body}");
+    assert_eq!(body["database"]["schema-version"], LATEST, "{body}");
+    assert_eq!(body["database"]["binary-schema-version"], LATEST, "{body}");
+    // the only process on the database leads
+    health_until(&server.api, "the only process leads", |_, b| {
+        b["process"]["leads"] == true
+    })
+    .await;
+
+    record_newer_schema(&cluster, &db);
+    let body = health_until(&server.api, "the newer schema noticed", |status, _| status == 503).await;
+    assert_eq!(body["status"], "unhealthy", "{body}");
+    assert_eq!(body["database"]["schema-version"], LATEST + 1, "{body}");
+    let error = body["database"]["error"].as_str().expect("an error");
+    assert!(
+        error.contains(&format!("version {}", LATEST + 1)) && error.contains(&format!("version {LATEST}")),
+        "both versions named: {error}"
+    );
+    // the same on the other service's port, however often asked
+    for _ in 0..3 {
+        assert_eq!(health(&server.scheduler).await.0, 503);
+    }
+    let newer_lines = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("ERROR") && l.contains(&format!("schema is version {}", LATEST + 1)))
+            .count()
+    };
+    assert_eq!(
+        newer_lines(&server.log_text()),
+        1,
+        "logged once:\n{}",
+        server.log_text()
+    );
+
+    cluster
+        .psql(
+            &db,
+            &format!("DELETE FROM schema_migrations WHERE version = {}", LATEST + 1),
+        )
+        .expect("psql");
+    health_until(&server.api, "healthy again", |status, _| status == 200).await;
+    assert_eq!(newer_lines(&server.log_text()), 1, "{}", server.log_text());
+    server.stop().await;
+}
+
+/// The value of the sample `line_start` (name and labels) in a scrape, if there.
+fn sample(scrape: &str, line_start: &str) -> Option<f64> {
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(line_start)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Two processes on one database: exactly one leads (`/healthz`, `pigeonhole_leader`) and
+/// alone exports the database-wide numbers, so that their sum over the processes is right;
+/// each exports its own pool, its transactions and waits, the schema's versions and its
+/// name, and none of sled's writer histograms. When the leader stops, the other leads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_servers_on_one_database_one_leads_and_alone_exports_the_database_wide_numbers() {
+    let test = "of_two_servers_on_one_database_one_leads_and_alone_exports_the_database_wide_numbers";
+    let Some(cluster) = Cluster::start_or_skip(test) else {
+        return;
+    };
+    let url = cluster.url(&cluster.fresh_database());
+    let mut servers = Vec::new();
+    for _ in 0..2 {
+        let port = common::process::free_port();
+        let server = common::Server::start_with(|s| {
+            on_database(&url)(s);
+            s.metrics_address = Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+        })
+        .await;
+        servers.push((server, common::Api::new(format!("http://127.0.0.1:{port}"))));
+    }
+    let alice = servers[0].0.user("alice").await;
+    servers[0].0.add_text(&alice, "counted once").await;
+
+    // each answers whether it leads at once (the first try of the lock is at the start)
+    let mut leads = Vec::new();
+    let mut ids = Vec::new();
+    for (server, _) in &servers {
+        let body = health_until(&server.api, "leads known", |_, b| b["process"]["leads"].is_boolean()).await;
+        leads.push(body["process"]["leads"] == true);
+        ids.push(body["process"]["id"].as_str().expect("an id").to_owned());
+    }
+    assert_eq!(leads.iter().filter(|l| **l).count(), 1, "exactly one leads: {leads:?}");
+    assert_ne!(ids[0], ids[1], "each process has its own name");
+    let leader = leads.iter().position(|l| *l).expect("a leader");
+
+    for (i, (_, metrics)) in servers.iter().enumerate() {
+        let r = metrics.get("/metrics", &common::Auth::None).await;
+        assert_eq!(r.status, 200);
+        let text = r.text();
+        let is_leader = i == leader;
+        assert_eq!(
+            sample(&text, "pigeonhole_leader"),
+            Some(f64::from(u8::from(is_leader))),
+            "{text}"
+        );
+        let items = sample(&text, "pigeonhole_items{kind=\"inbox\"}");
+        let due = sample(&text, "pigeonhole_due_items");
+        let expired = sample(&text, "pigeonhole_claims_expired{queue=\"deliveries\"}");
+        if is_leader {
+            assert_eq!((items, due, expired), (Some(1.0), Some(0.0), Some(0.0)), "{text}");
+        } else {
+            assert_eq!(
+                (items, due, expired),
+                (None, None, None),
+                "only the leader exports them: {text}"
+            );
+        }
+        assert!(
+            sample(&text, "pigeonhole_claim_lease_seconds").is_some_and(|s| s > 0.0),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "pigeonhole_process_info{{process=\"{}\",engine=\"postgres\"}} 1",
+                ids[i]
+            )),
+            "{text}"
+        );
+        assert!(
+            sample(&text, "pigeonhole_database_pool_max").is_some_and(|n| n >= 1.0),
+            "{text}"
+        );
+        assert!(
+            sample(&text, "pigeonhole_database_pool_open").is_some_and(|n| n >= 1.0),
+            "{text}"
+        );
+        assert!(sample(&text, "pigeonhole_database_pool_waiting").is_some(), "{text}");
+        assert!(sample(&text, "pigeonhole_database_pool_in_use").is_some(), "{text}");
+        // the transactions of the registration, the login and the item (the counters are
+        // the process's: both servers here are in this one)
+        assert!(
+            sample(&text, "pigeonhole_database_transaction_duration_seconds_count").is_some_and(|n| n >= 3.0),
+            "{text}"
+        );
+        assert!(
+            sample(&text, "pigeonhole_database_pool_wait_seconds_count").is_some_and(|n| n >= 3.0),
+            "{text}"
+        );
+        assert!(
+            sample(&text, "pigeonhole_claims_total{event=\"released\"}").is_some(),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "pigeonhole_schema_version{of=\"database\"}"),
+            Some(LATEST as f64),
+            "{text}"
+        );
+        assert_eq!(
+            sample(&text, "pigeonhole_schema_version{of=\"binary\"}"),
+            Some(LATEST as f64)
+        );
+        assert_eq!(sample(&text, "pigeonhole_schema_newer"), Some(0.0));
+        assert!(
+            !text.contains("pigeonhole_writer_"),
+            "no sled series on PostgreSQL: {text}"
+        );
+    }
+
+    // the leader stops: the other takes the lead (at its next try of the lock)
+    let (stopped, _) = servers.remove(leader);
+    stopped.stop().await;
+    let (other, metrics) = servers.pop().expect("the other");
+    health_until(&other.api, "the other leads", |_, b| b["process"]["leads"] == true).await;
+    let text = metrics.get("/metrics", &common::Auth::None).await.text();
+    assert_eq!(sample(&text, "pigeonhole_leader"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "pigeonhole_items{kind=\"inbox\"}"), Some(1.0), "{text}");
+    other.stop().await;
+}

@@ -377,6 +377,142 @@ pub trait Administration: Send + Sync {
     /// Writes a consistent copy of the whole database to `out`, with `files` (name and
     /// contents) alongside (sled: its `backup`); the caller makes `out` durable. Blocking.
     fn backup_to(&self, out: &mut dyn std::io::Write, files: &[(&str, &[u8])]) -> Result<BackupSummary>;
+    /// The engine's name: `sled` or `postgres` (the health check, the metrics).
+    fn engine(&self) -> &'static str;
+    /// This process's name among those on the database (the health check, the metrics):
+    /// host name and process id, and on a shared database its claimant id in claims.
+    fn process(&self) -> String {
+        process_name()
+    }
+    /// The database's schema version and the binary's, read now, for an engine with a
+    /// versioned schema (`None`: sled, whose format is checked at start only); `Err` when it
+    /// could not be read. A database newer than the binary is logged as an error, once.
+    async fn schema(&self) -> Option<std::result::Result<SchemaVersions, String>> {
+        None
+    }
+    /// The connection pool's state, for an engine with one.
+    fn pool(&self) -> Option<PoolStats> {
+        None
+    }
+    /// How long claims on queued work hold unless renewed, for an engine that claims.
+    fn claim_lease(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// Claims on queued work whose lease ran out and that no process took over yet (a
+    /// process died holding them), by queue, read now (database-wide: the metrics' leader
+    /// asks); `None` for an engine without claims.
+    async fn expired_claims(&self) -> Option<std::result::Result<Vec<(&'static str, u64)>, String>> {
+        None
+    }
+    /// What the engine counted in this process (PostgreSQL: pool waits, transactions,
+    /// claims); `None` for an engine that counts none of it.
+    fn counters(&self) -> Option<EngineCounters> {
+        None
+    }
+}
+
+/// `host:pid`, the start of a process's name ([`Administration::process`]).
+pub fn process_name() -> String {
+    // the kernel's host name (Linux); elsewhere, the shell's
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+/// The schema version a database has and the one this binary knows (its latest migration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchemaVersions {
+    pub database: i64,
+    pub binary: i64,
+}
+
+impl SchemaVersions {
+    /// Whether the database was migrated by a newer binary than this one.
+    pub fn newer(&self) -> bool {
+        self.database > self.binary
+    }
+
+    /// Why a newer schema is a fault, naming both versions.
+    pub fn reason(&self) -> String {
+        format!(
+            "the database's schema is version {}, newer than version {} that this binary knows: \
+             a newer pigeonhole migrated it; run that version here too (docs/operations.md, rolling upgrades)",
+            self.database, self.binary
+        )
+    }
+}
+
+/// A connection pool's state (deadpool's `Status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections open (idle and in use).
+    pub open: usize,
+    /// Idle connections.
+    pub idle: usize,
+    /// Callers waiting for a connection.
+    pub waiting: usize,
+    pub max: usize,
+}
+
+/// What an engine counted in this process: waits for a pooled connection (µs), whole
+/// transactions (µs), and claims on queued work.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    pub pool_wait_micros: HistogramSnapshot,
+    pub transaction_micros: HistogramSnapshot,
+    /// Due items, deliveries and e-mails claimed by this process (its own renewed claims
+    /// included).
+    pub claimed: u64,
+    /// Of those, claims taken over from another process whose lease had run out.
+    pub taken_over: u64,
+    /// Claims this process gave up (a graceful stop).
+    pub released: u64,
+}
+
+/// A histogram with fixed bounds, kept with atomics (the store knows nothing of the
+/// metrics; `launch` reads these at scrape time).
+pub(crate) struct AtomicHistogram {
+    bounds: &'static [u64],
+    /// Cumulative-free counts: `counts[i]` is the number of values ≤ `bounds[i]` and above
+    /// the previous bound; the last entry counts the values above every bound.
+    counts: Vec<std::sync::atomic::AtomicU64>,
+    sum: std::sync::atomic::AtomicU64,
+}
+
+impl AtomicHistogram {
+    pub(crate) fn new(bounds: &'static [u64]) -> AtomicHistogram {
+        AtomicHistogram {
+            bounds,
+            counts: (0..=bounds.len())
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect(),
+            sum: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn observe(&self, value: u64) {
+        use std::sync::atomic::Ordering;
+        let i = self
+            .bounds
+            .iter()
+            .position(|b| value <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum.fetch_add(value, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> HistogramSnapshot {
+        use std::sync::atomic::Ordering;
+        HistogramSnapshot {
+            bounds: self.bounds,
+            counts: self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+            sum: self.sum.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Work that runs in one process at a time when several share one database.
@@ -386,6 +522,10 @@ pub enum OnceWork {
     Payments,
     /// Mailing the admins about failing workers.
     AdminNotices,
+    /// The database-wide numbers (items stored, due items) of the metrics: exported by one
+    /// process only, so that a sum over the processes is right (docs/operations.md); its
+    /// holder is "the leader" of the health check and of `pigeonhole_leader`.
+    Overview,
 }
 
 /// Queued work that a process claims for a lease while it works on it (several processes

@@ -37,9 +37,9 @@ pub use self::sled::copy::{SledSource, SledTarget};
 pub use self::sled::{format, moving_in};
 pub(crate) use api::own_id;
 pub use api::{
-    Accounts, Administration, BackupSummary, ClaimedWork, Coordination, CycleStats, Deliveries, Emails,
-    HistogramSnapshot, InboxItems, OnceWork, PaymentEvents, Registration, ScheduledItems, Triggers, WaitDurable,
-    WriterStats,
+    Accounts, Administration, BackupSummary, ClaimedWork, Coordination, CycleStats, Deliveries, Emails, EngineCounters,
+    HistogramSnapshot, InboxItems, OnceWork, PaymentEvents, PoolStats, Registration, ScheduledItems, SchemaVersions,
+    Triggers, WaitDurable, WriterStats,
 };
 pub use written::Written;
 

@@ -17,6 +17,13 @@ fn assert_shape(body: &Value) {
     assert!(body["database"]["writable"].is_boolean(), "{body}");
     assert!(body["database"]["readable"].is_boolean(), "{body}");
     assert!(body["errored-workers"].is_array(), "{body}");
+    // the process: its name, the engine, whether it leads (issue 30)
+    assert!(
+        body["process"]["id"].as_str().is_some_and(|id| !id.is_empty()),
+        "{body}"
+    );
+    assert_eq!(body["process"]["engine"], body["database"]["engine"], "{body}");
+    assert!(body["process"]["leads"].is_boolean(), "{body}");
     let workers = body["workers"].as_object().expect("workers by name");
     assert_eq!(workers.len(), Worker::ALL.len(), "{body}");
     for worker in Worker::ALL {
@@ -51,6 +58,23 @@ async fn healthz_is_200_with_version_uptime_database_and_workers_on_both_ports()
         // no stored record failed to decode (tests/api/format.rs: "degraded" when one did)
         assert_eq!(body["database"]["undecodable-records"], 0, "{body}");
         assert_eq!(body["errored-workers"], serde_json::json!([]));
+        // named host:pid, alone on its database (sled, or a database of its own): it leads;
+        // the schema's version on PostgreSQL only, which has one
+        assert!(
+            body["process"]["id"]
+                .as_str()
+                .is_some_and(|id| id.contains(&format!(":{}", std::process::id()))),
+            "{body}"
+        );
+        assert_eq!(body["process"]["leads"], true, "{body}");
+        match body["database"]["engine"].as_str() {
+            Some("sled") => assert!(body["database"].get("schema-version").is_none(), "{body}"),
+            Some("postgres") => assert_eq!(
+                body["database"]["schema-version"], body["database"]["binary-schema-version"],
+                "{body}"
+            ),
+            _ => panic!("an engine: {body}"),
+        }
         assert_eq!(body["workers"]["triggerer"]["status"], "running", "{body}");
         assert!(body["workers"]["triggerer"]["passes"].as_u64().unwrap() >= 1, "{body}");
         // no payment provider configured: its workers are off

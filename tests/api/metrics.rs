@@ -232,6 +232,20 @@ async fn a_scrape_counts_requests_by_route_name_deliveries_throttling_and_state(
         value(&s, "pigeonhole_build_info", &[("version", env!("CARGO_PKG_VERSION"))]),
         1.0
     );
+    // alone on its database: it leads; named with its engine; no PostgreSQL series
+    assert_eq!(value(&s, "pigeonhole_leader", &[]), 1.0);
+    assert!(
+        s.samples
+            .iter()
+            .any(|x| x.metric == "pigeonhole_process_info" && x.labels.get("engine") == Some("sled")),
+        "the process's engine"
+    );
+    assert!(!s
+        .samples
+        .iter()
+        .any(|x| x.metric.starts_with("pigeonhole_database_pool")
+            || x.metric.starts_with("pigeonhole_schema")
+            || x.metric.starts_with("pigeonhole_claims")));
     // every acknowledged write went through a writer cycle
     assert!(observations(&s, "pigeonhole_writer_cycle_batches", &[]) >= 3.0);
     assert!(observations(&s, "pigeonhole_writer_sync_duration_seconds", &[]) >= 3.0);

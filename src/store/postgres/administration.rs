@@ -1,21 +1,16 @@
 //! [`Administration`] on PostgreSQL: whether the database takes writes; no group commit
 //! (every write is its own committed transaction), so nothing to flush and no cycles; a
-//! backup is PostgreSQL's own business. And the pool's state.
+//! backup is PostgreSQL's own business. And what the health check and the metrics say of
+//! the engine: the process's claimant name, the schema's version against the binary's
+//! (read at each check, so that a running process notices a newer binary's migration),
+//! the pool's state and what [`super::stats`] counted.
 
 use super::{PgError, PgStore};
-use crate::store::{Administration, BackupSummary, CycleStats, Result, StoreError, WriterStats};
+use crate::store::{
+    Administration, BackupSummary, CycleStats, EngineCounters, Result, SchemaVersions, StoreError, WriterStats,
+};
 
-/// The pool's state (metrics, diagnostics).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PoolStats {
-    /// Connections open (idle and in use).
-    pub open: usize,
-    /// Idle connections.
-    pub idle: usize,
-    /// Callers waiting for a connection.
-    pub waiting: usize,
-    pub max: usize,
-}
+pub use crate::store::api::PoolStats;
 
 impl PgStore {
     /// The pool's state.
@@ -85,6 +80,83 @@ impl Administration for PgStore {
     /// Closes the pool: every later write (and read) fails, and `writable` says so.
     fn simulate_sync_failure_for_tests(&self) {
         self.pool.close();
+    }
+
+    fn engine(&self) -> &'static str {
+        "postgres"
+    }
+
+    /// The claimant id this process's claims carry (`host:pid:` and a random part).
+    fn process(&self) -> String {
+        self.claimant.clone()
+    }
+
+    /// `max(version)` of `schema_migrations` now, against [`super::migrations::LATEST`]; a
+    /// newer one is logged as an error once (again only after it was not newer for a while).
+    async fn schema(&self) -> Option<std::result::Result<SchemaVersions, String>> {
+        Some(match self.schema_version().await {
+            Ok(database) => {
+                let versions = SchemaVersions {
+                    database,
+                    binary: super::migrations::LATEST,
+                };
+                let changed = self
+                    .newer_schema
+                    .swap(versions.newer(), std::sync::atomic::Ordering::Relaxed)
+                    != versions.newer();
+                if changed {
+                    if versions.newer() {
+                        tracing::error!("{}; this process answers its health check with 503", versions.reason());
+                    } else {
+                        tracing::info!("the database's schema is version {database} again, which this binary knows");
+                    }
+                }
+                Ok(versions)
+            }
+            Err(e) => Err(e.to_string()),
+        })
+    }
+
+    fn pool(&self) -> Option<PoolStats> {
+        Some(self.pool_stats())
+    }
+
+    fn claim_lease(&self) -> Option<std::time::Duration> {
+        Some(self.lease)
+    }
+
+    /// One statement: the due items (claims are on due items only, so the due index's
+    /// range is read, not the table), deliveries, delivery targets and e-mails whose lease
+    /// ran out by the database's clock.
+    async fn expired_claims(&self) -> Option<std::result::Result<Vec<(&'static str, u64)>, String>> {
+        let read = async {
+            let client = self.pool.get().await?;
+            let row = client
+                .query_one(
+                    "SELECT \
+                     (SELECT count(*) FROM scheduled_items \
+                      WHERE due_secs <= extract(epoch FROM now())::bigint AND lease_until < now()), \
+                     (SELECT count(*) FROM deliveries WHERE lease_until < now()), \
+                     (SELECT count(*) FROM delivery_targets WHERE lease_until < now()), \
+                     (SELECT count(*) FROM email_queue WHERE lease_until < now())",
+                    &[],
+                )
+                .await?;
+            let mut counts = Vec::new();
+            for (i, queue) in ["due_items", "deliveries", "delivery_targets", "emails"]
+                .into_iter()
+                .enumerate()
+            {
+                let n: i64 = row.try_get(i)?;
+                counts.push((queue, u64::try_from(n).unwrap_or(0)));
+            }
+            Ok::<_, PgError>(counts)
+        };
+        Some(read.await.map_err(|e| e.to_string()))
+    }
+
+    fn counters(&self) -> Option<EngineCounters> {
+        Some(super::stats::counters())
     }
 
     /// A PostgreSQL database is backed up by PostgreSQL's own tools, consistent while the

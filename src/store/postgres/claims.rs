@@ -72,16 +72,25 @@ impl PgScheduler {
     pub(super) async fn claim<T: ToSql + Sync>(&self, table: &str, column: &str, key: &T) -> PgResult<bool> {
         let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
-        let n = client
-            .execute(
+        // the holder before this claim comes back, so that a claim taken over from a process
+        // whose lease ran out is counted as such
+        let row = client
+            .query_opt(
                 &format!(
-                    "UPDATE {table} SET claimed_by = $2, lease_until = now() + make_interval(secs => $3::bigint / 1e6) \
-                     WHERE {column} = $1 AND {}",
+                    "UPDATE {table} t SET claimed_by = $2, \
+                     lease_until = now() + make_interval(secs => $3::bigint / 1e6) \
+                     FROM (SELECT {column} AS k, claimed_by AS was FROM {table} \
+                           WHERE {column} = $1 AND {} FOR UPDATE) o \
+                     WHERE t.{column} = o.k RETURNING o.was",
                     claimable(2)
                 ),
                 &[key, &self.claimant, &lease],
             )
             .await?;
-        Ok(n == 1)
+        let Some(row) = row else { return Ok(false) };
+        let was: Option<String> = row.try_get(0)?;
+        let taken_over = was.is_some_and(|w| w != self.claimant);
+        super::stats::claimed(1, u64::from(taken_over));
+        Ok(true)
     }
 }

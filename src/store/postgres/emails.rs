@@ -345,7 +345,7 @@ impl Emails for PgScheduler {
         let rows = client
             .query(
                 &format!(
-                    "SELECT seq, {EMAIL_COLUMNS} FROM email_queue WHERE stage = $1 AND {}                      ORDER BY seq LIMIT $2",
+                    "SELECT seq, {EMAIL_COLUMNS} FROM email_queue WHERE stage = $1 AND {} ORDER BY seq LIMIT $2",
                     super::claims::claimable(3)
                 ),
                 &[&stage_column(stage), &limit, &self.claimant],

@@ -16,6 +16,7 @@ fn lock_of(work: OnceWork) -> i64 {
         + match work {
             OnceWork::Payments => 1,
             OnceWork::AdminNotices => 2,
+            OnceWork::Overview => 3,
         }
 }
 

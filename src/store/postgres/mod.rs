@@ -46,6 +46,7 @@ mod rows;
 pub mod scheduler;
 mod scheduler_import;
 mod signing;
+pub(crate) mod stats;
 pub mod throttles;
 mod tls;
 mod triggers;
@@ -341,8 +342,12 @@ pub const MAX_RETRIES: u32 = 8;
 macro_rules! transaction {
     ($store:expr, |$tx:ident| $body:block) => {{
         let mut attempt = 0u32;
-        loop {
-            let mut client = match $store.pool.get().await {
+        let began = std::time::Instant::now();
+        let result = loop {
+            let waiting = std::time::Instant::now();
+            let got = $store.pool.get().await;
+            $crate::store::postgres::stats::pool_waited(waiting);
+            let mut client = match got {
                 Ok(client) => client,
                 Err(e) => break Err($crate::store::postgres::PgError::from(e)),
             };
@@ -369,7 +374,9 @@ macro_rules! transaction {
                 }
                 other => break other,
             }
-        }
+        };
+        $crate::store::postgres::stats::transaction_took(began);
+        result
     }};
 }
 pub(crate) use transaction;
@@ -413,10 +420,13 @@ pub(crate) fn config_of(
 #[derive(Clone)]
 pub struct PgStore {
     pool: Pool,
-    /// This process's name in claims (a random uuid per store).
+    /// This process's name in claims: `host:pid:` and 8 random hex digits per store.
     claimant: String,
     /// How long a claim on a due item, delivery or e-mail holds unless renewed.
     lease: Duration,
+    /// Whether the schema last read was newer than this binary's (so that it is logged
+    /// once, not at every check).
+    newer_schema: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The lease of claims unless [`PgStore::with_lease`] says otherwise.
@@ -458,8 +468,15 @@ impl PgStore {
             .map_err(|e| PgError::Connect(e.to_string()))?;
         let store = PgStore {
             pool,
-            claimant: uuid::Uuid::new_v4().to_string(),
+            // the process's name (host and pid, as the health check says it) and a random
+            // part: unique per store, and an operator reading claimed_by sees who holds it
+            claimant: format!(
+                "{}:{}",
+                crate::store::api::process_name(),
+                &uuid::Uuid::new_v4().simple().to_string()[..8]
+            ),
             lease: DEFAULT_LEASE,
+            newer_schema: std::sync::Arc::default(),
         };
         let mut client = store.pool.get().await?;
         check_durable(&client).await?;

@@ -101,6 +101,7 @@ impl PgStore {
                 .await?;
         }
         tx.commit().await?;
+        super::stats::released(released);
         Ok(released)
     }
 }

@@ -796,6 +796,7 @@ impl ScheduledItems for PgScheduler {
             .iter()
             .map(|row| Ok((instant(row, "due")?, row.try_get("account")?, row.try_get("id")?)))
             .collect::<PgResult<Vec<(Timestamp, Uuid, Uuid)>>>()?;
+        super::stats::claimed(claimed.len() as u64, 0);
         claimed.sort();
         Ok(claimed)
     }

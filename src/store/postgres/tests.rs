@@ -1784,6 +1784,8 @@ mod queues {
                 "renewed claims stay hidden from the other process"
             );
             // "one" stops renewing (killed): once its lease ran out, "two" takes it all over
+            // (counted as taken over: the counters are the process's, so at least these 7)
+            let taken_over_before = super::super::stats::counters().taken_over;
             let deadline = Instant::now() + Duration::from_secs(20);
             let mut taken = HashSet::new();
             let mut taken_mail = HashSet::new();
@@ -1801,6 +1803,10 @@ mod queues {
                 assert!(Instant::now() < deadline, "one's claims never ran out");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            assert!(
+                super::super::stats::counters().taken_over >= taken_over_before + 7,
+                "each claim of the silent process counted as taken over"
+            );
             assert_eq!(
                 Deliveries::pending_deliveries(&one, 100).await.expect("pending").len(),
                 6
@@ -1932,6 +1938,74 @@ mod queues {
             let contents: std::collections::HashSet<_> = copies.iter().map(|c| c.tickle.content.clone()).collect();
             assert_eq!(contents.len(), 200, "each item once");
             assert_eq!(ScheduledItems::counts(&dead, owner).await.expect("counts"), (0, 200));
+        });
+    }
+
+    /// The metrics' lease-expiry count: claims whose lease ran out and that nobody took over
+    /// yet (the process holding them went silent) are counted by queue, and no longer once
+    /// another process took them.
+    #[test]
+    fn expired_claims_are_counted_until_another_process_takes_them_over() {
+        use crate::store::Deliveries;
+        on_fresh_database(|_, connection, _| async move {
+            let silent = store_on(&connection)
+                .await
+                .with_lease(std::time::Duration::from_secs(1));
+            let other = store_on(&connection)
+                .await
+                .with_lease(std::time::Duration::from_secs(60));
+            let (one, two) = (silent.scheduler(), other.scheduler());
+            let owner = created(
+                one.accounts
+                    .register("alice", "h".into(), at(1, 0))
+                    .await
+                    .expect("register"),
+            )
+            .await
+            .id;
+            assert!(one
+                .add_trigger(&inbox_trigger(owner), None)
+                .await
+                .expect("add")
+                .changed());
+            for i in 0..3 {
+                triggered(&one, owner, at(100 + i, 0)).await;
+            }
+            let expanded = one.expand_targets(false).await.expect("expand");
+            assert_eq!(expanded.durable().await.expect("durable"), 3);
+            let expired = |s: PgStore| async move {
+                s.expired_claims()
+                    .await
+                    .expect("an engine with claims")
+                    .expect("counted")
+                    .into_iter()
+                    .find(|(queue, _)| *queue == "deliveries")
+                    .expect("the deliveries' count")
+                    .1
+            };
+            let before = super::super::stats::counters();
+            let pending = Deliveries::pending_deliveries(&one, 100).await.expect("pending");
+            assert_eq!(pending.len(), 3);
+            for (k, _) in &pending {
+                assert!(Deliveries::claim_delivery(&one, k).await.expect("claim"));
+            }
+            // counted for the metrics (process-wide: other tests may add theirs)
+            assert!(super::super::stats::counters().claimed >= before.claimed + 3);
+            assert_eq!(expired(other.clone()).await, 0, "claimed, not expired");
+            // the silent process does not renew: its claims expire a second later
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while expired(other.clone()).await != 3 {
+                assert!(std::time::Instant::now() < deadline, "the claims did not expire");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            let pending = Deliveries::pending_deliveries(&two, 100).await.expect("pending");
+            assert_eq!(pending.len(), 3);
+            for (k, _) in &pending {
+                assert!(Deliveries::claim_delivery(&two, k).await.expect("claim"));
+            }
+            assert_eq!(expired(other.clone()).await, 0, "taken over");
+            assert!(super::super::stats::counters().taken_over >= before.taken_over + 3);
+            assert_eq!(other.claim_lease(), Some(std::time::Duration::from_secs(60)));
         });
     }
 }

@@ -62,7 +62,7 @@
 use super::chunks;
 use super::stable::Stable;
 use super::{lock, Result, StoreError};
-use crate::store::api::{Administration, BackupSummary, CycleStats, HistogramSnapshot, WriterStats};
+use crate::store::api::{Administration, BackupSummary, CycleStats, WriterStats};
 use crate::store::written::{Flushed, Ticket};
 use sled::IVec;
 use std::collections::BTreeMap;
@@ -165,45 +165,8 @@ pub const SYNC_MICROS_BUCKETS: [u64; 10] = [
     500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
 ];
 
-/// A histogram of one cycle value with fixed bounds, kept with atomics by the writer thread
-/// (the store knows nothing of the metrics; `launch` reads these at scrape time).
-struct CycleHistogram {
-    bounds: &'static [u64],
-    /// Cumulative-free counts: `counts[i]` is the number of values ≤ `bounds[i]` and above
-    /// the previous bound; the last entry counts the values above every bound.
-    counts: Vec<std::sync::atomic::AtomicU64>,
-    sum: std::sync::atomic::AtomicU64,
-}
-
-impl CycleHistogram {
-    fn new(bounds: &'static [u64]) -> CycleHistogram {
-        CycleHistogram {
-            bounds,
-            counts: (0..=bounds.len())
-                .map(|_| std::sync::atomic::AtomicU64::new(0))
-                .collect(),
-            sum: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-
-    fn observe(&self, value: u64) {
-        let i = self
-            .bounds
-            .iter()
-            .position(|b| value <= *b)
-            .unwrap_or(self.bounds.len());
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum.fetch_add(value, Ordering::Relaxed);
-    }
-
-    fn snapshot(&self) -> HistogramSnapshot {
-        HistogramSnapshot {
-            bounds: self.bounds,
-            counts: self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
-            sum: self.sum.load(Ordering::Relaxed),
-        }
-    }
-}
+/// A histogram of one cycle value with fixed bounds.
+type CycleHistogram = crate::store::api::AtomicHistogram;
 
 impl Shared {
     fn new(db: sled::Db, trees: Vec<sled::Tree>, stable: Option<Stable>) -> Arc<Shared> {
@@ -557,6 +520,10 @@ impl Administration for Writer {
         let _applying = lock(&self.shared.applying);
         self.shared
             .refuse("syncing the database files failed (simulated by a test)", Vec::new());
+    }
+
+    fn engine(&self) -> &'static str {
+        "sled"
     }
 
     fn backup_to(&self, out: &mut dyn std::io::Write, files: &[(&str, &[u8])]) -> Result<BackupSummary> {
