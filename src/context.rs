@@ -82,7 +82,8 @@ impl Context {
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {} ms", HEALTH_BOUND.as_millis())))
         };
-        let (readable, writable) = tokio::join!(
+        // every question to the database asked at once, each within the bound
+        let (readable, writable, schema, leads) = tokio::join!(
             bounded(Box::pin(async {
                 self.store
                     .scheduler
@@ -94,21 +95,24 @@ impl Context {
                 as std::pin::Pin<
                     Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>,
                 >),
-            bounded(self.store.admin.writable())
+            bounded(self.store.admin.writable()),
+            // PostgreSQL: the schema read now, so that a newer binary's migration while
+            // this process runs makes it unhealthy (it may misread what the newer one
+            // writes); no answer in time tells nothing (the probes above say unhealthy)
+            tokio::time::timeout(HEALTH_BOUND, self.store.admin.schema()),
+            tokio::time::timeout(HEALTH_BOUND, self.store.coordination.leads(OnceWork::Overview)),
         );
+        let schema = schema.ok().flatten();
+        let leads = leads.unwrap_or(false);
         let errored: Vec<&str> = Worker::ALL
             .into_iter()
             .filter(|w| self.workers.errored(*w))
             .map(|w| w.name())
             .collect();
-        // PostgreSQL: the schema read now, so that a newer binary's migration while this
-        // process runs makes it unhealthy (it may misread what the newer one writes)
-        let schema = self.store.admin.schema().await;
         let newer = match &schema {
             Some(Ok(v)) if v.newer() => Some(v.reason()),
             _ => None,
         };
-        let leads = self.store.coordination.leads(OnceWork::Overview).await;
         let healthy = readable.is_ok() && writable.is_ok() && errored.is_empty() && newer.is_none();
         let (undecodable, more) = self.store.undecodable().count();
         let mut database = Map::new();
