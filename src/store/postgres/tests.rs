@@ -946,12 +946,22 @@ fn a_wake_up_reaches_every_listening_process() {
         let (a, _) = PgStore::connect(&connection).await.expect("a");
         let (heard_b, mut at_b) = tokio::sync::mpsc::unbounded_channel::<String>();
         let (heard_c, mut at_c) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let b = notify::listen(connection.clone(), Duration::from_millis(50), move |n| {
-            let _ = heard_b.send(n.to_owned());
-        });
-        let c = notify::listen(connection.clone(), Duration::from_millis(50), move |n| {
-            let _ = heard_c.send(n.to_owned());
-        });
+        let b = notify::listen(
+            connection.clone(),
+            Duration::from_millis(50),
+            move |n| {
+                let _ = heard_b.send(n.to_owned());
+            },
+            || {},
+        );
+        let c = notify::listen(
+            connection.clone(),
+            Duration::from_millis(50),
+            move |n| {
+                let _ = heard_c.send(n.to_owned());
+            },
+            || {},
+        );
         // listening starts a moment after: send until both have heard one
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         let mut heard = (None, None);
