@@ -82,7 +82,10 @@ impl Context {
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {} ms", HEALTH_BOUND.as_millis())))
         };
-        let (readable, writable) = tokio::join!(
+        // the schema and the leadership are read alongside, within the same bound (a frozen
+        // database makes them wait too): not known in time, the schema counts as unknown
+        // and the process as not leading
+        let (readable, writable, schema, leads) = tokio::join!(
             bounded(Box::pin(async {
                 self.store
                     .scheduler
@@ -94,8 +97,11 @@ impl Context {
                 as std::pin::Pin<
                     Box<dyn std::future::Future<Output = Result<(), String>> + Send + '_>,
                 >),
-            bounded(self.store.admin.writable())
+            bounded(self.store.admin.writable()),
+            tokio::time::timeout(HEALTH_BOUND, self.store.admin.schema()),
+            tokio::time::timeout(HEALTH_BOUND, self.store.coordination.leads(OnceWork::Overview)),
         );
+        let (schema, leads) = (schema.ok().flatten(), leads.unwrap_or(false));
         let errored: Vec<&str> = Worker::ALL
             .into_iter()
             .filter(|w| self.workers.errored(*w))
@@ -103,12 +109,10 @@ impl Context {
             .collect();
         // PostgreSQL: the schema read now, so that a newer binary's migration while this
         // process runs makes it unhealthy (it may misread what the newer one writes)
-        let schema = self.store.admin.schema().await;
         let newer = match &schema {
             Some(Ok(v)) if v.newer() => Some(v.reason()),
             _ => None,
         };
-        let leads = self.store.coordination.leads(OnceWork::Overview).await;
         let healthy = readable.is_ok() && writable.is_ok() && errored.is_empty() && newer.is_none();
         let (undecodable, more) = self.store.undecodable().count();
         let mut database = Map::new();
