@@ -315,11 +315,23 @@ impl Shared {
         let coordination = self.store.coordination.clone();
         workers.announce_with(move |w| coordination.announce(w.name()));
         let here = workers.clone();
-        let listening = store::postgres::listen(self.connection.clone(), LISTEN_RETRY, move |name| {
-            if let Some(w) = Worker::parse(name) {
-                here.wake_here(w);
-            }
-        });
+        let woken = workers.clone();
+        let listening = store::postgres::listen(
+            self.connection.clone(),
+            LISTEN_RETRY,
+            move |name| {
+                if let Some(w) = Worker::parse(name) {
+                    here.wake_here(w);
+                }
+            },
+            // the database is back after an outage: every worker tries again now, not
+            // after the rest of its back-off
+            move || {
+                for w in Worker::ALL {
+                    woken.wake_here(w);
+                }
+            },
+        );
         tokio::spawn(async move {
             let _ = shutdown.wait_for(|s| *s).await;
             listening.abort();

@@ -483,3 +483,222 @@ async fn failover_to_a_synchronous_standby_loses_no_acknowledged_write() {
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
     server.stop().await;
 }
+
+/// How long the database is down in [`reminders_due_during_an_outage_arrive_once_soon_after_it`]
+/// (issue 30: "the database stopped for 60 s under load").
+const OUTAGE: Duration = Duration::from_secs(60);
+
+/// When the first reminder comes due, from the start of the outage: the triggerer fails from
+/// then on, trying again after 1, 2, 4, 8, 16 and 30 s (the default retry delay, doubling,
+/// capped at `LONGEST_WORKER_WAIT`), so its last try before the return comes a moment
+/// before the return, and without a wake-up it would wait a whole 30 s more. (Reminders
+/// from the first second on make it try again about 2 s after the return: that hides it.)
+const FIRST_DUE: Duration = Duration::from_secs(29);
+
+/// How soon after the database's return every reminder that came due meanwhile has arrived.
+const ARRIVED_WITHIN: Duration = Duration::from_secs(30);
+
+/// Scheduler item contents due at `t` (to the second; the account's default offset is 0).
+fn due_at(content: &str, t: time::OffsetDateTime) -> serde_json::Value {
+    serde_json::json!({
+        "content": content,
+        "scheduled-day": format!("{:04}-{:02}-{:02}", t.year(), t.month() as u8, t.day()),
+        "scheduled-time": format!("{:02}:{:02}:{:02}", t.hour(), t.minute(), t.second()),
+        "recurrence": null,
+    })
+}
+
+/// The texts of the inbox items of `auth` at `target`, each with how many times it is there.
+async fn texts(target: &common::Api, auth: &common::Auth) -> std::collections::BTreeMap<String, usize> {
+    use base64::Engine;
+    let v = target.get("/inbox/items", auth).await.expect_json(200);
+    let mut texts = std::collections::BTreeMap::new();
+    for item in v.as_array().expect("inbox items are an array") {
+        let data = item["contents"]["data"].as_str().expect("an item's data");
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .expect("base64 data");
+        *texts.entry(String::from_utf8(bytes).expect("a text item")).or_insert(0) += 1;
+    }
+    texts
+}
+
+/// The database stopped at once (`pg_ctl stop -m immediate`) for [`OUTAGE`] under load, with
+/// reminders coming due all through it: requests meanwhile get errors (no hang), `/healthz`
+/// answers 503 and shows the workers failing; once the database is started again, every
+/// reminder that came due meanwhile lands in its target inbox within [`ARRIVED_WITHIN`],
+/// each once, from the same server process (never restarted), and `/healthz` is 200 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reminders_due_during_an_outage_arrive_once_soon_after_it() {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+    let Some(cluster) = Cluster::start_or_skip("reminders_due_during_an_outage_arrive_once_soon_after_it") else {
+        return;
+    };
+    let url = cluster.url(&cluster.fresh_database());
+    // the target inbox: a server of its own (sled), up all along, with an account whose
+    // access key may add items
+    let target_dirs = Dirs::new();
+    let target = Proc::start(target_dirs.data.path(), target_dirs.logs.path(), Services::Both, &[]).await;
+    let collector = target.api.user("collector").await;
+    let (key, _) = target.api.add_key(&collector, "scheduler", &["PermitAdd"]).await;
+    // the server on the database, with the default workers' settings
+    let dirs = Dirs::new();
+    let mut server = dirs.serve(&url, &["--database-connect-timeout-secs", "1"]).await;
+    let pid = server.pid();
+    let auth = server.api.user("ivy").await;
+    server
+        .scheduler
+        .register("planner", "plans things")
+        .await
+        .expect_registered();
+    let planner = server.scheduler.login_ok("planner", "plans things").await;
+    common::scheduler::add_inbox_trigger(&server.scheduler, &planner, &target.api.url(""), "collector", &key).await;
+    // 40 reminders due one after another through the outage, which begins at `stop_at` (a
+    // whole second, as their times are): from FIRST_DUE on, so that the triggerer, failing
+    // from the first one on with its back-off doubling from 1 s, makes its last try before
+    // the return just before it: the worst case of a worker that waits out its back-off
+    let now = time::OffsetDateTime::now_utc();
+    let stop_wall = now.replace_nanosecond(0).expect("a whole second") + time::Duration::seconds(9);
+    let stop_at = Instant::now() + Duration::try_from(stop_wall - now).expect("a later instant");
+    let n = 40;
+    let items: Vec<String> = (0..n).map(|i| format!("reminder {i:02}")).collect();
+    let (first, last) = (FIRST_DUE.as_secs() as i64, OUTAGE.as_secs() as i64 - 2);
+    for (i, text) in items.iter().enumerate() {
+        let into = time::Duration::seconds(first + (i as i64) * (last - first) / (n as i64 - 1));
+        server
+            .scheduler
+            .add_tickle(&planner, &due_at(text, stop_wall + into))
+            .await;
+    }
+    assert!(
+        Instant::now() + Duration::from_secs(1) < stop_at,
+        "adding the reminders took too long to stop the database before they come due"
+    );
+    healthy_within(&server, Duration::from_secs(10)).await;
+    tokio::time::sleep_until(stop_at.into()).await; // the planned start of the outage
+
+    cluster.stop_now().expect("stop the database at once");
+    let stopped = Instant::now();
+    // load all through the outage: writers and readers (errors are expected, hangs not)
+    let statuses = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
+    let (stop_load, load_stopped) = tokio::sync::watch::channel(false);
+    let mut load = Vec::new();
+    for user in 0..3 {
+        let (api, auth, statuses, stopped) = (server.api.clone(), auth.clone(), statuses.clone(), load_stopped.clone());
+        load.push(tokio::spawn(async move {
+            let mut n = 0;
+            while !*stopped.borrow() {
+                n += 1;
+                let request = match n % 2 {
+                    0 => api.request(reqwest::Method::GET, "/inbox/uuids", &auth),
+                    _ => api
+                        .request(reqwest::Method::POST, "/inbox/item", &auth)
+                        .json(&common::text_item(&format!("load {user} {n}"))),
+                };
+                let status = match tokio::time::timeout(Duration::from_secs(20), request.send()).await {
+                    Ok(Ok(r)) => r.status().as_u16().to_string(),
+                    Ok(Err(e)) => format!("failed: {e}"),
+                    Err(_) => "no answer in 20 s".to_owned(),
+                };
+                *statuses.lock().unwrap().entry(status).or_insert(0) += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await; // pace the load
+            }
+        }));
+    }
+    // the health check meanwhile: 503, and the triggerer failing (or errored)
+    let mut health = BTreeMap::<(u16, String), usize>::new();
+    while stopped.elapsed() < OUTAGE {
+        if let Ok(r) = server.api.http.get(server.api.url("/healthz")).send().await {
+            let status = r.status().as_u16();
+            let body: serde_json::Value = r.json().await.unwrap_or_default();
+            let triggerer = body["workers"]["triggerer"]["status"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned();
+            *health.entry((status, triggerer)).or_insert(0) += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await; // poll
+    }
+    cluster.start_again().expect("start the database again");
+    let back = Instant::now();
+    stop_load.send_replace(true);
+    for l in load {
+        l.await.expect("a load task");
+    }
+    let statuses = statuses.lock().unwrap().clone();
+    eprintln!("outage: answers to the load {statuses:?}; /healthz (status, triggerer) {health:?}");
+    assert!(
+        statuses.keys().all(|s| !s.starts_with("no answer")),
+        "requests hung during the outage: {statuses:?}"
+    );
+    assert!(
+        statuses.keys().any(|s| s.starts_with('5')),
+        "no request met the outage: {statuses:?}"
+    );
+    assert!(
+        health.keys().all(|(status, _)| *status == 503),
+        "/healthz was not 503 all through the outage: {health:?}"
+    );
+    assert!(
+        health.keys().any(|(_, w)| w == "failing" || w == "errored"),
+        "/healthz never showed the triggerer failing: {health:?}"
+    );
+
+    // every reminder arrives, each at its first sight timed from the return
+    let mut first_seen = BTreeMap::<String, Duration>::new();
+    let mut healthy_after = None;
+    let wait = ARRIVED_WITHIN + Duration::from_secs(60);
+    while (first_seen.len() < n || healthy_after.is_none()) && back.elapsed() < wait {
+        let seen = texts(&target.api, &collector).await;
+        for text in seen.keys() {
+            first_seen.entry(text.clone()).or_insert_with(|| back.elapsed());
+        }
+        if healthy_after.is_none() {
+            let r = server.api.http.get(server.api.url("/healthz")).send().await;
+            if r.is_ok_and(|r| r.status().as_u16() == 200) {
+                healthy_after = Some(back.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await; // poll
+    }
+    let last = first_seen.values().max().copied();
+    eprintln!(
+        "outage: {} of {n} reminders arrived, the last {last:?} after the database's return",
+        first_seen.len()
+    );
+    let missing: Vec<&String> = items.iter().filter(|t| !first_seen.contains_key(*t)).collect();
+    assert!(
+        missing.is_empty(),
+        "not arrived {wait:?} after the return: {missing:?}\n{}",
+        server.log_text()
+    );
+    let late: Vec<(&String, &Duration)> = first_seen.iter().filter(|(_, d)| **d > ARRIVED_WITHIN).collect();
+    assert!(
+        late.is_empty(),
+        "arrived later than {ARRIVED_WITHIN:?} after the return: {late:?}\n{}",
+        server.log_text()
+    );
+    // each once: the deliveries finished, nothing more to come, nothing twice
+    let healthy_after =
+        healthy_after.unwrap_or_else(|| panic!("/healthz not 200 {wait:?} after the return:\n{}", server.log_text()));
+    let landed = texts(&target.api, &collector).await;
+    let doubled: Vec<_> = landed.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(doubled.is_empty(), "delivered more than once: {doubled:?}");
+    assert_eq!(
+        landed.keys().cloned().collect::<Vec<_>>(),
+        items,
+        "every reminder, nothing else"
+    );
+    // the same process all along
+    assert!(
+        server.child.try_wait().expect("poll the server").is_none(),
+        "the server exited:\n{}",
+        server.log_text()
+    );
+    assert_eq!(server.pid(), pid);
+    eprintln!("outage: /healthz 200 again {healthy_after:?} after the return");
+    server.api.add_text(&auth, "after the outage").await;
+    server.stop().await;
+    target.stop().await;
+}

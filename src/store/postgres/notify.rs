@@ -35,25 +35,42 @@ impl PgStore {
 }
 
 /// Listens for wake-ups on a connection of its own, reconnecting after `retry` when it is
-/// lost, and hands each name to `wake` (this process's own wake-up of that worker). Runs
+/// lost, and hands each name to `wake` (this process's own wake-up of that worker). Each
+/// time it listens again after losing the connection (the database went away and is back),
+/// `back` is called: the workers that failed meanwhile wait out a back-off of up to 30 s,
+/// and this is how they hear at once that the database answers again (issue 30). Runs
 /// until the returned task is aborted.
 pub fn listen(
     connection: Connection,
     retry: Duration,
     wake: impl Fn(&str) + Send + Sync + 'static,
+    back: impl Fn() + Send + Sync + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let mut lost = false;
         loop {
-            match listen_once(&connection, &wake).await {
+            let listening = || {
+                if lost {
+                    tracing::info!("listening for wake-ups again: the database answers");
+                    back();
+                }
+            };
+            match listen_once(&connection, &wake, listening).await {
                 Ok(()) => tracing::warn!("the wake-up connection closed; listening again"),
                 Err(e) => tracing::warn!("cannot listen for wake-ups from other processes: {e}"),
             }
+            lost = true;
             tokio::time::sleep(retry).await;
         }
     })
 }
 
-async fn listen_once(connection: &Connection, wake: &(impl Fn(&str) + Send + Sync)) -> PgResult<()> {
+/// One connection's listening: `listening` is called once it listens.
+async fn listen_once(
+    connection: &Connection,
+    wake: &(impl Fn(&str) + Send + Sync),
+    listening: impl FnOnce(),
+) -> PgResult<()> {
     let (config, tls) = config_of(connection)?;
     let (client, mut conn) = config.connect(tls).await?;
     // bounded: a wake-up that finds the channel full is one already on its way
@@ -77,6 +94,7 @@ async fn listen_once(connection: &Connection, wake: &(impl Fn(&str) + Send + Syn
         }
     });
     client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    listening();
     while let Some(name) = rx.recv().await {
         if name.len() <= MOST_NAME {
             wake(&name);

@@ -946,12 +946,22 @@ fn a_wake_up_reaches_every_listening_process() {
         let (a, _) = PgStore::connect(&connection).await.expect("a");
         let (heard_b, mut at_b) = tokio::sync::mpsc::unbounded_channel::<String>();
         let (heard_c, mut at_c) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let b = notify::listen(connection.clone(), Duration::from_millis(50), move |n| {
-            let _ = heard_b.send(n.to_owned());
-        });
-        let c = notify::listen(connection.clone(), Duration::from_millis(50), move |n| {
-            let _ = heard_c.send(n.to_owned());
-        });
+        let b = notify::listen(
+            connection.clone(),
+            Duration::from_millis(50),
+            move |n| {
+                let _ = heard_b.send(n.to_owned());
+            },
+            || {},
+        );
+        let c = notify::listen(
+            connection.clone(),
+            Duration::from_millis(50),
+            move |n| {
+                let _ = heard_c.send(n.to_owned());
+            },
+            || {},
+        );
         // listening starts a moment after: send until both have heard one
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         let mut heard = (None, None);
@@ -967,6 +977,55 @@ fn a_wake_up_reaches_every_listening_process() {
         assert_eq!(heard, (Some("triggerer".to_owned()), Some("triggerer".to_owned())));
         b.abort();
         c.abort();
+    });
+}
+
+/// A listener that loses its connection (the database went away) says so once it listens
+/// again, and not at its first listening: the process then wakes its workers instead of
+/// leaving them to wait out their back-off (issue 30).
+#[test]
+fn a_listener_that_listens_again_after_losing_its_connection_says_the_database_is_back() {
+    on_fresh_database(|_, connection, _| async move {
+        let (a, _) = PgStore::connect(&connection).await.expect("a");
+        let (heard, mut at) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (back, mut backs) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let listener = notify::listen(
+            connection.clone(),
+            Duration::from_millis(50),
+            move |n| {
+                let _ = heard.send(n.to_owned());
+            },
+            move || {
+                let _ = back.send(());
+            },
+        );
+        // listening: a wake-up is heard, and nothing said about a return
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(tokio::time::Instant::now() < deadline, "no wake-up heard");
+            a.notify("triggerer").await;
+            tokio::select! {
+                Some(_) = at.recv() => break,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+        assert!(backs.try_recv().is_err(), "the first listening is no return");
+        // its connection ends (as at an outage): once it listens again, it says so
+        let client = a.pool.get().await.expect("a connection");
+        let ended = client
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND query = 'LISTEN pigeonhole_wake'",
+                &[],
+            )
+            .await
+            .expect("end the listener's connection");
+        assert_eq!(ended.get::<_, i64>(0), 1);
+        tokio::time::timeout(Duration::from_secs(10), backs.recv())
+            .await
+            .expect("listening again within 10 s")
+            .expect("said once");
+        listener.abort();
     });
 }
 
