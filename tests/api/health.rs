@@ -49,6 +49,14 @@ async fn healthz_is_200_with_version_uptime_database_and_workers_on_both_ports()
     let server = Server::start_with(fast_loopers).await;
     // a pass of the triggerer has run: its status is "running" with a pass counted
     server.settle(&[Worker::Triggerer]).await;
+    // alone on its database it leads once its first try of the lock is done (on
+    // PostgreSQL a connection of its own: /healthz says "no" until then, waiting at most its
+    // bound for it)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while health(&server.api).await.1["process"]["leads"] != true {
+        assert!(std::time::Instant::now() < deadline, "a process alone never led");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     for api in [&server.api, &server.scheduler] {
         let (status, body) = health(api).await;
         assert_eq!(status, 200, "{body}");
