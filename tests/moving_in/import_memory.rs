@@ -242,41 +242,18 @@ fn two_million_intray_rows_and_a_million_tickler_rows_move_in_within_the_budget(
 /// everything in.
 #[test]
 fn an_import_tickler_killed_after_reopening_its_database_leaves_nothing() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("tickler.sqlite3");
     let data = dir.path().join("data");
     // about 70 batches; the database is opened again after the 32nd
     let rows = 60_000;
     large::tickler_file(&file, &TicklerLayout::Since2022.ddl(), rows);
-    let mut child = Command::new(binary())
+    let mut first = Command::new(binary());
+    first
         .args(["import-tickler", file.to_str().expect("path"), "--data-dir"])
         .arg(&data)
-        .env_remove("PIGEONHOLE_DATA_DIR")
-        .env("PIGEONHOLE_TEST_MOVE_IN_STOP_AFTER_BATCHES", "40")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run pigeonhole");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) if line.contains("40 batches on disk") => break,
-            Ok(_) => continue,
-            Err(e) => panic!("import-tickler did not reach its 40th batch: {e}"),
-        }
-    }
-    child.kill().expect("kill -9");
-    child.wait().expect("reap");
+        .env_remove("PIGEONHOLE_DATA_DIR");
+    super::kill_after_batches(first, 40, Duration::from_secs(300));
     {
         // 40 batches are on disk; opening the data directory undoes them
         let store = Store::open(&data).expect("open");

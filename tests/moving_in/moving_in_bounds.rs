@@ -9,7 +9,6 @@ use originals::ddl::IntrayLayout;
 use originals::*;
 use pigeonhole::store::Store;
 use rusqlite::{params, Connection};
-use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -167,31 +166,7 @@ fn a_run_killed_mid_write_leaves_nothing_and_the_next_moves_everything_in() {
     large_intray_file(&file, items);
 
     // stops (and waits) once 3 batches are on disk; killed then
-    let mut child = import_command(&file, &data)
-        .env("PIGEONHOLE_TEST_MOVE_IN_STOP_AFTER_BATCHES", "3")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run pigeonhole");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) if line.contains("3 batches on disk") => break,
-            Ok(_) => continue,
-            Err(e) => panic!("import-intray did not reach its third batch: {e}"),
-        }
-    }
-    child.kill().expect("kill -9");
-    child.wait().expect("reap");
+    super::kill_after_batches(import_command(&file, &data), 3, Duration::from_secs(120));
     {
         // part of the file is on disk; opening the data directory undoes it
         let store = Store::open(&data).expect("open");
