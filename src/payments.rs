@@ -226,6 +226,10 @@ impl Payments {
         accounts: &dyn crate::store::Accounts,
         account: &crate::domain::account::Account,
     ) -> Result<Option<u64>, PaymentsError> {
+        if item_cap(&self.settings, &account.username).is_none() {
+            // no cap to lift: the account's customer is not asked for
+            return Ok(None);
+        }
         let customer = accounts.customer(account.id).await?;
         self.cap(&account.username, customer.as_deref()).await
     }

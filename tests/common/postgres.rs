@@ -176,6 +176,12 @@ impl Cluster {
     }
 
     fn start(bin: PathBuf, tls: bool) -> Result<Cluster, String> {
+        // pg_stat_statements (contrib, in Debian's package) when there: tests count the
+        // statements of an operation with it
+        let preload = match bin.join("../lib/pg_stat_statements.so").exists() {
+            true => "shared_preload_libraries = 'pg_stat_statements'\n",
+            false => "",
+        };
         let mut cluster = Cluster::empty(bin)?;
         let data = cluster.data_dir();
         // --no-sync: the cluster's own files at creation need no fsync (a throwaway);
@@ -193,7 +199,7 @@ impl Cluster {
         // a setting with ALTER SYSTEM
         let settings = format!(
             "\n# throwaway test cluster (tests/common/postgres.rs)\nlisten_addresses = ''\n\
-             unix_socket_directories = '{}'\nfsync = on\nsynchronous_commit = on\nmax_connections = 100\n",
+             unix_socket_directories = '{}'\nfsync = on\nsynchronous_commit = on\nmax_connections = 100\n{preload}",
             cluster.socket_dir().display()
         );
         let settings = if tls {

@@ -7,12 +7,13 @@
 //! (`SELECT … FOR UPDATE`) first, as the sled store takes the account's stripe lock.
 
 use super::rows::{self, from_bigint, instant, optional_instant, to_bigint};
+use super::sql::Sql;
 use super::{transaction, PgError, PgResult};
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::permissions::Permissions;
 use crate::domain::wire::Timestamp;
 use crate::store::{Accounts, Registration, Result, Written};
-use deadpool_postgres::Pool;
+use deadpool_postgres::{Pool, Transaction};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -104,9 +105,9 @@ impl PgAccounts {
     }
 
     /// Locks the account's row until the end of `tx`; `false` when there is no such account.
-    pub(super) async fn lock(&self, tx: &tokio_postgres::Transaction<'_>, id: Uuid) -> PgResult<bool> {
+    pub(super) async fn lock(&self, tx: &Transaction<'_>, id: Uuid) -> PgResult<bool> {
         let sql = format!("SELECT 1 FROM {} WHERE id = $1 FOR UPDATE", self.accounts());
-        Ok(tx.query_opt(&sql, &[&id]).await?.is_some())
+        Ok(tx.fetch_opt(&sql, &[&id]).await?.is_some())
     }
 
     async fn replace_password(
@@ -124,7 +125,7 @@ impl PgAccounts {
             self.accounts()
         );
         let client = self.pool.get().await?;
-        let n = client.execute(&sql, &[&id, &kind, &hash, &new_hash]).await?;
+        let n = client.run(&sql, &[&id, &kind, &hash, &new_hash]).await?;
         Ok(if n == 1 {
             Written::committed(true)
         } else {
@@ -157,7 +158,7 @@ impl Accounts for PgAccounts {
         let nanos = rows::nanos(now)?;
         let client = self.pool.get().await?;
         let inserted = client
-            .query_opt(&sql, &[&account.id, &account.username, &kind, &hash, &now.secs, &nanos])
+            .fetch_opt(&sql, &[&account.id, &account.username, &kind, &hash, &now.secs, &nanos])
             .await?;
         Ok(match inserted {
             Some(_) => Written::committed(Registration::Created(account)),
@@ -169,7 +170,7 @@ impl Accounts for PgAccounts {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM {} WHERE id = $1", self.accounts());
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt(&sql, &[&id])
+            .fetch_opt(&sql, &[&id])
             .await?
             .as_ref()
             .map(account_from)
@@ -180,7 +181,7 @@ impl Accounts for PgAccounts {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM {} WHERE username = $1", self.accounts());
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt(&sql, &[&username])
+            .fetch_opt(&sql, &[&username])
             .await?
             .as_ref()
             .map(account_from)
@@ -192,7 +193,7 @@ impl Accounts for PgAccounts {
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM {} ORDER BY id", self.accounts());
         let client = self.pool.get().await?;
         Ok(client
-            .query(&sql, &[])
+            .fetch_all(&sql, &[])
             .await?
             .iter()
             .map(account_from)
@@ -212,7 +213,7 @@ impl Accounts for PgAccounts {
         );
         let nanos = rows::nanos(at)?;
         let client = self.pool.get().await?;
-        let n = client.execute(&sql, &[&id, &at.secs, &nanos]).await?;
+        let n = client.run(&sql, &[&id, &at.secs, &nanos]).await?;
         Ok(if n == 1 {
             Written::committed(true)
         } else {
@@ -237,7 +238,7 @@ impl Accounts for PgAccounts {
     async fn customer(&self, id: Uuid) -> Result<Option<String>> {
         let sql = format!("SELECT payment_customer FROM {} WHERE id = $1", self.accounts());
         let client = self.pool.get().await?;
-        match client.query_opt(&sql, &[&id]).await? {
+        match client.fetch_opt(&sql, &[&id]).await? {
             Some(row) => Ok(row.try_get(0)?),
             None => Ok(None),
         }
@@ -247,7 +248,7 @@ impl Accounts for PgAccounts {
     async fn set_customer(&self, id: Uuid, customer: &str) -> Result<Written<bool>> {
         let sql = format!("UPDATE {} SET payment_customer = $2 WHERE id = $1", self.accounts());
         let client = self.pool.get().await?;
-        let n = client.execute(&sql, &[&id, &customer]).await?;
+        let n = client.run(&sql, &[&id, &customer]).await?;
         Ok(if n == 1 {
             Written::committed(true)
         } else {
@@ -272,7 +273,7 @@ impl Accounts for PgAccounts {
             if !self.lock(&tx, account).await? {
                 return Ok(Written::unchanged(false));
             }
-            tx.execute(
+            tx.run(
                 &sql,
                 &[
                     &account,
@@ -318,8 +319,8 @@ impl Accounts for PgAccounts {
         let digest = digest.as_slice();
         let client = self.pool.get().await?;
         let n = match expected {
-            KeySecret::Digest(d) => client.execute(&sql, &[&account, &id, &digest, &d.as_slice()]).await?,
-            KeySecret::LegacyBcrypt(h) => client.execute(&sql, &[&account, &id, &digest, h]).await?,
+            KeySecret::Digest(d) => client.run(&sql, &[&account, &id, &digest, &d.as_slice()]).await?,
+            KeySecret::LegacyBcrypt(h) => client.run(&sql, &[&account, &id, &digest, h]).await?,
         };
         Ok(if n == 1 {
             Written::committed(true)
@@ -336,7 +337,7 @@ impl Accounts for PgAccounts {
         );
         let client = self.pool.get().await?;
         Ok(client
-            .query(&sql, &[&account])
+            .fetch_all(&sql, &[&account])
             .await?
             .iter()
             .map(key_from)
@@ -350,7 +351,7 @@ impl Accounts for PgAccounts {
         );
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt(&sql, &[&account, &id])
+            .fetch_opt(&sql, &[&account, &id])
             .await?
             .as_ref()
             .map(key_from)
@@ -361,7 +362,7 @@ impl Accounts for PgAccounts {
     async fn access_key_by_digest(&self, digest: &[u8; 32]) -> Result<Option<(Uuid, AccessKey)>> {
         let sql = format!("SELECT {KEY_COLUMNS} FROM {} WHERE secret_digest = $1", self.keys());
         let client = self.pool.get().await?;
-        match client.query_opt(&sql, &[&digest.as_slice()]).await? {
+        match client.fetch_opt(&sql, &[&digest.as_slice()]).await? {
             Some(row) => Ok(Some((row.try_get("account")?, key_from(&row)?))),
             None => Ok(None),
         }
@@ -371,7 +372,7 @@ impl Accounts for PgAccounts {
     async fn next_key_seq(&self) -> Result<u64> {
         let client = self.pool.get().await?;
         let n: i64 = client
-            .query_one("SELECT nextval('access_key_seq')", &[])
+            .fetch_one("SELECT nextval('access_key_seq')", &[])
             .await?
             .try_get(0)?;
         Ok(from_bigint(n, "access key seq")?)
@@ -380,7 +381,7 @@ impl Accounts for PgAccounts {
     async fn delete_access_key(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let sql = format!("DELETE FROM {} WHERE account = $1 AND id = $2", self.keys());
         let client = self.pool.get().await?;
-        let n = client.execute(&sql, &[&account, &id]).await?;
+        let n = client.run(&sql, &[&account, &id]).await?;
         Ok(if n == 1 {
             Written::committed(true)
         } else {

@@ -5,6 +5,7 @@
 //! (read at each check, so that a running process notices a newer binary's migration),
 //! the pool's state and what [`super::stats`] counted.
 
+use super::sql::Sql;
 use super::{PgError, PgStore};
 use crate::store::{
     Administration, BackupSummary, CycleStats, EngineCounters, Result, SchemaVersions, StoreError, WriterStats,
@@ -35,7 +36,7 @@ impl Administration for PgStore {
         let probe = async {
             let client = self.pool.get().await?;
             let row = client
-                .query_one(
+                .fetch_one(
                     "SELECT current_setting('transaction_read_only'), pg_is_in_recovery(), \
                      current_setting('synchronous_commit'), current_setting('fsync')",
                     &[],
@@ -132,7 +133,7 @@ impl Administration for PgStore {
         let read = async {
             let client = self.pool.get().await?;
             let row = client
-                .query_one(
+                .fetch_one(
                     "SELECT \
                      (SELECT count(*) FROM scheduled_items \
                       WHERE due_secs <= extract(epoch FROM now())::bigint AND lease_until < now()), \

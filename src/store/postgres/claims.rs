@@ -6,6 +6,7 @@
 
 use super::emails::lease_micros;
 use super::scheduler::PgScheduler;
+use super::sql::Sql;
 use super::{PgResult, PgStore};
 use crate::store::ClaimedWork;
 use std::time::Duration;
@@ -34,7 +35,7 @@ impl PgStore {
         let mut held = 0;
         for (_, table) in TABLES {
             held += tx
-                .execute(
+                .run(
                     &format!(
                         "UPDATE {table} SET lease_until = now() + make_interval(secs => $2::bigint / 1e6) \
                          WHERE claimed_by = $1"
@@ -53,7 +54,7 @@ impl PgStore {
         let table = TABLES.iter().find(|(w, _)| *w == work).map_or("deliveries", |(_, t)| t);
         let client = self.pool.get().await?;
         let row = client
-            .query_one(
+            .fetch_one(
                 &format!(
                     "SELECT (extract(epoch FROM min(lease_until) - now()) * 1e6)::bigint FROM {table} \
                      WHERE claimed_by IS NOT NULL AND claimed_by <> $1 AND lease_until >= now()"
@@ -75,7 +76,7 @@ impl PgScheduler {
         // the holder before this claim comes back, so that a claim taken over from a process
         // whose lease ran out is counted as such
         let row = client
-            .query_opt(
+            .fetch_opt(
                 &format!(
                     "UPDATE {table} t SET claimed_by = $2, \
                      lease_until = now() + make_interval(secs => $3::bigint / 1e6) \

@@ -21,14 +21,16 @@ use super::rows::{self, instant, to_bigint};
 use super::scheduler::{
     attempt_from, scheduled_from, triggered_from, PgScheduler, SCHEDULED_COLUMNS, TRIGGERED_COLUMNS,
 };
+use super::sql::Sql;
 use super::triggers::{put_trigger, trigger_from, TRIGGER_COLUMNS};
 use super::{config_of, Connection, PgError, PgStore};
 use crate::domain::account::KeySecret;
 use crate::domain::scheduler::models::TimeZoneSetting;
 use crate::store::copy::{CopyError, Dump, Load, Loaded, Record, Service, Tally, STAGES};
+use deadpool_postgres::Transaction;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::{Row, Transaction};
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 /// Where records go as they are dumped: on to a load, or only counted (a load's check).
@@ -195,7 +197,7 @@ async fn each(
 /// Every record the transaction sees, in kind order.
 async fn dump_in(tx: &Transaction<'_>, sink: &mut Sink<'_>) -> Result<(), CopyError> {
     if let Some(row) = tx
-        .query_opt("SELECT secret FROM token_signing_key", &[])
+        .fetch_opt("SELECT secret FROM token_signing_key", &[])
         .await
         .map_err(PgError::from)?
     {
@@ -327,7 +329,7 @@ async fn dump_triggered(tx: &Transaction<'_>, sink: &mut Sink<'_>) -> Result<(),
             .collect::<Result<_, _>>()
             .map_err(PgError::from)?;
         let attempts = tx
-            .query(
+            .fetch_all(
                 "SELECT triggered_item, trigger, trigger_created_secs, trigger_created_nanos, delivery, outcome, \
                  inbox_item, reason FROM trigger_attempts WHERE triggered_item = ANY($1) \
                  ORDER BY triggered_item, position",
@@ -396,7 +398,7 @@ impl PgTarget {
         .map_err(PgError::from)?;
         for table in DATA_TABLES {
             let rows: bool = tx
-                .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {table})"), &[])
+                .fetch_one(&format!("SELECT EXISTS (SELECT 1 FROM {table})"), &[])
                 .await
                 .map_err(PgError::from)?
                 .try_get(0)
@@ -420,7 +422,7 @@ impl PgTarget {
                 e => e,
             })?;
         }
-        tx.execute(
+        tx.run(
             "SELECT setval('access_key_seq', GREATEST((SELECT last_value FROM access_key_seq), \
              (SELECT coalesce(max(seq), 0) FROM (SELECT seq FROM inbox_access_keys UNION ALL \
              SELECT seq FROM scheduler_access_keys) AS keys)))",
@@ -487,10 +489,10 @@ fn joined(r: Result<Result<(), CopyError>, tokio::task::JoinError>) -> Result<()
 async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> {
     match record {
         Record::SigningKey(key) => {
-            tx.execute("DELETE FROM token_signing_key", &[])
+            tx.run("DELETE FROM token_signing_key", &[])
                 .await
                 .map_err(PgError::from)?;
-            tx.execute("INSERT INTO token_signing_key (secret) VALUES ($1)", &[key])
+            tx.run("INSERT INTO token_signing_key (secret) VALUES ($1)", &[key])
                 .await
                 .map_err(PgError::from)?;
         }
@@ -504,7 +506,7 @@ async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> 
             let last_login_secs = account.last_login.map(|t| t.secs);
             let last_login_nanos = account.last_login.map(rows::nanos).transpose()?;
             let epoch = to_bigint(account.epoch, "epoch")?;
-            tx.execute(
+            tx.run(
                 &format!(
                     "INSERT INTO {}_accounts ({ACCOUNT_COLUMNS}, payment_customer) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
@@ -534,7 +536,7 @@ async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> 
                 KeySecret::Digest(d) => (Some(d.as_slice()), None),
                 KeySecret::LegacyBcrypt(h) => (None, Some(h.as_str())),
             };
-            tx.execute(
+            tx.run(
                 &format!(
                     "INSERT INTO {}_access_keys ({KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                     service_prefix(*service)
@@ -556,7 +558,7 @@ async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> 
         }
         Record::InboxItem { account, item } => PgInbox::insert(tx, *account, item).await?,
         Record::Idempotency { account, key, item } => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO inbox_idempotency_keys (account, idempotency_key, item) VALUES ($1, $2, $3)",
                 &[account, key, item],
             )
@@ -564,7 +566,7 @@ async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> 
             .map_err(PgError::from)?;
         }
         Record::Settings { account, setting } => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4)",
                 &[account, &setting.offset, &setting.name.as_bytes(), &setting.summer],
             )
@@ -595,7 +597,7 @@ async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> 
             triggers,
         } => {
             let kind = if *email { "email" } else { "inbox" };
-            tx.execute(
+            tx.run(
                 "INSERT INTO delivery_targets (triggered_item, kind, account, triggers) VALUES ($1, $2, $3, $4)",
                 &[item, &kind, owner, triggers],
             )
@@ -607,7 +609,7 @@ async fn insert(tx: &Transaction<'_>, record: &Record) -> Result<(), CopyError> 
             insert_email(tx, email).await?;
         }
         Record::PaymentEvent { id, failed } => {
-            tx.execute(
+            tx.run(
                 "INSERT INTO payment_events (id, failed_event) VALUES ($1, $2)",
                 &[id, failed],
             )

@@ -13,13 +13,15 @@ use super::claims::claimable;
 use super::emails::{at_once, insert_email, keys_of, PgQueueKey};
 use super::rows::{self, from_bigint, instant};
 use super::scheduler::PgScheduler;
+use super::sql::Sql;
 use super::triggers::{trigger_from, TRIGGER_COLUMNS};
 use super::{transaction, PgError, PgResult};
 use crate::domain::email::{EmailKind, QueuedEmail};
 use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
 use crate::store::scheduler::QueueKey;
 use crate::store::{Deliveries, Result, StoreError, Written};
-use tokio_postgres::{Row, Transaction};
+use deadpool_postgres::Transaction;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 pub(super) const DELIVERY_COLUMNS: &str =
@@ -43,7 +45,7 @@ pub(super) async fn insert_delivery(tx: &Transaction<'_>, d: &Delivery) -> PgRes
     let created_nanos = rows::nanos(d.trigger_created)?;
     let not_before_nanos = rows::nanos(d.not_before)?;
     let failures = i64::from(d.failures);
-    tx.execute(
+    tx.run(
         &format!("INSERT INTO deliveries ({DELIVERY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"),
         &[
             &d.id,
@@ -81,7 +83,7 @@ fn outcome_columns(outcome: &Outcome) -> (&'static str, Option<Uuid>, Option<&[u
 pub(super) async fn insert_attempt(tx: &Transaction<'_>, item: Uuid, position: i32, attempt: &Attempt) -> PgResult<()> {
     let (kind, inbox_item, reason) = outcome_columns(&attempt.outcome);
     let nanos = rows::nanos(attempt.trigger_created)?;
-    tx.execute(
+    tx.run(
         "INSERT INTO trigger_attempts (triggered_item, position, trigger, trigger_created_secs, \
          trigger_created_nanos, delivery, outcome, inbox_item, reason) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         &[
@@ -104,8 +106,8 @@ impl PgScheduler {
     /// Deletes the pending delivery or queued e-mail `k` in `tx`; whether it was there.
     async fn remove_pending_in(tx: &Transaction<'_>, k: &PgQueueKey) -> PgResult<bool> {
         let n = match k {
-            PgQueueKey::Delivery(id) => tx.execute("DELETE FROM deliveries WHERE id = $1", &[id]).await?,
-            PgQueueKey::Email(seq) => tx.execute("DELETE FROM email_queue WHERE seq = $1", &[seq]).await?,
+            PgQueueKey::Delivery(id) => tx.run("DELETE FROM deliveries WHERE id = $1", &[id]).await?,
+            PgQueueKey::Email(seq) => tx.run("DELETE FROM email_queue WHERE seq = $1", &[seq]).await?,
         };
         Ok(n > 0)
     }
@@ -125,7 +127,7 @@ impl Deliveries for PgScheduler {
         loop {
             let took = transaction!(self, |tx| {
                 let Some(row) = tx
-                    .query_opt(
+                    .fetch_opt(
                         "SELECT triggered_item, account, triggers FROM delivery_targets WHERE kind = $1 \
                          ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED",
                         &[&kind],
@@ -137,14 +139,14 @@ impl Deliveries for PgScheduler {
                 let item: Uuid = row.try_get("triggered_item")?;
                 let owner: Uuid = row.try_get("account")?;
                 let triggers: Vec<Uuid> = row.try_get("triggers")?;
-                tx.execute(
+                tx.run(
                     "DELETE FROM delivery_targets WHERE triggered_item = $1 AND kind = $2",
                     &[&item, &kind],
                 )
                 .await?;
                 for trigger_id in triggers {
                     let Some(row) = tx
-                        .query_opt(
+                        .fetch_opt(
                             &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND account = $2"),
                             &[&trigger_id, &owner],
                         )
@@ -196,7 +198,7 @@ impl Deliveries for PgScheduler {
         let limit = rows::limit(limit);
         let client = self.pool.get().await?;
         let rows = client
-            .query(
+            .fetch_all(
                 &format!(
                     "SELECT {DELIVERY_COLUMNS} FROM deliveries WHERE {} ORDER BY seq LIMIT $1",
                     claimable(2)
@@ -231,7 +233,7 @@ impl Deliveries for PgScheduler {
         let failures = i64::from(delivery.failures);
         let client = self.pool.get().await?;
         let n = client
-            .execute(
+            .run(
                 "UPDATE deliveries SET failures = $2, not_before_secs = $3, not_before_nanos = $4, \
                  claimed_by = NULL, lease_until = NULL WHERE id = $1",
                 &[id, &failures, &delivery.not_before.secs, &nanos],
@@ -256,14 +258,14 @@ impl Deliveries for PgScheduler {
                 return Ok(Written::unchanged(()));
             }
             let exists = tx
-                .query_opt(
+                .fetch_opt(
                     "SELECT 1 FROM triggered_items WHERE id = $1 AND account = $2",
                     &[&delivery.item, &delivery.owner],
                 )
                 .await?
                 .is_some();
             if exists {
-                tx.execute(
+                tx.run(
                     "INSERT INTO trigger_attempts (triggered_item, position, trigger, trigger_created_secs, \
                      trigger_created_nanos, delivery, outcome, inbox_item, reason) \
                      SELECT $1, coalesce(max(position) + 1, 0), $2, $3, $4, $5, $6, $7, $8 \
@@ -304,7 +306,7 @@ impl Deliveries for PgScheduler {
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let failed = tx
-                .query(
+                .fetch_all(
                     "SELECT a.triggered_item, a.position, a.delivery, t.id AS trigger, t.created_secs, \
                      t.created_nanos, t.kind, t.email_address \
                      FROM trigger_attempts a JOIN triggered_items i ON i.id = a.triggered_item \
@@ -333,7 +335,7 @@ impl Deliveries for PgScheduler {
                     failures: 0,
                     not_before: at_once(),
                 };
-                tx.execute(
+                tx.run(
                     "DELETE FROM trigger_attempts WHERE triggered_item = $1 AND position = $2",
                     &[&item, &position],
                 )

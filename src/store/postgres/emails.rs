@@ -5,14 +5,16 @@
 
 use super::rows::{self, from_bigint, instant, optional_instant};
 use super::scheduler::PgScheduler;
+use super::sql::Sql;
 use super::{PgError, PgResult};
 use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
 use crate::domain::scheduler::models::Delivery;
 use crate::domain::wire::Timestamp;
 use crate::store::scheduler::QueueKey;
 use crate::store::{Emails, Result, StoreError, Written};
+use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Row, Transaction};
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 /// A queued e-mail (its `seq`) or a pending inbox delivery (its id).
@@ -263,7 +265,7 @@ pub(super) async fn insert_email(tx: &Transaction<'_>, email: &QueuedEmail) -> P
     let c = EmailColumns::of(email)?;
     let placeholders: Vec<String> = (1..=24).map(|i| format!("${i}")).collect();
     let row = tx
-        .query_one(
+        .fetch_one(
             &format!(
                 "INSERT INTO email_queue ({EMAIL_COLUMNS}) VALUES ({}) RETURNING seq",
                 placeholders.join(", ")
@@ -289,7 +291,7 @@ impl PgScheduler {
         }
         let client = self.pool.get().await?;
         client
-            .execute(
+            .run(
                 &format!(
                     "UPDATE {table} SET claimed_by = NULL, lease_until = NULL WHERE {column} = ANY($1) \
                      AND claimed_by = $2"
@@ -343,7 +345,7 @@ impl Emails for PgScheduler {
         let limit = rows::limit(limit);
         let client = self.pool.get().await?;
         let rows = client
-            .query(
+            .fetch_all(
                 &format!(
                     "SELECT seq, {EMAIL_COLUMNS} FROM email_queue WHERE stage = $1 AND {} ORDER BY seq LIMIT $2",
                     super::claims::claimable(3)
@@ -385,7 +387,7 @@ impl Emails for PgScheduler {
         values.extend(c.values());
         let client = self.pool.get().await?;
         let n = client
-            .execute(
+            .run(
                 &format!(
                     "UPDATE email_queue SET {}, claimed_by = NULL, lease_until = NULL WHERE seq = $1",
                     sets.join(", ")

@@ -4,9 +4,10 @@
 //! [`crate::store::own_id`], as the sled store does, so that an import's answer
 //! never tells whether an id exists elsewhere.
 
+use super::sql::Sql;
 use super::{PgError, PgResult};
+use deadpool_postgres::Transaction;
 use std::collections::{HashMap, HashSet};
-use tokio_postgres::Transaction;
 use uuid::Uuid;
 
 /// Entries an import holds in memory before it writes them.
@@ -89,7 +90,7 @@ pub(super) async fn sort_ids(tx: &Transaction<'_>, table: &str, account: Uuid, i
             }
             let candidates: Vec<Uuid> = open.iter().map(|(_, c)| *c).collect();
             let owners: HashMap<Uuid, Uuid> = tx
-                .query(&sql, &[&candidates])
+                .fetch_all(&sql, &[&candidates])
                 .await?
                 .iter()
                 .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))

@@ -5,6 +5,7 @@
 
 use super::accounts::{PgAccounts, Service};
 use super::rows::{self, from_bigint, instant};
+use super::sql::Sql;
 use super::{transaction, PgError, PgResult};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
@@ -12,7 +13,8 @@ use crate::store::api::{Feed, InboxItems};
 use crate::store::inbox::{AddOutcome, ImportOutcome};
 use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
-use tokio_postgres::{Row, Transaction};
+use deadpool_postgres::Transaction;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 pub(super) const ITEM_COLUMNS: &str = "id, kind, data, created_secs, created_nanos";
@@ -46,15 +48,15 @@ impl PgInbox {
 
     async fn count_in(tx: &Transaction<'_>, account: Uuid) -> PgResult<u64> {
         let n: i64 = tx
-            .query_one("SELECT count(*) FROM inbox_items WHERE account = $1", &[&account])
+            .fetch_one("SELECT count(*) FROM inbox_items WHERE account = $1", &[&account])
             .await?
             .try_get(0)?;
         from_bigint(n, "item count")
     }
 
-    pub(super) async fn insert(tx: &Transaction<'_>, account: Uuid, item: &InboxItem) -> PgResult<()> {
+    pub(super) async fn insert(tx: &impl Sql, account: Uuid, item: &InboxItem) -> PgResult<()> {
         let nanos = rows::nanos(item.created)?;
-        tx.execute(
+        tx.run(
             "INSERT INTO inbox_items (id, account, kind, data, created_secs, created_nanos) \
              VALUES ($1, $2, $3, $4, $5, $6)",
             &[
@@ -117,7 +119,7 @@ impl PgInbox {
         let data: Vec<&[u8]> = items.iter().map(|i| i.data.as_slice()).collect();
         let secs: Vec<i64> = items.iter().map(|i| i.created.secs).collect();
         let nanos: Vec<i32> = items.iter().map(|i| rows::nanos(i.created)).collect::<PgResult<_>>()?;
-        tx.execute(
+        tx.run(
             "INSERT INTO inbox_items (id, account, kind, data, created_secs, created_nanos) \
              SELECT id, $1, kind, data, secs, nanos \
              FROM unnest($2::uuid[], $3::text[], $4::bytea[], $5::bigint[], $6::int[]) \
@@ -135,7 +137,7 @@ impl InboxItems for PgInbox {
     async fn count(&self, account: Uuid) -> Result<u64> {
         let client = self.pool.get().await?;
         let n: i64 = client
-            .query_one("SELECT count(*) FROM inbox_items WHERE account = $1", &[&account])
+            .fetch_one("SELECT count(*) FROM inbox_items WHERE account = $1", &[&account])
             .await?
             .try_get(0)?;
         Ok(from_bigint(n, "item count")?)
@@ -145,7 +147,7 @@ impl InboxItems for PgInbox {
     async fn total_items(&self) -> Result<u64> {
         let client = self.pool.get().await?;
         let n: i64 = client
-            .query_one("SELECT count(*) FROM inbox_items", &[])
+            .fetch_one("SELECT count(*) FROM inbox_items", &[])
             .await?
             .try_get(0)?;
         Ok(from_bigint(n, "item count")?)
@@ -153,9 +155,9 @@ impl InboxItems for PgInbox {
 
     /// Stores `item` for `account` unless the account already has `max_items` items
     /// (`None`: no limit). With an idempotency key used before, stores nothing and answers
-    /// the first item's id (also when the account is at its limit). Under the account's row
-    /// lock: the count, the limit and the key are decided with the account's other writes
-    /// held off. An account deleted meanwhile is a foreign-key error (SQLSTATE 23503).
+    /// the first item's id (also when the account is at its limit). With a limit or a key,
+    /// under the account's row lock: the count, the limit and the key are decided with the
+    /// account's other writes held off; without either, one `INSERT`. An account deleted meanwhile is a foreign-key error (SQLSTATE 23503).
     async fn add_item(
         &self,
         account: Uuid,
@@ -163,11 +165,19 @@ impl InboxItems for PgInbox {
         idempotency: Option<&str>,
         max_items: Option<u64>,
     ) -> Result<Written<AddOutcome>> {
+        if idempotency.is_none() && max_items.is_none() {
+            // nothing to decide first: one statement, committed on its own, with no lock
+            // held while the commit is flushed (the foreign key still refuses an account
+            // deleted meanwhile)
+            let client = self.pool.get().await?;
+            Self::insert(&client, account, item).await?;
+            return Ok(Written::committed(AddOutcome::Added(item.id)));
+        }
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             if let Some(key) = idempotency {
                 let first = tx
-                    .query_opt(
+                    .fetch_opt(
                         "SELECT item FROM inbox_idempotency_keys WHERE account = $1 AND idempotency_key = $2",
                         &[&account, &key],
                     )
@@ -182,7 +192,7 @@ impl InboxItems for PgInbox {
             }
             Self::insert(&tx, account, item).await?;
             if let Some(key) = idempotency {
-                tx.execute(
+                tx.run(
                     "INSERT INTO inbox_idempotency_keys (account, idempotency_key, item) VALUES ($1, $2, $3)",
                     &[&account, &key, &item.id],
                 )
@@ -195,7 +205,7 @@ impl InboxItems for PgInbox {
     async fn item(&self, account: Uuid, id: Uuid) -> Result<Option<InboxItem>> {
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt(
+            .fetch_opt(
                 &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE id = $1 AND account = $2"),
                 &[&id, &account],
             )
@@ -209,7 +219,7 @@ impl InboxItems for PgInbox {
     async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
-            .execute(
+            .run(
                 "DELETE FROM inbox_items WHERE id = $1 AND account = $2",
                 &[&id, &account],
             )
@@ -225,7 +235,7 @@ impl InboxItems for PgInbox {
     async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>> {
         let client = self.pool.get().await?;
         Ok(client
-            .query(
+            .fetch_all(
                 &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE account = $1 {ORDER}"),
                 &[&account],
             )
@@ -247,7 +257,7 @@ impl InboxItems for PgInbox {
     async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>> {
         let client = self.pool.get().await?;
         client
-            .query(
+            .fetch_all(
                 &format!("SELECT id FROM inbox_items WHERE account = $1 {ORDER}"),
                 &[&account],
             )
@@ -260,7 +270,7 @@ impl InboxItems for PgInbox {
     async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>> {
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt(
+            .fetch_opt(
                 &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE account = $1 {ORDER} LIMIT 1"),
                 &[&account],
             )
@@ -282,7 +292,7 @@ impl InboxItems for PgInbox {
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let items = tx
-                .query(
+                .fetch_all(
                     &format!("SELECT {ITEM_COLUMNS} FROM inbox_items WHERE account = $1 {ORDER}"),
                     &[&account],
                 )
@@ -295,7 +305,7 @@ impl InboxItems for PgInbox {
                 return Ok(Written::unchanged(()));
             }
             if !changes.delete.is_empty() {
-                tx.execute(
+                tx.run(
                     "DELETE FROM inbox_items WHERE account = $1 AND id = ANY($2)",
                     &[&account, &changes.delete],
                 )
@@ -313,7 +323,7 @@ impl InboxItems for PgInbox {
     async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
-            .execute("DELETE FROM inbox_accounts WHERE id = $1", &[&account])
+            .run("DELETE FROM inbox_accounts WHERE id = $1", &[&account])
             .await?;
         Ok(if n == 1 {
             Written::committed(true)

@@ -46,6 +46,7 @@ mod rows;
 pub mod scheduler;
 mod scheduler_import;
 mod signing;
+mod sql;
 pub(crate) mod stats;
 pub mod throttles;
 mod tls;

@@ -1,6 +1,7 @@
 //! Conversions between columns and domain values (see the conventions at the top of
 //! `migrations/0001_schema.sql`): instants as (secs, nanos), unsigned counters as bigint.
 
+use super::sql::Sql;
 use super::{PgError, PgResult};
 use crate::domain::wire::Timestamp;
 use tokio_postgres::Row;
@@ -53,7 +54,7 @@ pub(super) fn from_bigint<T: TryFrom<i64>>(n: i64, what: &str) -> PgResult<T> {
 /// up to `limit` rows after the row `after` (from the first with `None`; none when `after`
 /// is not the account's any more).
 pub(super) async fn page(
-    client: &tokio_postgres::Client,
+    client: &impl Sql,
     table: &str,
     columns: &str,
     keys: &str,
@@ -65,14 +66,14 @@ pub(super) async fn page(
     Ok(match after {
         None => {
             let sql = format!("SELECT {columns} FROM {table} WHERE account = $1 ORDER BY {keys} LIMIT $2");
-            client.query(&sql, &[&account, &limit]).await?
+            client.fetch_all(&sql, &[&account, &limit]).await?
         }
         Some(after) => {
             let sql = format!(
                 "SELECT {columns} FROM {table} WHERE account = $1 AND ({keys}) > \
                  (SELECT {keys} FROM {table} WHERE id = $2 AND account = $1) ORDER BY {keys} LIMIT $3"
             );
-            client.query(&sql, &[&account, &after, &limit]).await?
+            client.fetch_all(&sql, &[&account, &after, &limit]).await?
         }
     })
 }

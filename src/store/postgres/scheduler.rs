@@ -10,6 +10,7 @@
 
 use super::accounts::{PgAccounts, Service};
 use super::rows::{self, from_bigint, instant, to_bigint};
+use super::sql::Sql;
 use super::triggers::triggers_of;
 use super::{transaction, PgError, PgResult};
 use crate::domain::scheduler::models::{
@@ -22,8 +23,9 @@ use crate::store::api::{Feed, ScheduledItems};
 use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome};
 use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
+use deadpool_postgres::Transaction;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Row, Transaction};
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 /// The columns of a Tickle (see the schema), in this order.
@@ -197,7 +199,7 @@ impl PgScheduler {
 
     pub(super) async fn settings_in(tx: &Transaction<'_>, account: Uuid) -> PgResult<TimeZoneSetting> {
         let row = tx
-            .query_opt(
+            .fetch_opt(
                 "SELECT utc_offset, name, summer FROM scheduler_settings WHERE account = $1",
                 &[&account],
             )
@@ -218,7 +220,7 @@ impl PgScheduler {
         id: Uuid,
     ) -> PgResult<Option<(ScheduledItem, Timestamp)>> {
         let row = tx
-            .query_opt(
+            .fetch_opt(
                 &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE id = $1 AND account = $2"),
                 &[&id, &account],
             )
@@ -247,7 +249,7 @@ impl PgScheduler {
         ]);
         // `xmax = 0` is true of a row this statement inserted (not of one it updated)
         let row = tx
-            .query_opt(
+            .fetch_opt(
                 &format!(
                     "INSERT INTO scheduled_items ({SCHEDULED_COLUMNS}) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
@@ -295,7 +297,7 @@ impl PgScheduler {
             &occurrence_secs,
             &occurrence_nanos,
         ]);
-        tx.execute(
+        tx.run(
             &format!(
                 "INSERT INTO triggered_items (id, account, {TICKLE_COLUMNS}, created_secs, created_nanos, \
                  triggered_secs, triggered_nanos, scheduled_id, occurrence_secs, occurrence_nanos) \
@@ -309,7 +311,7 @@ impl PgScheduler {
 
     /// The account's scheduled items, in `tx`.
     pub(super) async fn scheduled_in_tx(tx: &Transaction<'_>, account: Uuid) -> PgResult<Vec<ScheduledItem>> {
-        tx.query(
+        tx.fetch_all(
             &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1 {SCHEDULED_ORDER}"),
             &[&account],
         )
@@ -322,14 +324,14 @@ impl PgScheduler {
     /// The attempts recorded on triggered items, in the order the sled store keeps them
     /// (`Attempt::order`: inbox, e-mail, push, webhook, then by the trigger's creation and
     /// id, then as recorded).
-    async fn attempts_of(client: &tokio_postgres::Client, items: &mut [TriggeredItem]) -> PgResult<()> {
+    async fn attempts_of(client: &impl Sql, items: &mut [TriggeredItem]) -> PgResult<()> {
         use crate::domain::scheduler::models::Attempt;
         if items.is_empty() {
             return Ok(());
         }
         let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
         let rows = client
-            .query(
+            .fetch_all(
                 "SELECT triggered_item, trigger, trigger_created_secs, trigger_created_nanos, delivery, outcome, \
                  inbox_item, reason FROM trigger_attempts WHERE triggered_item = ANY($1) \
                  ORDER BY triggered_item, CASE WHEN outcome IN ('inbox_added', 'inbox_failed') THEN 0 \
@@ -373,14 +375,14 @@ impl ScheduledItems for PgScheduler {
     ) -> Result<Written<()>> {
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
-            tx.execute(
+            tx.run(
                 "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (account) DO UPDATE SET utc_offset = $2, name = $3, summer = $4",
                 &[&account, &settings.offset, &settings.name.as_bytes(), &settings.summer],
             )
             .await?;
             let rows = tx
-                .query(
+                .fetch_all(
                     &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE account = $1"),
                     &[&account],
                 )
@@ -390,7 +392,7 @@ impl ScheduledItems for PgScheduler {
                 let due = due_of(&item);
                 if due != instant(row, "due")? {
                     let nanos = rows::nanos(due)?;
-                    tx.execute(
+                    tx.run(
                         "UPDATE scheduled_items SET due_secs = $2, due_nanos = $3 WHERE id = $1",
                         &[&item.id, &due.secs, &nanos],
                     )
@@ -413,7 +415,7 @@ impl ScheduledItems for PgScheduler {
             self.accounts.lock(&tx, item.owner).await?;
             if let Some(cap) = cap {
                 let n: i64 = tx
-                    .query_one(
+                    .fetch_one(
                         "SELECT count(*) FROM scheduled_items WHERE account = $1",
                         &[&item.owner],
                     )
@@ -432,7 +434,7 @@ impl ScheduledItems for PgScheduler {
     async fn scheduled(&self, account: Uuid, id: Uuid) -> Result<Option<ScheduledItem>> {
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt(
+            .fetch_opt(
                 &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE id = $1 AND account = $2"),
                 &[&id, &account],
             )
@@ -465,7 +467,7 @@ impl ScheduledItems for PgScheduler {
     async fn triggered(&self, account: Uuid, id: Uuid) -> Result<Option<TriggeredItem>> {
         let client = self.pool.get().await?;
         let Some(row) = client
-            .query_opt(
+            .fetch_opt(
                 &format!("SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE id = $1 AND account = $2"),
                 &[&id, &account],
             )
@@ -485,14 +487,14 @@ impl ScheduledItems for PgScheduler {
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let n = tx
-                .execute(
+                .run(
                     "DELETE FROM scheduled_items WHERE id = $1 AND account = $2",
                     &[&id, &account],
                 )
                 .await?;
             let n = match n {
                 0 => {
-                    tx.execute(
+                    tx.run(
                         "DELETE FROM triggered_items WHERE id = $1 AND account = $2",
                         &[&id, &account],
                     )
@@ -512,7 +514,7 @@ impl ScheduledItems for PgScheduler {
     async fn delete_triggered_items(&self, account: Uuid) -> Result<Written<bool>> {
         let client = self.pool.get().await?;
         let n = client
-            .execute("DELETE FROM triggered_items WHERE account = $1", &[&account])
+            .run("DELETE FROM triggered_items WHERE account = $1", &[&account])
             .await?;
         Ok(if n > 0 {
             Written::committed(true)
@@ -550,7 +552,7 @@ impl ScheduledItems for PgScheduler {
     async fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>> {
         let client = self.pool.get().await?;
         let mut items = client
-            .query(
+            .fetch_all(
                 &format!("SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE account = $1 {TRIGGERED_ORDER}"),
                 &[&account],
             )
@@ -598,7 +600,7 @@ impl ScheduledItems for PgScheduler {
                 return Ok(Written::unchanged(()));
             }
             if !changes.delete.is_empty() {
-                tx.execute(
+                tx.run(
                     "DELETE FROM scheduled_items WHERE account = $1 AND id = ANY($2)",
                     &[&account, &changes.delete],
                 )
@@ -621,7 +623,7 @@ impl ScheduledItems for PgScheduler {
     async fn next_due(&self) -> Result<Option<Timestamp>> {
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt(
+            .fetch_opt(
                 "SELECT due_secs, due_nanos FROM scheduled_items ORDER BY due_secs, due_nanos, id LIMIT 1",
                 &[],
             )
@@ -636,7 +638,7 @@ impl ScheduledItems for PgScheduler {
         let limit = rows::limit(limit);
         let client = self.pool.get().await?;
         let n: i64 = client
-            .query_one(
+            .fetch_one(
                 "SELECT count(*) FROM (SELECT 1 FROM scheduled_items WHERE (due_secs, due_nanos) <= ($1, $2) \
                  LIMIT $3) AS due",
                 &[&now.secs, &nanos, &limit],
@@ -653,7 +655,7 @@ impl ScheduledItems for PgScheduler {
         let limit = rows::limit(limit);
         let client = self.pool.get().await?;
         client
-            .query(
+            .fetch_all(
                 &format!(
                     "SELECT due_secs, due_nanos, account, id FROM scheduled_items WHERE {} \
                      ORDER BY due_secs, due_nanos, id LIMIT $1",
@@ -701,7 +703,7 @@ impl ScheduledItems for PgScheduler {
             let (inbox, email) = targets_now(&triggers);
             for (kind, list) in [("inbox", inbox), ("email", email)] {
                 if !list.is_empty() {
-                    tx.execute(
+                    tx.run(
                         "INSERT INTO delivery_targets (triggered_item, kind, account, triggers) VALUES ($1, $2, $3, $4)",
                         &[&copy.id, &kind, &owner, &list],
                     )
@@ -714,7 +716,7 @@ impl ScheduledItems for PgScheduler {
                     Self::put_scheduled(&tx, &moved, due).await?;
                 }
                 None => {
-                    tx.execute("DELETE FROM scheduled_items WHERE id = $1", &[&id]).await?;
+                    tx.run("DELETE FROM scheduled_items WHERE id = $1", &[&id]).await?;
                 }
             }
             Ok(Written::committed(Some(copy.clone())))
@@ -725,7 +727,7 @@ impl ScheduledItems for PgScheduler {
     async fn counts(&self, account: Uuid) -> Result<(u64, u64)> {
         let client = self.pool.get().await?;
         let row = client
-            .query_one(
+            .fetch_one(
                 "SELECT (SELECT count(*) FROM scheduled_items WHERE account = $1), \
                         (SELECT count(*) FROM triggered_items WHERE account = $1)",
                 &[&account],
@@ -741,7 +743,7 @@ impl ScheduledItems for PgScheduler {
     async fn total_counts(&self) -> Result<(u64, u64)> {
         let client = self.pool.get().await?;
         let row = client
-            .query_one(
+            .fetch_one(
                 "SELECT (SELECT count(*) FROM scheduled_items), (SELECT count(*) FROM triggered_items)",
                 &[],
             )
@@ -758,13 +760,12 @@ impl ScheduledItems for PgScheduler {
     async fn delete_account(&self, account: Uuid) -> Result<Written<bool>> {
         Ok(transaction!(self, |tx| {
             let n = tx
-                .execute("DELETE FROM scheduler_accounts WHERE id = $1", &[&account])
+                .run("DELETE FROM scheduler_accounts WHERE id = $1", &[&account])
                 .await?;
             if n == 0 {
                 return Ok(Written::unchanged(false));
             }
-            tx.execute("DELETE FROM email_queue WHERE owner = $1", &[&account])
-                .await?;
+            tx.run("DELETE FROM email_queue WHERE owner = $1", &[&account]).await?;
             Ok(Written::committed(true))
         })?)
     }
@@ -782,7 +783,7 @@ impl ScheduledItems for PgScheduler {
         let (claimant, lease) = (&self.claimant, super::emails::lease_micros(self.lease));
         let client = self.pool.get().await?;
         let mut claimed = client
-            .query(
+            .fetch_all(
                 "UPDATE scheduled_items SET claimed_by = $4, \
                  lease_until = now() + make_interval(secs => $5::bigint / 1e6) \
                  WHERE id IN (SELECT id FROM scheduled_items \

@@ -9,13 +9,14 @@
 use super::imports::{feed_in_batches, sort_ids, Sorted};
 use super::rows::{self, from_bigint};
 use super::scheduler::PgScheduler;
+use super::sql::Sql;
 use super::triggers::put_trigger;
 use super::{PgError, PgResult};
 use crate::domain::scheduler::models::{ScheduledItem, TimeZoneSetting, TriggerKind};
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
 use crate::store::scheduler::{ImportIds, ImportOutcome, Imported};
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
 use uuid::Uuid;
 
 /// The ids new to the account, per kind, and what the import would do.
@@ -41,7 +42,7 @@ impl PgScheduler {
         let triggered = sort_ids(tx, "triggered_items", account, &ids.triggered).await?;
         let triggers = sort_ids(tx, "triggers", account, &ids.triggers).await?;
         let n: i64 = tx
-            .query_one("SELECT count(*) FROM scheduled_items WHERE account = $1", &[&account])
+            .fetch_one("SELECT count(*) FROM scheduled_items WHERE account = $1", &[&account])
             .await?
             .try_get(0)?;
         let count: u64 = from_bigint(n, "count")?;
@@ -91,7 +92,7 @@ impl PgScheduler {
         settings: &TimeZoneSetting,
         due_of: DueOf<'_>,
     ) -> PgResult<()> {
-        tx.execute(
+        tx.run(
             "INSERT INTO scheduler_settings (account, utc_offset, name, summer) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (account) DO UPDATE SET utc_offset = $2, name = $3, summer = $4",
             &[&account, &settings.offset, &settings.name.as_bytes(), &settings.summer],
@@ -100,7 +101,7 @@ impl PgScheduler {
         for item in Self::scheduled_in_tx(tx, account).await? {
             let due = due_of(&item, settings);
             let nanos = rows::nanos(due)?;
-            tx.execute(
+            tx.run(
                 "UPDATE scheduled_items SET due_secs = $2, due_nanos = $3, claimed_by = NULL, lease_until = NULL \
                  WHERE id = $1",
                 &[&item.id, &due.secs, &nanos],

@@ -1,6 +1,7 @@
 //! The token signing key in the database (`token_signing_key`, one row): every process signs
 //! and checks tokens with the same key, so a token made by one is good at all of them.
 
+use super::sql::Sql;
 use super::{PgResult, PgStore};
 
 impl PgStore {
@@ -9,13 +10,13 @@ impl PgStore {
     pub async fn signing_key(&self, fresh: &[u8]) -> PgResult<Vec<u8>> {
         let client = self.pool.get().await?;
         client
-            .execute(
+            .run(
                 "INSERT INTO token_signing_key (secret) VALUES ($1) ON CONFLICT (only_one) DO NOTHING",
                 &[&fresh],
             )
             .await?;
         Ok(client
-            .query_one("SELECT secret FROM token_signing_key", &[])
+            .fetch_one("SELECT secret FROM token_signing_key", &[])
             .await?
             .try_get(0)?)
     }

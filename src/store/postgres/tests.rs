@@ -671,6 +671,80 @@ fn inbox_items_keep_the_limit_and_idempotency_under_concurrency() {
     });
 }
 
+/// A plain addition (no limit, no idempotency key) is one statement, prepared once per
+/// connection and run in one round trip, and takes no lock on the account's row: it goes
+/// through while another transaction is updating the account (as a login recording its
+/// instant does), which an addition under the row lock waited for until that commit (issue 30
+/// point 7). Counted with pg_stat_statements, which tools/throwaway-postgres loads.
+#[test]
+fn a_plain_addition_is_one_statement_and_waits_for_no_account_update() {
+    on_fresh_store(|store, _, _| async move {
+        let inbox = store.inbox();
+        let alice = created(
+            inbox
+                .accounts
+                .register("alice", "h".into(), at(1, 0))
+                .await
+                .expect("register"),
+        )
+        .await;
+        let stats = store.pool.get().await.expect("connection");
+        let loaded = stats
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()")
+            .await;
+        if let Err(e) = loaded {
+            assert!(
+                std::env::var_os("PIGEONHOLE_REQUIRE_POSTGRES").is_none(),
+                "pg_stat_statements is not loaded (tools/throwaway-postgres loads it): {e}"
+            );
+            eprintln!("skipped: pg_stat_statements is not loaded: {e}");
+            return;
+        }
+        for i in 0..50 {
+            let item = text_item(&format!("item {i}"), at(100 + i, 0));
+            let written = inbox.add_item(alice.id, &item, None, None).await.expect("add");
+            written.durable().await.expect("durable");
+        }
+        let calls: Vec<(String, i64)> = stats
+            .query(
+                "SELECT query, calls FROM pg_stat_statements \
+                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                 AND query NOT LIKE '%pg_stat_statements%' ORDER BY query",
+                &[],
+            )
+            .await
+            .expect("statements")
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect();
+        assert_eq!(calls.len(), 1, "one statement per addition: {calls:?}");
+        assert!(calls[0].0.starts_with("INSERT INTO inbox_items"), "{calls:?}");
+        assert_eq!(calls[0].1, 50, "{calls:?}");
+
+        // an update of the account, not committed
+        let mut holder = store.pool.get().await.expect("connection");
+        let update = holder.transaction().await.expect("begin");
+        update
+            .execute(
+                "UPDATE inbox_accounts SET last_login_secs = 5, last_login_nanos = 0 WHERE id = $1",
+                &[&alice.id],
+            )
+            .await
+            .expect("update");
+        let item = text_item("beside the update", at(200, 0));
+        let added = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            inbox.add_item(alice.id, &item, None, None),
+        )
+        .await
+        .expect("the addition waited for the account's update to end")
+        .expect("add");
+        assert!(added.changed());
+        update.commit().await.expect("commit");
+        assert_eq!(inbox.count(alice.id).await.expect("count"), 51);
+    });
+}
+
 #[test]
 fn inbox_items_list_sync_and_go_with_their_account() {
     on_fresh_store(|store, cluster, db| async move {

@@ -8,6 +8,7 @@
 //! window are deleted by the takes of their kind, a bounded batch at a time, so the table
 //! holds about one window of attempts.
 
+use super::sql::Sql;
 use super::{transaction, PgError, PgResult};
 use crate::store::throttles::{Count, Taken, Throttle, Throttles, Turn};
 use crate::store::Result;
@@ -37,14 +38,14 @@ impl PgThrottles {
                 // the key's own lock (a collision of two keys only makes them wait in turn)
                 let code = i32::from(c.throttle.code()) << 24;
                 let low = i32::from_be_bytes([c.key[0], c.key[1], c.key[2], c.key[3]]) & 0x00ff_ffff;
-                tx.execute("SELECT pg_advisory_xact_lock($1, $2)", &[&LOCK_SPACE, &(code | low)])
+                tx.run("SELECT pg_advisory_xact_lock($1, $2)", &[&LOCK_SPACE, &(code | low)])
                     .await?;
             }
             let mut longest: Option<(f64, Throttle)> = None;
             for c in &sorted {
                 let window = c.window.as_secs_f64();
                 let row = tx
-                    .query_one(
+                    .fetch_one(
                         "SELECT count(*), extract(epoch FROM min(at) + make_interval(secs => $3) - clock_timestamp())::float8 \
                          FROM (SELECT at FROM throttle_events \
                                WHERE throttle = $1 AND subject = $2 AND at > clock_timestamp() - make_interval(secs => $3) \
@@ -68,16 +69,16 @@ impl PgThrottles {
                 });
             }
             let attempt: i64 = tx
-                .query_one("SELECT nextval('throttle_attempt_seq')", &[])
+                .fetch_one("SELECT nextval('throttle_attempt_seq')", &[])
                 .await?
                 .try_get(0)?;
             for c in &sorted {
-                tx.execute(
+                tx.run(
                     "INSERT INTO throttle_events (throttle, subject, attempt, at) VALUES ($1, $2, $3, clock_timestamp())",
                     &[&c.throttle.code(), &&c.key[..], &attempt],
                 )
                 .await?;
-                tx.execute(
+                tx.run(
                     "DELETE FROM throttle_events WHERE ctid IN (SELECT ctid FROM throttle_events \
                      WHERE throttle = $1 AND at <= clock_timestamp() - make_interval(secs => $2) LIMIT $3)",
                     &[&c.throttle.code(), &c.window.as_secs_f64(), &PRUNE_BATCH],
@@ -95,7 +96,7 @@ impl PgThrottles {
         let attempt = i64::try_from(taken.attempt).map_err(|_| PgError::Corrupt("attempt number".into()))?;
         transaction!(self, |tx| {
             for (throttle, key) in &taken.counted {
-                tx.execute(
+                tx.run(
                     "DELETE FROM throttle_events WHERE throttle = $1 AND subject = $2 AND attempt = $3",
                     &[&throttle.code(), &&key[..], &attempt],
                 )

@@ -6,12 +6,14 @@
 use super::emails::insert_email;
 use super::rows::{self, instant};
 use super::scheduler::PgScheduler;
+use super::sql::Sql;
 use super::{transaction, PgError, PgResult};
 use crate::domain::email::QueuedEmail;
 use crate::domain::scheduler::models::{Trigger, TriggerKind};
 use crate::domain::scheduler::push::{PushSubscription, WebhookFormat};
 use crate::store::{PaymentEvents, Result, Triggers, Written};
-use tokio_postgres::{Row, Transaction};
+use deadpool_postgres::Transaction;
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 pub(super) const TRIGGER_COLUMNS: &str =
@@ -72,12 +74,9 @@ pub(super) fn trigger_from(row: &Row) -> PgResult<Trigger> {
 }
 
 /// The account's triggers in creation order, read through `client` (a transaction's too).
-pub(super) async fn triggers_of(
-    client: &impl deadpool_postgres::GenericClient,
-    account: Uuid,
-) -> PgResult<Vec<Trigger>> {
+pub(super) async fn triggers_of(client: &impl Sql, account: Uuid) -> PgResult<Vec<Trigger>> {
     client
-        .query(
+        .fetch_all(
             &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE account = $1 ORDER BY seq"),
             &[&account],
         )
@@ -172,7 +171,7 @@ pub(super) async fn put_trigger(tx: &Transaction<'_>, trigger: &Trigger, insert:
          webhook_format = $17 WHERE id = $1 AND account = $2"
             .to_owned()
     };
-    tx.execute(
+    tx.run(
         &sql,
         &[
             &trigger.id,
@@ -220,7 +219,7 @@ impl Triggers for PgScheduler {
     async fn trigger_owner(&self, id: Uuid) -> Result<Option<Uuid>> {
         let client = self.pool.get().await?;
         match client
-            .query_opt("SELECT account FROM triggers WHERE id = $1", &[&id])
+            .fetch_opt("SELECT account FROM triggers WHERE id = $1", &[&id])
             .await?
         {
             Some(row) => Ok(Some(row.try_get(0)?)),
@@ -231,7 +230,7 @@ impl Triggers for PgScheduler {
     async fn trigger(&self, account: Uuid, id: Uuid) -> Result<Option<Trigger>> {
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt(
+            .fetch_opt(
                 &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND account = $2"),
                 &[&id, &account],
             )
@@ -259,7 +258,7 @@ impl Triggers for PgScheduler {
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let Some(row) = tx
-                .query_opt(
+                .fetch_opt(
                     &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND account = $2"),
                     &[&id, &account],
                 )
@@ -311,17 +310,17 @@ impl Triggers for PgScheduler {
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
             let n = tx
-                .execute("DELETE FROM triggers WHERE id = $1 AND account = $2", &[&id, &account])
+                .run("DELETE FROM triggers WHERE id = $1 AND account = $2", &[&id, &account])
                 .await?;
             if n == 0 {
                 return Ok(Written::unchanged(false));
             }
-            tx.execute(
+            tx.run(
                 "DELETE FROM deliveries WHERE account = $1 AND trigger = $2",
                 &[&account, &id],
             )
             .await?;
-            tx.execute(
+            tx.run(
                 "DELETE FROM email_queue WHERE owner = $1 AND trigger = $2",
                 &[&account, &id],
             )
@@ -337,7 +336,7 @@ impl PaymentEvents for PgScheduler {
     async fn event_seen(&self, id: &str) -> Result<bool> {
         let client = self.pool.get().await?;
         Ok(client
-            .query_opt("SELECT 1 FROM payment_events WHERE id = $1", &[&id])
+            .fetch_opt("SELECT 1 FROM payment_events WHERE id = $1", &[&id])
             .await?
             .is_some())
     }
@@ -346,7 +345,7 @@ impl PaymentEvents for PgScheduler {
     async fn mark_event(&self, id: &str, failed: Option<&[u8]>) -> Result<Written<()>> {
         let client = self.pool.get().await?;
         client
-            .execute(
+            .run(
                 "INSERT INTO payment_events (id, failed_event) VALUES ($1, $2) \
                  ON CONFLICT (id) DO UPDATE SET failed_event = $2",
                 &[&id, &failed],
@@ -359,7 +358,7 @@ impl PaymentEvents for PgScheduler {
     async fn failed_events(&self) -> Result<Vec<Vec<u8>>> {
         let client = self.pool.get().await?;
         client
-            .query(
+            .fetch_all(
                 "SELECT failed_event FROM payment_events WHERE failed_event IS NOT NULL ORDER BY seen_at, id",
                 &[],
             )
