@@ -65,13 +65,15 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
         let read = s.due_items(now, limit).await?;
         let mut due = Vec::with_capacity(read.len());
         let mut written = Vec::with_capacity(read.len());
-        for &entry @ (at, _, id) in &read {
-            if aside.contains(at, id) {
-                continue;
-            }
-            let mut next =
-                |item: &ScheduledItem, setting: &TimeZoneSetting| next_occurrence(item, &Zone::of(setting), now);
-            match s.trigger_item(entry, now, &mut next).await {
+        let entries: Vec<_> = read
+            .iter()
+            .filter(|&&(at, _, id)| !aside.contains(at, id))
+            .copied()
+            .collect();
+        let mut next = |item: &ScheduledItem, setting: &TimeZoneSetting| next_occurrence(item, &Zone::of(setting), now);
+        let results = s.trigger_items(&entries, now, &mut next).await;
+        for (entry @ (at, _, id), result) in entries.into_iter().zip(results) {
+            match result {
                 Ok(copy) => {
                     due.push(entry);
                     written.push(copy);

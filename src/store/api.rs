@@ -226,6 +226,23 @@ pub trait ScheduledItems: Send + Sync {
         next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
                   + Send),
     ) -> Result<Written<Option<TriggeredItem>>>;
+    /// Triggers the due entries `due` as [`Self::trigger_item`] triggers each, in order: one
+    /// result per entry, or fewer when it stopped at an error (the last result). An engine
+    /// may write several in one transaction (PostgreSQL does: one commit for a round instead
+    /// of one per item); by default each is triggered on its own.
+    async fn trigger_items(
+        &self,
+        due: &[(Timestamp, Uuid, Uuid)],
+        now: Timestamp,
+        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
+                  + Send),
+    ) -> Vec<Result<Written<Option<TriggeredItem>>>> {
+        let mut results = Vec::with_capacity(due.len());
+        for &entry in due {
+            results.push(self.trigger_item(entry, now, next).await);
+        }
+        results
+    }
     /// (scheduled, triggered) item counts of the account.
     async fn counts(&self, account: Uuid) -> Result<(u64, u64)>;
     /// (scheduled, triggered) items of every account together.

@@ -28,6 +28,9 @@ pub(super) const DELIVERY_COLUMNS: &str =
     "id, account, item, trigger, trigger_created_secs, trigger_created_nanos, email, \
      failures, not_before_secs, not_before_nanos";
 
+/// Target lists expanded in one transaction at most.
+const EXPAND_ROUND: i64 = 64;
+
 pub(super) fn delivery_from(row: &Row) -> PgResult<Delivery> {
     Ok(Delivery {
         id: row.try_get("id")?,
@@ -118,74 +121,73 @@ impl PgScheduler {
 #[async_trait::async_trait]
 impl Deliveries for PgScheduler {
     /// Turns every waiting target list of one kind (`email` or inbox) into pending
-    /// deliveries (inbox) or queued e-mails to render (e-mail), each list in a transaction
-    /// of its own; triggers deleted meanwhile, and e-mail triggers no longer verified, are
+    /// deliveries (inbox) or queued e-mails to render (e-mail), up to [`EXPAND_ROUND`] lists
+    /// in a transaction (lists another transaction holds are left to it); triggers deleted meanwhile, and e-mail triggers no longer verified, are
     /// skipped. Answers how many lists it took.
     async fn expand_targets(&self, email: bool) -> Result<Written<usize>> {
         let kind = if email { "email" } else { "inbox" };
         let mut total = 0;
         loop {
             let took = transaction!(self, |tx| {
-                let Some(row) = tx
-                    .fetch_opt(
+                let lists = tx
+                    .fetch_all(
                         "SELECT triggered_item, account, triggers FROM delivery_targets WHERE kind = $1 \
-                         ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED",
-                        &[&kind],
+                         ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+                        &[&kind, &EXPAND_ROUND],
                     )
-                    .await?
-                else {
-                    return Ok(false);
-                };
-                let item: Uuid = row.try_get("triggered_item")?;
-                let owner: Uuid = row.try_get("account")?;
-                let triggers: Vec<Uuid> = row.try_get("triggers")?;
-                tx.run(
-                    "DELETE FROM delivery_targets WHERE triggered_item = $1 AND kind = $2",
-                    &[&item, &kind],
-                )
-                .await?;
-                for trigger_id in triggers {
-                    let Some(row) = tx
-                        .fetch_opt(
-                            &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND account = $2"),
-                            &[&trigger_id, &owner],
-                        )
-                        .await?
-                    else {
-                        continue;
-                    };
-                    let trigger = trigger_from(&row)?;
-                    // deleted, no longer verified or expired meanwhile: skipped
-                    if !trigger.kind.receives() || trigger.kind.channel().by_email() != email {
-                        continue;
-                    }
-                    let delivery = Delivery {
-                        id: crate::domain::wire::new_uuid(),
-                        owner,
-                        item,
-                        trigger: trigger_id,
-                        trigger_created: trigger.created,
-                        email,
-                        failures: 0,
-                        not_before: at_once(),
-                    };
-                    match &trigger.kind {
-                        TriggerKind::Email { address, .. } => {
-                            let to = address.clone();
-                            let queued =
-                                QueuedEmail::new(owner, Some(trigger_id), EmailKind::Triggered { delivery, to });
-                            insert_email(&tx, &queued).await?;
+                    .await?;
+                for row in &lists {
+                    let item: Uuid = row.try_get("triggered_item")?;
+                    let owner: Uuid = row.try_get("account")?;
+                    let triggers: Vec<Uuid> = row.try_get("triggers")?;
+                    tx.run(
+                        "DELETE FROM delivery_targets WHERE triggered_item = $1 AND kind = $2",
+                        &[&item, &kind],
+                    )
+                    .await?;
+                    for trigger_id in triggers {
+                        let Some(row) = tx
+                            .fetch_opt(
+                                &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND account = $2"),
+                                &[&trigger_id, &owner],
+                            )
+                            .await?
+                        else {
+                            continue;
+                        };
+                        let trigger = trigger_from(&row)?;
+                        // deleted, no longer verified or expired meanwhile: skipped
+                        if !trigger.kind.receives() || trigger.kind.channel().by_email() != email {
+                            continue;
                         }
-                        _ => insert_delivery(&tx, &delivery).await?,
+                        let delivery = Delivery {
+                            id: crate::domain::wire::new_uuid(),
+                            owner,
+                            item,
+                            trigger: trigger_id,
+                            trigger_created: trigger.created,
+                            email,
+                            failures: 0,
+                            not_before: at_once(),
+                        };
+                        match &trigger.kind {
+                            TriggerKind::Email { address, .. } => {
+                                let to = address.clone();
+                                let queued =
+                                    QueuedEmail::new(owner, Some(trigger_id), EmailKind::Triggered { delivery, to });
+                                insert_email(&tx, &queued).await?;
+                            }
+                            _ => insert_delivery(&tx, &delivery).await?,
+                        }
                     }
                 }
-                Ok(true)
+                Ok(lists.len())
             })?;
-            if !took {
+            if took == 0 {
                 let value = Written::committed(total);
                 return Ok(if total == 0 { Written::unchanged(0) } else { value });
             }
-            total += 1;
+            total += took;
         }
     }
 
@@ -253,17 +255,19 @@ impl Deliveries for PgScheduler {
         let (kind, inbox_item, reason) = outcome_columns(&outcome);
         let nanos = rows::nanos(delivery.trigger_created)?;
         Ok(transaction!(self, |tx| {
-            self.accounts.lock(&tx, delivery.owner).await?;
-            if !Self::remove_pending_in(&tx, k).await? {
-                return Ok(Written::unchanged(()));
-            }
+            // the triggered item's row, not the account's: the attempts of one item are
+            // numbered one after the other (and a retry of its failures waits), while the
+            // account's other items and writes go on
             let exists = tx
                 .fetch_opt(
-                    "SELECT 1 FROM triggered_items WHERE id = $1 AND account = $2",
+                    "SELECT 1 FROM triggered_items WHERE id = $1 AND account = $2 FOR UPDATE",
                     &[&delivery.item, &delivery.owner],
                 )
                 .await?
                 .is_some();
+            if !Self::remove_pending_in(&tx, k).await? {
+                return Ok(Written::unchanged(()));
+            }
             if exists {
                 tx.run(
                     "INSERT INTO trigger_attempts (triggered_item, position, trigger, trigger_created_secs, \
@@ -305,6 +309,13 @@ impl Deliveries for PgScheduler {
     async fn retry_failed(&self, account: Uuid, ids: &[Uuid]) -> Result<Written<()>> {
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
+            // the items' rows too: a delivery of one of them finishing now waits (it numbers
+            // its attempt under that lock)
+            tx.run(
+                "SELECT 1 FROM triggered_items WHERE account = $1 AND id = ANY($2) ORDER BY id FOR UPDATE",
+                &[&account, &ids],
+            )
+            .await?;
             let failed = tx
                 .fetch_all(
                     "SELECT a.triggered_item, a.position, a.delivery, t.id AS trigger, t.created_secs, \

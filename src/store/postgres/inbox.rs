@@ -155,9 +155,10 @@ impl InboxItems for PgInbox {
 
     /// Stores `item` for `account` unless the account already has `max_items` items
     /// (`None`: no limit). With an idempotency key used before, stores nothing and answers
-    /// the first item's id (also when the account is at its limit). With a limit or a key,
-    /// under the account's row lock: the count, the limit and the key are decided with the
-    /// account's other writes held off; without either, one `INSERT`. An account deleted meanwhile is a foreign-key error (SQLSTATE 23503).
+    /// the first item's id (also when the account is at its limit). With a limit, under the
+    /// account's row lock: the count, the limit and the key are decided with the account's
+    /// other writes held off; without, no lock on the account (one `INSERT`, or with a key
+    /// the key's `INSERT … ON CONFLICT DO NOTHING` first). An account deleted meanwhile is a foreign-key error (SQLSTATE 23503).
     async fn add_item(
         &self,
         account: Uuid,
@@ -172,6 +173,30 @@ impl InboxItems for PgInbox {
             let client = self.pool.get().await?;
             Self::insert(&client, account, item).await?;
             return Ok(Written::committed(AddOutcome::Added(item.id)));
+        }
+        if let (Some(key), None) = (idempotency, max_items) {
+            // no limit to decide: the key's primary key decides alone. A second addition with
+            // the same key waits at its INSERT until the first commits, then finds it.
+            return Ok(transaction!(self, |tx| {
+                let new = tx
+                    .run(
+                        "INSERT INTO inbox_idempotency_keys (account, idempotency_key, item) VALUES ($1, $2, $3) \
+                         ON CONFLICT DO NOTHING",
+                        &[&account, &key, &item.id],
+                    )
+                    .await?;
+                if new == 0 {
+                    let first = tx
+                        .fetch_one(
+                            "SELECT item FROM inbox_idempotency_keys WHERE account = $1 AND idempotency_key = $2",
+                            &[&account, &key],
+                        )
+                        .await?;
+                    return Ok(Written::unchanged(AddOutcome::Repeated(first.try_get(0)?)));
+                }
+                Self::insert(&tx, account, item).await?;
+                Ok(Written::committed(AddOutcome::Added(item.id)))
+            })?);
         }
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;

@@ -24,6 +24,8 @@ use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome};
 use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
 use deadpool_postgres::Transaction;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -175,6 +177,21 @@ pub(super) fn attempt_from(row: &Row) -> PgResult<crate::domain::scheduler::mode
     })
 }
 
+/// Where an item triggered now goes next (see [`ScheduledItems::trigger_item`]).
+type NextOccurrence<'n> =
+    dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)> + Send + 'n;
+
+/// Items triggered in one transaction at most (a round of the triggerer is cut into such).
+const TRIGGER_ROUND: usize = 64;
+
+/// What triggering needs of an owner, read once per transaction: the ids of its triggers
+/// receiving now (over HTTP, by e-mail) and its time zone.
+struct OwnerNow {
+    inbox: Vec<Uuid>,
+    email: Vec<Uuid>,
+    settings: TimeZoneSetting,
+}
+
 /// The scheduler service's items (and its accounts).
 #[derive(Clone)]
 pub struct PgScheduler {
@@ -229,6 +246,59 @@ impl PgScheduler {
             Some(row) => Ok(Some((scheduled_from(&row)?, instant(&row, "due")?))),
             None => Ok(None),
         }
+    }
+
+    /// Triggers the item `id` of `owner` in `tx` (the owner's row locked) if it is still due
+    /// at `now`: the triggered copy, the delivery targets of this moment, and the item deleted
+    /// or, when `next` gives its next occurrence, moved there; `None` when it is gone or no
+    /// longer due. `known` keeps each owner's targets and time zone for the transaction.
+    async fn trigger_in(
+        tx: &Transaction<'_>,
+        owner: Uuid,
+        id: Uuid,
+        now: Timestamp,
+        next: &mut NextOccurrence<'_>,
+        known: &mut HashMap<Uuid, OwnerNow>,
+    ) -> PgResult<Option<TriggeredItem>> {
+        let Some((item, due)) = Self::scheduled_in(tx, owner, id).await?.filter(|(_, due)| *due <= now) else {
+            return Ok(None);
+        };
+        let copy = TriggeredItem {
+            id: crate::domain::wire::new_uuid(),
+            owner,
+            tickle: item.tickle.clone(),
+            created: item.created,
+            triggered: now,
+            attempts: Vec::new(),
+        };
+        Self::insert_triggered(tx, &copy, Some((id, due))).await?;
+        let now_of = match known.entry(owner) {
+            Entry::Occupied(kept) => kept.into_mut(),
+            Entry::Vacant(entry) => {
+                // the target list of kind 'inbox' holds every trigger delivered over HTTP
+                let (inbox, email) = targets_now(&triggers_of(tx, owner).await?);
+                let settings = Self::settings_in(tx, owner).await?;
+                entry.insert(OwnerNow { inbox, email, settings })
+            }
+        };
+        for (kind, list) in [("inbox", &now_of.inbox), ("email", &now_of.email)] {
+            if !list.is_empty() {
+                tx.run(
+                    "INSERT INTO delivery_targets (triggered_item, kind, account, triggers) VALUES ($1, $2, $3, $4)",
+                    &[&copy.id, &kind, &owner, list],
+                )
+                .await?;
+            }
+        }
+        match next(&item, &now_of.settings) {
+            Some((moved, due)) => {
+                Self::put_scheduled(tx, &moved, due).await?;
+            }
+            None => {
+                tx.run("DELETE FROM scheduled_items WHERE id = $1", &[&id]).await?;
+            }
+        }
+        Ok(Some(copy))
     }
 
     /// Stores `item` (new, or replacing its earlier version, keeping its place in the
@@ -340,7 +410,7 @@ impl PgScheduler {
                 &[&ids],
             )
             .await?;
-        let mut by_item: std::collections::HashMap<Uuid, Vec<Attempt>> = std::collections::HashMap::new();
+        let mut by_item: HashMap<Uuid, Vec<Attempt>> = HashMap::new();
         for row in &rows {
             by_item
                 .entry(row.try_get("triggered_item")?)
@@ -686,41 +756,54 @@ impl ScheduledItems for PgScheduler {
         let (_at, owner, id) = due;
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, owner).await?;
-            let Some((item, due)) = Self::scheduled_in(&tx, owner, id).await?.filter(|(_, due)| *due <= now) else {
-                return Ok(Written::unchanged(None));
-            };
-            let copy = TriggeredItem {
-                id: crate::domain::wire::new_uuid(),
-                owner,
-                tickle: item.tickle.clone(),
-                created: item.created,
-                triggered: now,
-                attempts: Vec::new(),
-            };
-            Self::insert_triggered(&tx, &copy, Some((id, due))).await?;
-            let triggers = triggers_of(&tx, owner).await?;
-            // the target list of kind 'inbox' holds every trigger delivered over HTTP
-            let (inbox, email) = targets_now(&triggers);
-            for (kind, list) in [("inbox", inbox), ("email", email)] {
-                if !list.is_empty() {
-                    tx.run(
-                        "INSERT INTO delivery_targets (triggered_item, kind, account, triggers) VALUES ($1, $2, $3, $4)",
-                        &[&copy.id, &kind, &owner, &list],
-                    )
-                    .await?;
-                }
-            }
-            let settings = Self::settings_in(&tx, owner).await?;
-            match next(&item, &settings) {
-                Some((moved, due)) => {
-                    Self::put_scheduled(&tx, &moved, due).await?;
-                }
-                None => {
-                    tx.run("DELETE FROM scheduled_items WHERE id = $1", &[&id]).await?;
-                }
-            }
-            Ok(Written::committed(Some(copy.clone())))
+            let copy = Self::trigger_in(&tx, owner, id, now, next, &mut HashMap::new()).await?;
+            Ok(match copy {
+                Some(copy) => Written::committed(Some(copy)),
+                None => Written::unchanged(None),
+            })
         })?)
+    }
+
+    /// The entries in transactions of up to [`TRIGGER_ROUND`] items each, every owner's row
+    /// locked once (in the order of their ids, so that two rounds never wait for each other):
+    /// one commit for a round instead of one per item.
+    async fn trigger_items(
+        &self,
+        due: &[(Timestamp, Uuid, Uuid)],
+        now: Timestamp,
+        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
+                  + Send),
+    ) -> Vec<Result<Written<Option<TriggeredItem>>>> {
+        let mut results = Vec::with_capacity(due.len());
+        for round in due.chunks(TRIGGER_ROUND) {
+            let copies = transaction!(self, |tx| {
+                let mut owners: Vec<Uuid> = round.iter().map(|&(_, owner, _)| owner).collect();
+                owners.sort_unstable();
+                owners.dedup();
+                for &owner in &owners {
+                    self.accounts.lock(&tx, owner).await?;
+                }
+                let mut known = HashMap::new();
+                let mut copies = Vec::with_capacity(round.len());
+                for &(_, owner, id) in round {
+                    copies.push(Self::trigger_in(&tx, owner, id, now, next, &mut known).await?);
+                }
+                Ok(copies)
+            });
+            match copies {
+                Ok(copies) => results.extend(copies.into_iter().map(|copy| {
+                    Ok(match copy {
+                        Some(copy) => Written::committed(Some(copy)),
+                        None => Written::unchanged(None),
+                    })
+                })),
+                Err(e) => {
+                    results.push(Err(e.into()));
+                    break;
+                }
+            }
+        }
+        results
     }
 
     /// (scheduled, triggered) items of the account.

@@ -1489,6 +1489,95 @@ mod scheduler_items {
         });
     }
 
+    /// A round of due items is triggered in transactions of up to 64 items (every owner's
+    /// row locked once in each), and its target lists are expanded the same way, instead of
+    /// one transaction (and one commit) per item: due → inbox on PostgreSQL (issue 30
+    /// point 7). Counted with pg_stat_statements, which tools/throwaway-postgres loads.
+    #[test]
+    fn a_round_of_due_items_is_triggered_and_expanded_in_few_transactions() {
+        on_fresh_store(|store, cluster, db| async move {
+            let s = store.scheduler();
+            let mut owners = Vec::new();
+            for name in ["alice", "bob"] {
+                let owner = created(s.accounts.register(name, "h".into(), at(1, 0)).await.expect("register"))
+                    .await
+                    .id;
+                cluster
+                    .psql(
+                        &db,
+                        &format!(
+                            "INSERT INTO triggers (id, account, created_secs, created_nanos, kind, inbox_url, \
+                             inbox_username, inbox_access_key) VALUES (gen_random_uuid(), '{owner}', 1, 0, 'inbox', \
+                             'http://x', 'u', 'k')"
+                        ),
+                    )
+                    .expect("a trigger");
+                owners.push(owner);
+            }
+            let once: Vec<ScheduledItem> = (0..100)
+                .map(|i| item(owners[i % 2], &format!("item {i}"), None, None))
+                .collect();
+            for (i, it) in once.iter().enumerate() {
+                add(&s, it, at(10_000, i as u32)).await;
+            }
+            let due = s.due_items(at(10_001, 0), 200).await.expect("due");
+            assert_eq!(due.len(), 100);
+            let stats = store.pool.get().await.expect("connection");
+            if let Err(e) = stats
+                .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                .await
+            {
+                assert!(
+                    std::env::var_os("PIGEONHOLE_REQUIRE_POSTGRES").is_none(),
+                    "pg_stat_statements: {e}"
+                );
+                return;
+            }
+            let transactions = || async {
+                let row = stats
+                    .query_one(
+                        "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements \
+                         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                         AND query = 'START TRANSACTION'",
+                        &[],
+                    )
+                    .await
+                    .expect("statements");
+                row.get::<_, i64>(0)
+            };
+            stats
+                .batch_execute("SELECT pg_stat_statements_reset()")
+                .await
+                .expect("reset");
+            let mut next = |_: &ScheduledItem, _: &TimeZoneSetting| None;
+            let results = s.trigger_items(&due, at(10_001, 0), &mut next).await;
+            assert_eq!(results.len(), 100);
+            let mut copies = std::collections::HashSet::new();
+            for result in results {
+                let copy = result
+                    .expect("trigger")
+                    .durable()
+                    .await
+                    .expect("durable")
+                    .expect("a copy");
+                copies.insert(copy.tickle.content);
+            }
+            assert_eq!(copies.len(), 100, "each item once");
+            assert_eq!(transactions().await, 2, "100 items in rounds of 64");
+            assert_eq!(s.counts(owners[0]).await.expect("counts"), (0, 50));
+            stats
+                .batch_execute("SELECT pg_stat_statements_reset()")
+                .await
+                .expect("reset");
+            let expanded = s.expand_targets(false).await.expect("expand");
+            assert_eq!(expanded.durable().await.expect("durable"), 100);
+            // two rounds of 64 and the one that finds none left
+            assert_eq!(transactions().await, 3);
+            let pending = cluster.psql(&db, "SELECT count(*) FROM deliveries").expect("psql");
+            assert_eq!(pending, "100");
+        });
+    }
+
     #[test]
     fn an_occurrence_triggers_once_however_many_triggerers_race() {
         on_fresh_store(|store, cluster, db| async move {
