@@ -157,8 +157,8 @@ impl InboxItems for PgInbox {
     /// (`None`: no limit). With an idempotency key used before, stores nothing and answers
     /// the first item's id (also when the account is at its limit). With a limit, under the
     /// account's row lock: the count, the limit and the key are decided with the account's
-    /// other writes held off; without, no lock on the account (one `INSERT`, or with a key
-    /// the key's `INSERT … ON CONFLICT DO NOTHING` first). An account deleted meanwhile is a foreign-key error (SQLSTATE 23503).
+    /// other writes held off; without, no lock on the account: one statement (the key's
+    /// `INSERT … ON CONFLICT DO NOTHING` and the item's `INSERT` together with a key). An account deleted meanwhile is a foreign-key error (SQLSTATE 23503).
     async fn add_item(
         &self,
         account: Uuid,
@@ -175,28 +175,38 @@ impl InboxItems for PgInbox {
             return Ok(Written::committed(AddOutcome::Added(item.id)));
         }
         if let (Some(key), None) = (idempotency, max_items) {
-            // no limit to decide: the key's primary key decides alone. A second addition with
-            // the same key waits at its INSERT until the first commits, then finds it.
-            return Ok(transaction!(self, |tx| {
-                let new = tx
-                    .run(
-                        "INSERT INTO inbox_idempotency_keys (account, idempotency_key, item) VALUES ($1, $2, $3) \
-                         ON CONFLICT DO NOTHING",
-                        &[&account, &key, &item.id],
-                    )
-                    .await?;
-                if new == 0 {
-                    let first = tx
-                        .fetch_one(
-                            "SELECT item FROM inbox_idempotency_keys WHERE account = $1 AND idempotency_key = $2",
-                            &[&account, &key],
-                        )
-                        .await?;
-                    return Ok(Written::unchanged(AddOutcome::Repeated(first.try_get(0)?)));
-                }
-                Self::insert(&tx, account, item).await?;
-                Ok(Written::committed(AddOutcome::Added(item.id)))
-            })?);
+            // no limit to decide: the key's primary key decides alone, in one statement (an
+            // addition with the same key in flight is waited for: its key counts once it is
+            // committed, and is gone if it is rolled back)
+            let client = self.pool.get().await?;
+            let nanos = rows::nanos(item.created)?;
+            let added = client
+                .fetch_opt(
+                    "WITH key AS (INSERT INTO inbox_idempotency_keys (account, idempotency_key, item) \
+                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING item) \
+                     INSERT INTO inbox_items (id, account, kind, data, created_secs, created_nanos) \
+                     SELECT item, $1, $4, $5, $6, $7 FROM key RETURNING id",
+                    &[
+                        &account,
+                        &key,
+                        &item.id,
+                        &item.kind.as_str(),
+                        &item.data,
+                        &item.created.secs,
+                        &nanos,
+                    ],
+                )
+                .await?;
+            if added.is_some() {
+                return Ok(Written::committed(AddOutcome::Added(item.id)));
+            }
+            let first = client
+                .fetch_one(
+                    "SELECT item FROM inbox_idempotency_keys WHERE account = $1 AND idempotency_key = $2",
+                    &[&account, &key],
+                )
+                .await?;
+            return Ok(Written::unchanged(AddOutcome::Repeated(first.try_get(0)?)));
         }
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, account).await?;
