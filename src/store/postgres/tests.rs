@@ -743,13 +743,14 @@ fn a_plain_addition_is_one_statement_and_waits_for_no_account_update() {
         // so does one with an idempotency key (a delivery's), and its repetition
         for _ in 0..2 {
             let keyed = text_item("keyed", at(201, 0));
-            tokio::time::timeout(
+            let written = tokio::time::timeout(
                 std::time::Duration::from_secs(10),
                 inbox.add_item(alice.id, &keyed, Some("delivery-1"), None),
             )
             .await
             .expect("the keyed addition waited for the account's update to end")
             .expect("add");
+            written.durable().await.expect("durable");
         }
         update.commit().await.expect("commit");
         assert_eq!(inbox.count(alice.id).await.expect("count"), 52);
