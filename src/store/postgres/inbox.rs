@@ -1,7 +1,7 @@
 //! The inbox service's items (`inbox_items`) and idempotency keys
 //! (`inbox_idempotency_keys`): the operations of the sled store's `InboxStore`, with the same
-//! names and arguments, async, each one transaction. The item count is not kept: it is
-//! counted (an index on the account leads the listing index).
+//! names and arguments, async, each one transaction. Each account's item count is kept by
+//! triggers in `inbox_item_counts` (migration 0005).
 
 use super::accounts::{PgAccounts, Service};
 use super::rows::{self, from_bigint, instant};
@@ -20,6 +20,8 @@ use uuid::Uuid;
 pub(super) const ITEM_COLUMNS: &str = "id, kind, data, created_secs, created_nanos";
 const ORDER_KEYS: &str = "created_secs, created_nanos, seq";
 const ORDER: &str = "ORDER BY created_secs, created_nanos, seq";
+/// An account's item count: the sum of its counter rows (migration 0005).
+const COUNT_OF_ACCOUNT: &str = "SELECT coalesce(sum(items), 0)::bigint FROM inbox_item_counts WHERE account = $1";
 
 pub(super) fn item_from(row: &Row) -> PgResult<InboxItem> {
     let kind: String = row.try_get("kind")?;
@@ -47,10 +49,7 @@ impl PgInbox {
     }
 
     async fn count_in(tx: &Transaction<'_>, account: Uuid) -> PgResult<u64> {
-        let n: i64 = tx
-            .fetch_one("SELECT count(*) FROM inbox_items WHERE account = $1", &[&account])
-            .await?
-            .try_get(0)?;
+        let n: i64 = tx.fetch_one(COUNT_OF_ACCOUNT, &[&account]).await?.try_get(0)?;
         from_bigint(n, "item count")
     }
 
@@ -136,10 +135,7 @@ impl PgInbox {
 impl InboxItems for PgInbox {
     async fn count(&self, account: Uuid) -> Result<u64> {
         let client = self.pool.get().await?;
-        let n: i64 = client
-            .fetch_one("SELECT count(*) FROM inbox_items WHERE account = $1", &[&account])
-            .await?
-            .try_get(0)?;
+        let n: i64 = client.fetch_one(COUNT_OF_ACCOUNT, &[&account]).await?.try_get(0)?;
         Ok(from_bigint(n, "item count")?)
     }
 
@@ -147,7 +143,7 @@ impl InboxItems for PgInbox {
     async fn total_items(&self) -> Result<u64> {
         let client = self.pool.get().await?;
         let n: i64 = client
-            .fetch_one("SELECT count(*) FROM inbox_items", &[])
+            .fetch_one("SELECT coalesce(sum(items), 0)::bigint FROM inbox_item_counts", &[])
             .await?
             .try_get(0)?;
         Ok(from_bigint(n, "item count")?)

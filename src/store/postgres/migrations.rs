@@ -38,6 +38,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "claims by claimant",
         sql: include_str!("migrations/0004_claims_by_claimant.sql"),
     },
+    Migration {
+        version: 5,
+        name: "inbox item counts",
+        sql: include_str!("migrations/0005_inbox_item_counts.sql"),
+    },
 ];
 
 /// The latest schema version this binary knows.

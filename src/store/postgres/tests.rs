@@ -757,6 +757,103 @@ fn a_plain_addition_is_one_statement_and_waits_for_no_account_update() {
     });
 }
 
+/// Each account's item count is kept as items come and go, whichever way (additions plain,
+/// keyed and concurrent, sync, deletion, the account's deletion), and the migration that
+/// introduced the counters counts what a database held before it (issue 30 point 7).
+#[test]
+fn item_counts_are_kept_by_every_write_and_counted_at_the_migration() {
+    on_fresh_database(|cluster, connection, db| async move {
+        let store = store_on(&connection).await;
+        let inbox = store.inbox();
+        let mut accounts = Vec::new();
+        for name in ["alice", "bob"] {
+            accounts.push(
+                created(
+                    inbox
+                        .accounts
+                        .register(name, "h".into(), at(1, 0))
+                        .await
+                        .expect("register"),
+                )
+                .await,
+            );
+        }
+        let (alice, bob) = (accounts[0].id, accounts[1].id);
+        let adds: Vec<_> = (0..32)
+            .map(|i| {
+                let inbox = inbox.clone();
+                tokio::spawn(async move {
+                    let item = text_item(&format!("item {i}"), at(100 + i, 0));
+                    let key = (i % 4 == 0).then(|| format!("key {i}"));
+                    let written = inbox.add_item(alice, &item, key.as_deref(), None).await.expect("add");
+                    written.durable().await.expect("durable");
+                })
+            })
+            .collect();
+        for add in adds {
+            add.await.expect("task");
+        }
+        let repeated = inbox
+            .add_item(alice, &text_item("again", at(1, 0)), Some("key 0"), None)
+            .await
+            .expect("add");
+        repeated.durable().await.expect("durable");
+        assert_eq!(inbox.count(alice).await.expect("count"), 32);
+        let ids = inbox.item_ids(alice).await.expect("ids");
+        let gone = inbox.delete_item(alice, ids[0]).await.expect("delete");
+        assert!(gone.durable().await.expect("durable"));
+        let mut decide = |items: &[crate::domain::inbox::models::InboxItem]| crate::domain::inbox::sync::ItemChanges {
+            delete: items.iter().take(3).map(|i| i.id).collect(),
+            add: (0..5)
+                .map(|i| text_item(&format!("synced {i}"), at(500 + i, 0)))
+                .collect(),
+        };
+        inbox
+            .sync(alice, &mut decide)
+            .await
+            .expect("sync")
+            .durable()
+            .await
+            .expect("durable");
+        assert_eq!(inbox.count(alice).await.expect("count"), 33);
+        for i in 0..3 {
+            let written = inbox
+                .add_item(bob, &text_item(&format!("b {i}"), at(9, 0)), None, None)
+                .await
+                .expect("add");
+            written.durable().await.expect("durable");
+        }
+        assert_eq!(inbox.total_items().await.expect("total"), 36);
+        let count = |sql: &str| cluster.psql(&db, sql).expect("psql");
+        let truth = "SELECT string_agg(account || ':' || n, ',' ORDER BY account) FROM \
+                     (SELECT account, count(*) AS n FROM inbox_items GROUP BY account) t";
+        let kept = "SELECT string_agg(account || ':' || n, ',' ORDER BY account) FROM \
+                    (SELECT account, sum(items) AS n FROM inbox_item_counts GROUP BY account) t";
+        assert_eq!(count(kept), count(truth));
+        // an account deleted takes its counters with it
+        let deleted = inbox.delete_account(bob).await.expect("delete");
+        assert!(deleted.durable().await.expect("durable"));
+        assert_eq!(
+            count(&format!(
+                "SELECT count(*) FROM inbox_item_counts WHERE account = '{bob}'"
+            )),
+            "0"
+        );
+        assert_eq!(inbox.total_items().await.expect("total"), 33);
+        // a database from before the counters: the migration counts its items
+        drop(store);
+        count(
+            "DROP TABLE inbox_item_counts; DROP TRIGGER inbox_items_added ON inbox_items; \
+             DROP TRIGGER inbox_items_deleted ON inbox_items; DROP FUNCTION inbox_items_added(); \
+             DROP FUNCTION inbox_items_deleted(); DELETE FROM schema_migrations WHERE version = 5",
+        );
+        let (again, applied) = PgStore::connect(&connection).await.expect("start");
+        assert_eq!(applied, [5]);
+        assert_eq!(again.inbox().count(alice).await.expect("count"), 33);
+        assert_eq!(count(kept), count(truth));
+    });
+}
+
 #[test]
 fn inbox_items_list_sync_and_go_with_their_account() {
     on_fresh_store(|store, cluster, db| async move {
