@@ -258,7 +258,10 @@ pub async fn login(addr: SocketAddr, name: &str) -> R<String> {
 
 #[derive(Default)]
 pub struct Load {
+    /// Answers with the expected status inside the measured window.
     pub ok: u64,
+    /// Answers with the expected status, warm-up and window (of `http_closed_with`).
+    pub answered: u64,
     pub errors: u64,
     pub secs: f64,
     pub lat_us: Vec<u32>,
@@ -268,6 +271,7 @@ pub struct Load {
 impl Load {
     pub fn add(&mut self, other: Load) {
         self.ok += other.ok;
+        self.answered += other.answered;
         self.errors += other.errors;
         self.secs += other.secs;
         self.lat_us.extend(other.lat_us);
@@ -383,6 +387,7 @@ where
                 let counted = t0 >= begin && t1 <= end;
                 match r {
                     Ok(Ok(resp)) if resp.status == status => {
+                        l.answered += 1;
                         if counted {
                             l.ok += 1;
                             l.lat_us.push(micros(t1 - t0));
@@ -518,26 +523,36 @@ impl Server {
 
     /// SIGTERM, then waits (at most 30 s, then SIGKILL).
     pub async fn stop(mut self) -> R<ExitStatus> {
-        #[expect(
-            unsafe_code,
-            reason = "std's Child::kill sends only SIGKILL; a graceful stop is SIGTERM"
-        )]
-        // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
-        unsafe {
-            libc::kill(self.pid() as libc::pid_t, libc::SIGTERM);
+        stop_child(&mut self.child, libc::SIGTERM, "the server").await
+    }
+}
+
+/// Sends `signal` to our child process `child`, then waits for it to exit (at most 30 s,
+/// then SIGKILL).
+pub async fn stop_child(child: &mut Child, signal: libc::c_int, what: &str) -> R<ExitStatus> {
+    if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+        return Ok(status);
+    }
+    #[expect(
+        unsafe_code,
+        reason = "std's Child::kill sends only SIGKILL; a graceful stop is SIGTERM (SIGINT for strace)"
+    )]
+    // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet (try_wait
+    // above saw it running, and only this function or Drop reaps it).
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, signal);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            return Ok(status);
         }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
-                return Ok(status);
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return Err("the server did not stop within 30 s of SIGTERM (killed)".into());
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{what} did not stop within 30 s of signal {signal} (killed)"));
         }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
