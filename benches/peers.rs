@@ -400,6 +400,8 @@ struct Pg {
 
 #[derive(Default)]
 struct Snapshot {
+    /// Requests answered so far (the mean of the counts before and after the readings).
+    answered: f64,
     /// utime + stime of the server process, in clock ticks.
     ticks: u64,
     /// The same of each backend of the server's database.
@@ -431,7 +433,8 @@ fn ticks_per_second() -> f64 {
     }
 }
 
-fn snapshot(peer: &Peer, pg: Option<&Pg>) -> R<Snapshot> {
+fn snapshot(peer: &Peer, pg: Option<&Pg>, answered: &AtomicU64) -> R<Snapshot> {
+    let before = answered.load(Ordering::SeqCst);
     let mut s = Snapshot {
         ticks: cpu_ticks(peer.pid),
         ..Snapshot::default()
@@ -457,42 +460,39 @@ fn snapshot(peer: &Peer, pg: Option<&Pg>) -> R<Snapshot> {
             s.backends.insert(pid, cpu_ticks(pid));
         }
     }
+    s.answered = (before + answered.load(Ordering::SeqCst)) as f64 / 2.0;
     Ok(s)
 }
 
+/// A phase: its load, and per request answered between the two readings (at the start and
+/// the end of the measured window): the server's CPU seconds, its database backends' CPU
+/// seconds and statements (PostgreSQL).
 struct Phase {
     load: Load,
-    /// Server CPU seconds in the window.
     cpu: f64,
-    /// Its database backends' CPU seconds in the window (PostgreSQL).
     backends_cpu: Option<f64>,
-    /// Statements run in its database in the window (pg_stat_statements).
-    statements: Option<u64>,
-}
-
-impl Phase {
-    fn per_request(&self, x: f64) -> f64 {
-        x / self.load.ok.max(1) as f64
-    }
+    statements: Option<f64>,
 }
 
 async fn phase<G>(peer: &Peer, pg: Option<&Pg>, clients: usize, secs: f64, requests: impl Fn(usize) -> G) -> R<Phase>
 where
     G: FnMut() -> Arc<Vec<u8>> + Send + 'static,
 {
+    let answered = Arc::new(AtomicU64::new(0));
     let window = async {
         tokio::time::sleep(Duration::from_secs_f64(WARMUP)).await;
-        let a = tokio::task::block_in_place(|| snapshot(peer, pg));
+        let a = tokio::task::block_in_place(|| snapshot(peer, pg, &answered));
         tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-        let b = tokio::task::block_in_place(|| snapshot(peer, pg));
+        let b = tokio::task::block_in_place(|| snapshot(peer, pg, &answered));
         (a, b)
     };
     let (load, (a, b)) = tokio::join!(
-        http_closed_with(peer.addr, clients, WARMUP, secs, 200, requests),
+        http_closed_with(peer.addr, clients, WARMUP, secs, 200, requests, Some(&answered)),
         window
     );
     let (a, b) = (a?, b?);
     load.check(peer.name())?;
+    let requests = (b.answered - a.answered).max(1.0);
     let hz = ticks_per_second();
     let on_pg = pg.is_some() && peer.database.is_some();
     let backends: u64 = b
@@ -501,9 +501,10 @@ where
         .map(|(pid, t)| t.saturating_sub(a.backends.get(pid).copied().unwrap_or(0)))
         .sum();
     Ok(Phase {
-        cpu: b.ticks.saturating_sub(a.ticks) as f64 / hz,
-        backends_cpu: on_pg.then_some(backends as f64 / hz),
-        statements: (on_pg && pg.is_some_and(|p| p.statements)).then_some(b.calls.saturating_sub(a.calls)),
+        cpu: b.ticks.saturating_sub(a.ticks) as f64 / hz / requests,
+        backends_cpu: on_pg.then_some(backends as f64 / hz / requests),
+        statements: (on_pg && pg.is_some_and(|p| p.statements))
+            .then_some(b.calls.saturating_sub(a.calls) as f64 / requests),
         load,
     })
 }
@@ -565,13 +566,13 @@ async fn rounds(peers: &mut [Peer; 2], pg: Option<&Pg>, o: &Opts) -> R<Figures> 
                 let p = phase(peer, pg, clients, o.secs, |c| peer.writes(c)).await?;
                 f.push(&format!("writes{clients}"), i, p.load.rate());
                 if clients == MANY {
-                    f.push("cpu", i, p.per_request(p.cpu) * 1e6);
+                    f.push("cpu", i, p.cpu * 1e6);
                     if let Some(b) = p.backends_cpu {
-                        f.push("backends cpu", i, p.per_request(b) * 1e6);
+                        f.push("backends cpu", i, b * 1e6);
                     }
                 }
                 if let Some(s) = p.statements {
-                    f.push(&format!("statements writes{clients}"), i, p.per_request(s as f64));
+                    f.push(&format!("statements writes{clients}"), i, s);
                 }
                 peers[i].acknowledged += p.load.answered;
             }
@@ -599,7 +600,7 @@ async fn rounds(peers: &mut [Peer; 2], pg: Option<&Pg>, o: &Opts) -> R<Figures> 
                     let key = if read == Read::Auth { "auth" } else { "count" };
                     f.push(&format!("{key}{clients}"), i, p.load.rate());
                     if let Some(s) = p.statements {
-                        f.push(&format!("statements {key}{clients}"), i, p.per_request(s as f64));
+                        f.push(&format!("statements {key}{clients}"), i, s);
                     }
                 }
             }
@@ -658,7 +659,7 @@ async fn syncs_per_write(peer: &mut Peer, dir: &Path, secs: f64) -> R<([f64; 3],
         }
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let load = http_closed_with(peer.addr, 1, 0.0, secs, 200, |c| peer.writes(c)).await;
+    let load = http_closed_with(peer.addr, 1, 0.0, secs, 200, |c| peer.writes(c), None).await;
     // the last answers' syncs are done before their answers
     stop_child(&mut strace, libc::SIGINT, "strace").await?;
     load.check(&format!("{} under strace", peer.name()))?;
@@ -818,7 +819,7 @@ async fn first_write(peer: &mut Peer) -> R<()> {
 }
 
 /// Whether each side stored every write it acknowledged (asked at the end): a note.
-async fn stored_note(peers: &[Peer; 2]) -> R<String> {
+async fn stored_note(kind: &str, peers: &[Peer; 2]) -> R<String> {
     let mut parts = Vec::new();
     for p in peers {
         let stored = p.stored().await?;
@@ -830,7 +831,7 @@ async fn stored_note(peers: &[Peer; 2]) -> R<String> {
         ));
     }
     Ok(format!(
-        "Writes acknowledged and then found stored: {}.",
+        "{kind}: writes acknowledged, and found stored at the end: {}.",
         parts.join("; ")
     ))
 }
@@ -883,40 +884,40 @@ async fn embedded(tmp: &Path, atuin_bin: &Path, o: &Opts) -> R<Report> {
             }
         }
         let total = syncs.map(|s| s.iter().sum::<f64>());
+        // the calls made, e.g. "3.19 (fdatasync 1.00, sync_file_range 2.19)"
+        let cell = |i: usize| {
+            let made: Vec<String> = SYNC_CALLS
+                .iter()
+                .zip(syncs[i])
+                .filter(|(_, n)| *n >= 0.005)
+                .map(|(c, n)| format!("{c} {n:.2}"))
+                .collect();
+            format!("{} ({})", number(total[i], ""), made.join(", "))
+        };
         r.rows.push(
             Row::new(
-                "embedded: sync calls per acknowledged write, 1 client (strace)",
-                number(total[0], ""),
-                number(total[1], ""),
+                "embedded: sync calls (fsync, fdatasync, sync_file_range) per acknowledged write, 1 client (strace)",
+                cell(0),
+                cell(1),
                 total[0] / total[1],
                 Goal::AtMost(1.1),
                 "Pigeonhole = 1 (≤ 1.1)",
             )
             .checked_on(total[0]),
         );
-        let detail = |i: usize| {
-            SYNC_CALLS
-                .iter()
-                .zip(syncs[i])
-                .map(|(c, n)| format!("{c} {n:.2}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
         r.notes.push(format!(
             "Sync calls per write: one client writing for {} s with `strace -f -c -e trace=fsync,fdatasync,sync_file_range \
              -p PID` attached to the server (strace slows the server; only the count matters): calls of all its threads \
-             divided by the writes acknowledged while attached ({} and {}). Pigeonhole: {}; atuin-server: {}.",
-            o.secs,
-            writes[0],
-            writes[1],
-            detail(0),
-            detail(1)
+             divided by the writes acknowledged while attached ({} by Pigeonhole, {} by atuin-server). \
+             `sync_file_range` (sled's own flush) writes pages out but is no durability barrier; `fsync` and \
+             `fdatasync` are.",
+            o.secs, writes[0], writes[1],
         ));
     } else {
         r.notes
             .push("Sync calls per write: not measured, strace is not installed (`apt-get install strace`).".into());
     }
-    r.notes.push(stored_note(&peers).await?);
+    r.notes.push(stored_note("Embedded", &peers).await?);
     server.stop().await?;
     atuin.stop().await?;
     r.notes.push(format!(
@@ -1048,7 +1049,7 @@ async fn postgres(tmp: &Path, atuin_bin: &Path, o: &Opts) -> R<Report> {
             );
         }
     }
-    r.notes.push(stored_note(&peers).await?);
+    r.notes.push(stored_note("PostgreSQL", &peers).await?);
     server.stop().await?;
     atuin.stop().await?;
     r.notes.push(format!(
@@ -1059,8 +1060,8 @@ async fn postgres(tmp: &Path, atuin_bin: &Path, o: &Opts) -> R<Report> {
          connections; it sets no `synchronous_commit` of its own). Backends' CPU: utime + stime of the \
          `client backend` processes of the server's database (pg_stat_activity), read at both ends of the window. \
          Statements per request: calls of all statements of the server's database in pg_stat_statements \
-         (BEGIN and COMMIT count, as `track_utility` is on) in the measured window, divided by the requests \
-         answered in it.",
+         (BEGIN and COMMIT count, as `track_utility` is on) between the readings at both ends of the window, \
+         divided by the requests answered between them.",
         if pg.statements {
             ", `shared_preload_libraries = pg_stat_statements`"
         } else {
@@ -1173,8 +1174,8 @@ async fn run() -> R<()> {
          authenticated read, `GET /permissions` (the token checked and its account looked up, nothing else read), \
          against atuin's `GET /api/v0/me` (its session looked up); \"how much do I have\" is `GET /inbox/size` \
          against `GET /api/v0/record` (the last index of each host and tag); both read accounts filled by the \
-         write phases before them. CPU per write: utime + stime of the server process (/proc/PID/stat) at both \
-         ends of the measured window, divided by the writes answered in it. RSS: VmRSS after each round's write \
+         write phases before them. CPU per write: utime + stime of the server process (/proc/PID/stat) read at both \
+         ends of the measured window, divided by the writes answered between the two readings. RSS: VmRSS after each round's write \
          phases (median). Pigeonhole uses --password-iterations {LOW_ITERATIONS} (logins are setup here).",
         o.rounds, o.secs
     )];
@@ -1212,10 +1213,14 @@ async fn run() -> R<()> {
              same kind of storage: an embedded store (sled / SQLite) and PostgreSQL (one throwaway cluster). The \
              ratio is Pigeonhole / atuin-server; goals on the ratio unless they name Pigeonhole's own figure. \
              `BENCH_ROUNDS` and `BENCH_SECS` set the rounds and seconds per phase.\n\n\
-             Run of {} ({took:.0} s in all): {machine}. Load average (1, 5, 15 min) at start {load_start}, at end \
+             Run of {} ({took:.0} s in all), Pigeonhole `{}`: {machine}. Load average (1, 5, 15 min) at start {load_start}, at end \
              {load_end}: other work shared the machine, so absolute figures are noisy; the two servers of a pairing \
              ran alternately under the same conditions.\n\n{}\n{}\n{END}",
             now_utc_text(),
+            binary()
+                .strip_prefix(manifest_dir())
+                .map_or_else(|_| binary(), Path::to_path_buf)
+                .display(),
             markdown_table(&rows, COLUMNS),
             notes.iter().map(|n| format!("- {n}\n")).collect::<String>(),
         );

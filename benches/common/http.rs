@@ -9,6 +9,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -339,16 +340,18 @@ pub async fn http_closed(
     secs: f64,
     status: u16,
 ) -> Load {
-    http_closed_with(addr, conns, warmup, secs, status, |_| {
+    let requests = |_| {
         let req = req.clone();
         move || req.clone()
-    })
-    .await
+    };
+    http_closed_with(addr, conns, warmup, secs, status, requests, None).await
 }
 
 /// [`http_closed`] with requests made by `requests(connection)`, called once per connection:
 /// a generator of that connection's requests, one call per request (for requests that must
-/// differ, such as records with a fresh id and the next index).
+/// differ, such as records with a fresh id and the next index). `progress`, when given,
+/// counts the answers with `status` as they come (to relate what a server did between two
+/// instants to the requests it answered meanwhile).
 pub async fn http_closed_with<G>(
     addr: SocketAddr,
     conns: usize,
@@ -356,6 +359,7 @@ pub async fn http_closed_with<G>(
     secs: f64,
     status: u16,
     requests: impl Fn(usize) -> G,
+    progress: Option<&Arc<AtomicU64>>,
 ) -> Load
 where
     G: FnMut() -> Arc<Vec<u8>> + Send + 'static,
@@ -365,6 +369,7 @@ where
     let mut set = JoinSet::new();
     for i in 0..conns {
         let mut next = requests(i);
+        let progress = progress.cloned();
         set.spawn(async move {
             let mut l = Load::default();
             let mut conn: Option<Conn> = None;
@@ -388,6 +393,9 @@ where
                 match r {
                     Ok(Ok(resp)) if resp.status == status => {
                         l.answered += 1;
+                        if let Some(p) = &progress {
+                            p.fetch_add(1, Ordering::Relaxed);
+                        }
                         if counted {
                             l.ok += 1;
                             l.lat_us.push(micros(t1 - t0));
