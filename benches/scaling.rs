@@ -99,9 +99,7 @@ impl Process {
     }
 
     fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(5)..].join(" | ")
+        common::http::log_tail(&self.log)
     }
 }
 

@@ -48,12 +48,10 @@ use warp::Filter;
 mod common;
 
 use common::http::{
-    bearer, call, expect, http_closed, item_data, login, mean, micros, percentile, register_login, request, within,
-    Conn, Load, Server, BENCH_PASSWORD, ITEM_BYTES,
+    bearer, call, connected, exchange_on, expect, gather, http_closed, item_data, login, mean, micros, percentile,
+    register_login, request, within, Conn, Load, Server, BENCH_PASSWORD, ITEM_BYTES,
 };
-use common::report::{
-    load_average, machine, markdown_table, mib, ms, now_utc_text, plain_table, thousands, write_doc, Goal, Row, MIB,
-};
+use common::report::{mib, ms, thousands, Doc, Goal, Row, Run, MIB};
 use common::{binary, manifest_dir};
 
 type R<T> = Result<T, String>;
@@ -183,49 +181,19 @@ async fn http_paced(
                 tokio::time::sleep_until(next.into()).await;
                 let due = next;
                 next += period;
-                let c = match conn.as_mut() {
-                    Some(c) => c,
-                    None => match Conn::open(addr).await {
-                        Ok(c) => conn.insert(c),
-                        Err(e) => {
-                            l.error(due >= begin, format!("connect: {e}"));
-                            continue;
-                        }
-                    },
-                };
-                let r = tokio::time::timeout(Duration::from_secs(30), c.exchange(&req)).await;
+                if let Err(e) = connected(&mut conn, addr).await {
+                    l.error(due >= begin, e);
+                    continue;
+                }
+                let r = exchange_on(&mut conn, &req).await;
                 let done = Instant::now();
                 let counted = due >= begin;
-                match r {
-                    Ok(Ok(resp)) if resp.status == status => {
-                        if counted {
-                            l.ok += 1;
-                            l.lat_us.push(micros(done - due));
-                        }
-                    }
-                    Ok(Ok(resp)) => l.error(counted, format!("status {} {}", resp.status, resp.text())),
-                    Ok(Err(e)) => {
-                        conn = None;
-                        l.error(counted, e.to_string());
-                    }
-                    Err(_) => {
-                        conn = None;
-                        l.error(counted, "no answer within 30 s".into());
-                    }
-                }
+                l.record(r, status, counted, done - due);
             }
             l
         });
     }
-    let mut total = Load::default();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(l) => total.add(l),
-            Err(e) => total.error(true, format!("worker: {e}")),
-        }
-    }
-    total.secs = secs;
-    total
+    gather(set, secs).await
 }
 
 /// The ceiling of durable writes: `conns` tasks, each inserting a value of `value_size` bytes
@@ -283,15 +251,7 @@ async fn sled_closed(
             l
         });
     }
-    let mut total = Load::default();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(l) => total.add(l),
-            Err(e) => total.error(true, format!("worker: {e}")),
-        }
-    }
-    total.secs = secs;
-    total
+    gather(set, secs).await
 }
 
 /// The server's store without HTTP: `conns` tasks, each adding an item of `ITEM_BYTES` bytes
@@ -339,15 +299,7 @@ async fn store_closed(store: Arc<Store>, account: uuid::Uuid, conns: usize, warm
             l
         });
     }
-    let mut total = Load::default();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(l) => total.add(l),
-            Err(e) => total.error(true, format!("worker: {e}")),
-        }
-    }
-    total.secs = secs;
-    total
+    gather(set, secs).await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1165,18 +1117,13 @@ async fn main() {
 
 async fn run() -> R<()> {
     let o = Opts::parse()?;
-    let load_start = load_average();
-    let started = Instant::now();
     let bin = binary();
+    let run = Run::start(&format!("pigeonhole benchmark: {}", bin.display()));
     let bin_size = std::fs::metadata(&bin).map_err(|e| e.to_string())?.len();
     let tmp = tempfile::Builder::new()
         .prefix("pigeonhole-bench-")
         .tempdir()
         .map_err(|e| e.to_string())?;
-    let machine = machine();
-    println!("pigeonhole benchmark: {}", bin.display());
-    println!("machine: {machine}");
-    println!("load average at start: {load_start}");
 
     let mut rows = Vec::new();
     let mut notes = Vec::new();
@@ -1236,36 +1183,20 @@ async fn run() -> R<()> {
         "≤ 2",
     ));
     notes.push(format!("Triggerer: {trig_source}."));
-    let load_end = load_average();
-    let took = started.elapsed().as_secs_f64();
-
-    println!();
-    print!("{}", plain_table(&rows, COLUMNS));
-    for n in &notes {
-        println!("- {}", n.replace('`', ""));
-    }
-    println!("load average at end: {load_end}; took {took:.0} s");
-
-    if o.doc {
-        let section = format!(
-            "{START}\n## Server benchmark (`benches/server.rs`)\n\n\
-             Generated by `benches/server.rs`; re-running it replaces this section. Reproduce with:\n\n\
-             ```sh\ncargo bench --bench server\n```\n\n\
-             It starts `target/release/pigeonhole` on loopback with fresh data directories, drives it with an \
-             HTTP/1.1 load generator written in the benchmark (one keep-alive connection per client; the generator \
-             runs on the same machine and shares its cores with the server), and reports every figure as a ratio \
-             against a ceiling measured in the same run. Ceilings marked as limits (MiB, the looper period) are the \
-             goal's own bound.\n\n\
-             Run of {} ({took:.0} s in all): {machine}. Load average (1, 5, 15 min) at start {load_start}, at end \
-             {load_end}: other work shared the machine, so absolute figures are noisy.\n\n{}\n{}\n{END}",
-            now_utc_text(),
-            markdown_table(&rows, COLUMNS),
-            notes.iter().map(|n| format!("- {n}\n")).collect::<String>(),
-        );
-        write_doc(&doc_path, (START, END), None, &section)?;
-        println!("wrote {}", doc_path.display());
-    }
-    Ok(())
+    let doc = o.doc.then(|| Doc {
+        markers: (START, END),
+        after: None,
+        bench: "server",
+        title: "Server benchmark",
+        about: "It starts `target/release/pigeonhole` on loopback with fresh data directories, drives it with an \
+                HTTP/1.1 load generator written in the benchmark (one keep-alive connection per client; the generator \
+                runs on the same machine and shares its cores with the server), and reports every figure as a ratio \
+                against a ceiling measured in the same run. Ceilings marked as limits (MiB, the looper period) are the \
+                goal's own bound."
+            .into(),
+        caveat: "",
+    });
+    run.finish(&rows, COLUMNS, &notes, doc)
 }
 
 /// (acknowledged batches, syncs) from the server's line at a clean stop: "writer: B

@@ -119,7 +119,7 @@ pub async fn due_to_inbox(http: &reqwest::Client, processes: &[Services], due: u
     let due_instant = SystemTime::UNIX_EPOCH + Duration::from_secs(due_at);
     let mut latencies = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(120 + due as u64 / 10);
-    while latencies.len() < due {
+    let size = || async {
         let size = expect(
             http.get(format!("{}/inbox/size", first.inbox))
                 .bearer_auth(&inbox_token),
@@ -127,7 +127,10 @@ pub async fn due_to_inbox(http: &reqwest::Client, processes: &[Services], due: u
             "size",
         )
         .await?;
-        let size: usize = size.trim().parse().map_err(|e| format!("size {size}: {e}"))?;
+        size.trim().parse::<usize>().map_err(|e| format!("size {size}: {e}"))
+    };
+    while latencies.len() < due {
+        let size = size().await?;
         let at = SystemTime::now()
             .duration_since(due_instant)
             .map_or(0.0, |d| d.as_secs_f64());
@@ -144,15 +147,9 @@ pub async fn due_to_inbox(http: &reqwest::Client, processes: &[Services], due: u
     }
     // and none twice
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let size = expect(
-        http.get(format!("{}/inbox/size", first.inbox))
-            .bearer_auth(&inbox_token),
-        &[200],
-        "size",
-    )
-    .await?;
-    if size.trim() != due.to_string() {
-        return Err(format!("{} items arrived for {due} reminders", size.trim()));
+    let size = size().await?;
+    if size != due {
+        return Err(format!("{size} items arrived for {due} reminders"));
     }
     Ok(latencies)
 }

@@ -290,6 +290,30 @@ impl Load {
         }
     }
 
+    /// Counts the answer `r` to a request (an error unless its status is `status`; inside
+    /// the measured window when `counted`) and its `latency`: whether it was answered with
+    /// `status`.
+    pub fn record(&mut self, r: R<Response>, status: u16, counted: bool, latency: Duration) -> bool {
+        match r {
+            Ok(resp) if resp.status == status => {
+                self.answered += 1;
+                if counted {
+                    self.ok += 1;
+                    self.lat_us.push(micros(latency));
+                }
+                true
+            }
+            Ok(resp) => {
+                self.error(counted, format!("status {} {}", resp.status, resp.text()));
+                false
+            }
+            Err(e) => {
+                self.error(counted, e);
+                false
+            }
+        }
+    }
+
     pub fn rate(&self) -> f64 {
         self.ok as f64 / self.secs.max(1e-9)
     }
@@ -374,47 +398,30 @@ where
             let mut l = Load::default();
             let mut conn: Option<Conn> = None;
             while Instant::now() < end {
-                let c = match conn.as_mut() {
-                    Some(c) => c,
-                    None => match Conn::open(addr).await {
-                        Ok(c) => conn.insert(c),
-                        Err(e) => {
-                            l.error(true, format!("connect: {e}"));
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            continue;
-                        }
-                    },
-                };
+                if let Err(e) = connected(&mut conn, addr).await {
+                    l.error(true, e);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
                 let req = next();
                 let t0 = Instant::now();
-                let r = tokio::time::timeout(Duration::from_secs(30), c.exchange(&req)).await;
+                let r = exchange_on(&mut conn, &req).await;
                 let t1 = Instant::now();
                 let counted = t0 >= begin && t1 <= end;
-                match r {
-                    Ok(Ok(resp)) if resp.status == status => {
-                        l.answered += 1;
-                        if let Some(p) = &progress {
-                            p.fetch_add(1, Ordering::Relaxed);
-                        }
-                        if counted {
-                            l.ok += 1;
-                            l.lat_us.push(micros(t1 - t0));
-                        }
-                    }
-                    Ok(Ok(resp)) => l.error(counted, format!("status {} {}", resp.status, resp.text())),
-                    Ok(Err(e)) => {
-                        conn = None;
-                        l.error(counted, e.to_string());
-                    }
-                    Err(_) => {
-                        conn = None;
-                        l.error(counted, "no answer within 30 s".into());
+                if l.record(r, status, counted, t1 - t0) {
+                    if let Some(p) = &progress {
+                        p.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
             l
         });
     }
+    gather(set, secs).await
+}
+
+/// The loads of the tasks of `set` added up, over `secs` measured seconds.
+pub async fn gather(mut set: JoinSet<Load>, secs: f64) -> Load {
     let mut total = Load::default();
     while let Some(r) = set.join_next().await {
         match r {
@@ -424,6 +431,36 @@ where
     }
     total.secs = secs;
     total
+}
+
+/// Opens the load generator's connection `conn` to `addr` unless it is open.
+pub async fn connected(conn: &mut Option<Conn>, addr: SocketAddr) -> R<()> {
+    if conn.is_none() {
+        *conn = Some(Conn::open(addr).await.map_err(|e| format!("connect: {e}"))?);
+    }
+    Ok(())
+}
+
+/// One request on the open connection `conn` (see [`connected`]), answered within 30 s; the
+/// connection is dropped after an error.
+pub async fn exchange_on(conn: &mut Option<Conn>, req: &[u8]) -> R<Response> {
+    let Some(c) = conn.as_mut() else {
+        return Err("not connected".into());
+    };
+    let r = match tokio::time::timeout(Duration::from_secs(30), c.exchange(req)).await {
+        Ok(Ok(resp)) => return Ok(resp),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "no answer within 30 s".into(),
+    };
+    *conn = None;
+    Err(r)
+}
+
+/// The last lines of the log file at `path`, on one line.
+pub fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join(" | ")
 }
 
 pub fn free_port() -> R<u16> {
@@ -515,9 +552,7 @@ impl Server {
     }
 
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(5)..].join(" | ")
+        log_tail(&self.log)
     }
 
     pub fn pid(&self) -> u32 {
