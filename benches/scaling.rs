@@ -22,16 +22,17 @@
 //! (docs/performance.md).
 
 use base64::Engine;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 #[path = "common/mod.rs"]
 mod common;
 
+use common::due::{account, due_to_inbox, Services};
 use common::{env_usize, Cluster};
 
 type R<T> = Result<T, String>;
@@ -98,9 +99,7 @@ impl Process {
     }
 
     fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(5)..].join(" | ")
+        common::http::log_tail(&self.log)
     }
 }
 
@@ -109,47 +108,6 @@ impl Drop for Process {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-async fn send(request: reqwest::RequestBuilder) -> R<(u16, String)> {
-    let r = request.send().await.map_err(|e| e.to_string())?;
-    let status = r.status().as_u16();
-    let text = r.text().await.map_err(|e| e.to_string())?;
-    Ok((status, text))
-}
-
-async fn expect(request: reqwest::RequestBuilder, status: &[u16], what: &str) -> R<String> {
-    let (got, text) = send(request).await?;
-    if status.contains(&got) {
-        Ok(text)
-    } else {
-        Err(format!("{what}: {got} {text}"))
-    }
-}
-
-/// Registers `name` on the service at `base` and logs in: the bearer token.
-async fn account(http: &reqwest::Client, base: &str, name: &str) -> R<String> {
-    let body = json!({"name": name, "password": "benchmark password"});
-    expect(
-        http.post(format!("{base}/register")).json(&body),
-        &[200, 204],
-        "register",
-    )
-    .await?;
-    let body = json!({"username": name, "password": "benchmark password"});
-    let r = http
-        .post(format!("{base}/login"))
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| e.to_string())?;
-    let cookie = r
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .ok_or(format!("login of {name}: {}", r.status()))?;
-    let token = cookie.split(';').next().unwrap_or("").trim_start_matches("JWT-Cookie=");
-    Ok(token.to_owned())
 }
 
 /// Durable writes per second of `writers` clients over the processes.
@@ -209,111 +167,6 @@ async fn writes(http: &reqwest::Client, processes: &[Process], writers: usize, s
     Ok(done.load(Ordering::SeqCst) as f64 / elapsed)
 }
 
-/// Latencies (seconds) from the due second to the arrival in the inbox of `due` reminders.
-async fn due_to_inbox(http: &reqwest::Client, processes: &[Process], due: usize) -> R<Vec<f64>> {
-    let first = &processes[0];
-    let inbox_token = account(http, &first.inbox, "target").await?;
-    let key = expect(
-        http.post(format!("{}/access-key", first.inbox))
-            .bearer_auth(&inbox_token)
-            .json(&json!({"addAccessKeyName": "scheduler", "addAccessKeyPermissions": ["PermitAdd"]})),
-        &[200],
-        "access key",
-    )
-    .await?;
-    let key: Value = serde_json::from_str(&key).map_err(|e| e.to_string())?;
-    let token = account(http, &first.scheduler, "reminders").await?;
-    expect(
-        http.post(format!("{}/trigger/inbox", first.scheduler))
-            .bearer_auth(&token)
-            .json(&json!({
-                "addInboxTriggerUrl": first.inbox,
-                "addInboxTriggerUsername": "target",
-                "addInboxTriggerAccessKey": key["accessKeyCreatedKey"],
-            })),
-        &[200],
-        "inbox trigger",
-    )
-    .await?;
-    // a whole second far enough ahead for every reminder to be stored first
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_err(|e| e.to_string())?;
-    let due_at = now.as_secs() + 3 + (due as u64) / 200;
-    let due_time = time::OffsetDateTime::from_unix_timestamp(due_at as i64).map_err(|e| e.to_string())?;
-    let day = format!(
-        "{:04}-{:02}-{:02}",
-        due_time.year(),
-        u8::from(due_time.month()),
-        due_time.day()
-    );
-    let tod = format!(
-        "{:02}:{:02}:{:02}",
-        due_time.hour(),
-        due_time.minute(),
-        due_time.second()
-    );
-    let adds: Vec<_> = (0..due)
-        .map(|n| {
-            let base = processes[n % processes.len()].scheduler.clone();
-            let (http, token) = (http.clone(), token.clone());
-            let body = json!({"content": format!("reminder {n}"), "scheduled-day": day, "scheduled-time": tod});
-            tokio::spawn(async move {
-                expect(
-                    http.post(format!("{base}/scheduler/item"))
-                        .bearer_auth(&token)
-                        .json(&body),
-                    &[200],
-                    "add",
-                )
-                .await
-            })
-        })
-        .collect();
-    for a in adds {
-        a.await.map_err(|e| e.to_string())??;
-    }
-    let due_instant = SystemTime::UNIX_EPOCH + Duration::from_secs(due_at);
-    let mut latencies = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(120 + due as u64 / 10);
-    while latencies.len() < due {
-        let size = expect(
-            http.get(format!("{}/inbox/size", first.inbox))
-                .bearer_auth(&inbox_token),
-            &[200],
-            "size",
-        )
-        .await?;
-        let size: usize = size.trim().parse().map_err(|e| format!("size {size}: {e}"))?;
-        let at = SystemTime::now()
-            .duration_since(due_instant)
-            .map_or(0.0, |d| d.as_secs_f64());
-        if size > due {
-            return Err(format!("{size} items arrived for {due} reminders"));
-        }
-        while latencies.len() < size {
-            latencies.push(at);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("only {} of {due} reminders arrived", latencies.len()));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    // and none twice
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let size = expect(
-        http.get(format!("{}/inbox/size", first.inbox))
-            .bearer_auth(&inbox_token),
-        &[200],
-        "size",
-    )
-    .await?;
-    if size.trim() != due.to_string() {
-        return Err(format!("{} items arrived for {due} reminders", size.trim()));
-    }
-    Ok(latencies)
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -337,7 +190,14 @@ async fn measure(name: &str, processes: &[Process], http: &reqwest::Client) -> R
     eprintln!("{name}: writes…");
     let writes = writes(http, processes, writers, secs).await?;
     eprintln!("{name}: {writes:.0} writes/s; {due} reminders due at once…");
-    let mut latencies = due_to_inbox(http, processes, due).await?;
+    let services: Vec<Services> = processes
+        .iter()
+        .map(|p| Services {
+            inbox: p.inbox.clone(),
+            scheduler: p.scheduler.clone(),
+        })
+        .collect();
+    let mut latencies = due_to_inbox(http, &services, due).await?;
     latencies.sort_by(f64::total_cmp);
     Ok(Row {
         name: name.to_owned(),

@@ -33,26 +33,31 @@ use pigeonhole::domain::inbox::models::{InboxItem, ItemType};
 use pigeonhole::domain::wire::{new_uuid, Timestamp};
 use pigeonhole::store::inbox::AddOutcome;
 use pigeonhole::store::{Registration, Store};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use warp::Filter;
+
+#[path = "common/mod.rs"]
+mod common;
+
+use common::http::{
+    bearer, call, connected, exchange_on, expect, gather, http_closed, item_data, login, mean, micros, percentile,
+    register_login, request, within, Conn, Load, Server, BENCH_PASSWORD, ITEM_BYTES,
+};
+use common::report::{mib, ms, thousands, Doc, Goal, Row, Run, MIB};
+use common::{binary, manifest_dir};
 
 type R<T> = Result<T, String>;
 
 /// Concurrent connections of the throughput phases.
 const CONNS: usize = 32;
-/// Bytes of item data (and of the sled values of the ceiling).
-const ITEM_BYTES: usize = 100;
 /// PBKDF2 rounds for servers whose logins are not the subject (setup only).
 const LOW_ITERATIONS: &str = "1000";
 /// Logins per second in phase 3.
@@ -60,10 +65,10 @@ const LOGIN_RATE: f64 = 10.0;
 /// Paced `GET /inbox/size` load of phase 3: connections × requests per second each.
 const PACED_CONNS: usize = 8;
 const PACED_RATE: f64 = 25.0;
-const MIB: f64 = 1024.0 * 1024.0;
 const START: &str = "<!-- bench:start -->";
 const END: &str = "<!-- bench:end -->";
-const BENCH_PASSWORD: &str = "bench password";
+/// The value and reference columns of the table.
+const COLUMNS: [&str; 2] = ["value", "ceiling"];
 const PHASES: [&str; 4] = ["throughput", "logins", "storage", "scheduler"];
 
 struct Opts {
@@ -148,365 +153,6 @@ impl Opts {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// A minimal HTTP/1.1 client: one keep-alive connection, requests prepared as bytes once.
-// It costs far less CPU than a general client, which matters on a 2-core machine where the
-// load generator and the server share the cores.
-
-struct Response {
-    status: u16,
-    head: String,
-    body: Vec<u8>,
-}
-
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().skip(1).find_map(|line| {
-            let (n, v) = line.split_once(':')?;
-            n.trim().eq_ignore_ascii_case(name).then(|| v.trim())
-        })
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-
-    fn text(&self) -> String {
-        let t = String::from_utf8_lossy(&self.body);
-        t.chars().take(300).collect()
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn protocol(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("bad HTTP answer: {what}"))
-}
-
-struct Conn {
-    stream: TcpStream,
-    buf: Vec<u8>,
-}
-
-impl Conn {
-    async fn open(addr: SocketAddr) -> io::Result<Conn> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
-        Ok(Conn {
-            stream,
-            buf: Vec::with_capacity(16 * 1024),
-        })
-    }
-
-    async fn fill(&mut self) -> io::Result<()> {
-        self.buf.reserve(64 * 1024);
-        let n = self.stream.read_buf(&mut self.buf).await?;
-        if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
-        }
-        Ok(())
-    }
-
-    async fn need(&mut self, len: usize) -> io::Result<()> {
-        while self.buf.len() < len {
-            self.fill().await?;
-        }
-        Ok(())
-    }
-
-    /// Index of the next CRLF at or after `from`.
-    async fn line_end(&mut self, from: usize) -> io::Result<usize> {
-        loop {
-            if let Some(p) = self.buf.get(from..).and_then(|b| find(b, b"\r\n")) {
-                return Ok(from + p);
-            }
-            self.fill().await?;
-        }
-    }
-
-    async fn exchange(&mut self, request: &[u8]) -> io::Result<Response> {
-        self.stream.write_all(request).await?;
-        self.response().await
-    }
-
-    async fn response(&mut self) -> io::Result<Response> {
-        let head_end = loop {
-            if let Some(p) = find(&self.buf, b"\r\n\r\n") {
-                break p + 4;
-            }
-            self.fill().await?;
-        };
-        let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| protocol("status line"))?;
-        let mut response = Response {
-            status,
-            head,
-            body: Vec::new(),
-        };
-        let chunked = response
-            .header("transfer-encoding")
-            .is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
-        let length = response.header("content-length").and_then(|v| v.parse::<usize>().ok());
-        let consumed = if chunked {
-            let mut at = head_end;
-            loop {
-                let eol = self.line_end(at).await?;
-                let size = {
-                    let text = String::from_utf8_lossy(&self.buf[at..eol]);
-                    let digits = text.split(';').next().unwrap_or("").trim().to_owned();
-                    usize::from_str_radix(&digits, 16).map_err(|_| protocol("chunk size"))?
-                };
-                at = eol + 2;
-                if size == 0 {
-                    // trailers (normally none), then the empty line
-                    loop {
-                        let eol = self.line_end(at).await?;
-                        let empty = eol == at;
-                        at = eol + 2;
-                        if empty {
-                            break;
-                        }
-                    }
-                    break at;
-                }
-                self.need(at + size + 2).await?;
-                response.body.extend_from_slice(&self.buf[at..at + size]);
-                at += size + 2;
-            }
-        } else {
-            let n = length.unwrap_or(0);
-            self.need(head_end + n).await?;
-            response.body.extend_from_slice(&self.buf[head_end..head_end + n]);
-            head_end + n
-        };
-        self.buf.drain(..consumed);
-        Ok(response)
-    }
-}
-
-/// The bytes of one request; a body is sent as JSON.
-fn request(method: &str, addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: Option<&[u8]>) -> Vec<u8> {
-    let mut text = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n");
-    for (name, value) in headers {
-        text.push_str(&format!("{name}: {value}\r\n"));
-    }
-    if let Some(b) = body {
-        text.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            b.len()
-        ));
-    }
-    text.push_str("\r\n");
-    let mut out = text.into_bytes();
-    if let Some(b) = body {
-        out.extend_from_slice(b);
-    }
-    out
-}
-
-fn bearer(token: &str) -> String {
-    format!("Bearer {token}")
-}
-
-async fn within<T>(limit: Duration, what: &str, f: impl Future<Output = R<T>>) -> R<T> {
-    tokio::time::timeout(limit, f)
-        .await
-        .map_err(|_| format!("{what}: no answer within {limit:?}"))?
-}
-
-/// One request on a new connection (setup steps).
-async fn call(addr: SocketAddr, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> R<Response> {
-    let auth = token.map(bearer);
-    let mut headers = Vec::new();
-    if let Some(a) = &auth {
-        headers.push(("Authorization", a.as_str()));
-    }
-    let body = body.map(|b| b.to_string().into_bytes());
-    let req = request(method, addr, path, &headers, body.as_deref());
-    within(Duration::from_secs(120), &format!("{method} {path}"), async {
-        let mut c = Conn::open(addr).await.map_err(|e| format!("{method} {path}: {e}"))?;
-        c.exchange(&req).await.map_err(|e| format!("{method} {path}: {e}"))
-    })
-    .await
-}
-
-async fn expect(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&Value>,
-    status: u16,
-) -> R<Response> {
-    let r = call(addr, method, path, token, body).await?;
-    if r.status != status {
-        return Err(format!(
-            "{method} {path}: expected {status}, got {} {}",
-            r.status,
-            r.text()
-        ));
-    }
-    Ok(r)
-}
-
-/// Registers `name` and logs in: the bearer token. (The inbox answers a registration
-/// with 204, the scheduler with 200, as the originals did.)
-async fn register_login(addr: SocketAddr, name: &str) -> R<String> {
-    let body = json!({"name": name, "password": BENCH_PASSWORD});
-    let r = call(addr, "POST", "/register", None, Some(&body)).await?;
-    if r.status != 204 && r.status != 200 {
-        return Err(format!("POST /register: expected 204 or 200, got {}", r.status));
-    }
-    login(addr, name).await
-}
-
-async fn login(addr: SocketAddr, name: &str) -> R<String> {
-    let body = json!({"username": name, "password": BENCH_PASSWORD});
-    let r = expect(addr, "POST", "/login", None, Some(&body), 204).await?;
-    r.header("set-cookie")
-        .and_then(|c| c.strip_prefix("JWT-Cookie="))
-        .and_then(|c| c.split(';').next())
-        .map(str::to_owned)
-        .ok_or_else(|| "login: no JWT-Cookie in the answer".to_owned())
-}
-
-// ---------------------------------------------------------------------------------------
-// Load generation and statistics.
-
-#[derive(Default)]
-struct Load {
-    ok: u64,
-    errors: u64,
-    secs: f64,
-    lat_us: Vec<u32>,
-    first_error: Option<String>,
-}
-
-impl Load {
-    fn add(&mut self, other: Load) {
-        self.ok += other.ok;
-        self.errors += other.errors;
-        self.secs += other.secs;
-        self.lat_us.extend(other.lat_us);
-        if self.first_error.is_none() {
-            self.first_error = other.first_error;
-        }
-    }
-
-    fn error(&mut self, counted: bool, what: String) {
-        if counted {
-            self.errors += 1;
-        }
-        if self.first_error.is_none() {
-            self.first_error = Some(what);
-        }
-    }
-
-    fn rate(&self) -> f64 {
-        self.ok as f64 / self.secs.max(1e-9)
-    }
-
-    fn pct_ms(&self, p: f64) -> f64 {
-        percentile(&self.lat_us, p) / 1000.0
-    }
-
-    fn check(&self, what: &str) -> R<()> {
-        if self.ok == 0 || self.errors * 100 > self.ok {
-            return Err(format!(
-                "{what}: {} ok, {} errors, first error: {}",
-                self.ok,
-                self.errors,
-                self.first_error.as_deref().unwrap_or("none")
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The `p` quantile (0..=1) of the samples, nearest rank.
-fn percentile<T: Copy + Into<f64> + PartialOrd>(samples: &[T], p: f64) -> f64 {
-    if samples.is_empty() {
-        return f64::NAN;
-    }
-    let mut v: Vec<f64> = samples.iter().map(|&s| s.into()).collect();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
-}
-
-fn mean(samples: &[f64]) -> f64 {
-    samples.iter().sum::<f64>() / samples.len().max(1) as f64
-}
-
-fn micros(d: Duration) -> u32 {
-    d.as_micros().min(u32::MAX as u128) as u32
-}
-
-/// `conns` connections, each sending `req` back to back for `warmup` + `secs`; only requests
-/// that start and end inside the measured window count.
-async fn http_closed(addr: SocketAddr, req: Arc<Vec<u8>>, conns: usize, warmup: f64, secs: f64, status: u16) -> Load {
-    let begin = Instant::now() + Duration::from_secs_f64(warmup);
-    let end = begin + Duration::from_secs_f64(secs);
-    let mut set = JoinSet::new();
-    for _ in 0..conns {
-        let req = req.clone();
-        set.spawn(async move {
-            let mut l = Load::default();
-            let mut conn: Option<Conn> = None;
-            while Instant::now() < end {
-                let c = match conn.as_mut() {
-                    Some(c) => c,
-                    None => match Conn::open(addr).await {
-                        Ok(c) => conn.insert(c),
-                        Err(e) => {
-                            l.error(true, format!("connect: {e}"));
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                            continue;
-                        }
-                    },
-                };
-                let t0 = Instant::now();
-                let r = tokio::time::timeout(Duration::from_secs(30), c.exchange(&req)).await;
-                let t1 = Instant::now();
-                let counted = t0 >= begin && t1 <= end;
-                match r {
-                    Ok(Ok(resp)) if resp.status == status => {
-                        if counted {
-                            l.ok += 1;
-                            l.lat_us.push(micros(t1 - t0));
-                        }
-                    }
-                    Ok(Ok(resp)) => l.error(counted, format!("status {} {}", resp.status, resp.text())),
-                    Ok(Err(e)) => {
-                        conn = None;
-                        l.error(counted, e.to_string());
-                    }
-                    Err(_) => {
-                        conn = None;
-                        l.error(counted, "no answer within 30 s".into());
-                    }
-                }
-            }
-            l
-        });
-    }
-    let mut total = Load::default();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(l) => total.add(l),
-            Err(e) => total.error(true, format!("worker: {e}")),
-        }
-    }
-    total.secs = secs;
-    total
-}
-
 /// `conns` connections sending `req` at `rate` per second each, on a fixed schedule. The
 /// latency counts from the instant a request was due to be sent, so a slow answer that
 /// delays the next request is charged to that request too (no coordinated omission).
@@ -535,49 +181,19 @@ async fn http_paced(
                 tokio::time::sleep_until(next.into()).await;
                 let due = next;
                 next += period;
-                let c = match conn.as_mut() {
-                    Some(c) => c,
-                    None => match Conn::open(addr).await {
-                        Ok(c) => conn.insert(c),
-                        Err(e) => {
-                            l.error(due >= begin, format!("connect: {e}"));
-                            continue;
-                        }
-                    },
-                };
-                let r = tokio::time::timeout(Duration::from_secs(30), c.exchange(&req)).await;
+                if let Err(e) = connected(&mut conn, addr).await {
+                    l.error(due >= begin, e);
+                    continue;
+                }
+                let r = exchange_on(&mut conn, &req).await;
                 let done = Instant::now();
                 let counted = due >= begin;
-                match r {
-                    Ok(Ok(resp)) if resp.status == status => {
-                        if counted {
-                            l.ok += 1;
-                            l.lat_us.push(micros(done - due));
-                        }
-                    }
-                    Ok(Ok(resp)) => l.error(counted, format!("status {} {}", resp.status, resp.text())),
-                    Ok(Err(e)) => {
-                        conn = None;
-                        l.error(counted, e.to_string());
-                    }
-                    Err(_) => {
-                        conn = None;
-                        l.error(counted, "no answer within 30 s".into());
-                    }
-                }
+                l.record(r, status, counted, done - due);
             }
             l
         });
     }
-    let mut total = Load::default();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(l) => total.add(l),
-            Err(e) => total.error(true, format!("worker: {e}")),
-        }
-    }
-    total.secs = secs;
-    total
+    gather(set, secs).await
 }
 
 /// The ceiling of durable writes: `conns` tasks, each inserting a value of `value_size` bytes
@@ -635,15 +251,7 @@ async fn sled_closed(
             l
         });
     }
-    let mut total = Load::default();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(l) => total.add(l),
-            Err(e) => total.error(true, format!("worker: {e}")),
-        }
-    }
-    total.secs = secs;
-    total
+    gather(set, secs).await
 }
 
 /// The server's store without HTTP: `conns` tasks, each adding an item of `ITEM_BYTES` bytes
@@ -691,166 +299,11 @@ async fn store_closed(store: Arc<Store>, account: uuid::Uuid, conns: usize, warm
             l
         });
     }
-    let mut total = Load::default();
-    while let Some(r) = set.join_next().await {
-        match r {
-            Ok(l) => total.add(l),
-            Err(e) => total.error(true, format!("worker: {e}")),
-        }
-    }
-    total.secs = secs;
-    total
+    gather(set, secs).await
 }
 
 // ---------------------------------------------------------------------------------------
 // Servers: the binary under test, and the warp ceilings in this process.
-
-fn free_port() -> R<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind: {e}"))?;
-    Ok(l.local_addr().map_err(|e| e.to_string())?.port())
-}
-
-struct Server {
-    child: Child,
-    inbox: SocketAddr,
-    scheduler: SocketAddr,
-    started: Instant,
-    log: PathBuf,
-}
-
-impl Server {
-    /// Starts `bin serve` on fresh loopback ports and waits until both services answer
-    /// `GET /pricing` with 200; answers the server and the time from spawn to that.
-    async fn start(bin: &Path, data: &Path, log: &Path, extra: &[&str]) -> R<(Server, Duration)> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let (ip, sp) = (free_port()?, free_port()?);
-            let stderr = std::fs::File::options()
-                .create(true)
-                .append(true)
-                .open(log)
-                .map_err(|e| format!("{}: {e}", log.display()))?;
-            let started = Instant::now();
-            let child = Command::new(bin)
-                .arg("serve")
-                .arg("--data-dir")
-                .arg(data)
-                .args(["--host", "127.0.0.1", "--log-level", "warn"])
-                .args(["--inbox-port", &ip.to_string(), "--scheduler-port", &sp.to_string()])
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(stderr)
-                .spawn()
-                .map_err(|e| format!("start {}: {e}", bin.display()))?;
-            let mut server = Server {
-                child,
-                inbox: SocketAddr::from(([127, 0, 0, 1], ip)),
-                scheduler: SocketAddr::from(([127, 0, 0, 1], sp)),
-                started,
-                log: log.to_owned(),
-            };
-            match server.ready(Duration::from_secs(120)).await {
-                Ok(d) => return Ok((server, d)),
-                Err(e) => {
-                    let tail = server.log_tail();
-                    if attempt < 3 && tail.contains("cannot listen") {
-                        continue; // a port was taken between choosing and binding it
-                    }
-                    return Err(format!("{e}; server log: {tail}"));
-                }
-            }
-        }
-    }
-
-    async fn ready(&mut self, limit: Duration) -> R<Duration> {
-        let deadline = self.started + limit;
-        let mut up = [false, false];
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!("the server exited during start-up ({status})"));
-            }
-            for (i, addr) in [self.inbox, self.scheduler].into_iter().enumerate() {
-                if !up[i] {
-                    let req = request("GET", addr, "/pricing", &[], None);
-                    let attempt = async {
-                        let mut c = Conn::open(addr).await?;
-                        c.exchange(&req).await
-                    };
-                    if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(30), attempt).await {
-                        up[i] = r.status == 200;
-                    }
-                }
-            }
-            if up == [true, true] {
-                return Ok(self.started.elapsed());
-            }
-            if Instant::now() > deadline {
-                return Err(format!("the server did not answer within {limit:?}"));
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(5)..].join(" | ")
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// VmRSS in bytes.
-    fn rss(&self) -> R<u64> {
-        rss_of(self.pid())
-    }
-
-    /// SIGTERM, then waits (at most 30 s, then SIGKILL).
-    async fn stop(mut self) -> R<ExitStatus> {
-        #[expect(
-            unsafe_code,
-            reason = "std's Child::kill sends only SIGKILL; a graceful stop is SIGTERM"
-        )]
-        // SAFETY: kill(2) on the pid of our own child, which has not been reaped yet.
-        unsafe {
-            libc::kill(self.pid() as libc::pid_t, libc::SIGTERM);
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().map_err(|e| e.to_string())? {
-                return Ok(status);
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                return Err("the server did not stop within 30 s of SIGTERM (killed)".into());
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn rss_of(pid: u32) -> R<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| e.to_string())?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .ok_or_else(|| "no VmRSS".into())
-}
 
 /// A warp server in this process, on its own multi-thread runtime (as many workers as the
 /// server under test has), so that it does not share threads with the load generator.
@@ -1003,189 +456,6 @@ fn open_sled(dir: &Path) -> R<sled::Db> {
 // ---------------------------------------------------------------------------------------
 // The report.
 
-#[derive(Clone, Copy)]
-enum Goal {
-    AtLeast(f64),
-    AtMost(f64),
-    Below(f64),
-    Info,
-}
-
-struct Row {
-    measure: String,
-    value: String,
-    ceiling: String,
-    ratio: f64,
-    goal: Goal,
-    goal_text: String,
-}
-
-impl Row {
-    fn new(measure: impl Into<String>, value: String, ceiling: String, ratio: f64, goal: Goal, text: &str) -> Row {
-        Row {
-            measure: measure.into(),
-            value,
-            ceiling,
-            ratio,
-            goal,
-            goal_text: text.into(),
-        }
-    }
-
-    fn met(&self) -> &'static str {
-        let ok = match self.goal {
-            Goal::AtLeast(g) => self.ratio >= g,
-            Goal::AtMost(g) => self.ratio <= g,
-            Goal::Below(g) => self.ratio < g,
-            Goal::Info => return "n/a",
-        };
-        if self.ratio.is_nan() {
-            "no (not measured)"
-        } else if ok {
-            "yes"
-        } else {
-            "**no**"
-        }
-    }
-
-    fn ratio_text(&self) -> String {
-        if self.ratio.is_nan() {
-            "—".into()
-        } else if self.ratio < 0.1 {
-            format!("{:.4}", self.ratio)
-        } else {
-            format!("{:.2}", self.ratio)
-        }
-    }
-}
-
-fn ms(x: f64) -> String {
-    if x < 1.0 {
-        format!("{x:.3} ms")
-    } else if x < 100.0 {
-        format!("{x:.2} ms")
-    } else {
-        format!("{x:.0} ms")
-    }
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / MIB)
-}
-
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-fn markdown_table(rows: &[Row]) -> String {
-    let mut t = String::from("| measure | value | ceiling | ratio | goal | met? |\n|---|---:|---:|---:|---|---|\n");
-    for r in rows {
-        t.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
-            r.measure,
-            r.value,
-            r.ceiling,
-            r.ratio_text(),
-            r.goal_text,
-            r.met()
-        ));
-    }
-    t
-}
-
-fn plain_table(rows: &[Row]) -> String {
-    let strip = |s: &str| s.replace("**", "").replace('`', "");
-    let cells: Vec<[String; 6]> = rows
-        .iter()
-        .map(|r| {
-            [
-                strip(&r.measure),
-                strip(&r.value),
-                strip(&r.ceiling),
-                r.ratio_text(),
-                strip(&r.goal_text),
-                strip(r.met()),
-            ]
-        })
-        .collect();
-    let header = ["measure", "value", "ceiling", "ratio", "goal", "met?"].map(String::from);
-    let mut widths = header.clone().map(|h| h.chars().count());
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |row: &[String; 6]| {
-        row.iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-            .collect::<Vec<_>>()
-            .join("  ")
-    };
-    let mut out = line(&header) + "\n";
-    out.push_str(&widths.map(|w| "-".repeat(w)).join("  "));
-    out.push('\n');
-    for row in &cells {
-        out.push_str(&line(row));
-        out.push('\n');
-    }
-    out
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-fn machine() -> String {
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kb: u64 = meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|l| l.trim_start_matches([' ', '\t', ':']).trim().to_owned())
-        .unwrap_or_else(|| "unknown CPU".into());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let rustc = Command::new("rustc")
-        .arg("--version")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_default();
-    format!(
-        "{cpus} cores (`nproc` = {cpus}), {model}; {:.1} GiB memory; Linux {}; {rustc}",
-        mem_kb as f64 / 1024.0 / 1024.0,
-        kernel.trim()
-    )
-}
-
-fn now_utc_text() -> String {
-    let t = time::OffsetDateTime::now_utc();
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02} UTC",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute()
-    )
-}
-
 fn dir_size(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -1198,24 +468,6 @@ fn dir_size(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
-}
-
-fn manifest_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The binary under test: `PIGEONHOLE_BIN`, else the release build that `cargo bench` made
-/// along with this program.
-fn binary() -> PathBuf {
-    std::env::var_os("PIGEONHOLE_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_pigeonhole")), PathBuf::from)
-}
-
-/// A body of `POST /inbox/item` with `ITEM_BYTES` of text.
-fn item_data(n: usize) -> String {
-    use base64::Engine;
-    let mut text = format!("benchmark item {n} ").into_bytes();
-    text.resize(ITEM_BYTES, b'x');
-    base64::engine::general_purpose::STANDARD.encode(text)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1841,21 +1093,6 @@ fn triggerer_ratio(run: bool, doc: &str) -> R<(f64, String)> {
     Ok((ratio, "from the triggerer section below, not re-run".into()))
 }
 
-fn write_doc(path: &Path, section: &str) -> R<()> {
-    // read again right before writing: others may have changed the file meanwhile
-    let text = std::fs::read_to_string(path).unwrap_or_else(|_| "# Performance\n".into());
-    let new = match (text.find(START), text.find(END)) {
-        (Some(a), Some(b)) if a < b => format!("{}{}{}", &text[..a], section, &text[b + END.len()..]),
-        _ => match text.find("\n## ") {
-            Some(at) => format!("{}{}\n\n{}", &text[..at + 1], section, &text[at + 1..]),
-            None => format!("{}\n{}\n", text.trim_end(), section),
-        },
-    };
-    let tmp = path.with_extension("md.bench-tmp");
-    std::fs::write(&tmp, new).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
-}
-
 #[tokio::main]
 async fn main() {
     // `bench --sled-open DIR`: the diagnosis of the start-up rows, run in a fresh process.
@@ -1880,18 +1117,13 @@ async fn main() {
 
 async fn run() -> R<()> {
     let o = Opts::parse()?;
-    let load_start = load_average();
-    let started = Instant::now();
     let bin = binary();
+    let run = Run::start(&format!("pigeonhole benchmark: {}", bin.display()));
     let bin_size = std::fs::metadata(&bin).map_err(|e| e.to_string())?.len();
     let tmp = tempfile::Builder::new()
         .prefix("pigeonhole-bench-")
         .tempdir()
         .map_err(|e| e.to_string())?;
-    let machine = machine();
-    println!("pigeonhole benchmark: {}", bin.display());
-    println!("machine: {machine}");
-    println!("load average at start: {load_start}");
 
     let mut rows = Vec::new();
     let mut notes = Vec::new();
@@ -1951,36 +1183,20 @@ async fn run() -> R<()> {
         "≤ 2",
     ));
     notes.push(format!("Triggerer: {trig_source}."));
-    let load_end = load_average();
-    let took = started.elapsed().as_secs_f64();
-
-    println!();
-    print!("{}", plain_table(&rows));
-    for n in &notes {
-        println!("- {}", n.replace('`', ""));
-    }
-    println!("load average at end: {load_end}; took {took:.0} s");
-
-    if o.doc {
-        let section = format!(
-            "{START}\n## Server benchmark (`benches/server.rs`)\n\n\
-             Generated by `benches/server.rs`; re-running it replaces this section. Reproduce with:\n\n\
-             ```sh\ncargo bench --bench server\n```\n\n\
-             It starts `target/release/pigeonhole` on loopback with fresh data directories, drives it with an \
-             HTTP/1.1 load generator written in the benchmark (one keep-alive connection per client; the generator \
-             runs on the same machine and shares its cores with the server), and reports every figure as a ratio \
-             against a ceiling measured in the same run. Ceilings marked as limits (MiB, the looper period) are the \
-             goal's own bound.\n\n\
-             Run of {} ({took:.0} s in all): {machine}. Load average (1, 5, 15 min) at start {load_start}, at end \
-             {load_end}: other work shared the machine, so absolute figures are noisy.\n\n{}\n{}\n{END}",
-            now_utc_text(),
-            markdown_table(&rows),
-            notes.iter().map(|n| format!("- {n}\n")).collect::<String>(),
-        );
-        write_doc(&doc_path, &section)?;
-        println!("wrote {}", doc_path.display());
-    }
-    Ok(())
+    let doc = o.doc.then(|| Doc {
+        markers: (START, END),
+        after: None,
+        bench: "server",
+        title: "Server benchmark",
+        about: "It starts `target/release/pigeonhole` on loopback with fresh data directories, drives it with an \
+                HTTP/1.1 load generator written in the benchmark (one keep-alive connection per client; the generator \
+                runs on the same machine and shares its cores with the server), and reports every figure as a ratio \
+                against a ceiling measured in the same run. Ceilings marked as limits (MiB, the looper period) are the \
+                goal's own bound."
+            .into(),
+        caveat: "",
+    });
+    run.finish(&rows, COLUMNS, &notes, doc)
 }
 
 /// (acknowledged batches, syncs) from the server's line at a clean stop: "writer: B
