@@ -9,6 +9,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod footprint;
 mod format;
 mod health;
 mod hostile;

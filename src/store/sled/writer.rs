@@ -637,15 +637,8 @@ fn whole(tree: &sled::Tree, key: &[u8], stored: IVec) -> sled::Result<Option<IVe
         let Some(len) = chunks::manifest_len(&v) else {
             return Ok(Some(v));
         };
-        let n = chunks::count(len);
-        let mut out = Vec::with_capacity(len);
-        let mut parts = 0;
-        for part in tree.range(chunks::chunk_key(key, 0)..chunks::chunk_key(key, n)) {
-            out.extend_from_slice(&part?.1);
-            parts += 1;
-        }
-        if parts == n && out.len() == len {
-            return Ok(Some(IVec::from(out)));
+        if let Some(value) = chunks::read(tree, key, len)? {
+            return Ok(Some(IVec::from(value)));
         }
         stored = tree.get(key)?;
     }
