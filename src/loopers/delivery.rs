@@ -202,6 +202,7 @@ impl InboxSender {
         // claimed but not started after all: given back at the end of the pass, for another
         // process to deliver
         let mut not_started = Vec::new();
+        let mut triggers: std::collections::HashMap<(uuid::Uuid, uuid::Uuid), Option<Trigger>> = std::collections::HashMap::new();
         for (k, d) in pending {
             if self.dispatcher.is_running(k.as_bytes()) {
                 continue;
@@ -213,8 +214,16 @@ impl InboxSender {
                 next = Some(next.map_or(d.not_before, |n| n.min(d.not_before)));
                 continue;
             }
-            let Some(trigger) = set_aside(store, s.triggers.trigger(d.owner, d.trigger).await)? else {
-                continue;
+            // read once per pass: a burst of one account's reminders shares its triggers
+            let trigger = match triggers.get(&(d.owner, d.trigger)) {
+                Some(known) => known.clone(),
+                None => {
+                    let Some(read) = set_aside(store, s.triggers.trigger(d.owner, d.trigger).await)? else {
+                        continue;
+                    };
+                    triggers.insert((d.owner, d.trigger), read.clone());
+                    read
+                }
             };
             let Some(trigger) = trigger else {
                 // the trigger was deleted meanwhile: the delivery is dropped
