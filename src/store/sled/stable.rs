@@ -112,7 +112,7 @@ impl Stable {
         let mut n = self.blobs.sync_new(&[])?;
         self.log.sync_data()?;
         n += 1;
-        n += self.db.sync_new(&["blobs", "db"])?;
+        n += self.db.sync_new(&["blobs", "db", super::wal::FILE])?;
         self.syncs.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }

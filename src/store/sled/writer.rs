@@ -61,6 +61,7 @@
 
 use super::chunks;
 use super::stable::Stable;
+use super::wal::{self, Wal};
 use super::{lock, Result, StoreError};
 use crate::store::api::{Administration, BackupSummary, CycleStats, WriterStats};
 use crate::store::written::{Flushed, Ticket};
@@ -70,9 +71,22 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 type Write = (Vec<u8>, Option<IVec>);
+
+/// The key, in every tree the writer journals, of the number of the last journal record
+/// applied to it (u64, big-endian): written in the same sled batch as that record's writes.
+/// It sorts before every chunk key (`0xFF` + 20 bytes, [`chunks`]), outside every record
+/// prefix, and is never read through a [`Tree`] scan of records.
+pub(crate) const APPLIED: &[u8] = &[chunks::CHUNK_PREFIX];
+
+/// A checkpoint (sled flushed and synced, the journal emptied) runs once the journal holds
+/// this many bytes…
+const CHECKPOINT_BYTES: u64 = 4 * 1024 * 1024;
+/// …or this long after the first record written since the last one.
+const CHECKPOINT_AFTER: Duration = Duration::from_secs(1);
 
 /// The batch number of an overlay entry that is not a queued write but the value a key had
 /// before a cycle that failed (batches are numbered from 1).
@@ -116,6 +130,9 @@ struct Pending {
     queue: Vec<Queued>,
     overlay: Vec<Overlay>,
     stop: bool,
+    /// When a checkpoint is due: set by the first record written to the journal after a
+    /// checkpoint (`None`: the journal is empty).
+    checkpoint_due: Option<Instant>,
     /// Why the store takes no more writes (set once, by a failed cycle, until a restart):
     /// later batches are refused here instead of being queued.
     refused: Option<String>,
@@ -130,22 +147,41 @@ struct Applied {
     result: sled::Result<()>,
     /// Per tree, the keys written and their values before (`None`: absent).
     pre_images: Vec<Vec<(Vec<u8>, Option<IVec>)>>,
+    /// The number of the cycle's journal record (`None`: no journal, in tests).
+    record: Option<u64>,
+    /// Per tree written: its index and exactly what was applied to it (after chunking).
+    writes: Vec<(usize, TreeWrites)>,
+}
+
+/// What the writer holds while it applies and commits a cycle (or checkpoints): the
+/// journal and the next record's number.
+struct Applying {
+    /// `None`: a temporary database (tests), whose cycles flush sled instead.
+    wal: Option<Wal>,
+    next_record: u64,
 }
 
 struct Shared {
     db: sled::Db,
     trees: Vec<sled::Tree>,
+    /// The trees' names (what journal records name them by).
+    names: Vec<IVec>,
     pending: Mutex<Pending>,
     /// Signalled when a batch is queued or the writer must stop.
     queued: Condvar,
     /// Number of keys in the overlay: reads skip the mutex while it is empty.
     overlay_keys: AtomicUsize,
-    /// Held while taking batches from the queue and applying them, so that they reach sled
-    /// in the order they were queued (the writer thread and [`Writer::flush_now`]).
-    applying: Mutex<()>,
+    /// Held while taking batches from the queue, applying them and committing them (and
+    /// during checkpoints), so that they reach sled and the journal in the order they were
+    /// queued (the writer thread and [`Writer::flush_now`]).
+    applying: Mutex<Applying>,
     flushed: watch::Sender<Flushed>,
-    /// The syncs after each flush (`None`: a temporary database, in tests).
+    /// The syncs after each flush of sled (`None`: a temporary database, in tests).
     stable: Option<Mutex<Stable>>,
+    /// Syncs of the journal so far.
+    wal_syncs: std::sync::atomic::AtomicU64,
+    /// Checkpoints so far.
+    checkpoints: std::sync::atomic::AtomicU64,
     /// Unit tests: the syncs after the flush fail (sled's flush itself went through).
     #[cfg(test)]
     fail_syncs: std::sync::atomic::AtomicBool,
@@ -169,9 +205,15 @@ pub const SYNC_MICROS_BUCKETS: [u64; 10] = [
 type CycleHistogram = crate::store::api::AtomicHistogram;
 
 impl Shared {
-    fn new(db: sled::Db, trees: Vec<sled::Tree>, stable: Option<Stable>) -> Arc<Shared> {
+    fn new(db: sled::Db, trees: Vec<sled::Tree>, stable: Option<Stable>, wal: Option<(Wal, u64)>) -> Arc<Shared> {
+        let (wal, next_record) = match wal {
+            Some((wal, next)) => (Some(wal), next),
+            None => (None, 1),
+        };
         Arc::new(Shared {
             stable: stable.map(Mutex::new),
+            wal_syncs: std::sync::atomic::AtomicU64::new(0),
+            checkpoints: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             fail_syncs: std::sync::atomic::AtomicBool::new(false),
             cycles: std::sync::atomic::AtomicU64::new(0),
@@ -183,10 +225,11 @@ impl Shared {
                 overlay: trees.iter().map(|_| BTreeMap::new()).collect(),
                 ..Pending::default()
             }),
+            names: trees.iter().map(sled::Tree::name).collect(),
             trees,
             queued: Condvar::new(),
             overlay_keys: AtomicUsize::new(0),
-            applying: Mutex::new(()),
+            applying: Mutex::new(Applying { wal, next_record }),
             flushed: watch::channel(Flushed::default()).0,
         })
     }
@@ -244,12 +287,17 @@ impl Shared {
             .collect()
     }
 
-    /// Applies everything queued so far to sled, in order (call with `applying` held).
-    /// `None`: nothing was queued.
-    fn apply_queued(&self) -> Option<Applied> {
+    /// Applies everything queued so far to sled, in order (call with `applying` held, and
+    /// pass it). `None`: nothing was queued.
+    fn apply_queued(&self, applying: &mut Applying) -> Option<Applied> {
         let queued = std::mem::take(&mut lock(&self.pending).queue);
         let upto = queued.last()?.seq;
         let carried = queued.len();
+        let record = applying.wal.as_ref().map(|_| {
+            let n = applying.next_record;
+            applying.next_record += 1;
+            n
+        });
         let mut batches: Vec<Option<StoredBatch>> = self.trees.iter().map(|_| None).collect();
         let mut result = Ok(());
         for q in &queued {
@@ -261,13 +309,25 @@ impl Shared {
             }
         }
         let mut pre_images = Vec::with_capacity(self.trees.len());
-        for (tree, batch) in self.trees.iter().zip(batches) {
-            let Some(StoredBatch { batch, seen }) = batch else {
+        let mut writes = Vec::new();
+        for (index, (tree, batch)) in self.trees.iter().zip(batches).enumerate() {
+            let Some(StoredBatch { writes: applied, seen }) = batch else {
                 pre_images.push(Vec::new());
                 continue;
             };
             pre_images.push(seen.into_iter().map(|(k, (_, before))| (k, before)).collect());
+            let mut batch = sled::Batch::default();
+            for (k, v) in &applied {
+                match v {
+                    Some(v) => batch.insert(k.as_slice(), v.clone()),
+                    None => batch.remove(k.as_slice()),
+                }
+            }
+            if let Some(n) = record {
+                batch.insert(APPLIED, &n.to_be_bytes()[..]);
+            }
             result = result.and_then(|_| tree.apply_batch(batch));
+            writes.push((index, applied));
         }
         // Now sled has these values (or, after a failure, they are lost: `refuse` puts the
         // values from before them back in front of sled).
@@ -290,6 +350,8 @@ impl Shared {
             carried,
             result,
             pre_images,
+            record,
+            writes,
         })
     }
 
@@ -306,6 +368,67 @@ impl Shared {
             lock(stable)
                 .sync()
                 .map_err(|e| format!("syncing the database files failed: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Makes the cycle `applied` (applied to sled's memory) durable: its record appended to
+    /// the journal and synced; or, when `checkpoint` is asked for or due, a checkpoint
+    /// instead, which covers it too.
+    fn commit(&self, applying: &mut Applying, applied: &Applied, checkpoint: bool) -> std::result::Result<(), String> {
+        let (Some(wal), Some(number)) = (applying.wal.as_mut(), applied.record) else {
+            return self.flush_and_sync();
+        };
+        let due = lock(&self.pending)
+            .checkpoint_due
+            .is_some_and(|due| due <= Instant::now());
+        if checkpoint || due || wal.bytes() >= CHECKPOINT_BYTES {
+            return self.checkpoint(applying);
+        }
+        let trees = applied.writes.iter().map(|(index, writes)| {
+            let name: &[u8] = self.names[*index].as_ref();
+            (name, writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))
+        });
+        let record = wal::encode(number, trees);
+        #[cfg(test)]
+        if self.fail_syncs.load(Ordering::SeqCst) {
+            return Err("syncing the write-ahead journal failed: injected by a test".into());
+        }
+        wal.append(&record)
+            .map_err(|e| format!("writing the write-ahead journal {} failed: {e}", wal.path().display()))?;
+        self.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        lock(&self.pending)
+            .checkpoint_due
+            .get_or_insert_with(|| Instant::now() + CHECKPOINT_AFTER);
+        Ok(())
+    }
+
+    /// A checkpoint (call with `applying` held): sled flushed and its files synced, so that
+    /// it holds every record of the journal durably; only then the journal emptied.
+    fn checkpoint(&self, applying: &mut Applying) -> std::result::Result<(), String> {
+        self.flush_and_sync()?;
+        if let Some(wal) = applying.wal.as_mut() {
+            wal.truncate()
+                .map_err(|e| format!("emptying the write-ahead journal {} failed: {e}", wal.path().display()))?;
+            self.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.checkpoints.fetch_add(1, Ordering::Relaxed);
+        lock(&self.pending).checkpoint_due = None;
+        Ok(())
+    }
+
+    /// A checkpoint on its own (not with a cycle), unless the store takes no writes: when
+    /// one is due and nothing is queued, at a stop, for [`Writer::flush_now`]. A failure
+    /// is handled as a failed cycle's (nothing is acknowledged any more until a restart).
+    fn checkpoint_alone(&self) -> Result<()> {
+        let mut applying = lock(&self.applying);
+        if let Some(reason) = lock(&self.pending).refused.clone() {
+            return Err(StoreError::Unavailable(reason));
+        }
+        if let Err(e) = self.checkpoint(&mut applying) {
+            tracing::error!("{e}");
+            self.refuse(&e, Vec::new());
+            return Err(StoreError::NotDurable);
         }
         Ok(())
     }
@@ -341,24 +464,26 @@ impl Shared {
         self.flushed.send_modify(|f| f.failed_upto = f.failed_upto.max(last));
     }
 
-    /// One cycle: apply what is queued, flush, sync, tell the waiters. `Err`: the cycle
-    /// failed (or the store took no writes any more); nothing it carried counts.
-    fn cycle(&self) -> Result<()> {
+    /// One cycle: apply what is queued, commit it (journal, or a checkpoint when
+    /// `checkpoint` is asked for or due), tell the waiters. `Ok(false)`: nothing was
+    /// queued. `Err`: the cycle failed (or the store took no writes any more); nothing it
+    /// carried counts.
+    fn cycle(&self, checkpoint: bool) -> Result<bool> {
         // held for the whole cycle: the pre-images of the next cycle must be read after
         // this one's verdict (and a backup copies sled between whole cycles)
-        let _applying = lock(&self.applying);
+        let mut applying = lock(&self.applying);
         if let Some(reason) = lock(&self.pending).refused.clone() {
             // nothing can be queued any more; anything left was refused with the failure
             return Err(StoreError::Unavailable(reason));
         }
-        let Some(applied) = self.apply_queued() else {
-            return Ok(());
+        let Some(applied) = self.apply_queued(&mut applying) else {
+            return Ok(false);
         };
         let syncing = std::time::Instant::now();
-        let result = applied
-            .result
-            .map_err(|e| format!("writing to the database failed: {e}"))
-            .and_then(|_| self.flush_and_sync());
+        let result = match &applied.result {
+            Ok(()) => self.commit(&mut applying, &applied, checkpoint),
+            Err(e) => Err(format!("writing to the database failed: {e}")),
+        };
         match result {
             Ok(()) => {
                 self.cycles.fetch_add(1, Ordering::Relaxed);
@@ -367,7 +492,7 @@ impl Shared {
                 self.sync_micros.observe(micros);
                 self.last_cycle_failed.store(false, Ordering::SeqCst);
                 self.flushed.send_modify(|f| f.ok_upto = f.ok_upto.max(applied.upto));
-                Ok(())
+                Ok(true)
             }
             Err(e) => {
                 tracing::error!(
@@ -390,19 +515,46 @@ impl Shared {
         Ticket::queued(upto, wrote, self.flushed.subscribe())
     }
 
+    /// The writer thread: a cycle whenever something is queued, a checkpoint when one is
+    /// due and nothing is, and one at the stop (a clean shutdown leaves the journal empty).
     fn run(&self) {
         loop {
-            {
+            let checkpoint_due = {
                 let mut p = lock(&self.pending);
-                while p.queue.is_empty() && !p.stop {
-                    p = self.queued.wait(p).unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if !p.queue.is_empty() {
+                        break false;
+                    }
+                    if p.stop {
+                        let dirty = p.checkpoint_due.is_some() && p.refused.is_none();
+                        drop(p);
+                        if dirty {
+                            // a failure is logged and refused by the checkpoint
+                            let _ = self.checkpoint_alone();
+                        }
+                        return;
+                    }
+                    match p.checkpoint_due {
+                        Some(due) if p.refused.is_none() => {
+                            let now = Instant::now();
+                            if due <= now {
+                                break true;
+                            }
+                            p = self
+                                .queued
+                                .wait_timeout(p, due - now)
+                                .unwrap_or_else(|e| e.into_inner())
+                                .0;
+                        }
+                        _ => p = self.queued.wait(p).unwrap_or_else(|e| e.into_inner()),
+                    }
                 }
-                if p.queue.is_empty() && p.stop {
-                    return;
-                }
-            }
-            // a failure is logged and answered to the waiters by the cycle
-            let _ = self.cycle();
+            };
+            // a failure is logged and answered to the waiters by the cycle or checkpoint
+            let _ = match checkpoint_due {
+                true => self.checkpoint_alone().map(|()| true),
+                false => self.cycle(false),
+            };
         }
     }
 }
@@ -415,10 +567,29 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// Starts the writer for `trees` (a [`Tree`] names its sled tree by its index here) of
-    /// the database in `db_dir`, whose files it syncs after each flush.
-    pub(crate) fn start(db: sled::Db, trees: Vec<sled::Tree>, db_dir: &std::path::Path) -> std::io::Result<Writer> {
-        let stable = Stable::open(db_dir)?;
-        let shared = Shared::new(db, trees, Some(stable));
+    /// the database in `db_dir`, whose files it syncs after each flush of sled. First the
+    /// journal of the directory is read and its records replayed, made durable in sled,
+    /// and the journal emptied; a damaged journal is an error naming it.
+    pub(crate) fn start(db: sled::Db, trees: Vec<sled::Tree>, db_dir: &std::path::Path) -> Result<Writer> {
+        let mut stable = Stable::open(db_dir)?;
+        let (mut wal, records) = Wal::open(db_dir)?;
+        let next_record = replay(&trees, &records).map_err(|e| match e {
+            StoreError::Codec(why) => StoreError::Codec(format!("{}: {why}", wal.path().display())),
+            e => e,
+        })?;
+        if !records.is_empty() {
+            db.flush()?;
+            stable.sync()?;
+            tracing::info!(
+                "replayed {} records of the write-ahead journal {} (writes acknowledged since the \
+                 database was last flushed)",
+                records.len(),
+                wal.path().display()
+            );
+        }
+        // after the replay is durable (and a torn tail goes too)
+        wal.truncate()?;
+        let shared = Shared::new(db, trees, Some(stable), Some((wal, next_record)));
         let run = shared.clone();
         let thread = std::thread::Builder::new()
             .name("pigeonhole-writer".into())
@@ -437,20 +608,14 @@ impl Writer {
         }
     }
 
-    /// Applies, flushes and syncs everything queued, in the calling thread (shutdown, tools).
+    /// Applies everything queued and checkpoints, in the calling thread (shutdown, tools):
+    /// then everything is durable in sled's own files and the journal is empty.
     pub(crate) fn flush_now(&self) -> Result<()> {
-        self.shared.cycle()?;
+        if self.shared.cycle(true)? {
+            return Ok(());
+        }
         // also when nothing was queued (what sled keeps for itself, like its id generator)
-        let _applying = lock(&self.shared.applying);
-        if let Some(reason) = lock(&self.shared.pending).refused.clone() {
-            return Err(StoreError::Unavailable(reason));
-        }
-        if let Err(e) = self.shared.flush_and_sync() {
-            tracing::error!("{e}");
-            self.shared.refuse(&e, Vec::new());
-            return Err(StoreError::NotDurable);
-        }
-        Ok(())
+        self.shared.checkpoint_alone()
     }
 
     /// Runs `f` while no batch is applied to sled: between two cycles of the writer. What
@@ -498,7 +663,8 @@ impl Administration for Writer {
         WriterStats {
             batches: self.shared.flushed.borrow().ok_upto,
             cycles: self.shared.cycles.load(Ordering::Relaxed),
-            syncs: self.shared.stable.as_ref().map_or(0, |s| lock(s).syncs()),
+            syncs: self.shared.stable.as_ref().map_or(0, |s| lock(s).syncs())
+                + self.shared.wal_syncs.load(Ordering::Relaxed),
         }
     }
 
@@ -569,10 +735,63 @@ impl Frozen<'_> {
     }
 }
 
-/// One cycle's sled batch for one tree, with values split into chunks ([`chunks`]).
+/// The number of the last journal record applied to `tree` (0: none).
+fn applied_record(tree: &sled::Tree) -> Result<u64> {
+    match tree.get(APPLIED)? {
+        None => Ok(0),
+        Some(v) => match <[u8; 8]>::try_from(v.as_ref()) {
+            Ok(n) => Ok(u64::from_be_bytes(n)),
+            Err(_) => Err(StoreError::Codec(format!(
+                "the journal position of the tree {:?} has {} bytes instead of 8",
+                String::from_utf8_lossy(&tree.name()),
+                v.len()
+            ))),
+        },
+    }
+}
+
+/// Replays the journal's `records` into `trees` (in sled's memory): each record's writes to
+/// a tree, in order, as one batch with its number, unless the tree has that record already
+/// (sled made it durable before the crash). Answers the number of the next record.
+fn replay(trees: &[sled::Tree], records: &[wal::Record]) -> Result<u64> {
+    let applied = trees.iter().map(applied_record).collect::<Result<Vec<u64>>>()?;
+    let mut next = applied.iter().max().map_or(1, |n| n + 1);
+    for record in records {
+        next = next.max(record.number + 1);
+        for writes in &record.trees {
+            let Some(index) = trees.iter().position(|t| t.name() == writes.tree.as_slice()) else {
+                return Err(StoreError::Codec(format!(
+                    "record {} writes to a tree {:?} the database does not have",
+                    record.number,
+                    String::from_utf8_lossy(&writes.tree)
+                )));
+            };
+            if record.number <= applied[index] {
+                continue;
+            }
+            let mut batch = sled::Batch::default();
+            for (k, v) in &writes.writes {
+                match v {
+                    Some(v) => batch.insert(k.as_slice(), v.as_slice()),
+                    None => batch.remove(k.as_slice()),
+                }
+            }
+            batch.insert(APPLIED, &record.number.to_be_bytes()[..]);
+            trees[index].apply_batch(batch)?;
+        }
+    }
+    Ok(next)
+}
+
+/// One cycle's writes to one tree: key → value (`None`: removal); a later write of a key in
+/// the cycle replaces an earlier one, as in a `sled::Batch`.
+type TreeWrites = BTreeMap<Vec<u8>, Option<IVec>>;
+
+/// One cycle's writes to one tree, with values split into chunks ([`chunks`]): what is
+/// applied to sled as one batch and journalled as is.
 #[derive(Default)]
 struct StoredBatch {
-    batch: sled::Batch,
+    writes: TreeWrites,
     /// Per key written in this batch: its chunk count as of the last write in the batch
     /// (sled does not have it yet), and its value before the batch, whole (`None`: absent),
     /// read anyway for the chunk count: the pre-image a failed cycle puts back.
@@ -602,23 +821,23 @@ impl StoredBatch {
         };
         let after = match value {
             Some(v) if chunks::needs_chunks(v) => {
-                self.batch.insert(key, chunks::manifest(v.len()));
+                self.writes.insert(key.to_vec(), Some(chunks::manifest(v.len()).into()));
                 for (i, part) in chunks::split(v).enumerate() {
-                    self.batch.insert(chunks::chunk_key(key, i as u32), part);
+                    self.writes.insert(chunks::chunk_key(key, i as u32), Some(part.into()));
                 }
                 chunks::count(v.len())
             }
             Some(v) => {
-                self.batch.insert(key, v);
+                self.writes.insert(key.to_vec(), Some(v.into()));
                 0
             }
             None => {
-                self.batch.remove(key);
+                self.writes.insert(key.to_vec(), None);
                 0
             }
         };
         for i in after..before {
-            self.batch.remove(chunks::chunk_key(key, i));
+            self.writes.insert(chunks::chunk_key(key, i), None);
         }
         if let Some((n, _)) = self.seen.get_mut(key) {
             *n = after;
@@ -897,7 +1116,7 @@ mod tests {
     fn temporary() -> (sled::Db, Arc<Shared>, Tree) {
         let db = sled::Config::new().temporary(true).open().expect("temporary sled db");
         let sled = db.open_tree("t").expect("tree");
-        let shared = Shared::new(db.clone(), vec![sled.clone()], None);
+        let shared = Shared::new(db.clone(), vec![sled.clone()], None, None);
         let tree = Tree {
             index: 0,
             sled,
@@ -952,7 +1171,7 @@ mod tests {
             pairs(&[("pbb", "added"), ("pc", "new"), ("pd", "old")])
         );
 
-        shared.cycle();
+        shared.cycle(false);
         assert_eq!(shared.overlay_keys.load(Ordering::SeqCst), 0);
         assert_eq!(tree.sled.get("pc").expect("get").as_deref(), Some(&b"new"[..]));
         assert!(tree.sled.get("pb").expect("get").is_none());
@@ -971,7 +1190,7 @@ mod tests {
             let mut p = lock(&shared.pending);
             p.queue.split_off(1)
         };
-        shared.cycle();
+        shared.cycle(false);
         assert_eq!(tree.sled.get("k").expect("get").as_deref(), Some(&b"1"[..]));
         assert_eq!(
             tree.get("k").expect("get").as_deref(),
@@ -979,7 +1198,7 @@ mod tests {
             "batch 2 is still queued"
         );
         lock(&shared.pending).queue.extend(second);
-        shared.cycle();
+        shared.cycle(false);
         assert_eq!(tree.sled.get("k").expect("get").as_deref(), Some(&b"2"[..]));
         assert_eq!(shared.flushed.borrow().ok_upto, 2);
         assert_eq!(shared.overlay_keys.load(Ordering::SeqCst), 0);
@@ -998,7 +1217,7 @@ mod tests {
         tree.insert("pbig", big.clone());
         tree.insert("pshaped", shaped.clone());
         tree.insert("psmall", "x");
-        shared.cycle();
+        shared.cycle(false);
         // sled holds manifests and chunks: no record is larger than a chunk
         assert!(tree.sled.iter().all(|kv| kv.expect("record").1.len() <= chunks::CHUNK));
         assert_eq!(chunk_records(&tree), 4 + 1);
@@ -1010,14 +1229,14 @@ mod tests {
 
         // a shorter value, then a small one, then a removal: no chunk is left behind
         tree.insert("pbig", vec![1u8; chunks::CHUNK + 1]);
-        shared.cycle();
+        shared.cycle(false);
         assert_eq!(chunk_records(&tree), 2 + 1);
         assert_eq!(tree.get("pbig").expect("get").map(|v| v.len()), Some(chunks::CHUNK + 1));
         // two writes of one key in one cycle
         tree.insert("pbig", vec![2u8; 5 * chunks::CHUNK]);
         tree.insert("pbig", "small now");
         tree.remove("pshaped");
-        shared.cycle();
+        shared.cycle(false);
         assert_eq!(chunk_records(&tree), 0);
         assert_eq!(tree.get("pbig").expect("get").as_deref(), Some(&b"small now"[..]));
         assert!(tree.get("pshaped").expect("get").is_none());
@@ -1089,7 +1308,7 @@ mod tests {
         tree.insert("a", "old");
         tree.insert("big", big_old.clone());
         tree.insert("gone", "old");
-        shared.cycle().expect("a good cycle");
+        shared.cycle(false).expect("a good cycle");
         let durable = all(&tree);
         assert_eq!(durable.len(), 3);
 
@@ -1111,7 +1330,7 @@ mod tests {
         );
 
         shared.fail_syncs.store(true, Ordering::SeqCst);
-        assert!(matches!(shared.cycle(), Err(StoreError::NotDurable)));
+        assert!(matches!(shared.cycle(false), Err(StoreError::NotDurable)));
         // (the second batch was still queued when the cycle failed: in the overlay, and
         // numbered below the last batch queued)
         drop(behind);
@@ -1160,7 +1379,7 @@ mod tests {
         assert_eq!(tree.get("a").expect("get").as_deref(), Some(&b"old"[..]));
         // the writer does no more cycles, even once the disk is fine again
         shared.fail_syncs.store(false, Ordering::SeqCst);
-        assert!(matches!(shared.cycle(), Err(StoreError::Unavailable(_))));
+        assert!(matches!(shared.cycle(false), Err(StoreError::Unavailable(_))));
         assert_eq!(all(&tree), durable);
         assert_eq!(shared.flushed.borrow().ok_upto, 3);
     }
@@ -1182,7 +1401,7 @@ mod tests {
             assert!(matches!(failed.wait().await, Err(StoreError::NotDurable)));
             assert!(tree.get("failed").expect("get").is_none());
             let why = writer.writable().await.expect_err("not writable");
-            assert!(why.contains("syncing the database files failed"), "{why}");
+            assert!(why.contains("syncing the write-ahead journal failed"), "{why}");
             writer.shared.fail_syncs.store(false, Ordering::SeqCst);
             let refused = tree.insert("refused", "no");
             assert!(matches!(refused.wait().await, Err(StoreError::Unavailable(_))));
@@ -1196,5 +1415,247 @@ mod tests {
         let tree = db.open_tree("t").expect("tree");
         assert!(tree.get("acknowledged").expect("get").is_some());
         assert!(tree.get("refused").expect("get").is_none());
+    }
+
+    /// A database directory with two trees, its writer, and its trees.
+    fn on_disk(dir: &std::path::Path) -> (Writer, Tree, Tree) {
+        let db = sled::Config::new().path(dir).open().expect("open");
+        let trees = vec![db.open_tree("t").expect("tree"), db.open_tree("u").expect("tree")];
+        let writer = Writer::start(db, trees, dir).expect("writer");
+        let (t, u) = (writer.tree(0), writer.tree(1));
+        (writer, t, u)
+    }
+
+    /// Every record sled holds in both trees, the engine's own (chunks, the journal
+    /// position) included.
+    fn everything(writer: &Writer) -> Vec<(usize, Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        for (i, tree) in writer.shared.trees.iter().enumerate() {
+            for kv in tree.iter() {
+                let (k, v) = kv.expect("record");
+                out.push((i, k.to_vec(), v.to_vec()));
+            }
+        }
+        out
+    }
+
+    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for entry in std::fs::read_dir(from).expect("list") {
+            let entry = entry.expect("entry");
+            let target = to.join(entry.file_name());
+            if entry.file_type().expect("type").is_dir() {
+                copy_dir(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), target).expect("copy");
+            }
+        }
+    }
+
+    /// The journal of a directory.
+    fn journal(dir: &std::path::Path) -> Vec<u8> {
+        std::fs::read(dir.join(wal::FILE)).expect("journal")
+    }
+
+    /// What a crash can leave at each step of a checkpoint, for writes acknowledged by the
+    /// journal alone: sled's files as of the previous checkpoint (its flush not yet done or
+    /// not yet synced), as some later moment (sled's own background writes), or as after
+    /// this checkpoint's sync; with the journal whole (not yet emptied, or the emptying not
+    /// yet synced), torn in its next record, or empty (only after sled's sync). Each opens
+    /// with every acknowledged write, and the same records everywhere.
+    #[tokio::test]
+    async fn acknowledged_writes_survive_a_crash_at_every_step_of_a_checkpoint() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let images = tempfile::tempdir().expect("temporary directory");
+        let live = dir.path();
+        let image = |name: &str, sled_from: &std::path::Path, journal: &[u8]| {
+            let to = images.path().join(name);
+            copy_dir(sled_from, &to);
+            std::fs::write(to.join(wal::FILE), journal).expect("journal");
+            to
+        };
+        let big: Vec<u8> = (0..3 * chunks::CHUNK + 7).map(|i| (i % 251) as u8).collect();
+        let (expected, full_journal, all_images) = {
+            let (writer, t, u) = on_disk(live);
+            t.insert("a", "before the checkpoint").wait().await.expect("durable");
+            t.insert("replaced big", big.clone()).wait().await.expect("durable");
+            writer.flush_now().expect("checkpoint");
+            assert_eq!(journal(live).len(), 8, "a checkpoint empties the journal");
+            let previous = images.path().join("previous checkpoint");
+            copy_dir(live, &previous);
+
+            // acknowledged by the journal: one record per cycle
+            t.insert("b", "journal only").wait().await.expect("durable");
+            t.insert("replaced big", "small now").wait().await.expect("durable");
+            t.insert("big", big.clone()).wait().await.expect("durable");
+            let mut both = Batch::default();
+            both.insert("c", "in both trees");
+            u.apply_batch(both).wait().await.expect("durable");
+            t.insert("c", "in both trees").wait().await.expect("durable");
+            t.remove("a").wait().await.expect("durable");
+            let syncs = writer.shared.wal_syncs.load(Ordering::SeqCst);
+            let full = journal(live);
+            assert!(full.len() > 8 + 3 * chunks::CHUNK, "the records are in the journal");
+            let records = wal::read(&full).expect("read").records;
+            assert_eq!(records.len(), 6, "one record per acknowledged cycle");
+            let later = images.path().join("sled's own writes");
+            copy_dir(live, &later);
+            // a next record cut short by the crash
+            let torn_next = {
+                let mut b = full.clone();
+                let next = wal::encode(99, [(&b"t"[..], [(&b"d"[..], Some(&b"never acknowledged"[..]))])]);
+                b.extend_from_slice(&next[..next.len() - 3]);
+                b
+            };
+            writer.flush_now().expect("checkpoint");
+            assert_eq!(writer.shared.wal_syncs.load(Ordering::SeqCst), syncs + 1);
+            let after = images.path().join("after the checkpoint");
+            copy_dir(live, &after);
+            let expected = everything(&writer);
+            drop(writer);
+            let all_images = vec![
+                // crash before sled's flush or its sync reached the disk
+                image("1 previous + whole journal", &previous, &full),
+                image("2 previous + torn next record", &previous, &torn_next),
+                // crash during sled's flush (some of it on disk)
+                image("3 some of sled + whole journal", &later, &full),
+                // crash after sled's sync, before the journal's emptying is durable
+                image("4 after sync + whole journal", &after, &full),
+                // after the checkpoint (what the directory itself holds)
+                after.clone(),
+            ];
+            (expected, full, all_images)
+        };
+        assert!(expected.iter().any(|(_, k, _)| k == APPLIED), "{expected:?}");
+        for path in all_images {
+            let (writer, t, u) = on_disk(&path);
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert_eq!(t.get("a").expect("get"), None, "{name}");
+            assert_eq!(
+                t.get("b").expect("get").as_deref(),
+                Some(&b"journal only"[..]),
+                "{name}"
+            );
+            assert_eq!(t.get("big").expect("get").as_deref(), Some(&big[..]), "{name}");
+            assert_eq!(
+                t.get("replaced big").expect("get").as_deref(),
+                Some(&b"small now"[..]),
+                "{name}"
+            );
+            assert_eq!(
+                u.get("c").expect("get").as_deref(),
+                Some(&b"in both trees"[..]),
+                "{name}"
+            );
+            assert_eq!(
+                everything(&writer),
+                expected,
+                "{name}: the same records, chunks and positions"
+            );
+            assert_eq!(journal(&path).len(), 8, "{name}: the journal is empty after open");
+            // and it goes on numbering after the replayed records
+            t.insert("after", "reopen").wait().await.expect("durable");
+            let next = wal::read(&journal(&path)).expect("read").records;
+            assert_eq!(next.len(), 1);
+            assert!(next[0].number > wal::read(&full_journal).expect("read").records[5].number);
+        }
+    }
+
+    /// Replaying records sled already has changes nothing: those it has are skipped by
+    /// their number, and replaying them anyway (the writes are whole values and removals,
+    /// not increments) ends in the same records.
+    #[test]
+    fn replay_is_idempotent() {
+        let db = sled::Config::new().temporary(true).open().expect("temporary sled db");
+        let trees = vec![db.open_tree("t").expect("tree"), db.open_tree("u").expect("tree")];
+        let rec = |number: u64, tree: &str, writes: &[(&str, Option<&str>)]| wal::Record {
+            number,
+            trees: vec![wal::TreeWrites {
+                tree: tree.as_bytes().to_vec(),
+                writes: writes
+                    .iter()
+                    .map(|(k, v)| (k.as_bytes().to_vec(), v.map(|v| v.as_bytes().to_vec())))
+                    .collect(),
+            }],
+        };
+        let records = vec![
+            rec(5, "t", &[("k", Some("1")), ("gone", Some("x"))]),
+            rec(6, "u", &[("k", Some("u"))]),
+            rec(7, "t", &[("k", Some("2")), ("gone", None)]),
+        ];
+        let dump = || -> Vec<(usize, Vec<u8>, Vec<u8>)> {
+            let mut out = Vec::new();
+            for (i, t) in trees.iter().enumerate() {
+                out.extend(t.iter().map(|kv| {
+                    let (k, v) = kv.expect("record");
+                    (i, k.to_vec(), v.to_vec())
+                }));
+            }
+            out
+        };
+        assert_eq!(replay(&trees, &records).expect("replay"), 8);
+        let once = dump();
+        assert_eq!(trees[0].get("k").expect("get").as_deref(), Some(&b"2"[..]));
+        assert!(trees[0].get("gone").expect("get").is_none());
+        assert_eq!(applied_record(&trees[0]).expect("position"), 7);
+        assert_eq!(applied_record(&trees[1]).expect("position"), 6);
+        assert_eq!(replay(&trees, &records).expect("again"), 8);
+        assert_eq!(dump(), once, "skipped by number");
+        // only a prefix reached sled: the rest is applied
+        trees[0].insert(APPLIED, &5u64.to_be_bytes()[..]).expect("position");
+        trees[0].insert("k", "1").expect("as after record 5");
+        trees[0].insert("gone", "x").expect("as after record 5");
+        replay(&trees, &records).expect("replay");
+        assert_eq!(dump(), once, "from a prefix");
+        // without positions at all, every record applied again
+        trees[0].remove(APPLIED).expect("position");
+        trees[1].remove(APPLIED).expect("position");
+        replay(&trees, &records).expect("replay");
+        assert_eq!(dump(), once, "applied twice");
+        // a record naming a tree the database does not have is refused
+        let unknown = vec![rec(9, "nope", &[("k", None)])];
+        assert!(matches!(replay(&trees, &unknown), Err(StoreError::Codec(_))));
+    }
+
+    /// A checkpoint whose sync of sled's files fails leaves the journal as it was (the
+    /// writes it acknowledged are only there) and refuses later writes; a restart replays
+    /// them.
+    #[tokio::test]
+    async fn a_failed_checkpoint_keeps_the_journal() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        {
+            let (writer, t, _) = on_disk(dir.path());
+            t.insert("k", "acknowledged").wait().await.expect("durable");
+            let before = journal(dir.path());
+            assert!(before.len() > 8);
+            writer.shared.fail_syncs.store(true, Ordering::SeqCst);
+            assert!(matches!(writer.flush_now(), Err(StoreError::NotDurable)));
+            assert_eq!(journal(dir.path()), before, "not emptied");
+            writer.shared.fail_syncs.store(false, Ordering::SeqCst);
+            assert!(matches!(writer.flush_now(), Err(StoreError::Unavailable(_))));
+            assert_eq!(journal(dir.path()), before, "not emptied at the stop either");
+        }
+        let (_, t, _) = on_disk(dir.path());
+        assert_eq!(t.get("k").expect("get").as_deref(), Some(&b"acknowledged"[..]));
+    }
+
+    /// Idle, the writer checkpoints on its own within about [`CHECKPOINT_AFTER`], and a
+    /// stop leaves the journal empty.
+    #[tokio::test]
+    async fn the_journal_is_emptied_when_idle_and_at_the_stop() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (writer, t, _) = on_disk(dir.path());
+        t.insert("k", "v").wait().await.expect("durable");
+        assert!(journal(dir.path()).len() > 8);
+        let deadline = Instant::now() + CHECKPOINT_AFTER + Duration::from_secs(10);
+        while journal(dir.path()).len() > 8 {
+            assert!(Instant::now() < deadline, "no checkpoint");
+            tokio::time::sleep(Duration::from_millis(20)).await; // poll, with a deadline
+        }
+        assert_eq!(writer.shared.checkpoints.load(Ordering::SeqCst), 1);
+        t.insert("k", "w").wait().await.expect("durable");
+        assert!(journal(dir.path()).len() > 8);
+        drop((t, writer));
+        assert_eq!(journal(dir.path()).len(), 8);
     }
 }
