@@ -11,8 +11,7 @@
 //!                          and for an insert: value length (u32 LE), value
 //! ```
 //!
-//! Records are numbered consecutively across the whole life of the database (the number is
-//! also what each sled tree records as the last record applied to it). Reading stops at the
+//! Records are numbered consecutively. Reading stops at the
 //! first record that is incomplete, fails its checksum or does not follow its predecessor's
 //! number: a power cut during the last append leaves such a tail, and it was never
 //! acknowledged. When a record with a good checksum and a later number follows that point,
