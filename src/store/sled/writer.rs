@@ -1680,14 +1680,21 @@ mod tests {
         t.insert("k", "v").wait().await.expect("durable");
         assert!(journal(dir.path()).len() > 8);
         let deadline = Instant::now() + CHECKPOINT_AFTER + Duration::from_secs(10);
-        while journal(dir.path()).len() > 8 {
+        while writer.shared.checkpoints.load(Ordering::SeqCst) == 0 {
             assert!(Instant::now() < deadline, "no checkpoint");
             tokio::time::sleep(Duration::from_millis(20)).await; // poll, with a deadline
         }
-        assert_eq!(writer.shared.checkpoints.load(Ordering::SeqCst), 1);
+        assert_eq!(journal(dir.path()).len(), 8);
         t.insert("k", "w").wait().await.expect("durable");
-        assert!(journal(dir.path()).len() > 8);
+        let shared = writer.shared.clone();
+        let checkpoints = {
+            // (no checkpoint runs while this is held)
+            let _applying = lock(&shared.applying);
+            assert!(journal(dir.path()).len() > 8);
+            shared.checkpoints.load(Ordering::SeqCst)
+        };
         drop((t, writer));
+        assert_eq!(shared.checkpoints.load(Ordering::SeqCst), checkpoints + 1);
         assert_eq!(journal(dir.path()).len(), 8);
     }
 }
