@@ -8,7 +8,9 @@
 //!   (`fdatasync`) since the previous answer, nothing written to it is unsynced, and its
 //!   name in `db/` was made durable (the directory synced after its creation), or else a
 //!   checkpoint made everything durable (below);
-//! * before the journal is emptied (`ftruncate`: a checkpoint), every other file of the
+//! * before the journal is emptied (a checkpoint: the next generation written into its
+//!   header, a `pwrite64` below offset 4096; the file is preallocated and written in
+//!   place, never truncated), every other file of the
 //!   database written since the previous checkpoint and every directory in which a file was
 //!   created or renamed since was synced (`fsync`/`fdatasync`) after the journal's last
 //!   record was (sled's own threads may write meanwhile, on their own: that is not data a
@@ -60,8 +62,9 @@ enum Event {
     Synced(String),
     /// `sync_file_range` of a file (not a sync: counted only).
     RangeWritten(String),
-    /// `ftruncate` of a file.
-    Truncated(String),
+    /// `ftruncate` of a file, or a write into the header of the journal (`pigeonhole-wal`,
+    /// below offset 4096: its generation bumped): the file emptied.
+    Emptied(String),
     /// An HTTP answer written to a socket, with the text strace shows of it.
     Answered(String),
 }
@@ -78,6 +81,15 @@ fn quoted(args: &str) -> Option<&str> {
     let start = args.find('"')? + 1;
     let end = start + args[start..].find('"')?;
     Some(&args[start..end])
+}
+
+/// The offset of a `pwrite64` (its last argument: `…, 20, 512) = 20` → 512).
+fn pwrite_offset(args: &str) -> u64 {
+    let call = args.rsplit_once(')').map_or(args, |(call, _)| call);
+    call.rsplit(',')
+        .next()
+        .and_then(|o| o.trim().parse().ok())
+        .unwrap_or(u64::MAX)
 }
 
 fn parent(path: &str) -> String {
@@ -119,6 +131,9 @@ fn parse(trace: &str) -> Vec<Event> {
                     true => Event::Answered(args.to_owned()),
                     false => continue,
                 },
+                Some(p) if name == "pwrite64" && p.ends_with("/pigeonhole-wal") && pwrite_offset(args) < 4096 => {
+                    Event::Emptied(p.to_owned())
+                }
                 Some(p) => Event::Wrote(p.to_owned()),
                 None => continue,
             },
@@ -149,7 +164,7 @@ fn parse(trace: &str) -> Vec<Event> {
                 None => continue,
             },
             "ftruncate" => match fd_path(args) {
-                Some(p) => Event::Truncated(p.to_owned()),
+                Some(p) => Event::Emptied(p.to_owned()),
                 None => continue,
             },
             _ => continue,
@@ -214,7 +229,7 @@ fn durability_problems(events: &[Event], db: &str, acknowledged: &[String]) -> V
                     f.synced = Some(i);
                 }
             }
-            Event::Truncated(p) if *p == journal => {
+            Event::Emptied(p) if *p == journal => {
                 let synced_after = |f: &File, at: usize| f.synced.is_some_and(|s| s > at);
                 let mut unsynced: Vec<&String> = files
                     .iter()
@@ -352,11 +367,11 @@ fn the_trace_check_finds_writes_answered_before_their_sync() {
     let trace = [
         // the journal created, its name not yet synced
         "10 openat(AT_FDCWD</>, \"/d/db/pigeonhole-wal\", O_RDWR|O_CREAT|O_EXCL|O_CLOEXEC, 0666) = 5</d/db/pigeonhole-wal>\n",
-        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 8) = 1\n",
+        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 4096) = 1\n",
         "10 fdatasync(5</d/db/pigeonhole-wal>) = 0\n",
         &answer(12, "aaaa"), // 1: the journal's name is not durable
         "10 fsync(6</d/db>) = 0\n",
-        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 9) = 1\n",
+        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 4097) = 1\n",
         "11 pwrite64(4</d/db/db>, \"y\", 1, 0) = 1\n",
         "11 sync_file_range(4</d/db/db>, 0, 1, SYNC_FILE_RANGE_WRITE) = 0\n",
         "10 fdatasync(5</d/db/pigeonhole-wal> <unfinished ...>\n",
@@ -364,7 +379,7 @@ fn the_trace_check_finds_writes_answered_before_their_sync() {
         "10 <... fdatasync resumed>) = 0\n",
         &answer(12, "bbbb"), // fine: sled's own file need not be synced before an answer
         &answer(12, "cccc"), // 2: nothing was made durable for it
-        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 10) = 1\n",
+        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 4098) = 1\n",
         &answer(12, "dddd"), // 3: its record is not synced
         "10 fdatasync(5</d/db/pigeonhole-wal>) = 0\n",
         "11 pwrite64(4</d/db/db>, \"y\", 1, 0) = 1\n",
@@ -372,17 +387,17 @@ fn the_trace_check_finds_writes_answered_before_their_sync() {
         "10 fdatasync(4</d/db/db>) = 0\n",
         "10 fsync(8</d/db/snap.1>) = 0\n",
         "10 ftruncate(5</d/db/pigeonhole-wal>, 8) = 0\n", // 4: before the directory's sync
-        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 8) = 1\n",
+        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 4096) = 1\n",
         "10 fdatasync(5</d/db/pigeonhole-wal>) = 0\n",
         "11 pwrite64(4</d/db/db>, \"y\", 1, 0) = 1\n",
         "10 fdatasync(4</d/db/db>) = 0\n",
         "11 pwrite64(4</d/db/db>, \"y\", 1, 0) = 1\n", // sled's own, after the sync: fine
         "10 ftruncate(5</d/db/pigeonhole-wal>, 8) = 0\n",
         &answer(12, "eeee"), // fine: the checkpoint made it durable
-        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 8) = 1\n",
+        "10 pwrite64(5</d/db/pigeonhole-wal>, \"r\", 1, 4096) = 1\n",
         "10 fdatasync(5</d/db/pigeonhole-wal>) = 0\n",
         "11 pwrite64(4</d/db/db>, \"y\", 1, 0) = 1\n",
-        "10 ftruncate(5</d/db/pigeonhole-wal>, 8) = 0\n", // 5: sled's file not synced since
+        "10 pwrite64(5</d/db/pigeonhole-wal>, \"PHWAL02\\n\\3\", 20, 512) = 20\n", // 5: sled's file not synced since
     ]
     .concat();
     let events = parse(&trace);
@@ -470,7 +485,7 @@ async fn one_sync_per_acknowledged_write_at_one_client() {
                 in_interval += 1;
                 journal_written = false;
             }
-            Event::Truncated(p) if *p == journal => checkpoints += 1,
+            Event::Emptied(p) if *p == journal => checkpoints += 1,
             Event::Synced(p) | Event::RangeWritten(p) => other.push(p.clone()),
             e if is_ack(e) => {
                 if in_interval != 1 {

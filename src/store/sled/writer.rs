@@ -123,6 +123,10 @@ type Write = (Vec<u8>, Option<IVec>);
 const CHECKPOINT_BYTES: u64 = 4 * 1024 * 1024;
 /// …or this long after the first record written since the last one.
 const CHECKPOINT_AFTER: Duration = Duration::from_secs(1);
+/// Bytes of records the journal is created with room for (zeros written once): the
+/// checkpoint's size and room for the cycle that crosses it. A record that does not fit
+/// is written after a checkpoint (see [`Shared::journal`]).
+const JOURNAL_ROOM: u64 = CHECKPOINT_BYTES + CHECKPOINT_BYTES / 4;
 
 /// The batch number of an overlay entry that is not a queued write but the value a key had
 /// before a cycle that failed (batches are numbered from 1).
@@ -405,7 +409,7 @@ impl Shared {
     /// Makes the cycle durable before it is applied: its record appended to the journal
     /// and synced (without a journal, in tests: nothing; sled is flushed after the apply).
     fn journal(&self, applying: &mut Applying, cycle: &Cycle) -> std::result::Result<(), String> {
-        let Some(wal) = applying.wal.as_mut() else {
+        let Some(wal) = applying.wal.as_ref() else {
             return Ok(());
         };
         let number = applying.next_record;
@@ -414,12 +418,20 @@ impl Shared {
             let name: &[u8] = self.names[*index].as_ref();
             (name, writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))
         });
-        let record = wal::encode(number, trees);
+        let mut record = wal::encode(number, trees);
         #[cfg(test)]
         if self.fail_syncs.load(Ordering::SeqCst) {
             return Err("syncing the write-ahead journal failed: injected by a test".into());
         }
-        wal.append(&record)
+        if !wal.fits(record.len()) && wal.bytes() > 0 {
+            // the journal's preallocated room is used up: a checkpoint first (sled holds
+            // every earlier cycle, not yet this one), then the record at its start
+            self.checkpoint(applying)?;
+        }
+        let Some(wal) = applying.wal.as_mut() else {
+            return Ok(());
+        };
+        wal.append(&mut record)
             .map_err(|e| format!("writing the write-ahead journal {} failed: {e}", wal.path().display()))?;
         self.wal_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -448,7 +460,7 @@ impl Shared {
     fn checkpoint(&self, applying: &mut Applying) -> std::result::Result<(), String> {
         self.flush_and_sync()?;
         if let Some(wal) = applying.wal.as_mut() {
-            wal.truncate()
+            wal.empty()
                 .map_err(|e| format!("emptying the write-ahead journal {} failed: {e}", wal.path().display()))?;
             self.wal_syncs.fetch_add(1, Ordering::Relaxed);
         }
@@ -618,7 +630,7 @@ impl Writer {
     /// and the journal emptied; a damaged journal is an error naming it.
     pub(crate) fn start(db: sled::Db, trees: Vec<sled::Tree>, db_dir: &std::path::Path) -> Result<Writer> {
         let mut stable = Stable::open(db_dir)?;
-        let (mut wal, records) = Wal::open(db_dir)?;
+        let (mut wal, records) = Wal::open(db_dir, JOURNAL_ROOM)?;
         let next_record = replay(&trees, &records).map_err(|e| match e {
             StoreError::Codec(why) => StoreError::Codec(format!("{}: {why}", wal.path().display())),
             e => e,
@@ -634,7 +646,7 @@ impl Writer {
             );
         }
         // after the replay is durable (and a torn tail goes too)
-        wal.truncate()?;
+        wal.empty()?;
         let shared = Shared::new(db, trees, Some(stable), Some((wal, next_record)));
         let run = shared.clone();
         let thread = std::thread::Builder::new()
@@ -1497,6 +1509,11 @@ mod tests {
         std::fs::read(dir.join(wal::FILE)).expect("journal")
     }
 
+    /// The records of the journal of a directory.
+    fn records(dir: &std::path::Path) -> Vec<wal::Record> {
+        wal::read(&journal(dir)).expect("read the journal").records
+    }
+
     /// What a crash can leave at each step of a checkpoint, for writes acknowledged by the
     /// journal alone: sled's files as of the previous checkpoint (its flush not yet done or
     /// not yet synced), as some later moment (sled's own background writes), or as after
@@ -1520,7 +1537,7 @@ mod tests {
             t.insert("a", "before the checkpoint").wait().await.expect("durable");
             t.insert("replaced big", big.clone()).wait().await.expect("durable");
             writer.flush_now().expect("checkpoint");
-            assert_eq!(journal(live).len(), 8, "a checkpoint empties the journal");
+            assert!(records(live).is_empty(), "a checkpoint empties the journal");
             let previous = images.path().join("previous checkpoint");
             copy_dir(live, &previous);
 
@@ -1535,16 +1552,21 @@ mod tests {
             t.remove("a").wait().await.expect("durable");
             let syncs = writer.shared.wal_syncs.load(Ordering::SeqCst);
             let full = journal(live);
-            assert!(full.len() > 8 + 3 * chunks::CHUNK, "the records are in the journal");
-            let records = wal::read(&full).expect("read").records;
-            assert_eq!(records.len(), 6, "one record per acknowledged cycle");
+            let contents = wal::read(&full).expect("read");
+            assert!(
+                contents.end > wal::RECORDS + 3 * chunks::CHUNK,
+                "the records are in the journal"
+            );
+            assert_eq!(contents.records.len(), 6, "one record per acknowledged cycle");
+            assert_eq!(full.len(), wal::RECORDS + JOURNAL_ROOM as usize, "written in place");
             let later = images.path().join("sled's own writes");
             copy_dir(live, &later);
             // a next record cut short by the crash
             let torn_next = {
                 let mut b = full.clone();
-                let next = wal::encode(99, [(&b"t"[..], [(&b"d"[..], Some(&b"never acknowledged"[..]))])]);
-                b.extend_from_slice(&next[..next.len() - 3]);
+                let mut next = wal::encode(99, [(&b"t"[..], [(&b"d"[..], Some(&b"never acknowledged"[..]))])]);
+                wal::stamp(&mut next, contents.generation);
+                b[contents.end..contents.end + next.len() - 3].copy_from_slice(&next[..next.len() - 3]);
                 b
             };
             writer.flush_now().expect("checkpoint");
@@ -1553,6 +1575,20 @@ mod tests {
             copy_dir(live, &after);
             let expected = everything(&writer);
             drop(writer);
+            // the emptying is the next generation written into the header, nothing else
+            let emptied = journal(live);
+            let changed: Vec<usize> = (0..full.len()).filter(|i| full[*i] != emptied[*i]).collect();
+            assert!(
+                !changed.is_empty() && changed.iter().all(|i| *i < 1024),
+                "only the header changes: {changed:?}"
+            );
+            let torn_bump = {
+                let mut b = full.clone();
+                for i in &changed[..changed.len() / 2] {
+                    b[*i] = emptied[*i];
+                }
+                b
+            };
             let all_images = vec![
                 // crash before sled's flush or its sync reached the disk
                 image("1 previous + whole journal", &previous, &full),
@@ -1561,6 +1597,8 @@ mod tests {
                 image("3 some of sled + whole journal", &later, &full),
                 // crash after sled's sync, before the journal's emptying is durable
                 image("4 after sync + whole journal", &after, &full),
+                // crash while the journal's generation is bumped (a torn header slot)
+                image("5 after sync + torn emptying", &after, &torn_bump),
                 // after the checkpoint (what the directory itself holds)
                 after.clone(),
             ];
@@ -1587,13 +1625,45 @@ mod tests {
                 "{name}"
             );
             assert_eq!(everything(&writer), expected, "{name}: the same records and chunks");
-            assert_eq!(journal(&path).len(), 8, "{name}: the journal is empty after open");
+            assert!(records(&path).is_empty(), "{name}: the journal is empty after open");
             // and it goes on journalling
             t.insert("after", "reopen").wait().await.expect("durable");
             let next = wal::read(&journal(&path)).expect("read").records;
             assert_eq!(next.len(), 1);
             assert_eq!(next[0].trees[0].writes.len(), 1);
         }
+    }
+
+    /// A cycle whose record does not fit in the journal's preallocated room is written after
+    /// a checkpoint, at the start of the room: the file keeps its size (no `fdatasync` has
+    /// to commit a new one), and the records before it are in sled.
+    #[tokio::test]
+    async fn a_record_that_does_not_fit_checkpoints_first() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let room = 64 * 1024;
+        drop(Wal::open(dir.path(), room).expect("a small journal"));
+        let size = std::fs::metadata(dir.path().join(wal::FILE)).expect("stat").len();
+        let (writer, t, _) = on_disk(dir.path());
+        let value = vec![7u8; 40 * 1024];
+        t.insert("first", value.clone()).wait().await.expect("durable");
+        let checkpoints = writer.shared.checkpoints.load(Ordering::SeqCst);
+        assert_eq!(records(dir.path()).len(), 1);
+        t.insert("second", value.clone()).wait().await.expect("durable");
+        assert!(writer.shared.checkpoints.load(Ordering::SeqCst) > checkpoints);
+        let contents = wal::read(&journal(dir.path())).expect("read");
+        assert_eq!(contents.records.len(), 1, "only the second record");
+        let names = |name: &[u8]| {
+            contents.records[0].trees[0]
+                .writes
+                .iter()
+                .any(|(k, _)| k.windows(name.len()).any(|w| w == name))
+        };
+        assert!(names(b"second") && !names(b"first"));
+        assert_eq!(std::fs::metadata(dir.path().join(wal::FILE)).expect("stat").len(), size);
+        drop((t, writer));
+        let (_, t, _) = on_disk(dir.path());
+        assert_eq!(t.get("first").expect("get").as_deref(), Some(&value[..]));
+        assert_eq!(t.get("second").expect("get").as_deref(), Some(&value[..]));
     }
 
     /// Replaying records sled already has, all or some of them, changes nothing: the writes
@@ -1659,7 +1729,7 @@ mod tests {
             let (writer, t, _) = on_disk(dir.path());
             t.insert("k", "acknowledged").wait().await.expect("durable");
             let before = journal(dir.path());
-            assert!(before.len() > 8);
+            assert!(!records(dir.path()).is_empty());
             writer.shared.fail_syncs.store(true, Ordering::SeqCst);
             assert!(matches!(writer.flush_now(), Err(StoreError::NotDurable)));
             assert_eq!(journal(dir.path()), before, "not emptied");
@@ -1678,23 +1748,23 @@ mod tests {
         let dir = tempfile::tempdir().expect("temporary directory");
         let (writer, t, _) = on_disk(dir.path());
         t.insert("k", "v").wait().await.expect("durable");
-        assert!(journal(dir.path()).len() > 8);
+        assert!(!records(dir.path()).is_empty());
         let deadline = Instant::now() + CHECKPOINT_AFTER + Duration::from_secs(10);
         while writer.shared.checkpoints.load(Ordering::SeqCst) == 0 {
             assert!(Instant::now() < deadline, "no checkpoint");
             tokio::time::sleep(Duration::from_millis(20)).await; // poll, with a deadline
         }
-        assert_eq!(journal(dir.path()).len(), 8);
+        assert!(records(dir.path()).is_empty());
         t.insert("k", "w").wait().await.expect("durable");
         let shared = writer.shared.clone();
         let checkpoints = {
             // (no checkpoint runs while this is held)
             let _applying = lock(&shared.applying);
-            assert!(journal(dir.path()).len() > 8);
+            assert!(!records(dir.path()).is_empty());
             shared.checkpoints.load(Ordering::SeqCst)
         };
         drop((t, writer));
         assert_eq!(shared.checkpoints.load(Ordering::SeqCst), checkpoints + 1);
-        assert_eq!(journal(dir.path()).len(), 8);
+        assert!(records(dir.path()).is_empty());
     }
 }
