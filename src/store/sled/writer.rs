@@ -17,7 +17,8 @@
 //!
 //! sled's own files are made durable lazily, in a *checkpoint*: sled's `flush()`, then the
 //! `fsync`s of [`super::stable`] (sled's `flush()` alone does not survive a power cut), and
-//! only then the journal is emptied (`ftruncate` to its header, `fdatasync`). A checkpoint
+//! only then the journal is emptied (its next generation written into its header,
+//! `fdatasync`; the file is preallocated and written in place, see [`super::wal`]). A checkpoint
 //! runs when the journal reaches [`CHECKPOINT_BYTES`], [`CHECKPOINT_AFTER`] after the first
 //! record written since the last one (also when idle: the writer waits with that
 //! deadline), at every [`Writer::flush_now`] (the store's `flush()`: imports, copies,
@@ -40,7 +41,7 @@
 //!   synced. So at any crash, every change sled's files may hold beyond the last checkpoint
 //!   is a change some record of the journal holds in full.
 //! * **The journal is emptied only after sled is durable.** A checkpoint syncs sled's files
-//!   (the log, new files, their directories) after its flush and before the `ftruncate`;
+//!   (the log, new files, their directories) after its flush and before the emptying;
 //!   the emptying is synced before the next record is written, so a record never lands on
 //!   a journal whose emptying could still be undone.
 //! * **Opening replays every record, in order, then checkpoints** ([`Writer::start`]):
@@ -56,7 +57,8 @@
 //!   batches follow queue order.
 //! * **Crash points of a checkpoint:** before sled's sync completes, the journal is whole
 //!   and sled's files hold the last checkpoint plus any part of later records; after it,
-//!   sled holds everything and the journal is whole, emptied, or (torn emptying) either;
+//!   sled holds everything and the journal is whole, emptied, or (a torn header slot: the
+//!   other slot still names the previous generation) whole again;
 //!   each of these opens to the same state (`acknowledged_writes_survive_a_crash_at_every_
 //!   step_of_a_checkpoint` builds each image and opens it).
 //!
