@@ -9,8 +9,8 @@
 //!   ([`Stripes`]);
 //! * the engine: opening the data directory's database ([`open`]: its format, [`mod@format`],
 //!   checked and migrated first), one writer thread with group commit and an in-memory
-//!   overlay of queued writes ([`writer`]), values over 4 KiB in chunks ([`chunks`]), the
-//!   `fsync`s after each flush ([`stable`]); imports in journalled batches ([`imports`]),
+//!   overlay of queued writes and a write-ahead journal ([`writer`], [`wal`]), values over
+//!   4 KiB in chunks ([`chunks`]), the `fsync`s after each flush of sled ([`stable`]); imports in journalled batches ([`imports`]),
 //!   moving in ([`moving_in`]) and the backup file ([`backup`]).
 
 pub(crate) mod accounts;
@@ -25,6 +25,7 @@ pub mod moving_in;
 pub(crate) mod records;
 pub mod scheduler;
 pub(crate) mod stable;
+pub(crate) mod wal;
 pub(crate) mod writer;
 
 // what the engine's files name as `super::…` (the store's shared types)

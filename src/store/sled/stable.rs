@@ -5,7 +5,8 @@
 //! be gone although the process was told it was written. sled's own `fsync` of the log runs
 //! only every 500 ms in a background thread, and the files it writes for values over about
 //! 128 KiB (`db/blobs/<lsn>`, also whole pages that grow past that size) are never synced at
-//! all. So after each `flush()` the writer calls [`Stable::sync`], which
+//! all. So after each `flush()` (a checkpoint of the writer: [`super::writer`]) the writer
+//! calls [`Stable::sync`], which
 //!
 //! 1. `fsync`s every blob file it has not synced yet, and then the `blobs` directory (the
 //!    store keeps values in chunks, [`super::chunks`], so sled writes no blobs; this covers
@@ -112,7 +113,7 @@ impl Stable {
         let mut n = self.blobs.sync_new(&[])?;
         self.log.sync_data()?;
         n += 1;
-        n += self.db.sync_new(&["blobs", "db"])?;
+        n += self.db.sync_new(&["blobs", "db", super::wal::FILE])?;
         self.syncs.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }
