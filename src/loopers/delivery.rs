@@ -202,7 +202,8 @@ impl InboxSender {
         // claimed but not started after all: given back at the end of the pass, for another
         // process to deliver
         let mut not_started = Vec::new();
-        let mut triggers: std::collections::HashMap<(uuid::Uuid, uuid::Uuid), Option<Trigger>> = std::collections::HashMap::new();
+        let mut triggers: std::collections::HashMap<(uuid::Uuid, uuid::Uuid), Option<Trigger>> =
+            std::collections::HashMap::new();
         for (k, d) in pending {
             if self.dispatcher.is_running(k.as_bytes()) {
                 continue;
