@@ -92,7 +92,15 @@ impl Engine {
     /// `settle`: undo or drop what imports a stop interrupted left (always, but when a
     /// move-in reopens the database it is writing: see [`open_during_move_in`]).
     fn open(db_dir: &Path, settle: bool) -> Result<Engine> {
-        let db = ::sled::Config::new().path(db_dir).cache_capacity(SLED_CACHE).open()?;
+        // no background flush of sled's own: the journal makes each write durable, and sled
+        // writes its files at the writer's checkpoints only, which sync them before the
+        // journal is emptied (a background flush could write between that sync and the
+        // emptying)
+        let db = ::sled::Config::new()
+            .path(db_dir)
+            .cache_capacity(SLED_CACHE)
+            .flush_every_ms(None)
+            .open()?;
         let writer = writer::Writer::start(
             db.clone(),
             vec![db.open_tree("inbox")?, db.open_tree("scheduler")?],
