@@ -158,6 +158,11 @@ pub trait InboxItems: Send + Sync {
     ) -> Result<ImportOutcome>;
 }
 
+/// Where an item triggered now goes next: its next occurrence and due instant in the owner's
+/// time zone, `None` when it does not recur (the triggerer's rule, handed to the store).
+pub type NextOccurrence<'n> =
+    dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)> + Send + 'n;
+
 /// The scheduler service's items: the time-zone setting, scheduled and triggered items,
 /// sync, the due index and triggering, counts, deleting an account, importing.
 #[async_trait]
@@ -223,8 +228,7 @@ pub trait ScheduledItems: Send + Sync {
         &self,
         due: (Timestamp, Uuid, Uuid),
         now: Timestamp,
-        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
-                  + Send),
+        next: &mut NextOccurrence<'_>,
     ) -> Result<Written<Option<TriggeredItem>>>;
     /// Triggers the due entries `due` as [`Self::trigger_item`] triggers each, in order: one
     /// result per entry, or fewer when it stopped at an error (the last result). An engine
@@ -234,8 +238,7 @@ pub trait ScheduledItems: Send + Sync {
         &self,
         due: &[(Timestamp, Uuid, Uuid)],
         now: Timestamp,
-        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
-                  + Send),
+        next: &mut NextOccurrence<'_>,
     ) -> Vec<Result<Written<Option<TriggeredItem>>>> {
         let mut results = Vec::with_capacity(due.len());
         for &entry in due {

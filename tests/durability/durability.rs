@@ -282,32 +282,68 @@ fn traced_pid(strace: u32) -> libc::pid_t {
     }
 }
 
+/// The server under strace (tracing `calls`, with file names), with alice registered and
+/// logged in.
+struct Traced {
+    server: Proc,
+    data: tempfile::TempDir,
+    _logs: tempfile::TempDir,
+    trace_file: std::path::PathBuf,
+}
+
+impl Traced {
+    async fn start(calls: &str) -> (Traced, common::Auth) {
+        let data = tempfile::tempdir().unwrap();
+        let logs = tempfile::tempdir().unwrap();
+        let trace_file = logs.path().join("trace");
+        let trace_arg = trace_file.display().to_string();
+        let wrapper = [
+            "strace",
+            "-f",
+            "-y",
+            "-qq",
+            "-s",
+            "200",
+            "-e",
+            calls,
+            "-o",
+            trace_arg.as_str(),
+        ];
+        let server = Proc::start_under(&wrapper, data.path(), logs.path(), Services::Both, &[]).await;
+        let api = server.api.clone();
+        api.register("alice", "pw").await.expect_empty(204);
+        let alice = api.login_ok("alice", "pw").await;
+        let traced = Traced {
+            server,
+            data,
+            _logs: logs,
+            trace_file,
+        };
+        (traced, alice)
+    }
+
+    /// Stops the server (SIGTERM to the traced process, a clean exit expected): its data
+    /// directory and the whole trace.
+    #[expect(unsafe_code, reason = "std has no safe kill(2) for a process that is not our child")]
+    async fn stop(mut self) -> (tempfile::TempDir, String) {
+        let pid = traced_pid(self.server.child.id());
+        // SAFETY: kill(2) on the traced server process has no memory-safety preconditions.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        assert!(self.server.wait_exit().await.success(), "{}", self.server.log_text());
+        let trace = std::fs::read_to_string(&self.trace_file).expect("read the trace");
+        (self.data, trace)
+    }
+}
+
 #[tokio::test]
-#[expect(unsafe_code, reason = "std has no safe kill(2) for a process that is not our child")]
 async fn every_acknowledged_write_is_synced_before_its_answer() {
     if !strace_available() {
         return;
     }
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let trace_file = logs.path().join("trace");
-    let trace_arg = trace_file.display().to_string();
-    let wrapper = [
-        "strace",
-        "-f",
-        "-y",
-        "-qq",
-        "-s",
-        "200",
-        "-e",
-        "trace=openat,rename,mkdir,write,pwrite64,writev,fsync,fdatasync,sync_file_range,ftruncate",
-        "-o",
-        trace_arg.as_str(),
-    ];
-    let mut server = Proc::start_under(&wrapper, data.path(), logs.path(), Services::Both, &[]).await;
-    let api = server.api.clone();
-    api.register("alice", "pw").await.expect_empty(204);
-    let alice = api.login_ok("alice", "pw").await;
+    let (traced, alice) =
+        Traced::start("trace=openat,rename,mkdir,write,pwrite64,writev,fsync,fdatasync,sync_file_range,ftruncate")
+            .await;
+    let api = traced.server.api.clone();
 
     // Acknowledged writes, one at a time: each answer carries the id it acknowledges.
     let mut acknowledged = Vec::new();
@@ -332,13 +368,7 @@ async fn every_acknowledged_write_is_synced_before_its_answer() {
     let after_delete: String = serde_json::from_value(after_delete).expect("a UUID string");
     acknowledged.push(after_delete);
 
-    let strace_pid = server.child.id();
-    let pid = traced_pid(strace_pid);
-    // SAFETY: kill(2) on the traced server process has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    assert!(server.wait_exit().await.success(), "{}", server.log_text());
-
-    let trace = std::fs::read_to_string(&trace_file).expect("read the trace");
+    let (data, trace) = traced.stop().await;
     let events = parse(&trace);
     let db = data.path().join("db").display().to_string();
     let answers = events
@@ -425,32 +455,14 @@ fn the_trace_check_finds_writes_answered_before_their_sync() {
 /// checkpoints (sled's flush, its syncs, the journal emptied) and sled's own background
 /// `fsync`, which together stay under a tenth of the writes.
 #[tokio::test]
-#[expect(unsafe_code, reason = "std has no safe kill(2) for a process that is not our child")]
 async fn one_sync_per_acknowledged_write_at_one_client() {
     if !strace_available() {
         return;
     }
     const WRITES: usize = 300;
-    let data = tempfile::tempdir().unwrap();
-    let logs = tempfile::tempdir().unwrap();
-    let trace_file = logs.path().join("trace");
-    let trace_arg = trace_file.display().to_string();
-    let wrapper = [
-        "strace",
-        "-f",
-        "-y",
-        "-qq",
-        "-s",
-        "200",
-        "-e",
-        "trace=openat,write,pwrite64,writev,fsync,fdatasync,sync_file_range,ftruncate",
-        "-o",
-        trace_arg.as_str(),
-    ];
-    let mut server = Proc::start_under(&wrapper, data.path(), logs.path(), Services::Both, &[]).await;
-    let api = server.api.clone();
-    api.register("alice", "pw").await.expect_empty(204);
-    let alice = api.login_ok("alice", "pw").await;
+    let (traced, alice) =
+        Traced::start("trace=openat,write,pwrite64,writev,fsync,fdatasync,sync_file_range,ftruncate").await;
+    let api = traced.server.api.clone();
     let mut acknowledged = Vec::new();
     for n in 0..WRITES {
         let r = api
@@ -459,12 +471,8 @@ async fn one_sync_per_acknowledged_write_at_one_client() {
         let id: String = serde_json::from_value(r.expect_json(200)).expect("a UUID string");
         acknowledged.push(id);
     }
-    let pid = traced_pid(server.child.id());
-    // SAFETY: kill(2) on the traced server process has no memory-safety preconditions.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    assert!(server.wait_exit().await.success(), "{}", server.log_text());
-
-    let events = parse(&std::fs::read_to_string(&trace_file).expect("read the trace"));
+    let (data, trace) = traced.stop().await;
+    let events = parse(&trace);
     let db = data.path().join("db").display().to_string();
     let journal = journal_of(&db);
     let is_ack = |e: &Event| matches!(e, Event::Answered(t) if acknowledged.iter().any(|a| t.contains(a.as_str())));

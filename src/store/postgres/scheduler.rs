@@ -19,7 +19,7 @@ use crate::domain::scheduler::models::{
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::api::{Feed, ScheduledItems};
+use crate::store::api::{Feed, NextOccurrence, ScheduledItems};
 use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome};
 use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
@@ -176,10 +176,6 @@ pub(super) fn attempt_from(row: &Row) -> PgResult<crate::domain::scheduler::mode
         outcome,
     })
 }
-
-/// Where an item triggered now goes next (see [`ScheduledItems::trigger_item`]).
-type NextOccurrence<'n> =
-    dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)> + Send + 'n;
 
 /// Items triggered in one transaction at most (a round of the triggerer is cut into such).
 const TRIGGER_ROUND: usize = 64;
@@ -750,8 +746,7 @@ impl ScheduledItems for PgScheduler {
         &self,
         due: (Timestamp, Uuid, Uuid),
         now: Timestamp,
-        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
-                  + Send),
+        next: &mut NextOccurrence<'_>,
     ) -> Result<Written<Option<TriggeredItem>>> {
         let (_at, owner, id) = due;
         Ok(transaction!(self, |tx| {
@@ -771,8 +766,7 @@ impl ScheduledItems for PgScheduler {
         &self,
         due: &[(Timestamp, Uuid, Uuid)],
         now: Timestamp,
-        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
-                  + Send),
+        next: &mut NextOccurrence<'_>,
     ) -> Vec<Result<Written<Option<TriggeredItem>>>> {
         let mut results = Vec::with_capacity(due.len());
         for round in due.chunks(TRIGGER_ROUND) {

@@ -12,7 +12,7 @@ use crate::domain::scheduler::models::{targets_now, ScheduledItem, TimeZoneSetti
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::api::Feed;
+use crate::store::api::{Feed, NextOccurrence};
 use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome};
 use crate::store::sled::keys::{self, TargetKind};
 use crate::store::sled::records::{self, raw, targets::Targets};
@@ -368,8 +368,7 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
         &self,
         (at, owner, id): (Timestamp, Uuid, Uuid),
         now: Timestamp,
-        next: &mut (dyn for<'a, 'b> FnMut(&'a ScheduledItem, &'b TimeZoneSetting) -> Option<(ScheduledItem, Timestamp)>
-                  + Send),
+        next: &mut NextOccurrence<'_>,
     ) -> Result<Written<Option<TriggeredItem>>> {
         let _guard = self.accounts.lock(owner);
         let item = self.scheduled_location(owner, id)?;
