@@ -11,12 +11,9 @@ use crate::http::routes::Call;
 use crate::http::{ApiError, Page, Reply};
 use crate::shell::Shell;
 use crate::store::inbox::{AddOutcome, ImportOutcome};
-use crate::store::{StoreError, Written};
+use crate::store::{PageSize, StoreError, Written};
 use serde_json::json;
 use uuid::Uuid;
-
-/// Items per page of a listing read from the store while it is answered.
-const LIST_PAGE: usize = 32;
 
 impl Shell<Inbox> {
     pub(super) async fn item(&self, call: Call) -> Result<Reply, ApiError> {
@@ -48,8 +45,8 @@ impl Shell<Inbox> {
         Reply::json_pages(move |after: Option<Uuid>| -> Page<InboxItem, Uuid> {
             let items = items.clone();
             Box::pin(async move {
-                let page = items.items_page(id, after, LIST_PAGE).await?;
-                let next = match page.len() == LIST_PAGE {
+                let page = items.items_page(id, after, PageSize::LISTING).await?;
+                let next = match PageSize::LISTING.is_full(&page) {
                     true => page.last().map(|i| i.id),
                     false => None,
                 };

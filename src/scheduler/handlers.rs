@@ -21,12 +21,10 @@ use crate::http::routes::Call;
 use crate::http::{parse_json, path_uuid, wants_html, ApiError, Page, Reply, Request};
 use crate::shell::Shell;
 use crate::store::scheduler::{AddOutcome, ImportOutcome};
+use crate::store::PageSize;
 use serde_json::{json, Value};
 use uuid::Uuid;
 use warp::http::StatusCode;
-
-/// Items per page of a listing read from the store while it is answered.
-const LIST_PAGE: usize = 32;
 
 /// Where a listing of scheduled, then triggered items goes on: after which item of which.
 #[derive(Clone, Copy)]
@@ -155,8 +153,8 @@ impl Shell<Scheduler> {
             Box::pin(async move {
                 match at.unwrap_or(first) {
                     Listed::Scheduled(after) => {
-                        let page = items.scheduled_page(me, after, LIST_PAGE).await?;
-                        let next = match (page.len() == LIST_PAGE, page.last()) {
+                        let page = items.scheduled_page(me, after, PageSize::LISTING).await?;
+                        let next = match (PageSize::LISTING.is_full(&page), page.last()) {
                             (true, Some(last)) => Some(Listed::Scheduled(Some(last.id))),
                             _ if triggered => Some(Listed::Triggered(None)),
                             _ => None,
@@ -164,8 +162,8 @@ impl Shell<Scheduler> {
                         Ok((page.iter().map(ScheduledItem::to_json).collect(), next))
                     }
                     Listed::Triggered(after) => {
-                        let page = items.triggered_page(me, after, LIST_PAGE).await?;
-                        let next = match (page.len() == LIST_PAGE, page.last()) {
+                        let page = items.triggered_page(me, after, PageSize::LISTING).await?;
+                        let next = match (PageSize::LISTING.is_full(&page), page.last()) {
                             (true, Some(last)) => Some(Listed::Triggered(Some(last.id))),
                             _ => None,
                         };

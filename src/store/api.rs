@@ -8,7 +8,7 @@
 //! `Arc<dyn …>` per concern. Closures handed to the store are `FnMut` (an engine may retry a
 //! transaction that met a serialization failure by calling the closure again; the caller
 //! keeps its own result in a captured variable), and long listings are read in pages
-//! (`…_page(account, after, limit)`: bounded memory on every engine).
+//! (`…_page(account, after, size)`: bounded memory on every engine, [`PageSize`]).
 
 use super::inbox::{AddOutcome, ImportOutcome};
 use super::scheduler::{
@@ -120,9 +120,9 @@ pub trait InboxItems: Send + Sync {
     async fn delete_item(&self, account: Uuid, id: Uuid) -> Result<Written<bool>>;
     /// The account's items, oldest first.
     async fn items(&self, account: Uuid) -> Result<Vec<InboxItem>>;
-    /// Up to `limit` of the account's items, oldest first, after the item `after` (from the
-    /// first with `None`); empty at the end, or when `after` is no longer there.
-    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>>;
+    /// One page ([`PageSize`]) of the account's items, oldest first, after the item `after`
+    /// (from the first with `None`); empty at the end, or when `after` is no longer there.
+    async fn items_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<InboxItem>>;
     /// The ids of the account's items, oldest first.
     async fn item_ids(&self, account: Uuid) -> Result<Vec<Uuid>>;
     async fn first_item(&self, account: Uuid) -> Result<Option<InboxItem>>;
@@ -156,6 +156,78 @@ pub trait InboxItems: Send + Sync {
         items: Feed<'_, InboxItem>,
         wait: WaitDurable<'_>,
     ) -> Result<ImportOutcome>;
+}
+
+/// How much one page of a listing holds: at most `items` items, and no item after the one
+/// that brings the page's data (item data, tickle contents) to `bytes`. A page holds at least
+/// one item, so an item larger than `bytes` is a page of its own: a page is at most `bytes`
+/// plus one item, whatever the items' sizes (an item is at most a request body).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageSize {
+    pub items: usize,
+    pub bytes: usize,
+}
+
+/// An item of a listing read in pages, with the size [`PageSize::bytes`] counts.
+pub trait Listed {
+    fn data_bytes(&self) -> usize;
+}
+
+impl Listed for InboxItem {
+    fn data_bytes(&self) -> usize {
+        self.data.len()
+    }
+}
+
+impl Listed for ScheduledItem {
+    fn data_bytes(&self) -> usize {
+        self.tickle.content.len()
+    }
+}
+
+impl Listed for TriggeredItem {
+    fn data_bytes(&self) -> usize {
+        self.tickle.content.len()
+    }
+}
+
+impl PageSize {
+    /// A page of a listing that a service answers while it reads it: little to hold (about
+    /// one chunk of the answer) and few reads for lists of small items.
+    pub const LISTING: PageSize = PageSize {
+        items: 32,
+        bytes: 256 * 1024,
+    };
+
+    /// The page that `rows` (the listing from the page's start, in order) begin with,
+    /// reading no row after the page's last.
+    pub fn fill<T: Listed, E>(
+        self,
+        mut rows: impl Iterator<Item = std::result::Result<T, E>>,
+    ) -> std::result::Result<Vec<T>, E> {
+        let mut page = Vec::new();
+        let mut bytes = 0;
+        while !self.holds(page.len(), bytes) {
+            match rows.next() {
+                Some(row) => {
+                    let row = row?;
+                    bytes += row.data_bytes();
+                    page.push(row);
+                }
+                None => break,
+            }
+        }
+        Ok(page)
+    }
+
+    /// Whether `page` holds all a page may: more of the listing may follow its last item.
+    pub fn is_full<T: Listed>(self, page: &[T]) -> bool {
+        self.holds(page.len(), page.iter().map(Listed::data_bytes).sum())
+    }
+
+    fn holds(self, items: usize, bytes: usize) -> bool {
+        items > 0 && (items >= self.items || bytes >= self.bytes)
+    }
 }
 
 /// Where an item triggered now goes next: its next occurrence and due instant in the owner's
@@ -199,12 +271,12 @@ pub trait ScheduledItems: Send + Sync {
     async fn delete_triggered_items(&self, account: Uuid) -> Result<Written<bool>>;
     /// The account's scheduled items in creation order.
     async fn scheduled_items(&self, account: Uuid) -> Result<Vec<ScheduledItem>>;
-    /// Up to `limit` scheduled items after the item `after` (see `InboxItems::items_page`).
-    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<ScheduledItem>>;
+    /// One page of scheduled items after the item `after` (see `InboxItems::items_page`).
+    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<ScheduledItem>>;
     /// The account's triggered items by original `created`, then by triggering time.
     async fn triggered_items(&self, account: Uuid) -> Result<Vec<TriggeredItem>>;
-    /// Up to `limit` triggered items after the item `after`.
-    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>>;
+    /// One page of triggered items after the item `after`.
+    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<TriggeredItem>>;
     /// One sync, atomically: `decide` sees the account's scheduled items and settings and
     /// says what to delete and store. `decide` may be called more than once.
     async fn sync(

@@ -38,8 +38,8 @@ pub use self::sled::{format, moving_in};
 pub(crate) use api::own_id;
 pub use api::{
     Accounts, Administration, BackupSummary, ClaimedWork, Coordination, CycleStats, Deliveries, Emails, EngineCounters,
-    HistogramSnapshot, InboxItems, OnceWork, PaymentEvents, PoolStats, Registration, ScheduledItems, SchemaVersions,
-    Triggers, WaitDurable, WriterStats,
+    HistogramSnapshot, InboxItems, Listed, OnceWork, PageSize, PaymentEvents, PoolStats, Registration, ScheduledItems,
+    SchemaVersions, Triggers, WaitDurable, WriterStats,
 };
 pub use written::Written;
 

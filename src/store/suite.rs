@@ -6,8 +6,8 @@
 use super::inbox::{AddOutcome, ImportOutcome};
 use super::scheduler::{AddOutcome as SchedulerAddOutcome, ImportIds, ImportOutcome as SchedulerImportOutcome};
 use super::{
-    Accounts, Administration, Deliveries, Emails, InboxItems, PaymentEvents, Registration, ScheduledItems, StoreError,
-    Triggers, Written,
+    Accounts, Administration, Deliveries, Emails, InboxItems, PageSize, PaymentEvents, Registration, ScheduledItems,
+    StoreError, Triggers, Written,
 };
 use crate::domain::account::{AccessKey, Account, KeySecret, PasswordHash};
 use crate::domain::email::{EmailKind, Message, QueuedEmail, Stage};
@@ -335,16 +335,37 @@ pub(crate) async fn inbox_items(accounts: Arc<dyn Accounts>, items: Arc<dyn Inbo
     assert_eq!(items.item(alice, late.id).await.expect("item"), Some(late.clone()));
     assert_eq!(items.item(bob, late.id).await.expect("item"), None, "only the owner's");
     assert_eq!(items.count(alice).await.expect("count"), 4);
-    // pages
-    let page = items.items_page(alice, None, 3).await.expect("page");
-    assert_eq!(page.iter().map(|i| i.id).collect::<Vec<_>>(), order[..3]);
-    let page = items.items_page(alice, Some(same_b.id), 3).await.expect("page");
-    assert_eq!(page.iter().map(|i| i.id).collect::<Vec<_>>(), order[3..]);
+    // pages, of at most 3 items
+    let three = PageSize {
+        items: 3,
+        bytes: usize::MAX,
+    };
+    let ids = |page: Vec<InboxItem>| page.iter().map(|i| i.id).collect::<Vec<_>>();
+    let page = items.items_page(alice, None, three).await.expect("page");
+    assert!(three.is_full(&page));
+    assert_eq!(ids(page), order[..3]);
+    let page = items.items_page(alice, Some(same_b.id), three).await.expect("page");
+    assert!(!three.is_full(&page));
+    assert_eq!(ids(page), order[3..]);
     assert!(items
-        .items_page(alice, Some(late.id), 3)
+        .items_page(alice, Some(late.id), three)
         .await
         .expect("page")
         .is_empty());
+    // and of data: the item that fills a page ends it (the data: "early" 5 bytes, "same
+    // a" 6, "same b" 6, "late" 4); an item larger than a page is a page of its own
+    let eleven = PageSize { items: 32, bytes: 11 };
+    let page = items.items_page(alice, None, eleven).await.expect("page");
+    assert!(eleven.is_full(&page));
+    assert_eq!(ids(page), order[..2]);
+    let page = items.items_page(alice, Some(same_a.id), eleven).await.expect("page");
+    assert!(!eleven.is_full(&page));
+    assert_eq!(ids(page), order[2..]);
+    let one = PageSize { items: 32, bytes: 1 };
+    assert_eq!(
+        ids(items.items_page(alice, Some(early.id), one).await.expect("page")),
+        order[1..2]
+    );
     // limits and idempotency keys
     let one_more = text("one more", 60);
     assert_eq!(
@@ -721,8 +742,19 @@ pub(crate) async fn scheduled_items(accounts: Arc<dyn Accounts>, items: Arc<dyn 
         [once.id, daily.id]
     );
     assert_eq!(
-        ids(items.scheduled_page(alice, Some(once.id), 5).await.expect("page")),
+        ids(items
+            .scheduled_page(alice, Some(once.id), PageSize { items: 5, bytes: 1 })
+            .await
+            .expect("page")),
         [daily.id]
+    );
+    assert_eq!(
+        ids(items
+            .scheduled_page(alice, None, PageSize { items: 5, bytes: 1 })
+            .await
+            .expect("page")),
+        [once.id],
+        "a page of at least one item, ended by its data"
     );
     assert_eq!(items.counts(alice).await.expect("counts"), (2, 0));
     // editing sees the setting and sets the due instant
@@ -809,7 +841,7 @@ pub(crate) async fn scheduled_items(accounts: Arc<dyn Accounts>, items: Arc<dyn 
     );
     assert_eq!(
         items
-            .triggered_page(alice, Some(triggered[1].id), 5)
+            .triggered_page(alice, Some(triggered[1].id), PageSize { items: 5, bytes: 1 })
             .await
             .expect("page")
             .len(),

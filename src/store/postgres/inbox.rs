@@ -9,7 +9,7 @@ use super::sql::Sql;
 use super::{transaction, PgError, PgResult};
 use crate::domain::inbox::models::{InboxItem, ItemType};
 use crate::domain::inbox::sync::ItemChanges;
-use crate::store::api::{Feed, InboxItems};
+use crate::store::api::{Feed, InboxItems, PageSize};
 use crate::store::inbox::{AddOutcome, ImportOutcome};
 use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
@@ -276,12 +276,22 @@ impl InboxItems for PgInbox {
             .collect::<PgResult<Vec<_>>>()?)
     }
 
-    /// Up to `limit` of the account's items after the item `after`, oldest first (empty
+    /// One page of the account's items after the item `after`, oldest first (empty
     /// when `after` is no longer there).
-    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
+    async fn items_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<InboxItem>> {
         let client = self.pool.get().await?;
-        let rows = rows::page(&client, "inbox_items", ITEM_COLUMNS, ORDER_KEYS, account, after, limit).await?;
-        Ok(rows.iter().map(item_from).collect::<PgResult<Vec<_>>>()?)
+        let rows = rows::page(
+            &client,
+            "inbox_items",
+            ITEM_COLUMNS,
+            ORDER_KEYS,
+            "data",
+            account,
+            after,
+            size,
+        )
+        .await?;
+        Ok(size.fill(rows.iter().map(item_from))?)
     }
 
     /// The ids of the account's items, oldest first.

@@ -4,6 +4,7 @@
 use super::sql::Sql;
 use super::{PgError, PgResult};
 use crate::domain::wire::Timestamp;
+use crate::store::api::PageSize;
 use tokio_postgres::Row;
 
 /// The nanoseconds column of an instant: `u32` as `integer` (the schema checks the range).
@@ -50,30 +51,43 @@ pub(super) fn from_bigint<T: TryFrom<i64>>(n: i64, what: &str) -> PgResult<T> {
     T::try_from(n).map_err(|_| PgError::Corrupt(format!("{what} {n} out of range")))
 }
 
-/// One page of an account's listing: `columns` of `table`, ordered by the columns `keys`,
-/// up to `limit` rows after the row `after` (from the first with `None`; none when `after`
-/// is not the account's any more).
+/// One page ([`PageSize`]) of an account's listing: `columns` of `table`, ordered by the
+/// columns `keys`, after the row `after` (from the first with `None`; none when `after` is
+/// not the account's any more). The page's bytes are those of the column `data`: rows after
+/// the one that fills the page are not sent; the caller decodes the rows with
+/// [`PageSize::fill`], which agrees on where the page ends.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one query's parts, all of them strings of the caller's constants"
+)]
 pub(super) async fn page(
     client: &impl Sql,
     table: &str,
     columns: &str,
     keys: &str,
+    data: &str,
     account: uuid::Uuid,
     after: Option<uuid::Uuid>,
-    limit: usize,
+    size: PageSize,
 ) -> PgResult<Vec<Row>> {
-    let limit = self::limit(limit);
+    let limit = self::limit(size.items.max(1));
+    let bytes = self::limit(size.bytes);
+    let from = |condition: &str| {
+        format!(
+            "SELECT {columns} FROM (SELECT {columns}, row_number() OVER w AS n, \
+             sum(octet_length({data})) OVER w - octet_length({data}) AS before \
+             FROM {table} WHERE account = $1 {condition} \
+             WINDOW w AS (ORDER BY {keys} ROWS UNBOUNDED PRECEDING) ORDER BY {keys} LIMIT $2) page \
+             WHERE n = 1 OR before < $3 ORDER BY n"
+        )
+    };
     Ok(match after {
-        None => {
-            let sql = format!("SELECT {columns} FROM {table} WHERE account = $1 ORDER BY {keys} LIMIT $2");
-            client.fetch_all(&sql, &[&account, &limit]).await?
-        }
+        None => client.fetch_all(&from(""), &[&account, &limit, &bytes]).await?,
         Some(after) => {
-            let sql = format!(
-                "SELECT {columns} FROM {table} WHERE account = $1 AND ({keys}) > \
-                 (SELECT {keys} FROM {table} WHERE id = $2 AND account = $1) ORDER BY {keys} LIMIT $3"
-            );
-            client.fetch_all(&sql, &[&account, &after, &limit]).await?
+            let sql = from(&format!(
+                "AND ({keys}) > (SELECT {keys} FROM {table} WHERE id = $4 AND account = $1)"
+            ));
+            client.fetch_all(&sql, &[&account, &limit, &bytes, &after]).await?
         }
     })
 }

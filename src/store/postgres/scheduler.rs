@@ -19,7 +19,7 @@ use crate::domain::scheduler::models::{
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::api::{Feed, NextOccurrence, ScheduledItems};
+use crate::store::api::{Feed, NextOccurrence, PageSize, ScheduledItems};
 use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome};
 use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
@@ -596,9 +596,9 @@ impl ScheduledItems for PgScheduler {
         Ok(Self::scheduled_in_tx(&tx, account).await?)
     }
 
-    /// Up to `limit` of the account's scheduled items after the item `after`, in creation
+    /// One page of the account's scheduled items after the item `after`, in creation
     /// order (empty when `after` is no longer there).
-    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<ScheduledItem>> {
+    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<ScheduledItem>> {
         let client = self.pool.get().await?;
         let keys = "created_secs, created_nanos, seq";
         let rows = rows::page(
@@ -606,12 +606,13 @@ impl ScheduledItems for PgScheduler {
             "scheduled_items",
             SCHEDULED_COLUMNS,
             keys,
+            "content",
             account,
             after,
-            limit,
+            size,
         )
         .await?;
-        Ok(rows.iter().map(scheduled_from).collect::<PgResult<Vec<_>>>()?)
+        Ok(size.fill(rows.iter().map(scheduled_from))?)
     }
 
     /// The account's triggered items by original `created`, then by triggering time.
@@ -630,9 +631,9 @@ impl ScheduledItems for PgScheduler {
         Ok(items)
     }
 
-    /// Up to `limit` of the account's triggered items after the item `after`, in the order
+    /// One page of the account's triggered items after the item `after`, in the order
     /// of [`PgScheduler::triggered_items`] (empty when `after` is no longer there).
-    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>> {
+    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<TriggeredItem>> {
         let client = self.pool.get().await?;
         let keys = "created_secs, created_nanos, triggered_secs, triggered_nanos, seq";
         let rows = rows::page(
@@ -640,12 +641,13 @@ impl ScheduledItems for PgScheduler {
             "triggered_items",
             TRIGGERED_COLUMNS,
             keys,
+            "content",
             account,
             after,
-            limit,
+            size,
         )
         .await?;
-        let mut items = rows.iter().map(triggered_from).collect::<PgResult<Vec<_>>>()?;
+        let mut items = size.fill(rows.iter().map(triggered_from))?;
         Self::attempts_of(&client, &mut items).await?;
         Ok(items)
     }

@@ -5,7 +5,7 @@
 //! inbox.md §3.13).
 
 use super::accounts::AccountStore;
-use super::api::Feed;
+use super::api::{Feed, PageSize};
 use super::imports::{Arrival, Batches};
 use super::records::{self, raw};
 use super::writer::{Batch, Tree};
@@ -217,9 +217,9 @@ impl crate::store::api::InboxItems for InboxStore {
         self.item_scan(account).collect()
     }
 
-    /// Up to `limit` of the account's items after the item `after` (from the first with
+    /// One page of the account's items after the item `after` (from the first with
     /// `None`), oldest first; empty when `after` is no longer there.
-    async fn items_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<InboxItem>> {
+    async fn items_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<InboxItem>> {
         let prefix = keys::items_of(account);
         let scan = match after {
             None => self.tree.scan_prefix(&prefix),
@@ -228,12 +228,10 @@ impl crate::store::api::InboxItems for InboxStore {
                 None => return Ok(Vec::new()),
             },
         };
-        scan.take(limit)
-            .map(|kv| {
-                let (k, v) = kv?;
-                Self::item_from(&k, &v)
-            })
-            .collect()
+        size.fill(scan.map(|kv| {
+            let (k, v) = kv?;
+            Self::item_from(&k, &v)
+        }))
     }
 
     /// The ids of the account's items, oldest first.

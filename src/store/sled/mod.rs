@@ -252,6 +252,7 @@ mod tests {
     use crate::domain::inbox::models::{InboxItem, ItemType};
     use crate::domain::wire::Timestamp;
     use crate::store::inbox::AddOutcome;
+    use crate::store::PageSize;
     use uuid::Uuid;
 
     /// A sled error becomes the store's `Engine` error with the same text as before, and
@@ -584,6 +585,10 @@ mod tests {
     /// writes still queued included; a page after an item deleted meanwhile is empty.
     #[tokio::test]
     async fn pages_read_the_listing_in_order_and_end_after_a_deleted_item() {
+        const THREE: PageSize = PageSize {
+            items: 3,
+            bytes: usize::MAX,
+        };
         let dir = tempfile::tempdir().expect("temporary directory");
         let store = Store::open(dir.path()).expect("open");
         let account = crate::domain::wire::new_uuid();
@@ -602,11 +607,11 @@ mod tests {
         let mut paged = Vec::new();
         let mut after = None;
         loop {
-            let page = store.inbox.items_page(account, after, 3).await.expect("page");
+            let page = store.inbox.items_page(account, after, THREE).await.expect("page");
             assert!(page.len() <= 3);
             paged.extend(page.iter().map(|i| i.id));
             match page.last() {
-                Some(last) if page.len() == 3 => after = Some(last.id),
+                Some(last) if THREE.is_full(&page) => after = Some(last.id),
                 _ => break,
             }
         }
@@ -615,26 +620,26 @@ mod tests {
         assert!(deleted.durable().await.expect("durable"));
         assert!(store
             .inbox
-            .items_page(account, Some(all[4]), 3)
+            .items_page(account, Some(all[4]), THREE)
             .await
             .expect("page")
             .is_empty());
         let other = crate::domain::wire::new_uuid();
         assert!(store
             .inbox
-            .items_page(other, Some(all[3]), 3)
+            .items_page(other, Some(all[3]), THREE)
             .await
             .expect("page")
             .is_empty());
         assert!(store
             .scheduler
-            .scheduled_page(account, None, 3)
+            .scheduled_page(account, None, THREE)
             .await
             .expect("page")
             .is_empty());
         assert!(store
             .scheduler
-            .triggered_page(account, None, 3)
+            .triggered_page(account, None, THREE)
             .await
             .expect("page")
             .is_empty());

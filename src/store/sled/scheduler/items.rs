@@ -12,7 +12,7 @@ use crate::domain::scheduler::models::{targets_now, ScheduledItem, TimeZoneSetti
 use crate::domain::scheduler::sync::ScheduledChanges;
 use crate::domain::transfer::SchedulerEntry;
 use crate::domain::wire::Timestamp;
-use crate::store::api::{Feed, NextOccurrence};
+use crate::store::api::{Feed, NextOccurrence, PageSize};
 use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome};
 use crate::store::sled::keys::{self, TargetKind};
 use crate::store::sled::records::{self, raw, targets::Targets};
@@ -243,9 +243,9 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
         self.scheduled_scan(account).collect()
     }
 
-    /// Up to `limit` scheduled items after the item `after` (from the first with `None`),
+    /// One page of scheduled items after the item `after` (from the first with `None`),
     /// in creation order; empty when `after` is no longer there.
-    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<ScheduledItem>> {
+    async fn scheduled_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<ScheduledItem>> {
         let prefix = keys::scheduled_of(account);
         let scan = match after {
             None => self.tree.scan_prefix(&prefix),
@@ -254,12 +254,10 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
                 None => return Ok(Vec::new()),
             },
         };
-        scan.take(limit)
-            .map(|kv| {
-                let (k, v) = kv?;
-                Ok(records::scheduled::decode(&k, &v)?.0)
-            })
-            .collect()
+        size.fill(scan.map(|kv| {
+            let (k, v) = kv?;
+            Ok(records::scheduled::decode(&k, &v)?.0)
+        }))
     }
 
     /// The account's triggered items by original `created`, then by triggering time.
@@ -267,9 +265,9 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
         self.triggered_scan(account).collect()
     }
 
-    /// Up to `limit` triggered items after the item `after`, in the order of
+    /// One page of triggered items after the item `after`, in the order of
     /// `triggered_items`; empty when `after` is no longer there.
-    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, limit: usize) -> Result<Vec<TriggeredItem>> {
+    async fn triggered_page(&self, account: Uuid, after: Option<Uuid>, size: PageSize) -> Result<Vec<TriggeredItem>> {
         let prefix = keys::triggered_of(account);
         let scan = match after {
             None => self.tree.scan_prefix(&prefix),
@@ -278,12 +276,10 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
                 None => return Ok(Vec::new()),
             },
         };
-        scan.take(limit)
-            .map(|kv| {
-                let (k, v) = kv?;
-                records::triggered::decode(&k, &v)
-            })
-            .collect()
+        size.fill(scan.map(|kv| {
+            let (k, v) = kv?;
+            records::triggered::decode(&k, &v)
+        }))
     }
 
     /// Runs one sync atomically: `decide` sees the account's scheduled items and settings as
