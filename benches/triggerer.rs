@@ -162,7 +162,7 @@ fn stats(samples: &mut [Duration]) -> Stats {
 /// One idle pass, checked to have triggered nothing; answers its duration.
 async fn idle_pass(store: &Store) -> Duration {
     let started = Instant::now();
-    let (triggered, sleep) = triggerer::pass(store, &Clock::real(), &Default::default())
+    let (triggered, sleep) = triggerer::pass(store, &Clock::real(), &Default::default(), &|| ())
         .await
         .expect("triggerer pass");
     let took = started.elapsed();
@@ -195,7 +195,7 @@ async fn due_pass(store: &Store, accounts: &[Uuid], n: usize) -> Duration {
     added(receipts).await;
     store.admin.flush().expect("flush before the due pass");
     let started = Instant::now();
-    let (triggered, _) = triggerer::pass(store, &Clock::real(), &Default::default())
+    let (triggered, _) = triggerer::pass(store, &Clock::real(), &Default::default(), &|| ())
         .await
         .expect("triggerer pass");
     let took = started.elapsed();

@@ -214,7 +214,7 @@ pub async fn start(
             limits.clone(),
             shutdown.clone(),
         )));
-        tasks.extend(loopers::start(&ctx, mailer, shutdown.clone()));
+        tasks.extend(loopers::start(&ctx, mailer, local_inbox, shutdown.clone()));
     }
     tasks.extend(control::serve(store.clone(), &settings.data_dir, shutdown.clone()));
     Ok(Running {

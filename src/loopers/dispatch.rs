@@ -38,6 +38,10 @@ pub struct Destination {
     pub host: String,
     /// The account it is sent for (nil for the operator's own e-mails).
     pub account: Uuid,
+    /// This server's own inbox: not a stranger's host, so no bound of a host counts (its
+    /// users' reminders would otherwise share a stranger's few places); the account's and
+    /// the overall bounds do.
+    pub own: bool,
 }
 
 /// How many deliveries may be in flight at once.
@@ -94,6 +98,18 @@ struct State {
     /// Destination hosts that failed transiently: none of their deliveries starts before
     /// the instant (the host's own back-off, doubling with its failures in a row).
     resting: HashMap<String, Rest>,
+}
+
+impl State {
+    /// The deliveries in flight that the bounds of `to` count: to its host (none for the
+    /// server's own inbox), and of its account.
+    fn in_flight(&self, to: &Destination) -> (usize, usize) {
+        let on_host = match to.own {
+            true => 0,
+            false => self.hosts.get(&to.host).copied().unwrap_or(0),
+        };
+        (on_host, self.accounts.get(&to.account).copied().unwrap_or(0))
+    }
 }
 
 /// A destination host's back-off.
@@ -171,8 +187,7 @@ impl Dispatcher {
             if state.running.contains(&key) || state.ended.as_ref().is_some_and(|e| e.contains(&key)) {
                 return Start::Running;
             }
-            let on_host = state.hosts.get(&to.host).copied().unwrap_or(0);
-            let of_account = state.accounts.get(&to.account).copied().unwrap_or(0);
+            let (on_host, of_account) = state.in_flight(&to);
             if !self.bounds.admits(state.running.len(), on_host, of_account) {
                 state.starved = true;
                 return Start::Full;
@@ -212,8 +227,7 @@ impl Dispatcher {
             return false;
         }
         let mut state = self.state();
-        let on_host = state.hosts.get(&to.host).copied().unwrap_or(0);
-        let of_account = state.accounts.get(&to.account).copied().unwrap_or(0);
+        let (on_host, of_account) = state.in_flight(to);
         let admits = self.bounds.admits(state.running.len(), on_host, of_account);
         if !admits {
             state.starved = true;
@@ -339,6 +353,7 @@ mod tests {
         Destination {
             host: host.into(),
             account: Uuid::from_u128(account),
+            own: false,
         }
     }
 
@@ -437,6 +452,38 @@ mod tests {
         assert!(!d.is_running(&key(1)), "stopping gives every place back");
         assert_eq!(in_flight(&workers), 0);
         assert_eq!(d.start(key(6), to("d", 6), held(&release)), Start::Full, "stopped");
+    }
+
+    /// Deliveries to the server's own inbox count no bound of a host: the accounts' and
+    /// the overall bounds hold them; other hosts keep theirs.
+    #[tokio::test]
+    async fn the_own_inbox_is_bounded_per_account_and_overall_not_per_host() {
+        let workers = workers();
+        let d = Dispatcher::new(bounds(4, 1, 3), workers.clone(), WORKER);
+        let release = Arc::new(Notify::new());
+        let own = |account: u128| Destination {
+            own: true,
+            ..to("127.0.0.1:8001", account)
+        };
+        for n in 1..=3 {
+            assert!(d.has_place(&own(1)));
+            assert_eq!(d.start(vec![n], own(1), held(&release)), Start::Started, "delivery {n}");
+        }
+        assert!(!d.has_place(&own(1)), "three per account");
+        assert_eq!(d.start(vec![4], own(1), held(&release)), Start::Full);
+        assert_eq!(d.start(vec![5], own(2), held(&release)), Start::Started);
+        assert_eq!(
+            d.start(vec![6], own(2), held(&release)),
+            Start::Full,
+            "four overall for an account with a delivery in flight"
+        );
+        assert_eq!(d.start(vec![7], to("a", 3), held(&release)), Start::Started);
+        assert_eq!(
+            d.start(vec![8], to("a", 4), held(&release)),
+            Start::Full,
+            "another host keeps its bound"
+        );
+        d.stop().await;
     }
 
     /// The overall bound keeps out no account that has nothing in flight: strangers who

@@ -170,6 +170,7 @@ impl Emailer {
             let target = Destination {
                 host: domain(&message.to),
                 account: email.owner,
+                own: false,
             };
             // the domain failed lately: its e-mails wait for its back-off together
             if let Some(until) = self.dispatcher.rests_until(&target.host, now) {

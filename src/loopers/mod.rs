@@ -98,7 +98,8 @@ static JOBS: [Job; 10] = [
         wakes: &[Worker::TriggeredInboxItemScheduler, Worker::TriggeredEmailScheduler],
         pass: |c| {
             boxed(async move {
-                let (triggered, next) = triggerer::pass(&c.ctx.store, &c.ctx.clock, &c.set_aside).await?;
+                let round = || hand_on(&c, Worker::Triggerer);
+                let (triggered, next) = triggerer::pass(&c.ctx.store, &c.ctx.clock, &c.set_aside, &round).await?;
                 Ok::<_, PassError>(Pass {
                     produced: triggered,
                     next,
@@ -110,7 +111,14 @@ static JOBS: [Job; 10] = [
         worker: Worker::TriggeredInboxItemScheduler,
         runs: always,
         wakes: &[Worker::TriggeredInboxItemSender],
-        pass: |c| boxed(async move { delivery::schedule(&c.ctx.store, false).await.map(Pass::produced) }),
+        pass: |c| {
+            boxed(async move {
+                let round = || hand_on(&c, Worker::TriggeredInboxItemScheduler);
+                delivery::schedule(&c.ctx.store, false, &round)
+                    .await
+                    .map(Pass::produced)
+            })
+        },
     },
     Job {
         worker: Worker::TriggeredInboxItemSender,
@@ -123,7 +131,12 @@ static JOBS: [Job; 10] = [
         worker: Worker::TriggeredEmailScheduler,
         runs: always,
         wakes: &[Worker::TriggeredEmailConverter],
-        pass: |c| boxed(async move { delivery::schedule(&c.ctx.store, true).await.map(Pass::produced) }),
+        pass: |c| {
+            boxed(async move {
+                let round = || hand_on(&c, Worker::TriggeredEmailScheduler);
+                delivery::schedule(&c.ctx.store, true, &round).await.map(Pass::produced)
+            })
+        },
     },
     Job {
         worker: Worker::TriggeredEmailConverter,
@@ -186,6 +199,16 @@ static JOBS: [Job; 10] = [
         },
     },
 ];
+
+/// Wakes the workers of `worker`'s row's `wakes` in the middle of its pass: a round of its
+/// work is durable, and the next stage may start on it while the pass goes on.
+fn hand_on(c: &Crew, worker: Worker) {
+    for job in JOBS.iter().filter(|j| j.worker == worker) {
+        for &next in job.wakes {
+            c.ctx.workers.wake(next);
+        }
+    }
+}
 
 async fn convert(c: &Crew, which: email::Converter) -> Result<Pass, PassError> {
     let produced = email::convert(&c.ctx.store, &c.ctx.settings, which).await?;
@@ -376,10 +399,11 @@ fn notify_admin(ctx: &Context, worker: Worker, error: &str) {
 }
 
 /// Spawns every worker of [`JOBS`] (those that do not run end at once); they stop when
-/// `stop` turns true.
+/// `stop` turns true. `own_inbox`: the port of this process's inbox service, if it runs one.
 pub fn start(
     ctx: &Arc<Context>,
     mailer: crate::mail::Mailer,
+    own_inbox: Option<u16>,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let workers = &ctx.workers;
@@ -392,7 +416,8 @@ pub fn start(
                 ctx.clock.clone(),
                 workers.clone(),
             )
-            .with_metrics(ctx.metrics.clone()),
+            .with_metrics(ctx.metrics.clone())
+            .with_own_inbox(own_inbox),
         ),
         emailer: Arc::new(
             email::Emailer::new(Arc::new(mailer), ctx.clock.clone(), workers.clone()).with_metrics(ctx.metrics.clone()),

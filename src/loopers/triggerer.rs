@@ -20,7 +20,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use uuid::Uuid;
 
-const BATCH: usize = 256;
+/// Due items triggered in one round: each round is durable, and handed on to the delivery
+/// stages, before the next begins (the first reminders of a burst go out while the later
+/// ones are triggered).
+const BATCH: usize = 64;
 
 /// The due-index entries (due instant, item id) set aside because a record needed to
 /// trigger them cannot be decoded; at most [`CAPACITY`] (past that, such an entry fails the
@@ -53,8 +56,14 @@ impl SetAside {
 }
 
 /// One pass; answers how many items it triggered and how long the worker may sleep before
-/// the next due instant. `clock` says what is due; `aside` holds the entries set aside.
-pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usize, Option<Duration>), PassError> {
+/// the next due instant. `clock` says what is due; `aside` holds the entries set aside;
+/// `round` is called after each durable round that triggered something.
+pub async fn pass(
+    store: &Store,
+    clock: &Clock,
+    aside: &SetAside,
+    round: &(dyn Fn() + Sync),
+) -> Result<(usize, Option<Duration>), PassError> {
     let s = &store.scheduler;
     let mut triggered = 0;
     loop {
@@ -90,11 +99,15 @@ pub async fn pass(store: &Store, clock: &Clock, aside: &SetAside) -> Result<(usi
         }
         // one flush for the round, and durable before any delivery starts
         let copies = Written::all(written).durable().await?;
+        let before = triggered;
         for ((_, owner, id), copy) in due.iter().zip(copies) {
             if let Some(copy) = copy {
                 tracing::info!("triggered item {id} of account {owner}: triggered item {}", copy.id);
                 triggered += 1;
             }
+        }
+        if triggered > before {
+            round();
         }
         if read.len() < limit {
             break;

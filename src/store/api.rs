@@ -382,9 +382,10 @@ pub trait Triggers: Send + Sync {
 /// The delivery queue: target lists fixed at triggering, pending inbox deliveries, outcomes.
 #[async_trait]
 pub trait Deliveries: Send + Sync {
-    /// Expands the target lists of triggered items into pending deliveries (inbox, or
-    /// e-mail with `email`); how many.
-    async fn expand_targets(&self, email: bool) -> Result<Written<usize>>;
+    /// Expands up to `limit` waiting target lists of triggered items, oldest first, into
+    /// pending deliveries (inbox, or e-mail with `email`); how many (fewer than `limit`:
+    /// no other list waits, or another process expands it).
+    async fn expand_targets(&self, email: bool, limit: usize) -> Result<Written<usize>>;
     /// Up to `limit` pending inbox deliveries, each decoded or its error. With several
     /// processes on one database: those no other process holds; reading claims nothing
     /// (a pass claims only what it starts: [`Deliveries::claim_delivery`]).

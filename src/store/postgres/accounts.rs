@@ -4,7 +4,7 @@
 //!
 //! Single-statement writes are atomic by themselves (a conditional `UPDATE`, an
 //! `INSERT … ON CONFLICT DO NOTHING`); a read-check-write sequence locks the account's row
-//! (`SELECT … FOR UPDATE`) first, as the sled store takes the account's stripe lock.
+//! (`SELECT … FOR NO KEY UPDATE`) first, as the sled store takes the account's stripe lock.
 
 use super::rows::{self, from_bigint, instant, optional_instant, to_bigint};
 use super::sql::Sql;
@@ -105,8 +105,13 @@ impl PgAccounts {
     }
 
     /// Locks the account's row until the end of `tx`; `false` when there is no such account.
+    /// `FOR NO KEY UPDATE`: the account's read-check-write sequences (and its deletion) wait
+    /// for each other, but a row that only refers to the account (its foreign key's `KEY
+    /// SHARE`: a plain addition, a pending delivery of a triggered item) is not held up by
+    /// them; with `FOR UPDATE` the expansion of a burst of reminders waited for each
+    /// triggerer round's commit.
     pub(super) async fn lock(&self, tx: &Transaction<'_>, id: Uuid) -> PgResult<bool> {
-        let sql = format!("SELECT 1 FROM {} WHERE id = $1 FOR UPDATE", self.accounts());
+        let sql = format!("SELECT 1 FROM {} WHERE id = $1 FOR NO KEY UPDATE", self.accounts());
         Ok(tx.fetch_opt(&sql, &[&id]).await?.is_some())
     }
 

@@ -73,14 +73,20 @@ impl PgScheduler {
     pub(super) async fn claim<T: ToSql + Sync>(&self, table: &str, column: &str, key: &T) -> PgResult<bool> {
         let lease = lease_micros(self.lease);
         let client = self.pool.get().await?;
-        // the holder before this claim comes back, so that a claim taken over from a process
-        // whose lease ran out is counted as such
+        // A claim is a lease, not a record: its commit does not wait for the WAL's flush
+        // (`set_config(…, true)`: for this statement's own transaction only; a delivery's
+        // three durable commits became two). Lost in a crash of the database, the work is
+        // free again and done by whoever claims it next (what it does is idempotent: a
+        // delivery's key); the work's durable commits flush it anyway. The holder before
+        // this claim comes back, so that a claim taken over from a process whose lease ran
+        // out is counted as such.
         let row = client
             .fetch_opt(
                 &format!(
                     "UPDATE {table} t SET claimed_by = $2, \
                      lease_until = now() + make_interval(secs => $3::bigint / 1e6) \
-                     FROM (SELECT {column} AS k, claimed_by AS was FROM {table} \
+                     FROM (SELECT {column} AS k, claimed_by AS was, \
+                           set_config('synchronous_commit', 'off', true) AS lease_only FROM {table} \
                            WHERE {column} = $1 AND {} FOR UPDATE) o \
                      WHERE t.{column} = o.k RETURNING o.was",
                     claimable(2)

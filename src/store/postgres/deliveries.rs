@@ -120,20 +120,22 @@ impl PgScheduler {
 /// the claim.
 #[async_trait::async_trait]
 impl Deliveries for PgScheduler {
-    /// Turns every waiting target list of one kind (`email` or inbox) into pending
+    /// Turns up to `limit` waiting target lists of one kind (`email` or inbox) into pending
     /// deliveries (inbox) or queued e-mails to render (e-mail), up to [`EXPAND_ROUND`] lists
-    /// in a transaction (lists another transaction holds are left to it); triggers deleted meanwhile, and e-mail triggers no longer verified, are
-    /// skipped. Answers how many lists it took.
-    async fn expand_targets(&self, email: bool) -> Result<Written<usize>> {
+    /// in a transaction (lists another transaction holds are left to it); triggers deleted
+    /// meanwhile, and e-mail triggers no longer verified, are skipped. Answers how many
+    /// lists it took.
+    async fn expand_targets(&self, email: bool, limit: usize) -> Result<Written<usize>> {
         let kind = if email { "email" } else { "inbox" };
         let mut total = 0;
         loop {
+            let round = EXPAND_ROUND.min(rows::limit(limit - total));
             let took = transaction!(self, |tx| {
                 let lists = tx
                     .fetch_all(
                         "SELECT triggered_item, account, triggers FROM delivery_targets WHERE kind = $1 \
                          ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
-                        &[&kind, &EXPAND_ROUND],
+                        &[&kind, &round],
                     )
                     .await?;
                 for row in &lists {
@@ -183,11 +185,11 @@ impl Deliveries for PgScheduler {
                 }
                 Ok(lists.len())
             })?;
-            if took == 0 {
+            total += took;
+            if took == 0 || total == limit {
                 let value = Written::committed(total);
                 return Ok(if total == 0 { Written::unchanged(0) } else { value });
             }
-            total += took;
         }
     }
 
@@ -260,7 +262,7 @@ impl Deliveries for PgScheduler {
             // account's other items and writes go on
             let exists = tx
                 .fetch_opt(
-                    "SELECT 1 FROM triggered_items WHERE id = $1 AND account = $2 FOR UPDATE",
+                    "SELECT 1 FROM triggered_items WHERE id = $1 AND account = $2 FOR NO KEY UPDATE",
                     &[&delivery.item, &delivery.owner],
                 )
                 .await?
@@ -312,7 +314,7 @@ impl Deliveries for PgScheduler {
             // the items' rows too: a delivery of one of them finishing now waits (it numbers
             // its attempt under that lock)
             tx.run(
-                "SELECT 1 FROM triggered_items WHERE account = $1 AND id = ANY($2) ORDER BY id FOR UPDATE",
+                "SELECT 1 FROM triggered_items WHERE account = $1 AND id = ANY($2) ORDER BY id FOR NO KEY UPDATE",
                 &[&account, &ids],
             )
             .await?;

@@ -12,7 +12,7 @@
 //! Every write is one transaction and returns only after its COMMIT, with
 //! `synchronous_commit` on: committed is durable, so a write answers a `Written` receipt
 //! whose result is there at once (`Written::committed`). The read-check-write
-//! sequences of one account are serialised by `SELECT … FOR UPDATE` on the account's row,
+//! sequences of one account are serialised by `SELECT … FOR NO KEY UPDATE` on the account's row,
 //! and a transaction that fails with a serialization failure or a deadlock (SQLSTATE 40001,
 //! 40P01) is run again, a bounded number of times ([`MAX_RETRIES`]). Imports are one
 //! transaction each (blocking on the runtime of their blocking thread), so there are no

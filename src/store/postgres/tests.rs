@@ -1678,7 +1678,7 @@ mod scheduler_items {
                 .batch_execute("SELECT pg_stat_statements_reset()")
                 .await
                 .expect("reset");
-            let expanded = s.expand_targets(false).await.expect("expand");
+            let expanded = s.expand_targets(false, usize::MAX).await.expect("expand");
             assert_eq!(expanded.durable().await.expect("durable"), 100);
             // two rounds of 64 and the one that finds none left
             assert_eq!(transactions().await, 3);
@@ -1910,7 +1910,7 @@ mod queues {
                 .into_iter()
                 .map(|s| {
                     let s = s.clone();
-                    tokio::spawn(async move { s.expand_targets(false).await })
+                    tokio::spawn(async move { s.expand_targets(false, usize::MAX).await })
                 })
                 .collect();
             let mut total = 0;
@@ -2013,7 +2013,7 @@ mod queues {
                 triggered(&one, owner, at(100 + i, 0)).await;
             }
             for email in [false, true] {
-                let expanded = one.expand_targets(email).await.expect("expand");
+                let expanded = one.expand_targets(email, usize::MAX).await.expect("expand");
                 assert_eq!(expanded.durable().await.expect("durable"), 10);
             }
             let keys = |list: Vec<(QueueKey, crate::store::Result<Delivery>)>| {
@@ -2039,6 +2039,18 @@ mod queues {
             }
             assert_eq!(claimed(&one, "deliveries").await, 4);
             assert_eq!(claimed(&one, "email_queue").await, 3);
+            // a claim's commit does not wait for the WAL's flush, and only its own: every
+            // connection that claimed commits durably again
+            let connections = one.pool.status().size;
+            let mut held = Vec::new();
+            for _ in 0..connections {
+                held.push(one.pool.get().await.expect("a connection"));
+            }
+            for client in &held {
+                let row = client.query_one("SHOW synchronous_commit", &[]).await.expect("show");
+                assert_eq!(row.get::<_, String>(0), "on");
+            }
+            drop(held);
             // "two" reads the rest only and cannot claim what "one" holds; "one" its own again
             let seen_by_two: HashSet<_> = keys(Deliveries::pending_deliveries(&two, 100).await.expect("pending"))
                 .into_iter()
@@ -2302,7 +2314,7 @@ mod queues {
             for i in 0..3 {
                 triggered(&one, owner, at(100 + i, 0)).await;
             }
-            let expanded = one.expand_targets(false).await.expect("expand");
+            let expanded = one.expand_targets(false, usize::MAX).await.expect("expand");
             assert_eq!(expanded.durable().await.expect("durable"), 3);
             let expired = |s: PgStore| async move {
                 s.expired_claims()

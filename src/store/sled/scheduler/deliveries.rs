@@ -124,21 +124,22 @@ impl SchedulerStore {
 /// what it changes).
 #[async_trait::async_trait]
 impl crate::store::api::Deliveries for SchedulerStore {
-    /// Turns every waiting target list of one kind (`email` or inbox) into pending
+    /// Turns up to `limit` waiting target lists of one kind (`email` or inbox) into pending
     /// deliveries (inbox) or queued e-mails to render (e-mail), each list in a batch of its
     /// own, reading 256 lists at a time; triggers deleted meanwhile, and e-mail triggers no
     /// longer verified, are skipped. Answers how many lists it took.
-    async fn expand_targets(&self, email: bool) -> Result<Written<usize>> {
+    async fn expand_targets(&self, email: bool, limit: usize) -> Result<Written<usize>> {
         const ROUND: usize = 256;
         let kind = if email { TargetKind::Email } else { TargetKind::Inbox };
         let mut total = 0;
         let mut written = Ticket::none();
         loop {
             // every list read is removed (or was dropped meanwhile): each round progresses
-            let (n, ticket) = self.expand_lists(kind, ROUND)?;
+            let round = ROUND.min(limit - total);
+            let (n, ticket) = self.expand_lists(kind, round)?;
             total += n;
             written = written.and(ticket);
-            if n < ROUND {
+            if n < round || total == limit {
                 return Ok(Written::new(total, written));
             }
         }
