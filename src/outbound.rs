@@ -149,7 +149,10 @@ impl reqwest::dns::Resolve for PolicyResolver {
 /// whatever the names, triggers and accounts they come from (deliveries and trigger checks
 /// together): the server cannot be used to flood one service. The port counts: a slow
 /// service of a stranger on another port of the same machine (the usual case for the
-/// server's own inbox on 127.0.0.1) takes no place of the owner's.
+/// server's own inbox on 127.0.0.1) takes no place of the owner's. The server's own inbox
+/// (a loopback address at the port of this process's inbox service:
+/// [`InboxClient::with_own_inbox`]) has no such bound: the deliveries' bounds per account
+/// and overall hold what goes there.
 pub const REQUESTS_PER_ADDRESS: usize = 4;
 
 /// The places of requests in flight per destination socket address. Entries exist only
@@ -216,6 +219,8 @@ pub struct InboxClient {
     http: reqwest::Client,
     resolver: PolicyResolver,
     slots: Arc<AddressSlots>,
+    /// The port of this process's inbox service, if it runs one.
+    own_inbox: Option<u16>,
 }
 
 impl InboxClient {
@@ -229,7 +234,15 @@ impl InboxClient {
             http,
             resolver,
             slots: Arc::default(),
+            own_inbox: None,
         }
+    }
+
+    /// This client, knowing that this process's inbox service listens at `port`: requests
+    /// to it on a loopback address wait for no place ([`REQUESTS_PER_ADDRESS`]).
+    pub fn with_own_inbox(mut self, port: Option<u16>) -> InboxClient {
+        self.own_inbox = port;
+        self
     }
 
     /// Refuses a URL whose host is an address the policy does not allow (a literal here:
@@ -267,6 +280,13 @@ impl InboxClient {
             },
         };
         let port = parsed.port_or_known_default().unwrap_or(0);
+        if ip.is_loopback() && self.own_inbox == Some(port) {
+            return Ok(AddressSlot {
+                slots: self.slots.clone(),
+                ip: SocketAddr::new(ip, port),
+                permit: None,
+            });
+        }
         Ok(self.slots.take(SocketAddr::new(ip, port)).await)
     }
 
@@ -623,6 +643,37 @@ mod policy_tests {
         drop(turn);
         drop(held);
         assert_eq!(slots.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn requests_to_the_own_inbox_take_no_turns() {
+        let client = InboxClient::new(OutboundAllow::default(), Vec::new()).with_own_inbox(Some(8001));
+        let mut held = Vec::new();
+        for url in [
+            "http://127.0.0.1:8001/",
+            "http://localhost:8001/item",
+            "http://[::1]:8001",
+        ] {
+            for _ in 0..REQUESTS_PER_ADDRESS + 2 {
+                held.push(client.place(url).await.expect("a place"));
+            }
+        }
+        assert_eq!(client.slots.len(), 0, "no places kept for the own inbox");
+        // another port of the machine is another service, with its turns
+        for _ in 0..REQUESTS_PER_ADDRESS {
+            held.push(client.place("http://127.0.0.1:9000").await.expect("a place"));
+        }
+        let mut waiting = Box::pin(client.place("http://127.0.0.1:9000"));
+        assert!(futures_util::poll!(waiting.as_mut()).is_pending());
+        let elsewhere = InboxClient::new(OutboundAllow::default(), Vec::new());
+        for _ in 0..REQUESTS_PER_ADDRESS {
+            held.push(elsewhere.place("http://127.0.0.1:8001").await.expect("a place"));
+        }
+        let mut waiting = Box::pin(elsewhere.place("http://127.0.0.1:8001"));
+        assert!(
+            futures_util::poll!(waiting.as_mut()).is_pending(),
+            "a process without that inbox takes turns there"
+        );
     }
 
     fn class(ip: &str) -> AddressClass {

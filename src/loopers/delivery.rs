@@ -200,6 +200,7 @@ impl InboxSender {
     /// runs one) under the bounds of its own inbox ([`Destination::own`]).
     pub fn with_own_inbox(mut self, port: Option<u16>) -> InboxSender {
         self.own_inbox = port;
+        self.client = self.client.with_own_inbox(port);
         self
     }
 
