@@ -17,7 +17,7 @@ use super::sql::Sql;
 use super::triggers::{trigger_from, TRIGGER_COLUMNS};
 use super::{transaction, PgError, PgResult};
 use crate::domain::email::{EmailKind, QueuedEmail};
-use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, TriggerKind};
+use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, Trigger, TriggerKind};
 use crate::store::scheduler::QueueKey;
 use crate::store::{Deliveries, Result, StoreError, Written};
 use deadpool_postgres::Transaction;
@@ -61,6 +61,51 @@ pub(super) async fn insert_delivery(tx: &Transaction<'_>, d: &Delivery) -> PgRes
             &failures,
             &d.not_before.secs,
             &not_before_nanos,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Inserts `deliveries` in one statement, in their order (the queue's).
+async fn insert_deliveries(tx: &Transaction<'_>, deliveries: &[Delivery]) -> PgResult<()> {
+    if deliveries.is_empty() {
+        return Ok(());
+    }
+    let mut columns = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    for d in deliveries {
+        columns.0.push(d.id);
+        columns.1.push(d.owner);
+        columns.2.push(d.item);
+        columns.3.push(d.trigger);
+        columns.4.push(d.trigger_created.secs);
+        columns.5.push(rows::nanos(d.trigger_created)?);
+        columns.6.push(d.email);
+        columns.7.push(i64::from(d.failures));
+        columns.8.push(d.not_before.secs);
+        columns.9.push(rows::nanos(d.not_before)?);
+    }
+    tx.run(
+        &format!(
+            "INSERT INTO deliveries ({DELIVERY_COLUMNS}) \
+             SELECT c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], \
+             $4::uuid[], $5::bigint[], $6::integer[], $7::boolean[], $8::bigint[], $9::bigint[], $10::integer[]) \
+             WITH ORDINALITY AS d(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, n) ORDER BY n"
+        ),
+        &[
+            &columns.0, &columns.1, &columns.2, &columns.3, &columns.4, &columns.5, &columns.6, &columns.7, &columns.8,
+            &columns.9,
         ],
     )
     .await?;
@@ -138,27 +183,46 @@ impl Deliveries for PgScheduler {
                         &[&kind, &round],
                     )
                     .await?;
+                if lists.is_empty() {
+                    return Ok(0);
+                }
+                // the round in a few statements: its lists removed together, every trigger
+                // they name read once, its deliveries inserted together
+                let items = lists
+                    .iter()
+                    .map(|row| row.try_get("triggered_item"))
+                    .collect::<std::result::Result<Vec<Uuid>, _>>()?;
+                tx.run(
+                    "DELETE FROM delivery_targets WHERE kind = $1 AND triggered_item = ANY($2)",
+                    &[&kind, &items],
+                )
+                .await?;
+                let mut named = Vec::new();
+                for row in &lists {
+                    named.extend(row.try_get::<_, Vec<Uuid>>("triggers")?);
+                }
+                named.sort_unstable();
+                named.dedup();
+                let triggers = tx
+                    .fetch_all(
+                        &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = ANY($1)"),
+                        &[&named],
+                    )
+                    .await?
+                    .iter()
+                    .map(|row| trigger_from(row).map(|t| (t.id, t)))
+                    .collect::<PgResult<std::collections::HashMap<Uuid, Trigger>>>()?;
+                let mut deliveries = Vec::new();
                 for row in &lists {
                     let item: Uuid = row.try_get("triggered_item")?;
                     let owner: Uuid = row.try_get("account")?;
-                    let triggers: Vec<Uuid> = row.try_get("triggers")?;
-                    tx.run(
-                        "DELETE FROM delivery_targets WHERE triggered_item = $1 AND kind = $2",
-                        &[&item, &kind],
-                    )
-                    .await?;
-                    for trigger_id in triggers {
-                        let Some(row) = tx
-                            .fetch_opt(
-                                &format!("SELECT {TRIGGER_COLUMNS} FROM triggers WHERE id = $1 AND account = $2"),
-                                &[&trigger_id, &owner],
-                            )
-                            .await?
-                        else {
+                    let listed: Vec<Uuid> = row.try_get("triggers")?;
+                    for trigger_id in listed {
+                        // deleted (or not the owner's), no longer verified or expired
+                        // meanwhile: skipped
+                        let Some(trigger) = triggers.get(&trigger_id).filter(|t| t.owner == owner) else {
                             continue;
                         };
-                        let trigger = trigger_from(&row)?;
-                        // deleted, no longer verified or expired meanwhile: skipped
                         if !trigger.kind.receives() || trigger.kind.channel().by_email() != email {
                             continue;
                         }
@@ -179,10 +243,11 @@ impl Deliveries for PgScheduler {
                                     QueuedEmail::new(owner, Some(trigger_id), EmailKind::Triggered { delivery, to });
                                 insert_email(&tx, &queued).await?;
                             }
-                            _ => insert_delivery(&tx, &delivery).await?,
+                            _ => deliveries.push(delivery),
                         }
                     }
                 }
+                insert_deliveries(&tx, &deliveries).await?;
                 Ok(lists.len())
             })?;
             total += took;

@@ -1674,6 +1674,12 @@ mod scheduler_items {
             assert_eq!(copies.len(), 100, "each item once");
             assert_eq!(transactions().await, 2, "100 items in rounds of 64");
             assert_eq!(s.counts(owners[0]).await.expect("counts"), (0, 50));
+            let lists = cluster
+                .psql(
+                    &db,
+                    "SELECT string_agg(triggered_item::text, ',' ORDER BY seq) FROM delivery_targets",
+                )
+                .expect("psql");
             stats
                 .batch_execute("SELECT pg_stat_statements_reset()")
                 .await
@@ -1682,8 +1688,25 @@ mod scheduler_items {
             assert_eq!(expanded.durable().await.expect("durable"), 100);
             // two rounds of 64 and the one that finds none left
             assert_eq!(transactions().await, 3);
+            // each round in 4 statements (its lists, their removal, their triggers, the
+            // deliveries), the last in one: not a few per list
+            let row = stats
+                .query_one(
+                    "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements \
+                     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                     AND query NOT IN ('START TRANSACTION', 'COMMIT') AND query NOT LIKE '%pg_stat_statements%'",
+                    &[],
+                )
+                .await
+                .expect("statements");
+            assert_eq!(row.get::<_, i64>(0), 9, "statements of the expansion");
             let pending = cluster.psql(&db, "SELECT count(*) FROM deliveries").expect("psql");
             assert_eq!(pending, "100");
+            // queued in the order of their lists
+            let queued = cluster
+                .psql(&db, "SELECT string_agg(item::text, ',' ORDER BY seq) FROM deliveries")
+                .expect("psql");
+            assert_eq!(queued, lists);
         });
     }
 
