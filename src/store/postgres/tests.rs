@@ -1913,22 +1913,7 @@ mod queues {
         on_fresh_database(|_, connection, _| async move {
             let lease = std::time::Duration::from_secs(60);
             let (one, two) = (process(&connection, lease).await, process(&connection, lease).await);
-            let owner = created(
-                one.accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
-            assert!(one
-                .add_trigger(&inbox_trigger(owner), None)
-                .await
-                .expect("add")
-                .changed());
-            for i in 0..20 {
-                triggered(&one, owner, at(100 + i, 0)).await;
-            }
+            alice_with_triggered(&one, 20).await;
             let expanders: Vec<_> = [&one, &two, &one, &two]
                 .into_iter()
                 .map(|s| {
@@ -1991,14 +1976,29 @@ mod queues {
     ) -> ([PgStore; 2], uuid::Uuid) {
         let one = store_on(connection).await.with_lease(leases[0]);
         let two = store_on(connection).await.with_lease(leases[1]);
-        let registered = one
-            .scheduler()
+        let owner = alice_of(&one.scheduler()).await;
+        ([one, two], owner)
+    }
+
+    /// The scheduler account of alice, made through `s`.
+    async fn alice_of(s: &PgScheduler) -> uuid::Uuid {
+        let registered = s
             .accounts
             .register("alice", "h".into(), at(1, 0))
             .await
             .expect("register");
-        let owner = created(registered).await.id;
-        ([one, two], owner)
+        created(registered).await.id
+    }
+
+    /// Alice (made through `s`) with an inbox trigger and `n` triggered items (triggered
+    /// at 100, 101, …), whose target lists wait to be expanded.
+    async fn alice_with_triggered(s: &PgScheduler, n: i64) -> uuid::Uuid {
+        let owner = alice_of(s).await;
+        assert!(s.add_trigger(&inbox_trigger(owner), None).await.expect("add").changed());
+        for i in 0..n {
+            triggered(s, owner, at(100 + i, 0)).await;
+        }
+        owner
     }
 
     /// How many rows of `table` some process holds.
@@ -2245,15 +2245,7 @@ mod queues {
         on_fresh_database(|_, connection, _| async move {
             let lease = std::time::Duration::from_secs(1);
             let first = process(&connection, lease).await;
-            let owner = created(
-                first
-                    .accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
+            let owner = alice_of(&first).await;
             for i in 0..200u32 {
                 add_due(&first, owner, i, at(1_000, 0)).await;
             }
@@ -2321,22 +2313,7 @@ mod queues {
                 .await
                 .with_lease(std::time::Duration::from_secs(60));
             let (one, two) = (silent.scheduler(), other.scheduler());
-            let owner = created(
-                one.accounts
-                    .register("alice", "h".into(), at(1, 0))
-                    .await
-                    .expect("register"),
-            )
-            .await
-            .id;
-            assert!(one
-                .add_trigger(&inbox_trigger(owner), None)
-                .await
-                .expect("add")
-                .changed());
-            for i in 0..3 {
-                triggered(&one, owner, at(100 + i, 0)).await;
-            }
+            alice_with_triggered(&one, 3).await;
             let expanded = one.expand_targets(false, usize::MAX).await.expect("expand");
             assert_eq!(expanded.durable().await.expect("durable"), 3);
             let expired = |s: PgStore| async move {
