@@ -245,6 +245,23 @@ impl InboxClient {
         self
     }
 
+    /// Whether `url` is this server's own inbox: a loopback address (or `localhost`) at the
+    /// port of this process's inbox service ([`InboxClient::with_own_inbox`]). (Its public
+    /// name behind a proxy is not known here: such a URL is bounded like any host.)
+    pub fn is_own_inbox(&self, url: &str) -> bool {
+        let Some(own) = self.own_inbox else { return false };
+        let Ok(url) = reqwest::Url::parse(url) else {
+            return false;
+        };
+        let loopback = match url.host() {
+            Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        };
+        loopback && url.port_or_known_default() == Some(own)
+    }
+
     /// Refuses a URL whose host is an address the policy does not allow (a literal here:
     /// reqwest resolves no literal, so the resolver never sees those; a name through the
     /// resolver), and waits for a place among the requests to its socket address
@@ -674,6 +691,36 @@ mod policy_tests {
             futures_util::poll!(waiting.as_mut()).is_pending(),
             "a process without that inbox takes turns there"
         );
+    }
+
+    #[test]
+    fn the_own_inbox_is_a_loopback_address_at_the_inbox_port() {
+        let client = |own| InboxClient::new(OutboundAllow::default(), Vec::new()).with_own_inbox(own);
+        let own = client(Some(8001));
+        for url in [
+            "http://127.0.0.1:8001",
+            "http://127.0.0.1:8001/",
+            "http://LOCALHOST:8001/inbox",
+            "http://[::1]:8001",
+            "http://127.1.2.3:8001",
+        ] {
+            assert!(own.is_own_inbox(url), "{url}");
+        }
+        for url in [
+            "http://127.0.0.1:8002",
+            "http://127.0.0.1",
+            "http://192.168.1.2:8001",
+            "http://example.com:8001",
+            "http://localhost.example.com:8001",
+            "not a url",
+        ] {
+            assert!(!own.is_own_inbox(url), "{url}");
+        }
+        assert!(
+            !client(None).is_own_inbox("http://127.0.0.1:8001"),
+            "no inbox in this process"
+        );
+        assert!(client(Some(80)).is_own_inbox("http://localhost"));
     }
 
     fn class(ip: &str) -> AddressClass {

@@ -63,23 +63,6 @@ fn host_of(url: &str) -> String {
         .unwrap_or_else(|| url.to_owned())
 }
 
-/// Whether `url` is this server's own inbox: a loopback address (or `localhost`) at the port
-/// `own` the inbox service of this process listens on. (Its public name behind a proxy is
-/// not known here: such a URL is bounded like any host.)
-fn is_own_inbox(url: &str, own: Option<u16>) -> bool {
-    let Some(own) = own else { return false };
-    let Ok(url) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    let loopback = match url.host() {
-        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    loopback && url.port_or_known_default() == Some(own)
-}
-
 /// Where a delivery to a trigger of `kind` goes over HTTP (`None`: it goes by e-mail).
 fn destination(kind: &TriggerKind) -> Option<&str> {
     match kind {
@@ -175,8 +158,6 @@ pub struct InboxSender {
     pub dispatcher: Arc<Dispatcher>,
     /// Counts each attempt's outcome.
     metrics: Arc<Metrics>,
-    /// The port of this process's inbox service ([`is_own_inbox`]).
-    own_inbox: Option<u16>,
 }
 
 impl InboxSender {
@@ -192,14 +173,12 @@ impl InboxSender {
             clock,
             dispatcher: Dispatcher::new(BOUNDS, workers, Worker::TriggeredInboxItemSender),
             metrics: Arc::new(Metrics::off()),
-            own_inbox: None,
         }
     }
 
     /// This sender, delivering to the inbox service of this process at `port` (when it
     /// runs one) under the bounds of its own inbox ([`Destination::own`]).
     pub fn with_own_inbox(mut self, port: Option<u16>) -> InboxSender {
-        self.own_inbox = port;
         self.client = self.client.with_own_inbox(port);
         self
     }
@@ -279,7 +258,7 @@ impl InboxSender {
             let target = Destination {
                 host: host_of(url),
                 account: d.owner,
-                own: matches!(trigger.kind, TriggerKind::Inbox { .. }) && is_own_inbox(url, self.own_inbox),
+                own: matches!(trigger.kind, TriggerKind::Inbox { .. }) && self.client.is_own_inbox(url),
             };
             // the host failed lately: its deliveries wait for its back-off together
             if let Some(until) = self.dispatcher.rests_until(&target.host, now) {
@@ -496,36 +475,5 @@ impl InboxSender {
         let token = self.client.login(url, username, key).await?;
         self.remember(trigger, Some(token.clone()));
         self.client.add_item(url, &token, delivery, data).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_own_inbox_is_a_loopback_address_at_the_inbox_port() {
-        let own = Some(8001);
-        for url in [
-            "http://127.0.0.1:8001",
-            "http://127.0.0.1:8001/",
-            "http://LOCALHOST:8001/inbox",
-            "http://[::1]:8001",
-            "http://127.1.2.3:8001",
-        ] {
-            assert!(is_own_inbox(url, own), "{url}");
-        }
-        for url in [
-            "http://127.0.0.1:8002",
-            "http://127.0.0.1",
-            "http://192.168.1.2:8001",
-            "http://example.com:8001",
-            "http://localhost.example.com:8001",
-            "not a url",
-        ] {
-            assert!(!is_own_inbox(url, own), "{url}");
-        }
-        assert!(!is_own_inbox("http://127.0.0.1:8001", None), "no inbox in this process");
-        assert!(is_own_inbox("http://localhost", Some(80)));
     }
 }

@@ -388,6 +388,18 @@ pub struct TriggeredItem {
 }
 
 impl TriggeredItem {
+    /// The copy of `item` triggered at `now` (a new id, no attempts yet).
+    pub fn copy_of(item: &ScheduledItem, now: Timestamp) -> TriggeredItem {
+        TriggeredItem {
+            id: crate::domain::wire::new_uuid(),
+            owner: item.owner,
+            tickle: item.tickle.clone(),
+            created: item.created,
+            triggered: now,
+            attempts: Vec::new(),
+        }
+    }
+
     pub fn to_json(&self) -> Value {
         json!({
             "id": self.id,

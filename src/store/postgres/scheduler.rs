@@ -259,14 +259,7 @@ impl PgScheduler {
         let Some((item, due)) = Self::scheduled_in(tx, owner, id).await?.filter(|(_, due)| *due <= now) else {
             return Ok(None);
         };
-        let copy = TriggeredItem {
-            id: crate::domain::wire::new_uuid(),
-            owner,
-            tickle: item.tickle.clone(),
-            created: item.created,
-            triggered: now,
-            attempts: Vec::new(),
-        };
+        let copy = TriggeredItem::copy_of(&item, now);
         Self::insert_triggered(tx, &copy, Some((id, due))).await?;
         let now_of = match known.entry(owner) {
             Entry::Occupied(kept) => kept.into_mut(),

@@ -371,14 +371,7 @@ impl crate::store::api::ScheduledItems for SchedulerStore {
         let Some((item_key, item, due)) = item.filter(|(_, _, due)| *due <= now) else {
             return Ok(Written::new(None, self.tree.remove(keys::due(at, id))));
         };
-        let copy = TriggeredItem {
-            id: crate::domain::wire::new_uuid(),
-            owner,
-            tickle: item.tickle.clone(),
-            created: item.created,
-            triggered: now,
-            attempts: Vec::new(),
-        };
+        let copy = TriggeredItem::copy_of(&item, now);
         let (mut s, t) = self.counts_of(owner)?;
         let mut batch = Batch::default();
         let seq = self.seq()?;
