@@ -115,6 +115,17 @@ impl PgAccounts {
         Ok(tx.fetch_opt(&sql, &[&id]).await?.is_some())
     }
 
+    /// Locks the rows of the accounts `ids` (sorted: two such locks never wait for each
+    /// other) as [`Self::lock`] locks one, in one statement.
+    pub(super) async fn lock_all(&self, tx: &Transaction<'_>, ids: &[Uuid]) -> PgResult<()> {
+        let sql = format!(
+            "SELECT 1 FROM {} WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
+            self.accounts()
+        );
+        tx.run(&sql, &[&ids]).await?;
+        Ok(())
+    }
+
     async fn replace_password(
         &self,
         id: Uuid,

@@ -21,6 +21,7 @@ use crate::domain::scheduler::models::{Attempt, Delivery, Outcome, Trigger, Trig
 use crate::store::scheduler::QueueKey;
 use crate::store::{Deliveries, Result, StoreError, Written};
 use deadpool_postgres::Transaction;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -316,46 +317,62 @@ impl Deliveries for PgScheduler {
     }
 
     /// Records the final outcome of a delivery on its triggered item and removes the pending
-    /// record `k`, in one transaction. Nothing happens when the record was dropped meanwhile.
+    /// record `k`, in one statement (one round trip: issue 30 point 7). Nothing happens when
+    /// the record was dropped meanwhile; nothing is recorded on an item deleted meanwhile.
+    /// The attempt is numbered after the item's others under the item's row lock (not the
+    /// account's: its other items and writes go on); a finish of the same item committed
+    /// while this one waited for that lock is not in this statement's snapshot, so their
+    /// numbers collide (a unique violation of the attempts' key, the only one the statement
+    /// can meet) and the statement runs again, seeing it.
     async fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<Written<()>> {
-        let k = &PgQueueKey::of(k)?;
+        let k = PgQueueKey::of(k)?;
+        let (pending, key): (&str, &(dyn ToSql + Sync)) = match &k {
+            PgQueueKey::Delivery(id) => ("deliveries WHERE id", id),
+            PgQueueKey::Email(seq) => ("email_queue WHERE seq", seq),
+        };
         let (kind, inbox_item, reason) = outcome_columns(&outcome);
         let nanos = rows::nanos(delivery.trigger_created)?;
-        Ok(transaction!(self, |tx| {
-            // the triggered item's row, not the account's: the attempts of one item are
-            // numbered one after the other (and a retry of its failures waits), while the
-            // account's other items and writes go on
-            let exists = tx
-                .fetch_opt(
-                    "SELECT 1 FROM triggered_items WHERE id = $1 AND account = $2 FOR NO KEY UPDATE",
-                    &[&delivery.item, &delivery.owner],
-                )
-                .await?
-                .is_some();
-            if !Self::remove_pending_in(&tx, k).await? {
-                return Ok(Written::unchanged(()));
+        let sql = format!(
+            "WITH gone AS (DELETE FROM {pending} = $9 RETURNING 1), \
+             item AS (SELECT id FROM triggered_items WHERE id = $1 AND account = $10 FOR NO KEY UPDATE), \
+             added AS (INSERT INTO trigger_attempts (triggered_item, position, trigger, trigger_created_secs, \
+             trigger_created_nanos, delivery, outcome, inbox_item, reason) \
+             SELECT $1, coalesce((SELECT max(position) + 1 FROM trigger_attempts WHERE triggered_item = $1), 0), \
+             $2, $3, $4, $5, $6, $7, $8 FROM gone, item RETURNING 1) \
+             SELECT count(*) FROM gone"
+        );
+        let params: [&(dyn ToSql + Sync); 10] = [
+            &delivery.item,
+            &delivery.trigger,
+            &delivery.trigger_created.secs,
+            &nanos,
+            &delivery.id,
+            &kind,
+            &inbox_item,
+            &reason,
+            key,
+            &delivery.owner,
+        ];
+        let mut collisions = 0;
+        let removed: i64 = loop {
+            let client = self.pool.get().await?;
+            match client.fetch_one(&sql, &params).await {
+                Ok(row) => break row.try_get(0)?,
+                Err(e) => {
+                    let e = PgError::from(e);
+                    if collisions < super::MAX_RETRIES && (e.is_retryable() || e.code() == Some("23505")) {
+                        collisions += 1;
+                        continue;
+                    }
+                    return Err(e.into());
+                }
             }
-            if exists {
-                tx.run(
-                    "INSERT INTO trigger_attempts (triggered_item, position, trigger, trigger_created_secs, \
-                     trigger_created_nanos, delivery, outcome, inbox_item, reason) \
-                     SELECT $1, coalesce(max(position) + 1, 0), $2, $3, $4, $5, $6, $7, $8 \
-                     FROM trigger_attempts WHERE triggered_item = $1",
-                    &[
-                        &delivery.item,
-                        &delivery.trigger,
-                        &delivery.trigger_created.secs,
-                        &nanos,
-                        &delivery.id,
-                        &kind,
-                        &inbox_item,
-                        &reason,
-                    ],
-                )
-                .await?;
-            }
-            Ok(Written::committed(()))
-        })?)
+        };
+        Ok(if removed > 0 {
+            Written::committed(())
+        } else {
+            Written::unchanged(())
+        })
     }
 
     /// Removes a pending delivery or queued e-mail without recording anything.

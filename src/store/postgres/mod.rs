@@ -181,6 +181,14 @@ pub enum PgError {
 }
 
 impl PgError {
+    /// The SQLSTATE of a failed statement, when the server said one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            PgError::Query { code, .. } => code.as_deref(),
+            _ => None,
+        }
+    }
+
     /// A serialization failure or a deadlock: the transaction may succeed when run again.
     pub fn is_retryable(&self) -> bool {
         matches!(self, PgError::Query { code: Some(c), .. } if c == "40001" || c == "40P01")

@@ -24,7 +24,6 @@ use crate::store::scheduler::{AddOutcome, ImportIds, ImportOutcome};
 use crate::store::{Result, WaitDurable, Written};
 use deadpool_postgres::Pool;
 use deadpool_postgres::Transaction;
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -244,50 +243,94 @@ impl PgScheduler {
         }
     }
 
-    /// Triggers the item `id` of `owner` in `tx` (the owner's row locked) if it is still due
-    /// at `now`: the triggered copy, the delivery targets of this moment, and the item deleted
-    /// or, when `next` gives its next occurrence, moved there; `None` when it is gone or no
-    /// longer due. `known` keeps each owner's targets and time zone for the transaction.
-    async fn trigger_in(
+    /// Triggers in `tx` (their owners' rows locked) each entry of `round` whose item is still
+    /// due at `now`, in order: the triggered copy, the delivery targets of this moment, and the
+    /// item deleted or, when `next` gives its next occurrence, moved there; `None` for an
+    /// entry whose item is gone or no longer due. In a few statements whatever the round's
+    /// length (issue 30 point 7): the items read together, the copies inserted together, each
+    /// owner's targets and time zone read once and its targets of a kind inserted together,
+    /// the items that do not recur deleted together (one that recurs is moved on its own).
+    async fn trigger_round_in(
         tx: &Transaction<'_>,
-        owner: Uuid,
-        id: Uuid,
+        round: &[(Timestamp, Uuid, Uuid)],
         now: Timestamp,
         next: &mut NextOccurrence<'_>,
-        known: &mut HashMap<Uuid, OwnerNow>,
-    ) -> PgResult<Option<TriggeredItem>> {
-        let Some((item, due)) = Self::scheduled_in(tx, owner, id).await?.filter(|(_, due)| *due <= now) else {
-            return Ok(None);
-        };
-        let copy = TriggeredItem::copy_of(&item, now);
-        Self::insert_triggered(tx, &copy, Some((id, due))).await?;
-        let now_of = match known.entry(owner) {
-            Entry::Occupied(kept) => kept.into_mut(),
-            Entry::Vacant(entry) => {
-                // the target list of kind 'inbox' holds every trigger delivered over HTTP
-                let (inbox, email) = targets_now(&triggers_of(tx, owner).await?);
-                let settings = Self::settings_in(tx, owner).await?;
-                entry.insert(OwnerNow { inbox, email, settings })
+    ) -> PgResult<Vec<Option<TriggeredItem>>> {
+        let ids: Vec<Uuid> = round.iter().map(|&(_, _, id)| id).collect();
+        let mut found: HashMap<Uuid, (ScheduledItem, Timestamp)> = HashMap::with_capacity(ids.len());
+        let rows = tx
+            .fetch_all(
+                &format!("SELECT {SCHEDULED_COLUMNS} FROM scheduled_items WHERE id = ANY($1)"),
+                &[&ids],
+            )
+            .await?;
+        for row in &rows {
+            let item = scheduled_from(row)?;
+            found.insert(item.id, (item, instant(row, "due")?));
+        }
+        // each owner's targets and time zone, in the order the owners first appear
+        let mut owners: Vec<(Uuid, OwnerNow)> = Vec::new();
+        let mut copies = Vec::with_capacity(round.len());
+        let mut occurrences = Vec::with_capacity(round.len());
+        let mut done = Vec::new();
+        let mut moved = Vec::new();
+        for &(_, owner, id) in round {
+            let Some((item, due)) = found
+                .remove(&id)
+                .filter(|(item, due)| item.owner == owner && *due <= now)
+            else {
+                copies.push(None);
+                continue;
+            };
+            let at = match owners.iter().position(|(o, _)| *o == owner) {
+                Some(at) => at,
+                None => {
+                    // the target list of kind 'inbox' holds every trigger delivered over HTTP
+                    let (inbox, email) = targets_now(&triggers_of(tx, owner).await?);
+                    let settings = Self::settings_in(tx, owner).await?;
+                    owners.push((owner, OwnerNow { inbox, email, settings }));
+                    owners.len() - 1
+                }
+            };
+            match next(&item, &owners[at].1.settings) {
+                Some(next) => moved.push(next),
+                None => done.push(id),
             }
-        };
-        for (kind, list) in [("inbox", &now_of.inbox), ("email", &now_of.email)] {
-            if !list.is_empty() {
-                tx.run(
-                    "INSERT INTO delivery_targets (triggered_item, kind, account, triggers) VALUES ($1, $2, $3, $4)",
-                    &[&copy.id, &kind, &owner, list],
-                )
+            occurrences.push((id, due));
+            copies.push(Some(TriggeredItem::copy_of(&item, now)));
+        }
+        let triggered: Vec<(&TriggeredItem, Option<(Uuid, Timestamp)>)> = copies
+            .iter()
+            .flatten()
+            .zip(occurrences)
+            .map(|(copy, occurrence)| (copy, Some(occurrence)))
+            .collect();
+        Self::insert_triggered_all(tx, &triggered).await?;
+        for (owner, now_of) in &owners {
+            let items: Vec<Uuid> = triggered
+                .iter()
+                .filter(|(copy, _)| copy.owner == *owner)
+                .map(|(copy, _)| copy.id)
+                .collect();
+            for (kind, list) in [("inbox", &now_of.inbox), ("email", &now_of.email)] {
+                if !list.is_empty() {
+                    tx.run(
+                        "INSERT INTO delivery_targets (triggered_item, kind, account, triggers) \
+                         SELECT t.item, $2, $3, $4 FROM unnest($1::uuid[]) WITH ORDINALITY AS t(item, n) ORDER BY t.n",
+                        &[&items, &kind, owner, list],
+                    )
+                    .await?;
+                }
+            }
+        }
+        if !done.is_empty() {
+            tx.run("DELETE FROM scheduled_items WHERE id = ANY($1)", &[&done])
                 .await?;
-            }
         }
-        match next(&item, &now_of.settings) {
-            Some((moved, due)) => {
-                Self::put_scheduled(tx, &moved, due).await?;
-            }
-            None => {
-                tx.run("DELETE FROM scheduled_items WHERE id = $1", &[&id]).await?;
-            }
+        for (item, due) in &moved {
+            Self::put_scheduled(tx, item, *due).await?;
         }
-        Ok(Some(copy))
+        Ok(copies)
     }
 
     /// Stores `item` (new, or replacing its earlier version, keeping its place in the
@@ -339,30 +382,74 @@ impl PgScheduler {
         copy: &TriggeredItem,
         occurrence: Option<(Uuid, Timestamp)>,
     ) -> PgResult<()> {
-        let t = TickleColumns::of(&copy.tickle);
-        let created_nanos = rows::nanos(copy.created)?;
-        let triggered_nanos = rows::nanos(copy.triggered)?;
-        let scheduled_id = occurrence.map(|(id, _)| id);
-        let occurrence_secs = occurrence.map(|(_, due)| due.secs);
-        let occurrence_nanos = occurrence.map(|(_, due)| rows::nanos(due)).transpose()?;
-        let mut values: Vec<&(dyn ToSql + Sync)> = vec![&copy.id, &copy.owner];
-        values.extend(t.values());
-        values.extend([
-            &copy.created.secs as &(dyn ToSql + Sync),
-            &created_nanos,
-            &copy.triggered.secs,
-            &triggered_nanos,
-            &scheduled_id,
-            &occurrence_secs,
-            &occurrence_nanos,
-        ]);
+        Self::insert_triggered_all(tx, &[(copy, occurrence)]).await
+    }
+
+    /// Inserts triggered items as [`Self::insert_triggered`] inserts one, in order, in one
+    /// statement (each column as an array).
+    async fn insert_triggered_all(
+        tx: &Transaction<'_>,
+        copies: &[(&TriggeredItem, Option<(Uuid, Timestamp)>)],
+    ) -> PgResult<()> {
+        if copies.is_empty() {
+            return Ok(());
+        }
+        let n = copies.len();
+        let (mut ids, mut accounts) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut tickles = Vec::with_capacity(n);
+        let (mut created_secs, mut created_nanos) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut triggered_secs, mut triggered_nanos) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut scheduled, mut occurrence_secs, mut occurrence_nanos) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for (copy, occurrence) in copies {
+            ids.push(copy.id);
+            accounts.push(copy.owner);
+            tickles.push(TickleColumns::of(&copy.tickle));
+            created_secs.push(copy.created.secs);
+            created_nanos.push(rows::nanos(copy.created)?);
+            triggered_secs.push(copy.triggered.secs);
+            triggered_nanos.push(rows::nanos(copy.triggered)?);
+            scheduled.push(occurrence.map(|(id, _)| id));
+            occurrence_secs.push(occurrence.map(|(_, due)| due.secs));
+            occurrence_nanos.push(occurrence.map(|(_, due)| rows::nanos(due)).transpose()?);
+        }
+        let content: Vec<&[u8]> = tickles.iter().map(|t| t.content.as_slice()).collect();
+        let day: Vec<i64> = tickles.iter().map(|t| t.day).collect();
+        let time: Vec<Option<&str>> = tickles.iter().map(|t| t.time.as_deref()).collect();
+        let kind: Vec<Option<&str>> = tickles.iter().map(|t| t.kind).collect();
+        let every: Vec<Option<i64>> = tickles.iter().map(|t| t.every).collect();
+        let month_day: Vec<Option<i32>> = tickles.iter().map(|t| t.month_day).collect();
+        let recurrence_time: Vec<Option<&str>> = tickles.iter().map(|t| t.recurrence_time.as_deref()).collect();
         tx.run(
             &format!(
                 "INSERT INTO triggered_items (id, account, {TICKLE_COLUMNS}, created_secs, created_nanos, \
                  triggered_secs, triggered_nanos, scheduled_id, occurrence_secs, occurrence_nanos) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+                 SELECT id, account, {TICKLE_COLUMNS}, created_secs, created_nanos, triggered_secs, \
+                 triggered_nanos, scheduled_id, occurrence_secs, occurrence_nanos \
+                 FROM unnest($1::uuid[], $2::uuid[], $3::bytea[], $4::bigint[], $5::text[], $6::text[], \
+                 $7::bigint[], $8::integer[], $9::text[], $10::bigint[], $11::integer[], $12::bigint[], \
+                 $13::integer[], $14::uuid[], $15::bigint[], $16::integer[]) WITH ORDINALITY \
+                 AS t(id, account, {TICKLE_COLUMNS}, created_secs, created_nanos, triggered_secs, \
+                 triggered_nanos, scheduled_id, occurrence_secs, occurrence_nanos, n) ORDER BY t.n"
             ),
-            &values,
+            &[
+                &ids,
+                &accounts,
+                &content,
+                &day,
+                &time,
+                &kind,
+                &every,
+                &month_day,
+                &recurrence_time,
+                &created_secs,
+                &created_nanos,
+                &triggered_secs,
+                &triggered_nanos,
+                &scheduled,
+                &occurrence_secs,
+                &occurrence_nanos,
+            ],
         )
         .await?;
         Ok(())
@@ -384,12 +471,18 @@ impl PgScheduler {
     /// (`Attempt::order`: inbox, e-mail, push, webhook, then by the trigger's creation and
     /// id, then as recorded).
     async fn attempts_of(client: &impl Sql, items: &mut [TriggeredItem]) -> PgResult<()> {
-        use crate::domain::scheduler::models::Attempt;
         if items.is_empty() {
             return Ok(());
         }
         let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
-        let rows = client
+        let rows = Self::attempt_rows(client, &ids).await?;
+        Self::give_attempts(items, &rows)
+    }
+
+    /// The rows of the attempts recorded on the triggered items `ids`, in the order of
+    /// [`Self::attempts_of`].
+    async fn attempt_rows(client: &impl Sql, ids: &[Uuid]) -> PgResult<Vec<Row>> {
+        Ok(client
             .fetch_all(
                 "SELECT triggered_item, trigger, trigger_created_secs, trigger_created_nanos, delivery, outcome, \
                  inbox_item, reason FROM trigger_attempts WHERE triggered_item = ANY($1) \
@@ -398,9 +491,14 @@ impl PgScheduler {
                  THEN 2 ELSE 3 END, trigger_created_secs, trigger_created_nanos, trigger, position",
                 &[&ids],
             )
-            .await?;
+            .await?)
+    }
+
+    /// Gives each of `items` its attempts among `rows` (of [`Self::attempt_rows`]).
+    fn give_attempts(items: &mut [TriggeredItem], rows: &[Row]) -> PgResult<()> {
+        use crate::domain::scheduler::models::Attempt;
         let mut by_item: HashMap<Uuid, Vec<Attempt>> = HashMap::new();
-        for row in &rows {
+        for row in rows {
             by_item
                 .entry(row.try_get("triggered_item")?)
                 .or_default()
@@ -525,17 +623,19 @@ impl ScheduledItems for PgScheduler {
 
     async fn triggered(&self, account: Uuid, id: Uuid) -> Result<Option<TriggeredItem>> {
         let client = self.pool.get().await?;
-        let Some(row) = client
-            .fetch_opt(
-                &format!("SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE id = $1 AND account = $2"),
-                &[&id, &account],
-            )
-            .await?
-        else {
+        // the item and its attempts asked for together (pipelined: one round trip, as each
+        // delivery reads its item)
+        let sql = format!("SELECT {TRIGGERED_COLUMNS} FROM triggered_items WHERE id = $1 AND account = $2");
+        let ids = [id];
+        let (row, attempts) = tokio::try_join!(
+            async { Ok::<_, PgError>(client.fetch_opt(&sql, &[&id, &account]).await?) },
+            Self::attempt_rows(&client, &ids),
+        )?;
+        let Some(row) = row else {
             return Ok(None);
         };
         let mut items = [triggered_from(&row)?];
-        Self::attempts_of(&client, &mut items).await?;
+        Self::give_attempts(&mut items, &attempts)?;
         let [item] = items;
         Ok(Some(item))
     }
@@ -743,10 +843,10 @@ impl ScheduledItems for PgScheduler {
         now: Timestamp,
         next: &mut NextOccurrence<'_>,
     ) -> Result<Written<Option<TriggeredItem>>> {
-        let (_at, owner, id) = due;
+        let (_, owner, _) = due;
         Ok(transaction!(self, |tx| {
             self.accounts.lock(&tx, owner).await?;
-            let copy = Self::trigger_in(&tx, owner, id, now, next, &mut HashMap::new()).await?;
+            let copy = Self::trigger_round_in(&tx, &[due], now, next).await?.pop().flatten();
             Ok(match copy {
                 Some(copy) => Written::committed(Some(copy)),
                 None => Written::unchanged(None),
@@ -769,15 +869,8 @@ impl ScheduledItems for PgScheduler {
                 let mut owners: Vec<Uuid> = round.iter().map(|&(_, owner, _)| owner).collect();
                 owners.sort_unstable();
                 owners.dedup();
-                for &owner in &owners {
-                    self.accounts.lock(&tx, owner).await?;
-                }
-                let mut known = HashMap::new();
-                let mut copies = Vec::with_capacity(round.len());
-                for &(_, owner, id) in round {
-                    copies.push(Self::trigger_in(&tx, owner, id, now, next, &mut known).await?);
-                }
-                Ok(copies)
+                self.accounts.lock_all(&tx, &owners).await?;
+                Self::trigger_round_in(&tx, round, now, next).await
             });
             match copies {
                 Ok(copies) => results.extend(copies.into_iter().map(|copy| {

@@ -1654,6 +1654,19 @@ mod scheduler_items {
                     .expect("statements");
                 row.get::<_, i64>(0)
             };
+            // statements run, but the transactions' beginnings and ends (and these counts)
+            let statements = || async {
+                let row = stats
+                    .query_one(
+                        "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements \
+                         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                         AND query NOT IN ('START TRANSACTION', 'COMMIT') AND query NOT LIKE '%pg_stat_statements%'",
+                        &[],
+                    )
+                    .await
+                    .expect("statements");
+                row.get::<_, i64>(0)
+            };
             stats
                 .batch_execute("SELECT pg_stat_statements_reset()")
                 .await
@@ -1673,6 +1686,10 @@ mod scheduler_items {
             }
             assert_eq!(copies.len(), 100, "each item once");
             assert_eq!(transactions().await, 2, "100 items in rounds of 64");
+            // each round in 10 statements, not a few per item: the owners locked, the items
+            // read, each owner's triggers and time zone (2 owners), the copies inserted, each
+            // owner's target list of kind 'inbox', the items deleted
+            assert_eq!(statements().await, 20, "statements of the triggering");
             assert_eq!(s.counts(owners[0]).await.expect("counts"), (0, 50));
             let lists = cluster
                 .psql(
@@ -1690,16 +1707,7 @@ mod scheduler_items {
             assert_eq!(transactions().await, 3);
             // each round in 4 statements (its lists, their removal, their triggers, the
             // deliveries), the last in one: not a few per list
-            let row = stats
-                .query_one(
-                    "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements \
-                     WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-                     AND query NOT IN ('START TRANSACTION', 'COMMIT') AND query NOT LIKE '%pg_stat_statements%'",
-                    &[],
-                )
-                .await
-                .expect("statements");
-            assert_eq!(row.get::<_, i64>(0), 9, "statements of the expansion");
+            assert_eq!(statements().await, 9, "statements of the expansion");
             let pending = cluster.psql(&db, "SELECT count(*) FROM deliveries").expect("psql");
             assert_eq!(pending, "100");
             // queued in the order of their lists
@@ -1999,6 +2007,54 @@ mod queues {
             triggered(s, owner, at(100 + i, 0)).await;
         }
         owner
+    }
+
+    /// Deliveries of one item that finish at once each record their attempt, numbered one
+    /// after the other: a finish whose number another took while it waited for the item's
+    /// lock runs again (issue 30 point 7: a finish is one statement).
+    #[test]
+    fn deliveries_of_one_item_finishing_at_once_each_record_their_attempt() {
+        use crate::domain::scheduler::models::Outcome;
+        use crate::store::Deliveries;
+        on_fresh_store(|store, cluster, db| async move {
+            let s = store.scheduler();
+            let owner = alice_with_triggered(&s, 0).await;
+            for _ in 0..3 {
+                assert!(s.add_trigger(&inbox_trigger(owner), None).await.expect("add").changed());
+            }
+            for i in 0..8 {
+                triggered(&s, owner, at(100 + i, 0)).await;
+            }
+            let expanded = s.expand_targets(false, usize::MAX).await.expect("expand");
+            assert_eq!(expanded.durable().await.expect("durable"), 8);
+            let pending = s.pending_deliveries(usize::MAX).await.expect("pending");
+            assert_eq!(pending.len(), 32, "8 items, 4 triggers");
+            let finishes = pending.into_iter().map(|(k, d)| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let d = d.expect("a delivery");
+                    let added = crate::domain::wire::new_uuid();
+                    s.finish_delivery(&k, &d, Outcome::InboxAdded(added))
+                        .await
+                        .expect("finish")
+                        .durable()
+                        .await
+                        .expect("durable");
+                })
+            });
+            for finish in finishes.collect::<Vec<_>>() {
+                finish.await.expect("a finish");
+            }
+            let numbered = cluster
+                .psql(
+                    &db,
+                    "SELECT string_agg(DISTINCT n, ',') FROM (SELECT string_agg(position::text, ' ' ORDER BY position) AS n \
+                     FROM trigger_attempts GROUP BY triggered_item) p",
+                )
+                .expect("psql");
+            assert_eq!(numbered, "0 1 2 3", "every item: 4 attempts, numbered 0 to 3");
+            assert_eq!(cluster.psql(&db, "SELECT count(*) FROM deliveries").expect("psql"), "0");
+        });
     }
 
     /// How many rows of `table` some process holds.
