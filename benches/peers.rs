@@ -1066,6 +1066,29 @@ async fn postgres(tmp: &Path, atuin_bin: &Path, o: &Opts) -> R<Report> {
         settings.join("; ")
     ));
 
+    // the database alone: the statements of one Pigeonhole write, run by pgbench without
+    // any server, at 1 and 16 clients on the same machine (what the scaling of writes on
+    // PostgreSQL is bounded by here)
+    match database_alone(&pg.cluster, &dir, o) {
+        Ok([one, many]) => r.rows.push(Row::new(
+            format!("PostgreSQL alone (pgbench, Pigeonhole's 2 statements of a write, no server): writes/s at {MANY} clients / at 1 client"),
+            format!("{:.2}× ({one:.0}/s → {many:.0}/s)", many / one),
+            "—".into(),
+            f64::NAN,
+            Goal::Info,
+            "—",
+        )),
+        Err(e) => r.notes.push(format!("PostgreSQL alone: not measured ({e}).")),
+    }
+    r.notes.push(format!(
+        "PostgreSQL alone: pgbench (`-M prepared`, {} rounds of {} s at 1 and {MANY} clients, medians) runs in a loop what \
+         Pigeonhole runs for one `POST /inbox/item` with a token: the account read by id, then the insert of a \
+         100-byte item (each its own transaction, as Pigeonhole commits them), into Pigeonhole's database after \
+         its rounds, with no server and no HTTP. Its ratio bounds what any server sending these statements \
+         can reach on this machine.",
+        o.rounds, o.secs
+    ));
+
     // due → inbox on the same cluster, 1 and 3 Pigeonhole processes on one database
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
@@ -1094,12 +1117,22 @@ async fn postgres(tmp: &Path, atuin_bin: &Path, o: &Opts) -> R<Report> {
                 scheduler: format!("http://{}", s.scheduler),
             })
             .collect();
-        let latencies = due_to_inbox(&http, &services, o.due).await?;
+        // a burst to warm up (each process's connections and their prepared statements, as
+        // on a server that has run a while), then the rounds: the median of their p50s, the
+        // largest of their maxima
+        due_to_inbox(&http, &services, o.due, 0).await?;
+        let (mut p50s, mut max) = (Vec::new(), f64::NAN);
+        for round in 1..=o.rounds {
+            let latencies = due_to_inbox(&http, &services, o.due, round).await?;
+            p50s.push(percentile(&latencies, 0.5) * 1000.0);
+            max = latencies.iter().copied().fold(max, f64::max);
+        }
         for s in servers {
             s.stop().await?;
         }
-        let p50 = percentile(&latencies, 0.5) * 1000.0;
-        let max = latencies.iter().copied().fold(f64::NAN, f64::max) * 1000.0;
+        let max = max * 1000.0;
+        let p50 = percentile(&p50s, 0.5);
+        let each: Vec<String> = p50s.iter().map(|p| format!("{p:.0}")).collect();
         r.rows.push(
             Row::new(
                 format!(
@@ -1107,7 +1140,7 @@ async fn postgres(tmp: &Path, atuin_bin: &Path, o: &Opts) -> R<Report> {
                     o.due,
                     if n == 1 { "" } else { "es" }
                 ),
-                format!("p50 {p50:.0} ms, max {max:.0} ms"),
+                format!("p50 {p50:.0} ms (rounds: {}), max {max:.0} ms", each.join(", ")),
                 "— (no scheduler)".into(),
                 f64::NAN,
                 Goal::AtMost(200.0),
@@ -1120,10 +1153,41 @@ async fn postgres(tmp: &Path, atuin_bin: &Path, o: &Opts) -> R<Report> {
         "Due → inbox: {} reminders added round-robin through the processes, all due at the same whole second, \
          delivered by an inbox trigger into an inbox of the first process; latency = arrival (polled with `GET \
          /inbox/size` every 5 ms) − due second; each must arrive exactly once (benches/common/due.rs, as \
-         benches/scaling.rs). atuin-server has no scheduler.",
-        o.due
+         benches/scaling.rs). On fresh processes, one burst warms them up (not counted), then {} rounds (new \
+         accounts each): the median of the rounds' p50s, the largest of their maxima. atuin-server has no scheduler.",
+        o.due, o.rounds
     ));
     Ok(r)
+}
+
+/// Medians of pgbench's rates at 1 and [`MANY`] clients running the statements of one write
+/// of Pigeonhole on its database (see the note of the table).
+fn database_alone(cluster: &Cluster, dir: &Path, o: &Opts) -> R<[f64; 2]> {
+    let account = cluster.psql("pigeonhole", "SELECT id FROM inbox_accounts ORDER BY username LIMIT 1")?;
+    if account.is_empty() {
+        return Err("no account in Pigeonhole's database".into());
+    }
+    let data: String = (0..100).map(|i| format!("{:02x}", b'a' + (i % 26) as u8)).collect();
+    let script = dir.join("write.sql");
+    std::fs::write(
+        &script,
+        format!(
+            "SELECT * FROM inbox_accounts WHERE id = '{account}';\n\
+             INSERT INTO inbox_items (id, account, kind, data, created_secs, created_nanos) \
+             VALUES (gen_random_uuid(), '{account}', 'text', '\\x{data}', 1, 0);\n"
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut rates = [Vec::new(), Vec::new()];
+    for _ in 0..o.rounds {
+        for (i, clients) in [1, MANY].into_iter().enumerate() {
+            rates[i].push(cluster.pgbench("pigeonhole", clients, o.secs as u64, &script)?);
+        }
+    }
+    Ok(rates.map(|mut r| {
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    }))
 }
 
 // ---------------------------------------------------------------------------------------

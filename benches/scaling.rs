@@ -197,7 +197,7 @@ async fn measure(name: &str, processes: &[Process], http: &reqwest::Client) -> R
             scheduler: p.scheduler.clone(),
         })
         .collect();
-    let mut latencies = due_to_inbox(http, &services, due).await?;
+    let mut latencies = due_to_inbox(http, &services, due, 0).await?;
     latencies.sort_by(f64::total_cmp);
     Ok(Row {
         name: name.to_owned(),

@@ -52,10 +52,12 @@ pub async fn account(http: &reqwest::Client, base: &str, name: &str) -> R<String
     Ok(token.to_owned())
 }
 
-/// Latencies (seconds) from the due second to the arrival in the inbox of `due` reminders.
-pub async fn due_to_inbox(http: &reqwest::Client, processes: &[Services], due: usize) -> R<Vec<f64>> {
+/// Latencies (seconds) from the due second to the arrival in the inbox of `due` reminders;
+/// `round` tells the accounts of one call from another's on the same servers.
+pub async fn due_to_inbox(http: &reqwest::Client, processes: &[Services], due: usize, round: usize) -> R<Vec<f64>> {
     let first = &processes[0];
-    let inbox_token = account(http, &first.inbox, "target").await?;
+    let (target, reminders) = (format!("target{round}"), format!("reminders{round}"));
+    let inbox_token = account(http, &first.inbox, &target).await?;
     let key = expect(
         http.post(format!("{}/access-key", first.inbox))
             .bearer_auth(&inbox_token)
@@ -65,13 +67,13 @@ pub async fn due_to_inbox(http: &reqwest::Client, processes: &[Services], due: u
     )
     .await?;
     let key: Value = serde_json::from_str(&key).map_err(|e| e.to_string())?;
-    let token = account(http, &first.scheduler, "reminders").await?;
+    let token = account(http, &first.scheduler, &reminders).await?;
     expect(
         http.post(format!("{}/trigger/inbox", first.scheduler))
             .bearer_auth(&token)
             .json(&json!({
                 "addInboxTriggerUrl": first.inbox,
-                "addInboxTriggerUsername": "target",
+                "addInboxTriggerUsername": target,
                 "addInboxTriggerAccessKey": key["accessKeyCreatedKey"],
             })),
         &[200],

@@ -101,6 +101,59 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// pgbench run on the database `db` with `clients` clients (2 threads at most) for `secs`
+    /// seconds, each running the statements of `script` in a loop (prepared): their
+    /// transactions per second (without the initial connection time).
+    pub fn pgbench(&self, db: &str, clients: usize, secs: u64, script: &Path) -> R<f64> {
+        let out = Command::new(pg_program("pgbench")?)
+            .args([
+                "-h",
+                &self.dir.to_string_lossy(),
+                "-U",
+                "postgres",
+                "-n",
+                "-M",
+                "prepared",
+            ])
+            .args(["-c", &clients.to_string(), "-j", &clients.min(2).to_string()])
+            .args(["-T", &secs.to_string(), "-f", &script.to_string_lossy(), db])
+            .output()
+            .map_err(|e| format!("pgbench: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            return Err(format!("pgbench: {}{text}", String::from_utf8_lossy(&out.stderr)));
+        }
+        text.lines()
+            .find_map(|l| l.strip_prefix("tps = ")?.split_whitespace().next()?.parse().ok())
+            .ok_or_else(|| format!("pgbench said no tps: {text}"))
+    }
+}
+
+/// A PostgreSQL program, found as tools/throwaway-postgres finds the server's: in
+/// `PIGEONHOLE_PG_BIN`, on `PATH`, else in the newest `/usr/lib/postgresql/*/bin`.
+fn pg_program(name: &str) -> R<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PIGEONHOLE_PG_BIN")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .collect();
+    versions.sort();
+    dirs.extend(versions.into_iter().rev().map(|(_, bin)| bin));
+    dirs.into_iter()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("{name} not found (PIGEONHOLE_PG_BIN, PATH, /usr/lib/postgresql/*/bin)"))
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/tools/throwaway-postgres"))
