@@ -154,11 +154,8 @@ pub(super) async fn insert_attempt(tx: &Transaction<'_>, item: Uuid, position: i
 impl PgScheduler {
     /// Deletes the pending delivery or queued e-mail `k` in `tx`; whether it was there.
     async fn remove_pending_in(tx: &Transaction<'_>, k: &PgQueueKey) -> PgResult<bool> {
-        let n = match k {
-            PgQueueKey::Delivery(id) => tx.run("DELETE FROM deliveries WHERE id = $1", &[id]).await?,
-            PgQueueKey::Email(seq) => tx.run("DELETE FROM email_queue WHERE seq = $1", &[seq]).await?,
-        };
-        Ok(n > 0)
+        let (pending, key) = k.row();
+        Ok(tx.run(&format!("DELETE FROM {pending} = $1"), &[key]).await? > 0)
     }
 }
 
@@ -326,10 +323,7 @@ impl Deliveries for PgScheduler {
     /// can meet) and the statement runs again, seeing it.
     async fn finish_delivery(&self, k: &QueueKey, delivery: &Delivery, outcome: Outcome) -> Result<Written<()>> {
         let k = PgQueueKey::of(k)?;
-        let (pending, key): (&str, &(dyn ToSql + Sync)) = match &k {
-            PgQueueKey::Delivery(id) => ("deliveries WHERE id", id),
-            PgQueueKey::Email(seq) => ("email_queue WHERE seq", seq),
-        };
+        let (pending, key) = k.row();
         let (kind, inbox_item, reason) = outcome_columns(&outcome);
         let nanos = rows::nanos(delivery.trigger_created)?;
         let sql = format!(
@@ -353,18 +347,18 @@ impl Deliveries for PgScheduler {
             key,
             &delivery.owner,
         ];
-        let mut collisions = 0;
+        let mut attempt = 0;
         let removed: i64 = loop {
             let client = self.pool.get().await?;
             match client.fetch_one(&sql, &params).await {
                 Ok(row) => break row.try_get(0)?,
                 Err(e) => {
                     let e = PgError::from(e);
-                    if collisions < super::MAX_RETRIES && (e.is_retryable() || e.code() == Some("23505")) {
-                        collisions += 1;
-                        continue;
+                    // a collision of attempt numbers is run again as a conflict is
+                    if !(e.is_retryable() || e.code() == Some("23505")) {
+                        return Err(e.into());
                     }
-                    return Err(e.into());
+                    super::pause_to_retry(&mut attempt, e).await?;
                 }
             }
         };

@@ -46,6 +46,15 @@ impl PgQueueKey {
         QueueKey::from_bytes(bytes)
     }
 
+    /// Its row of the queue tables: the table and key column as `"TABLE WHERE COLUMN"` (a
+    /// statement follows it with ` = $n`), and the key's value.
+    pub fn row(&self) -> (&'static str, &(dyn ToSql + Sync)) {
+        match self {
+            PgQueueKey::Delivery(id) => ("deliveries WHERE id", id),
+            PgQueueKey::Email(seq) => ("email_queue WHERE seq", seq),
+        }
+    }
+
     /// Reads back a key made by [`PgQueueKey::to_key`]; any other key is
     /// [`PgError::ForeignQueueKey`].
     pub fn of(k: &QueueKey) -> PgResult<PgQueueKey> {

@@ -343,6 +343,18 @@ pub type PgResult<T> = std::result::Result<T, PgError>;
 /// How many times a transaction refused as conflicting is run again.
 pub const MAX_RETRIES: u32 = 8;
 
+/// After `e`, a conflict that ended try number `attempt` (from 0) of a transaction or
+/// statement: a short pause growing with the tries, then `Ok` to run it again; after
+/// [`MAX_RETRIES`] tries again, [`PgError::Contention`] instead.
+pub(crate) async fn pause_to_retry(attempt: &mut u32, e: PgError) -> PgResult<()> {
+    if *attempt >= MAX_RETRIES {
+        return Err(PgError::Contention(e.to_string()));
+    }
+    *attempt += 1;
+    tokio::time::sleep(std::time::Duration::from_millis(u64::from(*attempt) * 5)).await;
+    Ok(())
+}
+
 /// Runs `$body` (a block using the transaction `$tx`, answering `PgResult<T>`) in a
 /// transaction on a pooled connection and commits it; runs it again, with a short growing
 /// pause, when the body or the commit fails with a serialization failure or a deadlock, at
@@ -375,11 +387,9 @@ macro_rules! transaction {
             };
             match result {
                 Err(e) if e.is_retryable() => {
-                    if attempt >= $crate::store::postgres::MAX_RETRIES {
-                        break Err($crate::store::postgres::PgError::Contention(e.to_string()));
+                    if let Err(e) = $crate::store::postgres::pause_to_retry(&mut attempt, e).await {
+                        break Err(e);
                     }
-                    attempt += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempt) * 5)).await;
                 }
                 other => break other,
             }

@@ -843,15 +843,9 @@ impl ScheduledItems for PgScheduler {
         now: Timestamp,
         next: &mut NextOccurrence<'_>,
     ) -> Result<Written<Option<TriggeredItem>>> {
-        let (_, owner, _) = due;
-        Ok(transaction!(self, |tx| {
-            self.accounts.lock(&tx, owner).await?;
-            let copy = Self::trigger_round_in(&tx, &[due], now, next).await?.pop().flatten();
-            Ok(match copy {
-                Some(copy) => Written::committed(Some(copy)),
-                None => Written::unchanged(None),
-            })
-        })?)
+        // a round of one
+        let mut results = self.trigger_items(&[due], now, next).await;
+        results.pop().unwrap_or(Ok(Written::unchanged(None)))
     }
 
     /// The entries in transactions of up to [`TRIGGER_ROUND`] items each, every owner's row
