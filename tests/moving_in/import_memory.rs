@@ -19,11 +19,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The most resident memory (peak, `VmHWM`) the import process may use for 2,000,000 Intray
-/// rows or 1,000,000 Tickler rows (release build). Measured: 250 MiB and 204 MiB (they took
-/// 1.05 GB and 1.8 GB before). The 128 MiB issue 29 asks for is out of reach with sled 0.34:
-/// opening the database those runs make, and reading the file, takes 165 MiB and 124 MiB
-/// alone (a run of the same file again, which writes nothing), since sled holds memory for
-/// every page of an open database (docs/moving-in.md).
+/// rows or 1,000,000 Tickler rows (release build). Measured: 248 MiB and 193 MiB (they took
+/// 1.05 GB and 1.8 GB at first). The 128 MiB issue 29 asks for is out of reach with sled
+/// 0.34: sled alone opening the database those runs make peaks at 174 MiB and 108 MiB
+/// (docs/moving-in.md), since it holds memory for every page of an open database.
 const BUDGET_MIB: u64 = 288;
 
 /// How much more the writing's share of the peak (the peak of the run that writes, less that

@@ -272,6 +272,16 @@ pub(in crate::store) fn trigger_id(id: Uuid) -> Vec<u8> {
     key(TRIGGER_ID, &[id.as_bytes()])
 }
 
+/// The uuid whose record a key of one of the scheduler's uuid indexes (scheduled items,
+/// triggered items, triggers) finds; `None` for any other key. One uuid names one record
+/// of the three.
+pub(in crate::store) fn scheduler_uuid(key: &[u8]) -> Option<Uuid> {
+    match key.split_first() {
+        Some((&(SCHEDULED_ID | TRIGGERED_ID | TRIGGER_ID), id)) => Uuid::from_slice(id).ok(),
+        _ => None,
+    }
+}
+
 pub(in crate::store) fn settings(account: Uuid) -> Vec<u8> {
     key(SETTINGS, &[account.as_bytes()])
 }

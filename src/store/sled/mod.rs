@@ -19,6 +19,7 @@ pub(crate) mod chunks;
 pub(crate) mod copy;
 pub mod format;
 pub(crate) mod imports;
+pub(crate) mod in_key_order;
 pub mod inbox;
 pub(crate) mod keys;
 pub mod moving_in;

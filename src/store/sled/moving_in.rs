@@ -11,6 +11,7 @@
 
 use super::accounts::AccountStore;
 use super::imports::Batches;
+use super::in_key_order::InKeyOrder;
 use super::inbox::InboxStore;
 use super::writer::Tree;
 #[cfg(test)]
@@ -48,10 +49,11 @@ pub struct SchedulerMoving {
 }
 
 /// After how many batches on disk a move-in closes the database and opens it again: sled
-/// 0.34 keeps the pages it wrote or read until it is closed (sled issue #1093), about 0.45 KiB
-/// per item moved in; a batch holds about 1,000 items, so this bounds that to a few tens of
-/// MiB whatever the number of items (docs/moving-in.md has the figures). (The unit tests
-/// reopen every 2 batches, so that small imports cross it.)
+/// 0.34 keeps the pages it wrote or read until it is closed (sled issue #1093); writing in
+/// key order ([`write_in_key_order`]) touches few pages per batch, and reopening bounds
+/// what a run holds beyond what the opening of the database needs (docs/moving-in.md has
+/// the figures; 16 measured no lower than 32, and slower). (The unit tests reopen every 2
+/// batches, so that small imports cross it.)
 pub const REOPEN_BATCHES: usize = if cfg!(test) { 2 } else { 32 };
 
 /// The data directory a move-in writes into: its store, under the directory's lock for the
@@ -87,6 +89,9 @@ impl Target {
     /// running); answers the tree `index` of the new opening.
     fn reopen(&mut self, index: usize) -> Result<Tree> {
         self.store = None;
+        // what the closed opening held goes back to the kernel before the next takes as
+        // much: glibc keeps freed heap otherwise, and the two would add up
+        crate::memory::release_free_memory();
         let store = super::open_during_move_in(&self.dir, self.lock.try_clone()?)?;
         let tree = store.sled()?.writer.tree(index);
         self.store = Some(store);
@@ -94,11 +99,54 @@ impl Target {
     }
 
     /// A new import into tree `index` (0 inbox, 1 scheduler), reopening the database every
-    /// [`REOPEN_BATCHES`].
-    pub(in crate::store) fn batches<'a>(&'a mut self, index: usize, wait: WaitDurable<'a>) -> Result<Batches<'a>> {
+    /// [`REOPEN_BATCHES`], and where the writes it puts off wait to be made in key order.
+    pub(in crate::store) fn batches<'a>(
+        &'a mut self,
+        index: usize,
+        wait: WaitDurable<'a>,
+    ) -> Result<(Batches<'a>, InKeyOrder)> {
+        let later = InKeyOrder::new(&self.dir)?;
         let batches = Batches::new(&self.store()?.sled()?.writer.tree(index), wait)?;
-        Ok(batches.reopening(REOPEN_BATCHES, Box::new(move || self.reopen(index))))
+        Ok((
+            batches.reopening(REOPEN_BATCHES, Box::new(move || self.reopen(index))),
+            later,
+        ))
     }
+}
+
+/// Makes the writes `later` holds, in key order, after the batch being filled (on disk
+/// first, so that `taken` reads it): each key is new (the import creates it) and must be
+/// in `later` once and not here (`taken` says whether the tree has it, or another key that
+/// excludes it: one uuid names one record); either is an error naming the record's uuid,
+/// the key's last 16 bytes. Only keys a run creates are put off, and reading them in key
+/// order keeps the pages of the lookups as few as those of the writes.
+pub(in crate::store) fn write_in_key_order(
+    batches: &mut Batches<'_>,
+    later: &mut InKeyOrder,
+    taken: impl Fn(&Tree, &[u8]) -> Result<bool>,
+) -> Result<()> {
+    batches.write()?;
+    let mut last: Option<Vec<u8>> = None;
+    later.each(|key, value| {
+        // a uuid under two prefixes is found once the first prefix's batches are on disk
+        if last.as_ref().and_then(|l| l.first()) != key.first() {
+            batches.write()?;
+        }
+        if last.as_deref() == Some(key) || taken(batches.tree()?, key)? {
+            let id = key
+                .len()
+                .checked_sub(16)
+                .and_then(|at| uuid::Uuid::from_slice(&key[at..]).ok())
+                .unwrap_or_default();
+            return Err(StoreError::Codec(format!(
+                "the uuid {id} of an item or trigger is in the file twice"
+            )));
+        }
+        batches.insert_new(key, value.to_vec());
+        batches.write_if_full()?;
+        last = Some(key.to_vec());
+        Ok(())
+    })
 }
 
 /// Runs `write` on `batches` and commits them; when that fails, what was written is undone
@@ -242,36 +290,28 @@ pub fn move_in_inbox<E: From<StoreError>>(
     items: impl FnOnce(&mut dyn FnMut(uuid::Uuid, InboxItem) -> Result<()>) -> std::result::Result<(), E>,
     wait: WaitDurable<'_>,
 ) -> std::result::Result<Vec<u64>, E> {
-    let batches = target.batches(0, wait)?;
+    let (batches, mut later) = target.batches(0, wait)?;
     let index: std::collections::HashMap<uuid::Uuid, usize> =
         accounts.iter().enumerate().map(|(i, a)| (a.account.id, i)).collect();
     all_or_nothing(batches, |batches| {
         let mut counts = vec![0u64; accounts.len()];
-        // the ids of the batch being filled (not readable in the tree before it is written)
-        let mut in_batch = std::collections::HashSet::new();
         for arriving in accounts {
             AccountStore::put_arriving_into(batches, &arriving.account, &arriving.access_keys)?;
         }
+        // the items in the file's order (mostly their places' order); their uuid index,
+        // in random order so, put off and written sorted
         items(&mut |owner, item| {
             let i = *index
                 .get(&owner)
                 .ok_or_else(|| StoreError::Codec(format!("an item of {owner}, an account not moving in")))?;
-            let tree = batches.tree()?;
-            if !in_batch.insert(item.id) || tree.contains_key(keys::item_id(item.id))? {
-                return Err(StoreError::Codec(format!(
-                    "the uuid {} of an item is in the file twice",
-                    item.id
-                )));
-            }
-            let place = keys::item_place(owner, item.created, tree.next_id()?);
+            let place = keys::item_place(owner, item.created, batches.tree()?.next_id()?);
+            later.put(&keys::item_id(item.id), &place)?;
             batches.insert_new(keys::item(&place), records::item::encode(&item));
-            batches.insert_new(keys::item_id(item.id), place);
             counts[i] += 1;
-            if batches.write_if_full()? {
-                in_batch.clear();
-            }
+            batches.write_if_full()?;
             Ok(())
         })?;
+        write_in_key_order(batches, &mut later, |tree, key| tree.contains_key(key))?;
         for (arriving, n) in accounts.iter().zip(&counts) {
             batches.insert(keys::count(arriving.account.id), records::raw::count(*n))?;
         }
@@ -422,6 +462,16 @@ mod tests {
     /// Moves in `alice` with `n` items through a [`Target`] (reopened every
     /// [`REOPEN_BATCHES`] batches); `fail_at`: the items stop with an error at that one.
     fn move_in_items(dir: &std::path::Path, n: u32, fail_at: Option<u32>) -> std::result::Result<Vec<u64>, StoreError> {
+        move_in_items_with(dir, n, fail_at, |i| i)
+    }
+
+    /// [`move_in_items`] where item `i` has the uuid of item `id_of(i)`.
+    fn move_in_items_with(
+        dir: &std::path::Path,
+        n: u32,
+        fail_at: Option<u32>,
+        id_of: impl Fn(u32) -> u32,
+    ) -> std::result::Result<Vec<u64>, StoreError> {
         let alice = arriving(1, "alice", 0);
         let moving = [InboxMoving {
             account: alice.account.clone(),
@@ -442,7 +492,7 @@ mod tests {
                         return Err(StoreError::Codec("a bad row".into()));
                     }
                     let mut id = [0x40; 16];
-                    id[..4].copy_from_slice(&i.to_be_bytes());
+                    id[..4].copy_from_slice(&id_of(i).to_be_bytes());
                     let item = InboxItem {
                         id: Uuid::from_bytes(id),
                         kind: ItemType::Text,
@@ -485,6 +535,39 @@ mod tests {
         assert_eq!(store.inbox.count(alice.id).await.unwrap(), n as u64);
         let tree = store.sled().unwrap().writer.tree(0);
         assert!(tree.scan_prefix(b"j").next().is_none() && tree.scan_prefix(b"J").next().is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_item_uuid_twice_in_the_file_is_found_in_key_order_and_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let before = records(dir.path());
+        let path = dir.path().to_path_buf();
+        // the 4,000th item has the uuid of the 10th: batches and an opening apart, and
+        // found only when the uuid index is written, sorted, after every item
+        let failed = tokio::task::spawn_blocking(move || {
+            move_in_items_with(&path, 5_000, None, |i| if i == 4_000 { 10 } else { i })
+        })
+        .await
+        .unwrap();
+        let mut id = [0x40; 16];
+        id[..4].copy_from_slice(&10u32.to_be_bytes());
+        match failed {
+            Err(StoreError::Codec(why)) => assert!(
+                why.contains(&format!(
+                    "the uuid {} of an item or trigger is in the file twice",
+                    Uuid::from_bytes(id)
+                )),
+                "{why}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(records(dir.path()), before);
+        assert!(
+            !dir.path().join("move-in-sorting.sqlite3").exists(),
+            "the scratch file is gone"
+        );
+        let store = Store::open(dir.path()).expect("open");
+        assert!(store.inbox.accounts.by_username("alice").await.unwrap().is_none());
     }
 
     #[tokio::test(flavor = "multi_thread")]
