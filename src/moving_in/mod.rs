@@ -369,13 +369,15 @@ fn move_in_tickler(db: &sqlite::OldDatabase, data_dir: &Path, mut notes: Notes) 
 /// Opens the data directory's store for a move-in; a running server holds its lock.
 fn open_target(dir: &Path) -> Result<Target, Failure> {
     crate::datadir::prepare(dir).map_err(|e| Failure::Open(MoveInError::DataDir(e)))?;
-    Target::open(dir).map_err(|e| {
-        Failure::Open(MoveInError::DataDir(match e {
-            StoreError::Locked(_) => format!(
-                "the data directory {} is in use by a running pigeonhole server: stop it first, then move in",
-                dir.display()
-            ),
-            e => format!("cannot open the data directory {}: {e}", dir.display()),
-        }))
-    })
+    Target::open(dir)
+        .map(|t| t.after_closing(crate::memory::release_free_memory))
+        .map_err(|e| {
+            Failure::Open(MoveInError::DataDir(match e {
+                StoreError::Locked(_) => format!(
+                    "the data directory {} is in use by a running pigeonhole server: stop it first, then move in",
+                    dir.display()
+                ),
+                e => format!("cannot open the data directory {}: {e}", dir.display()),
+            }))
+        })
 }

@@ -63,6 +63,8 @@ pub struct Target {
     dir: PathBuf,
     lock: File,
     store: Option<Arc<Store>>,
+    /// Run between closing the database and opening it again ([`Target::after_closing`]).
+    after_closing: Option<fn()>,
 }
 
 impl Target {
@@ -75,7 +77,16 @@ impl Target {
             dir: dir.to_path_buf(),
             lock,
             store: Some(store),
+            after_closing: None,
         })
+    }
+
+    /// Runs `f` each time the database is closed to be opened again: the caller hands
+    /// the memory the closed opening freed back to the system there (glibc keeps freed
+    /// heap otherwise, and the two openings would add up).
+    pub fn after_closing(mut self, f: fn()) -> Target {
+        self.after_closing = Some(f);
+        self
     }
 
     /// The store of the current opening.
@@ -89,9 +100,9 @@ impl Target {
     /// running); answers the tree `index` of the new opening.
     fn reopen(&mut self, index: usize) -> Result<Tree> {
         self.store = None;
-        // what the closed opening held goes back to the kernel before the next takes as
-        // much: glibc keeps freed heap otherwise, and the two would add up
-        crate::memory::release_free_memory();
+        if let Some(f) = self.after_closing {
+            f();
+        }
         let store = super::open_during_move_in(&self.dir, self.lock.try_clone()?)?;
         let tree = store.sled()?.writer.tree(index);
         self.store = Some(store);
