@@ -24,8 +24,6 @@ const CACHE_KIB: i64 = 4096;
 pub(crate) struct InKeyOrder {
     conn: Connection,
     path: PathBuf,
-    /// How many were put.
-    pub(crate) len: u64,
 }
 
 fn engine(e: rusqlite::Error) -> StoreError {
@@ -50,7 +48,7 @@ impl InKeyOrder {
              CREATE TABLE later (k BLOB NOT NULL, v BLOB NOT NULL); BEGIN;"
         ))
         .map_err(engine)?;
-        Ok(InKeyOrder { conn, path, len: 0 })
+        Ok(InKeyOrder { conn, path })
     }
 
     /// Puts off the write of `value` under `key`.
@@ -59,7 +57,6 @@ impl InKeyOrder {
             .prepare_cached("INSERT INTO later (k, v) VALUES (?1, ?2)")
             .and_then(|mut s| s.execute((key, value)))
             .map_err(engine)?;
-        self.len += 1;
         Ok(())
     }
 
@@ -114,7 +111,6 @@ mod tests {
             .expect("each");
         let keys: Vec<&[u8]> = out.iter().map(|(k, _)| k.as_slice()).collect();
         assert_eq!(keys, [&b""[..], b"a", b"a", b"a\x00", b"a\xff", b"b"]);
-        assert_eq!(later.len, 6);
         drop(later);
         assert!(!dir.path().join(SCRATCH).exists());
     }

@@ -136,10 +136,10 @@ pub(in crate::store) fn write_in_key_order(
     later: &mut InKeyOrder,
     taken: impl Fn(&Tree, &[u8]) -> Result<bool>,
 ) -> Result<()> {
-    batches.write()?;
     let mut last: Option<Vec<u8>> = None;
     later.each(|key, value| {
-        // a uuid under two prefixes is found once the first prefix's batches are on disk
+        // the batch before each prefix (the first included) goes to disk first: a uuid
+        // under two prefixes is found once the first prefix's batches are on disk
         if last.as_ref().and_then(|l| l.first()) != key.first() {
             batches.write()?;
         }
