@@ -1,13 +1,16 @@
-//! The process's heap. glibc's allocator keeps memory that a burst of work freed (a full sync
-//! of a large inbox, a fill of thousands of items) inside the process, and gives each thread
-//! that contends for the heap an arena of its own, which multiplies what is kept. For a small
-//! server that mostly sits idle on a small machine this is the wrong trade, so:
+//! The process's heap. An allocator keeps memory that a burst of work freed (a full sync of
+//! a large inbox, a fill of thousands of items) inside the process. For a small server that
+//! mostly sits idle on a small machine this is the wrong trade, so:
 //!
-//! * [`limit_arenas`] (called by `main` before any thread starts) allows two arenas;
-//! * [`release_when_idle`] hands free heap pages back to the kernel (`malloc_trim`) once
-//!   requests have stopped for a second after some activity ([`note_activity`]).
+//! * the binary's Rust code allocates from jemalloc (`src/main.rs`: two arenas, small thread
+//!   caches, freed pages handed back after half a second by its background thread);
+//! * [`limit_arenas`] (called by `main` before any thread starts) allows glibc's malloc,
+//!   which C code still uses (SQLite), two arenas;
+//! * [`release_when_idle`] hands free heap pages of both back to the kernel once requests
+//!   have stopped for a second after some activity ([`note_activity`]).
 //!
-//! Both are no-ops on other C libraries. Measurements are in docs/performance.md.
+//! Each is a no-op where its allocator is not there. Measurements are in
+//! docs/performance.md.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -31,8 +34,22 @@ pub fn limit_arenas() {
     }
 }
 
-/// Returns free heap pages to the kernel.
+/// Returns free heap pages to the kernel (jemalloc's and glibc's).
 pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", not(target_env = "musl")))]
+    #[allow(unsafe_code, reason = "jemalloc's control interface is a C function")]
+    // SAFETY: `arena.4096.purge` (4096 names every arena) reads and writes no value: both
+    // value pointers are null and the length 0, as jemalloc requires of it; the name is a
+    // NUL-terminated string. It is thread-safe (it takes the arenas' locks).
+    unsafe {
+        let _ = tikv_jemalloc_sys::mallctl(
+            c"arena.4096.purge".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(unsafe_code, reason = "std has no safe malloc_trim (glibc)")]
     // SAFETY: malloc_trim is thread-safe (it takes each arena's lock) and only releases

@@ -48,6 +48,29 @@ async fn post_items(server: &Proc, auth: &Auth, clients: usize, total: usize) {
     futures_util::future::join_all(posts).await;
 }
 
+/// The server allocates from jemalloc with the settings of src/main.rs (`MALLOC_CONF`): its
+/// background thread, which hands freed pages back to the kernel, runs only when jemalloc
+/// is the allocator and has read those settings (with glibc's malloc, or settings under a
+/// name jemalloc does not read, there is no such thread).
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_allocates_from_jemalloc_with_its_settings() {
+    let data = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let server = Proc::start(data.path(), logs.path(), Services::Both, &[]).await;
+    server.api.register("alice", "pw").await.expect_empty(204);
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", server.pid()))
+        .expect("the server's threads")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect();
+    assert!(
+        threads.iter().any(|name| name == "jemalloc_bg_thd"),
+        "no jemalloc background thread among the server's threads: {threads:?}"
+    );
+    server.stop().await;
+}
+
 /// After 30,000 durable writes by 16 clients into one account, the idle server holds at most
 /// 14 MiB more than before them (now 9–10 MiB). sled's page cache was 8 MiB of on-disk page
 /// sizes, about 22 MiB of memory once its pages are decoded: the writes left the server
